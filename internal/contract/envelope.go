@@ -1,0 +1,160 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Version is the envelope version this code writes. Decode accepts it only.
+const Version = 1
+
+// MaxEnvelopeBytes bounds an encoded envelope. Messages carry IDs only, so a
+// real one is a few hundred bytes; anything near this limit is an abuse.
+const MaxEnvelopeBytes = 4096
+
+// Envelope is the SQS message body of every job (DESIGN §2). MessageID is the
+// job id. Args carries primitive IDs only: it is stored in plaintext in
+// queues, tables and logs.
+type Envelope struct {
+	V             int               `json:"v"`
+	MessageID     string            `json:"messageId"`
+	Type          string            `json:"type"`
+	Key           string            `json:"key"`
+	CorrelationID string            `json:"correlationId"`
+	Args          map[string]string `json:"args"`
+	EnqueuedAt    time.Time         `json:"enqueuedAt"`
+}
+
+// The SQS message attribute names that repeat envelope fields, so queues can
+// be inspected and filtered without decoding bodies.
+const (
+	AttrType          = "type"
+	AttrCorrelationID = "correlationId"
+)
+
+var (
+	keyPattern           = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+	correlationIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+)
+
+// ValidKey reports whether k is an acceptable natural idempotency key:
+// 1–255 printable ASCII characters without spaces.
+func ValidKey(k string) bool { return keyPattern.MatchString(k) }
+
+// ValidCorrelationID reports whether id is an acceptable correlation id.
+func ValidCorrelationID(id string) bool { return correlationIDPattern.MatchString(id) }
+
+// Decode parses and checks an encoded envelope strictly: one JSON object no
+// larger than MaxEnvelopeBytes, no unknown fields, every field of the right
+// type and shape, args a flat object of strings. It does not look the type up;
+// Registry.Validate does. Every error it returns matches ErrMalformed.
+func Decode(data []byte) (Envelope, error) {
+	var env Envelope
+	if len(data) > MaxEnvelopeBytes {
+		return env, &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return Envelope{}, &ValidationError{Fields: []FieldError{{Field: jsonErrorField(err), Reason: jsonErrorReason(err)}}}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Envelope{}, &ValidationError{Fields: []FieldError{{Field: "body", Reason: "trailing data after the JSON object"}}}
+	}
+	if err := env.Check(); err != nil {
+		return Envelope{}, err
+	}
+	return env, nil
+}
+
+// Check validates the envelope's own fields (not the args, whose rules belong
+// to the job type).
+func (e Envelope) Check() error {
+	verr := &ValidationError{}
+	if e.V != Version {
+		verr.add("v", "unsupported version %d (want %d)", e.V, Version)
+	}
+	if u, err := uuid.Parse(e.MessageID); err != nil || u.String() != e.MessageID {
+		verr.add("messageId", "must be a lower-case canonical UUID")
+	}
+	if !ValidTypeName(e.Type) {
+		verr.add("type", "must be a versioned type name such as email.welcome.v1")
+	}
+	if !ValidKey(e.Key) {
+		verr.add("key", "must be 1-255 printable ASCII characters without spaces")
+	}
+	if !ValidCorrelationID(e.CorrelationID) {
+		verr.add("correlationId", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
+	}
+	if e.Args == nil {
+		verr.add("args", "is required (an object of string IDs)")
+	}
+	if e.EnqueuedAt.IsZero() {
+		verr.add("enqueuedAt", "is required (RFC 3339)")
+	}
+	return verr.orNil()
+}
+
+// Encode returns the envelope's JSON body after checking it, so a malformed
+// envelope is never sent.
+func (e Envelope) Encode() ([]byte, error) {
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("contract: encode envelope: %w", err)
+	}
+	if len(b) > MaxEnvelopeBytes {
+		return nil, &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}
+	}
+	return b, nil
+}
+
+func jsonErrorField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return te.Field
+	}
+	return "body"
+}
+
+func jsonErrorReason(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field != "" && len(te.Field) > 5 && te.Field[:5] == "args." {
+			return "must be a string ID, not " + te.Value
+		}
+		return "wrong type: got " + te.Value + ", want " + te.Type.String()
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at offset %d", se.Offset)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "empty or truncated JSON"
+	}
+	// DisallowUnknownFields reports `json: unknown field "x"`.
+	return safeName(err.Error())
+}
+
+// messageIDNamespace scopes derived message ids to runstwice.
+var messageIDNamespace = uuid.MustParse("6f0c1c8e-3a4b-5d2e-9f10-2b7a1e5c4d33")
+
+// DeriveMessageID returns the job id for an enqueue request from caller with
+// the given Idempotency-Key: the same pair always yields the same id, so an
+// enqueue retried after it slipped past the request layer produces the same
+// message and the effect marker absorbs it.
+func DeriveMessageID(caller, idempotencyKey string) string {
+	name := fmt.Sprintf("%d:%s%d:%s", len(caller), caller, len(idempotencyKey), idempotencyKey)
+	return uuid.NewSHA1(messageIDNamespace, []byte(name)).String()
+}
+
+// NewMessageID returns a fresh random job id.
+func NewMessageID() string { return uuid.NewString() }

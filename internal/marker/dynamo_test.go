@@ -1,0 +1,61 @@
+//go:build integration
+
+package marker_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestDynamoConformance(t *testing.T) {
+	moto := testenv.Moto(t)
+	client := dynamodb.NewFromConfig(moto.Config())
+	table := testenv.Name(t, "markers")
+	testenv.CreateTable(t, client, table, marker.AttrHandler, marker.AttrMessageKey)
+	markertest.Run(t, func(t *testing.T, clock *markertest.Clock) markertest.Store {
+		d := marker.NewDynamo(client, table)
+		d.Now = clock.Now
+		return d
+	})
+}
+
+// TestDynamoPeekBatchIsOneCall checks the cost rule: the peeks of a whole SQS
+// batch are one BatchGetItem.
+func TestDynamoPeekBatchIsOneCall(t *testing.T) {
+	moto := testenv.Moto(t)
+	counter := testenv.NewCallCounter()
+	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
+	table := testenv.Name(t, "markers")
+	testenv.CreateTable(t, client, table, marker.AttrHandler, marker.AttrMessageKey)
+	d := marker.NewDynamo(client, table)
+	ctx := context.Background()
+	keys := make([]marker.Key, 10)
+	for i := range keys {
+		keys[i] = marker.Key{Handler: "email.welcome.v1", MessageKey: testenv.Name(t, "m")}
+	}
+	for _, k := range keys[:4] {
+		if _, err := d.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter.Reset()
+	got, err := d.PeekBatch(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("found %d claimed; want 4", len(got))
+	}
+	if n := counter.Get("DynamoDB.BatchGetItem"); n != 1 || counter.Get("DynamoDB.GetItem") != 0 {
+		t.Fatalf("calls for a 10-key peek: %s; want one BatchGetItem", counter)
+	}
+	t.Logf("AWS calls for PeekBatch of 10 keys: %s", counter)
+}

@@ -1,0 +1,255 @@
+// Package markertest is the conformance suite every marker store passes: the
+// in-memory fake and the DynamoDB store run the same tests, so a unit test
+// that uses the fake proves what the real store does.
+package markertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/marker"
+)
+
+// Store is the behaviour under test.
+type Store interface {
+	Peek(ctx context.Context, k marker.Key) (marker.Record, bool, error)
+	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
+	Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error)
+	Claim(ctx context.Context, k marker.Key, owner string) (bool, error)
+	Release(ctx context.Context, k marker.Key, owner string) error
+}
+
+// Clock is a settable clock shared by a store and the suite.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// Run runs the suite. newStore returns an empty store that reads clock.
+func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
+	ctx := context.Background()
+	var seq atomic.Int64
+	key := func() marker.Key {
+		return marker.Key{Handler: "email.welcome.v1", MessageKey: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
+	}
+	setup := func(t *testing.T) (Store, *Clock) {
+		clock := NewClock(time.Now())
+		return newStore(t, clock), clock
+	}
+
+	t.Run("PeekMissing", func(t *testing.T) {
+		s, _ := setup(t)
+		if _, ok, err := s.Peek(ctx, key()); err != nil || ok {
+			t.Fatalf("Peek(missing) = ok %v, err %v; want false, nil", ok, err)
+		}
+	})
+
+	t.Run("ClaimThenPeek", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		r, ok, err := s.Peek(ctx, k)
+		if err != nil || !ok || !r.Processed() {
+			t.Fatalf("Peek after claim = %+v ok %v err %v; want processed", r, ok, err)
+		}
+	})
+
+	t.Run("SecondClaimIsSuccess", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		for i := range 3 {
+			won, err := s.Claim(ctx, k, "")
+			if err != nil || won != (i == 0) {
+				t.Fatalf("claim %d = %v, %v; want won only the first time and no error (already processed is success)", i, won, err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentClaimsOneWinner", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				won, err := s.Claim(ctx, k, "")
+				if err != nil {
+					t.Errorf("claim: %v", err)
+				}
+				if won {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := wins.Load(); got != 1 {
+			t.Fatalf("%d of 50 concurrent claims won; want exactly 1", got)
+		}
+	})
+
+	t.Run("ConcurrentLeasesOneWinner", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := fmt.Sprintf("w%d", i)
+				if _, err := s.Lease(ctx, k, owner, clock.Now().Add(time.Minute)); err == nil {
+					wins.Add(1)
+					if _, err := s.Claim(ctx, k, owner); err != nil {
+						t.Errorf("winner claim: %v", err)
+					}
+				} else if !errors.Is(err, marker.ErrLeaseHeld) && !errors.Is(err, marker.ErrProcessed) {
+					t.Errorf("lease: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := wins.Load(); got != 1 {
+			t.Fatalf("%d of 50 concurrent leases won; want exactly 1", got)
+		}
+	})
+
+	t.Run("PeekBatch", func(t *testing.T) {
+		s, _ := setup(t)
+		var keys []marker.Key
+		for i := range 10 {
+			k := key()
+			keys = append(keys, k)
+			if i%3 == 0 {
+				if _, err := s.Claim(ctx, k, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := s.PeekBatch(ctx, append(keys, keys[0])) // a duplicate key too
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 4 {
+			t.Fatalf("PeekBatch found %d markers; want 4 (keys 0, 3, 6, 9)", len(got))
+		}
+		for i, k := range keys {
+			_, ok := got[k]
+			if ok != (i%3 == 0) {
+				t.Errorf("key %d found=%v; want %v", i, ok, i%3 == 0)
+			}
+		}
+	})
+
+	t.Run("LeaseBlocksTwinUntilExpiry", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		old, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute))
+		if !errors.Is(err, marker.ErrLeaseHeld) || old.Owner != "a" {
+			t.Fatalf("twin lease = %+v, %v; want ErrLeaseHeld with owner a", old, err)
+		}
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(2*time.Minute)); err != nil {
+			t.Fatalf("owner re-lease: %v", err)
+		}
+		clock.Advance(3 * time.Minute) // a crashed holder never blocks forever
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatalf("lease after expiry: %v", err)
+		}
+	})
+
+	t.Run("StaleHolderCannotComplete", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "a"); !errors.Is(err, marker.ErrLeaseLost) {
+			t.Fatalf("stale claim = %v; want ErrLeaseLost", err)
+		}
+		if err := s.Release(ctx, k, "a"); err != nil {
+			t.Fatalf("stale release = %v; want nil (nothing to release)", err)
+		}
+		r, ok, _ := s.Peek(ctx, k)
+		if !ok || r.Owner != "b" || r.State != marker.StateLeased {
+			t.Fatalf("after stale writes marker = %+v; want b's lease intact", r)
+		}
+		if _, err := s.Claim(ctx, k, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "a"); err != nil {
+			t.Fatalf("stale claim after completion = %v; want nil (already processed)", err)
+		}
+	})
+
+	t.Run("LeaseOnProcessedDoublesAsPeek", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		old, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute))
+		if !errors.Is(err, marker.ErrProcessed) || !old.Processed() {
+			t.Fatalf("lease on claimed marker = %+v, %v; want ErrProcessed", old, err)
+		}
+	})
+
+	t.Run("ReleaseFreesForRetry", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, k, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.Peek(ctx, k); ok {
+			t.Fatal("marker still present after release")
+		}
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatalf("lease after release: %v", err)
+		}
+	})
+
+	t.Run("ExpiredMarkerIsAbsentEvenIfNotDeleted", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := s.Peek(ctx, k)
+		if d := r.ExpiresAt.Sub(clock.Now()); d < 29*24*time.Hour {
+			t.Fatalf("expiresAt only %v ahead; want the 30-day retention", d)
+		}
+		clock.Advance(marker.DefaultRetention + time.Hour)
+		if _, ok, _ := s.Peek(ctx, k); ok {
+			t.Fatal("Peek returned a marker past its expiresAt; reads must not trust TTL deletion")
+		}
+		if got, _ := s.PeekBatch(ctx, []marker.Key{k}); len(got) != 0 {
+			t.Fatal("PeekBatch returned an expired marker")
+		}
+	})
+}

@@ -1,0 +1,99 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+var nameSeq atomic.Int64
+
+// Name returns a resource name unique in this test binary, so tests sharing
+// one moto server never see each other's tables and queues.
+func Name(t testing.TB, base string) string {
+	t.Helper()
+	return fmt.Sprintf("%s-%d-%d", base, time.Now().UnixNano()%1_000_000_000, nameSeq.Add(1))
+}
+
+// CreateTable creates an on-demand table with a string hash key and, when
+// rangeKey is not empty, a string range key, and TTL on expiresAt.
+func CreateTable(t testing.TB, client *dynamodb.Client, name, hashKey, rangeKey string) {
+	t.Helper()
+	ctx := context.Background()
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(hashKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(hashKey), KeyType: types.KeyTypeHash}},
+	}
+	if rangeKey != "" {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(rangeKey), AttributeType: types.ScalarAttributeTypeS})
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(rangeKey), KeyType: types.KeyTypeRange})
+	}
+	if _, err := client.CreateTable(ctx, in); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	if _, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)},
+	}); err != nil {
+		t.Fatalf("ttl on %s: %v", name, err)
+	}
+}
+
+// Queue is a created queue.
+type Queue struct {
+	Name string
+	URL  string
+	ARN  string
+}
+
+// CreateQueue creates a standard queue with the given attributes (e.g.
+// "VisibilityTimeout", "RedrivePolicy").
+func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string]string) Queue {
+	t.Helper()
+	ctx := context.Background()
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatalf("queue arn %s: %v", name, err)
+	}
+	return Queue{Name: name, URL: *out.QueueUrl, ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}
+}
+
+// RedrivePolicy returns a queue's RedrivePolicy attribute value.
+func RedrivePolicy(dlqARN string, maxReceiveCount int) string {
+	return fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":%d}`, dlqARN, maxReceiveCount)
+}
+
+// Receive reads up to 10 messages from a queue without deleting them, with
+// all attributes.
+func Receive(t testing.TB, client *sqs.Client, url string, wait time.Duration) []sqstypes.Message {
+	t.Helper()
+	out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: int32(wait / time.Second),
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", url, err)
+	}
+	return out.Messages
+}
+
+// QueueNameFromURL returns the last path element of a queue URL.
+func QueueNameFromURL(url string) string { return url[strings.LastIndex(url, "/")+1:] }
