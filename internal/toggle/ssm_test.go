@@ -1,0 +1,88 @@
+//go:build integration
+
+package toggle_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/toggle"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func put(t *testing.T, client *ssm.Client, name, value string) {
+	t.Helper()
+	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
+		Name: aws.String(name), Value: aws.String(value), Type: types.ParameterTypeString, Overwrite: aws.Bool(true),
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFlipSeenAfterTTL flips a real parameter on moto: the change is seen
+// after the TTL and not before, with one SSM call per TTL.
+func TestFlipSeenAfterTTL(t *testing.T) {
+	moto := testenv.Moto(t)
+	counter := testenv.NewCallCounter()
+	client := ssm.NewFromConfig(moto.Config(counter.Option))
+	stage := testenv.Name(t, "flip")
+	reg := contract.DefaultRegistry()
+	put(t, client, toggle.ParameterName(stage, contract.TypePartnerDigest), "false")
+
+	now := time.Unix(1_800_000_000, 0)
+	src := toggle.NewSource(client, toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	src.Now = func() time.Time { return now }
+	src.TTL = 30 * time.Second
+	ctx := context.Background()
+	counter.Reset()
+
+	if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+		t.Fatal("digest enabled while its parameter is false")
+	}
+	put(t, client, toggle.ParameterName(stage, contract.TypePartnerDigest), "true")
+	now = now.Add(29 * time.Second)
+	for range 50 {
+		if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+			t.Fatal("flip seen before the TTL passed")
+		}
+	}
+	now = now.Add(2 * time.Second)
+	if !src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+		t.Fatal("flip not seen after the TTL")
+	}
+	if n := counter.Get("SSM.GetParametersByPath"); n != 2 {
+		t.Fatalf("SSM calls over two TTL windows and 52 checks: %s; want 2", counter)
+	}
+	t.Logf("AWS calls for 52 toggle checks over 2 TTL windows: %s", counter)
+}
+
+// TestUnreachableStaysClosed points the source at a port nobody listens on:
+// a fail-closed type stays off, a fail-open one stays on.
+func TestUnreachableStaysClosed(t *testing.T) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := awsx.Static("http://127.0.0.1:"+itoa(port), testenv.Region)
+	src := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path("local"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+		t.Fatal("fail-closed type enabled with SSM unreachable")
+	}
+	if !src.IsJobEnabled(ctx, contract.TypeWelcome, true) {
+		t.Fatal("fail-open type disabled with SSM unreachable")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

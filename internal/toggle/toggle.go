@@ -1,0 +1,233 @@
+// Package toggle is the kill switch: one SSM parameter per job type under
+// /runstwice/<stage>/toggles/<type>, read with one GetParametersByPath per TTL
+// per Lambda container, so a flip takes effect within the TTL with no deploy
+// and SSM's request limit is never approached.
+//
+// The rules, so that a fail-closed type can never start by accident:
+//   - a missing parameter gives the registry default;
+//   - an unreadable value gives the default, and is flagged;
+//   - SSM unreachable gives the last value read, else the default;
+//   - a parameter that names no registered type (a typo) is logged and
+//     counted as UnknownToggle.
+package toggle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// DefaultTTL is how long values read from SSM are trusted.
+const DefaultTTL = 30 * time.Second
+
+// Path returns the parameter path of a stage's toggles, without a trailing
+// slash: "/runstwice/<stage>/toggles".
+func Path(stage string) string { return "/runstwice/" + stage + "/toggles" }
+
+// ParameterName returns the parameter that switches jobType in stage.
+func ParameterName(stage, jobType string) string { return Path(stage) + "/" + jobType }
+
+// Parse reads a toggle value: true/false, on/off, 1/0, yes/no, enabled/
+// disabled, case-insensitive and trimmed. ok is false for anything else.
+func Parse(raw string) (enabled, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(raw)) {
+	case "true", "on", "1", "yes", "enabled":
+		return true, true
+	case "false", "off", "0", "no", "disabled":
+		return false, true
+	}
+	return false, false
+}
+
+// SSMAPI is the part of the SSM client the source uses.
+type SSMAPI interface {
+	GetParametersByPath(ctx context.Context, in *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
+}
+
+// Source reads toggles from SSM Parameter Store and caches them. It is safe
+// for concurrent use; concurrent refreshes collapse into one call.
+type Source struct {
+	client SSMAPI
+	path   string
+	known  func(string) bool
+
+	// TTL is how long a read is trusted (DefaultTTL if 0).
+	TTL time.Duration
+	// Logger receives warnings about typos, unreadable values and SSM errors.
+	Logger *slog.Logger
+	// Metrics counts UnknownToggle.
+	Metrics *obs.Metrics
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+
+	mu        sync.Mutex
+	values    map[string]string
+	loaded    bool
+	fetchedAt time.Time
+	lastErr   error
+}
+
+// NewSource returns a source for the toggles under path (see Path). known
+// reports whether a type name is registered; parameters naming anything else
+// are flagged as unknown.
+func NewSource(client SSMAPI, path string, known func(string) bool) *Source {
+	return &Source{client: client, path: strings.TrimSuffix(path, "/"), known: known}
+}
+
+func (s *Source) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Source) ttl() time.Duration {
+	if s.TTL > 0 {
+		return s.TTL
+	}
+	return DefaultTTL
+}
+
+func (s *Source) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+// IsJobEnabled reports whether jobType may run; def is the registry default,
+// used when the parameter is missing or unreadable, or SSM has never answered.
+func (s *Source) IsJobEnabled(ctx context.Context, jobType string, def bool) bool {
+	values := s.current(ctx)
+	raw, ok := values[jobType]
+	if !ok {
+		return def
+	}
+	enabled, ok := Parse(raw)
+	if !ok {
+		s.logger().Warn("toggle value unreadable; using the registry default",
+			obs.KeyType, jobType, "value", raw, "default", def, "parameter", s.path+"/"+jobType)
+		return def
+	}
+	return enabled
+}
+
+// current returns the cached values, refreshing them when the TTL has passed.
+// On an SSM error it keeps the last values read (none, at first).
+func (s *Source) current(ctx context.Context) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.fetchedAt.IsZero() && now.Sub(s.fetchedAt) < s.ttl() {
+		return s.values
+	}
+	// Whatever happens, wait a TTL before asking again: SSM errors must not
+	// turn every invocation into a call.
+	s.fetchedAt = now
+	values, err := s.read(ctx)
+	if err != nil {
+		s.lastErr = err
+		s.logger().Warn("toggles unreadable; keeping the last values read, else the defaults",
+			"error", err, "path", s.path, "haveLastValues", s.loaded)
+		return s.values
+	}
+	s.values, s.loaded, s.lastErr = values, true, nil
+	for _, name := range s.unknown(values) {
+		s.logger().Warn("toggle parameter names no registered job type (typo?)", "parameter", s.path+"/"+name)
+		s.Metrics.Count(obs.UnknownToggle, name, 1)
+	}
+	return s.values
+}
+
+func (s *Source) unknown(values map[string]string) []string {
+	var out []string
+	for name := range values {
+		if s.known != nil && !s.known(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// read fetches every parameter under the path, following pagination.
+func (s *Source) read(ctx context.Context) (map[string]string, error) {
+	values := map[string]string{}
+	in := &ssm.GetParametersByPathInput{Path: aws.String(s.path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}
+	for page := 0; ; page++ {
+		if page == 100 {
+			return nil, fmt.Errorf("toggle: more than 100 pages under %s", s.path)
+		}
+		out, err := s.client.GetParametersByPath(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("toggle: read %s: %w", s.path, err)
+		}
+		for _, p := range out.Parameters {
+			name := strings.TrimPrefix(aws.ToString(p.Name), s.path+"/")
+			values[name] = aws.ToString(p.Value)
+		}
+		if aws.ToString(out.NextToken) == "" {
+			return values, nil
+		}
+		in.NextToken = out.NextToken
+	}
+}
+
+// Entry is one toggle as an operator sees it.
+type Entry struct {
+	Type      string
+	Stored    string // the raw parameter value, "" when missing
+	HasStored bool
+	Readable  bool // Stored parses as a toggle value
+	Default   bool
+	Effective bool
+}
+
+// Snapshot is every toggle under the path, for `jobctl toggles list`.
+type Snapshot struct {
+	Entries []Entry
+	// Unknown lists parameters under the path that name no registered type.
+	Unknown map[string]string
+}
+
+// Read fetches the toggles now (no cache) and evaluates them for the given
+// types and defaults. Unlike IsJobEnabled it returns SSM errors: an operator
+// must see them.
+func (s *Source) Read(ctx context.Context, defaults map[string]bool) (Snapshot, error) {
+	values, err := s.read(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap := Snapshot{Unknown: map[string]string{}}
+	names := make([]string, 0, len(defaults))
+	for n := range defaults {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		e := Entry{Type: n, Default: defaults[n], Effective: defaults[n]}
+		e.Stored, e.HasStored = values[n]
+		if e.HasStored {
+			var v bool
+			if v, e.Readable = Parse(e.Stored); e.Readable {
+				e.Effective = v
+			}
+		}
+		snap.Entries = append(snap.Entries, e)
+	}
+	for n, v := range values {
+		if _, ok := defaults[n]; !ok {
+			snap.Unknown[n] = v
+		}
+	}
+	return snap, nil
+}

@@ -1,0 +1,230 @@
+package toggle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// fakeSSM is an in-memory parameter store behind our SSMAPI port.
+type fakeSSM struct {
+	mu       sync.Mutex
+	params   map[string]string
+	err      error
+	calls    int
+	pageSize int
+}
+
+func (f *fakeSSM) GetParametersByPath(_ context.Context, in *ssm.GetParametersByPathInput, _ ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	var names []string
+	for n := range f.params {
+		if strings.HasPrefix(n, aws.ToString(in.Path)+"/") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	start := 0
+	if in.NextToken != nil {
+		fmt.Sscan(*in.NextToken, &start)
+	}
+	size := f.pageSize
+	if size == 0 {
+		size = 10
+	}
+	out := &ssm.GetParametersByPathOutput{}
+	for _, n := range names[start:min(start+size, len(names))] {
+		out.Parameters = append(out.Parameters, types.Parameter{Name: aws.String(n), Value: aws.String(f.params[n])})
+	}
+	if start+size < len(names) {
+		out.NextToken = aws.String(fmt.Sprint(start + size))
+	}
+	return out, nil
+}
+
+const (
+	digest  = "email.partner-digest.v1"
+	welcome = "email.welcome.v1"
+)
+
+func known(n string) bool { return n == digest || n == welcome }
+
+type clock struct{ t time.Time }
+
+func (c *clock) Now() time.Time          { return c.t }
+func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	var metrics bytes.Buffer
+	s := NewSource(f, Path("test"), known)
+	s.Now = c.Now
+	s.Metrics = obs.NewMetrics(&metrics)
+	s.Logger = obs.NewLogger(&bytes.Buffer{}, "error")
+	return s, c, &metrics
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		raw         string
+		enabled, ok bool
+	}{
+		{"true", true, true}, {"TRUE", true, true}, {" on ", true, true}, {"1", true, true}, {"On", true, true},
+		{"false", false, true}, {"Off", false, true}, {"0", false, true}, {"FALSE\n", false, true},
+		{"", false, false}, {"ture", false, false}, {"2", false, false}, {"enabled please", false, false},
+	} {
+		enabled, ok := Parse(tc.raw)
+		if enabled != tc.enabled || ok != tc.ok {
+			t.Errorf("Parse(%q) = %v, %v; want %v, %v", tc.raw, enabled, ok, tc.enabled, tc.ok)
+		}
+	}
+}
+
+// TestFailClosed: a fail-closed type (default false) never starts by accident.
+func TestFailClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params map[string]string
+		err    error
+		want   bool
+	}{
+		{"missing parameter", map[string]string{}, nil, false},
+		{"typo in the name", map[string]string{"/runstwice/test/toggles/email.partner-digets.v1": "true"}, nil, false},
+		{"garbage value", map[string]string{"/runstwice/test/toggles/" + digest: "yes!"}, nil, false},
+		{"empty value", map[string]string{"/runstwice/test/toggles/" + digest: ""}, nil, false},
+		{"SSM unreachable", map[string]string{"/runstwice/test/toggles/" + digest: "true"}, errors.New("dial tcp: connection refused"), false},
+		{"explicitly off", map[string]string{"/runstwice/test/toggles/" + digest: "off"}, nil, false},
+		{"explicitly on", map[string]string{"/runstwice/test/toggles/" + digest: "ON"}, nil, true},
+		{"other stage's toggle", map[string]string{"/runstwice/prod/toggles/" + digest: "true"}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newSource(&fakeSSM{params: tc.params, err: tc.err})
+			if got := s.IsJobEnabled(context.Background(), digest, false); got != tc.want {
+				t.Fatalf("IsJobEnabled = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFailOpenDefaultStaysOnWhenUnreadable(t *testing.T) {
+	s, _, _ := newSource(&fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + welcome: "maybe"}})
+	if !s.IsJobEnabled(context.Background(), welcome, true) {
+		t.Fatal("unreadable value must fall back to the default (true)")
+	}
+}
+
+func TestUnknownToggleCounted(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/email.partner-digets.v1": "true"}}
+	s, _, metrics := newSource(f)
+	s.IsJobEnabled(context.Background(), digest, false)
+	if !strings.Contains(metrics.String(), `"UnknownToggle":1`) || !strings.Contains(metrics.String(), `"type":"email.partner-digets.v1"`) {
+		t.Fatalf("want an UnknownToggle metric for the typo; got %s", metrics.String())
+	}
+}
+
+func TestCachedForTTL(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + welcome: "true"}}
+	s, c, _ := newSource(f)
+	ctx := context.Background()
+	for range 1000 {
+		if !s.IsJobEnabled(ctx, welcome, false) {
+			t.Fatal("want enabled")
+		}
+	}
+	if f.calls != 1 {
+		t.Fatalf("%d SSM calls for 1000 checks within the TTL; want 1", f.calls)
+	}
+	f.params["/runstwice/test/toggles/"+welcome] = "false"
+	c.Advance(DefaultTTL - time.Second)
+	if !s.IsJobEnabled(ctx, welcome, false) {
+		t.Fatal("flip seen before the TTL passed")
+	}
+	c.Advance(2 * time.Second)
+	if s.IsJobEnabled(ctx, welcome, true) {
+		t.Fatal("flip not seen after the TTL passed")
+	}
+	if f.calls != 2 {
+		t.Fatalf("%d SSM calls; want 2 (one per TTL)", f.calls)
+	}
+}
+
+func TestSSMErrorKeepsLastValues(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + digest: "true"}}
+	s, c, _ := newSource(f)
+	ctx := context.Background()
+	if !s.IsJobEnabled(ctx, digest, false) {
+		t.Fatal("want enabled")
+	}
+	f.err = errors.New("ThrottlingException")
+	c.Advance(DefaultTTL + time.Second)
+	if !s.IsJobEnabled(ctx, digest, false) {
+		t.Fatal("an SSM error must keep the last value read")
+	}
+	// Errors do not turn every check into a call: one retry per TTL.
+	for range 100 {
+		s.IsJobEnabled(ctx, digest, false)
+	}
+	if f.calls != 2 {
+		t.Fatalf("%d SSM calls while failing; want 2", f.calls)
+	}
+}
+
+func TestPagination(t *testing.T) {
+	params := map[string]string{}
+	for i := range 25 {
+		params[fmt.Sprintf("/runstwice/test/toggles/x%02d.v1", i)] = "true"
+	}
+	params["/runstwice/test/toggles/"+digest] = "on"
+	f := &fakeSSM{params: params, pageSize: 10}
+	s, _, _ := newSource(f)
+	if !s.IsJobEnabled(context.Background(), digest, false) {
+		t.Fatal("value on the last page not read")
+	}
+	if f.calls != 3 {
+		t.Fatalf("%d calls for 26 parameters at 10 a page; want 3", f.calls)
+	}
+}
+
+func TestReadSnapshot(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{
+		"/runstwice/test/toggles/" + welcome:              "off",
+		"/runstwice/test/toggles/" + digest:               "garbage",
+		"/runstwice/test/toggles/email.partner-digets.v1": "true",
+	}}
+	s, _, _ := newSource(f)
+	snap, err := s.Read(context.Background(), map[string]bool{welcome: true, digest: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{
+		{Type: digest, Stored: "garbage", HasStored: true, Readable: false, Default: false, Effective: false},
+		{Type: welcome, Stored: "off", HasStored: true, Readable: true, Default: true, Effective: false},
+	}
+	if fmt.Sprint(snap.Entries) != fmt.Sprint(want) {
+		t.Fatalf("entries = %+v; want %+v", snap.Entries, want)
+	}
+	if snap.Unknown["email.partner-digets.v1"] != "true" || len(snap.Unknown) != 1 {
+		t.Fatalf("unknown = %v", snap.Unknown)
+	}
+	f.err = errors.New("AccessDenied")
+	if _, err := s.Read(context.Background(), nil); err == nil {
+		t.Fatal("Read must return SSM errors to the operator")
+	}
+}
