@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,15 @@ type Envelope struct {
 const (
 	AttrType          = "type"
 	AttrCorrelationID = "correlationId"
+)
+
+// The SQS message attributes a worker adds when it sends a permanent failure
+// straight to the dead-letter queue. A message moved there by the queue's
+// redrive policy has none of them.
+const (
+	AttrReason       = "reason"       // why the message can never succeed
+	AttrSourceQueue  = "sourceQueue"  // ARN of the queue it came from
+	AttrReceiveCount = "receiveCount" // deliveries before it was dead-lettered
 )
 
 var (
@@ -131,8 +141,8 @@ func jsonErrorReason(err error) string {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		if te.Field != "" && len(te.Field) > 5 && te.Field[:5] == "args." {
-			return "must be a string ID, not " + te.Value
+		if te.Field == "args" || strings.HasPrefix(te.Field, "args.") {
+			return "must be a flat object of string IDs, not " + te.Value
 		}
 		return "wrong type: got " + te.Value + ", want " + te.Type.String()
 	case errors.As(err, &se):
