@@ -39,3 +39,12 @@ func TestNilMetricsDiscards(t *testing.T) {
 	var m *Metrics
 	m.Count(JobsFailed, "x", 1) // must not panic
 }
+
+func TestCountQuotesOddNames(t *testing.T) {
+	var buf bytes.Buffer
+	NewMetrics(&buf).Count(UnknownToggle, "we\"ird\x00é", 1)
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil || got["type"] != "we\"ird\x00é" {
+		t.Fatalf("line %s: %v", buf.String(), err)
+	}
+}

@@ -143,8 +143,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	for i := range ev.Records {
 		it := &items[i]
 		it.msg = ev.Records[i]
-		it.log = base.With(obs.KeyMessageID, it.msg.MessageId)
-		if !r.decode(ctx, it) || !r.enabled(ctx, it) {
+		if !r.decode(ctx, base, it) || !r.enabled(ctx, it) {
 			continue
 		}
 		keys = append(keys, it.key)
@@ -180,11 +179,15 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 }
 
 // decode runs step 1. It reports whether the record goes on.
-func (r *Runner) decode(ctx context.Context, it *item) bool {
+func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	env, err := contract.Decode([]byte(it.msg.Body))
 	if err == nil {
-		it.log = it.log.With(obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type)
+		// The messageId logged is the job id; the SQS message id is the
+		// batch item identifier.
+		it.log = base.With(obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type)
 		it.typ, err = r.cfg.Registry.Validate(env)
+	} else {
+		it.log = base.With("sqsMessageId", it.msg.MessageId)
 	}
 	if err == nil && r.cfg.Handlers[env.Type] == nil {
 		err = fmt.Errorf("%w: no handler for %s in this function", contract.ErrUnknownType, env.Type)
