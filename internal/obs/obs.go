@@ -7,8 +7,8 @@
 package obs
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
