@@ -1,0 +1,222 @@
+//go:build integration
+
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	store   *jobs.Store
+	markers *marker.Dynamo
+	clock   *clock
+	counter *testenv.CallCounter
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	moto := testenv.Moto(t)
+	counter := testenv.NewCallCounter()
+	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
+	jobsTable, markersTable := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
+	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
+	testenv.CreateTable(t, client, markersTable, marker.AttrHandler, marker.AttrMessageKey)
+	c := &clock{t: time.Now().UTC()}
+	m := marker.NewDynamo(client, markersTable)
+	m.Now = c.Now
+	s := jobs.NewStore(client, jobsTable, m)
+	s.Now = c.Now
+	counter.Reset()
+	return fixture{store: s, markers: m, clock: c, counter: counter}
+}
+
+func (f fixture) job(caller, key string, delay time.Duration) jobs.Job {
+	now := f.clock.Now()
+	return jobs.Job{
+		ID: contract.NewMessageID(), Caller: caller, Type: contract.TypeWelcome, Key: key,
+		Queue: string(contract.QueueDefault), CorrelationID: "c-1", Message: `{"v":1}`,
+		CreatedAt: now, RunAt: now.Add(delay),
+	}
+}
+
+func TestReserveLifecycle(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-1", 0)
+
+	d, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("Reserve = %v, %v; want reserved", d.Outcome, err)
+	}
+	got, err := f.store.Get(ctx, j.ID)
+	if err != nil || got.State != jobs.StatePending || got.Caller != "caller-a" || got.Message == "" {
+		t.Fatalf("Get pending = %+v, %v", got, err)
+	}
+	// The owner retrying finds its own pending job.
+	if d, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
+		t.Fatalf("own retry = %+v, %v; want own resume", d, err)
+	}
+	// Another request for the key waits while the job is fresh, then resumes it.
+	other := f.job("caller-a", "welcome:u-1", 0)
+	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
+		t.Fatalf("other while pending = %+v, %v; want busy", d, err)
+	}
+	f.clock.Add(jobs.DefaultPendingTimeout + time.Second)
+	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
+		t.Fatalf("other after timeout = %+v, %v; want resume of %s", d, err, j.ID)
+	}
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("after promote: %s", got.State)
+	}
+	if d, err := f.store.Reserve(ctx, other, jobs.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+		t.Fatalf("duplicate = %+v, %v", d, err)
+	}
+	// A lease makes it Processing, a claim Succeeded.
+	if _, err := f.markers.Lease(ctx, j.MarkerKey(), "w1", f.clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateProcessing || got.Attempts != 1 {
+		t.Fatalf("leased: %+v", got)
+	}
+	if _, err := f.markers.Claim(ctx, j.MarkerKey(), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
+		t.Fatalf("claimed: %s", got.State)
+	}
+	if d, _ := f.store.Reserve(ctx, other, jobs.RejectAlways); d.Outcome != jobs.Rejected || d.Job.ID != j.ID {
+		t.Fatalf("RejectAlways after success = %+v", d)
+	}
+	d, err = f.store.Reserve(ctx, other, jobs.RejectIfFailed)
+	if err != nil || d.Outcome != jobs.Reserved || d.Job.ID != other.ID {
+		t.Fatalf("RejectIfFailed after success = %+v, %v", d, err)
+	}
+}
+
+func TestMarkFailed(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-2", 0)
+	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkFailedAfter(ctx, j.ID, "max receives\n", 5); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Second)
+	if err := f.store.MarkFailed(ctx, j.ID, "other"); err != nil {
+		t.Fatalf("second MarkFailed: %v; want nil (idempotent)", err)
+	}
+	got, err := f.store.Get(ctx, j.ID)
+	if err != nil || got.State != jobs.StateFailed || got.LastErrorClass != "max_receives_" || got.Attempts != 5 || got.FailedAt == nil {
+		t.Fatalf("failed job = %+v, %v", got, err)
+	}
+	// Promote never resurrects a failed job.
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateFailed {
+		t.Fatalf("promote overwrote Failed: %s", got.State)
+	}
+	if err := f.store.MarkFailed(ctx, contract.NewMessageID(), "x"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
+	}
+	// A failed record expires TerminalRetention later; reads honour it.
+	f.clock.Add(jobs.TerminalRetention + time.Second)
+	if _, err := f.store.Get(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("Get after retention = %v; want ErrNotFound", err)
+	}
+}
+
+func TestExpired(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-3", 0)
+	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(jobs.QueueRetention + time.Minute)
+	if got, err := f.store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
+		t.Fatalf("after retention: %+v, %v", got, err)
+	}
+	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+		t.Fatalf("RejectAlways after Expired = %v", d.Outcome)
+	}
+}
+
+// TestReserveConcurrent: many requests reserving one key at once create one job.
+func TestReserveConcurrent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const n = 12
+	outcomes := make([]jobs.Decision, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			outcomes[i], errs[i] = f.store.Reserve(ctx, f.job("caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
+		})
+	}
+	wg.Wait()
+	reserved := 0
+	for i, d := range outcomes {
+		if errs[i] != nil {
+			t.Fatalf("reserve %d: %v", i, errs[i])
+		}
+		if d.Outcome == jobs.Reserved {
+			reserved++
+		} else if d.Outcome != jobs.Busy {
+			t.Fatalf("reserve %d: %v; want reserved or busy", i, d.Outcome)
+		}
+	}
+	if reserved != 1 {
+		t.Fatalf("%d reservations; want exactly 1", reserved)
+	}
+	t.Logf("AWS calls for %d concurrent reserves: %s", n, f.counter)
+}
+
+// TestReserveCost: a new job is one consistent read and one write.
+func TestReserveCost(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.store.Reserve(context.Background(), f.job("caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("AWS calls for a new reserve: %s", f.counter)
+	if f.counter.Get("DynamoDB.GetItem") != 1 || f.counter.Get("DynamoDB.TransactWriteItems") != 1 {
+		t.Fatalf("calls: %s; want 1 GetItem + 1 TransactWriteItems", f.counter)
+	}
+}
