@@ -33,6 +33,7 @@ type Server struct {
 	// Endpoint is the server's base URL, e.g. http://127.0.0.1:41234.
 	Endpoint string
 	cmd      *exec.Cmd
+	exited   chan error // receives cmd.Wait's result once
 	log      *bytes.Buffer
 }
 
@@ -84,12 +85,11 @@ func (s *Server) Reset(t testing.TB) {
 func (s *Server) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-s.exited:
 		case <-time.After(3 * time.Second):
 			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.exited
 		}
 	}
 }
@@ -170,8 +170,8 @@ func startOn(bin string, port int) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logBuf}
 	exited := make(chan error, 1)
+	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), exited: exited, log: logBuf}
 	go func() { exited <- cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
