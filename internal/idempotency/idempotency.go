@@ -1,0 +1,199 @@
+// Package idempotency is the request-level idempotency layer of the enqueue
+// endpoint (DESIGN §2, §3): the first response to a request carrying an
+// Idempotency-Key is stored and replayed for every retry of the same request.
+//
+// The rules:
+//   - Keys are namespaced by the caller: the item key is caller#key, so one
+//     caller never sees another's response.
+//   - A request is identified by its fingerprint (method, route and canonical
+//     JSON body). The same key with another fingerprint is a mismatch (422).
+//   - The first request writes an IN_PROGRESS record with an owner and a
+//     lockedUntil; while the lock is held a retry is told to come back later
+//     (409 with Retry-After). A crashed request's lock expires, and the next
+//     retry with the same fingerprint takes over.
+//   - Completion and release are conditional on the owner, so a request whose
+//     lock expired can never overwrite the response of the one that took
+//     over.
+//   - Validation failures never reach the store, and 5xx responses are not
+//     stored: the caller releases the lock, and the key stays usable.
+//   - Records live 24 h (expiresAt); reads check it themselves.
+package idempotency
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Defaults.
+const (
+	// DefaultRetention is how long a record lives (expiresAt).
+	DefaultRetention = 24 * time.Hour
+	// DefaultLockTimeout is how long an IN_PROGRESS record blocks retries: at
+	// least the enqueue function's timeout.
+	DefaultLockTimeout = 30 * time.Second
+	// MaxKeyLen is the longest accepted Idempotency-Key.
+	MaxKeyLen = 255
+)
+
+// ErrInvalidKey is matched by every error ParseKey returns.
+var ErrInvalidKey = errors.New("invalid Idempotency-Key")
+
+// ParseKey returns the key of an Idempotency-Key header value: 1–255
+// printable ASCII characters without spaces, or the quoted structured-field
+// string form of the IETF draft ("..." with \" and \\ escapes), whose content
+// is 1–255 printable ASCII characters and not blank.
+func ParseKey(header string) (string, error) {
+	v := strings.Trim(header, " \t")
+	if v == "" {
+		return "", fmt.Errorf("%w: missing or blank", ErrInvalidKey)
+	}
+	if v[0] == '"' {
+		return parseSFString(v)
+	}
+	if len(v) > MaxKeyLen {
+		return "", fmt.Errorf("%w: longer than %d characters", ErrInvalidKey, MaxKeyLen)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= 0x20 || c >= 0x7f || c == '"' {
+			return "", fmt.Errorf("%w: only printable ASCII without spaces or quotes (or a quoted string)", ErrInvalidKey)
+		}
+	}
+	return v, nil
+}
+
+// parseSFString parses an RFC 8941 sf-string.
+func parseSFString(v string) (string, error) {
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\':
+			i++
+			if i >= len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", fmt.Errorf("%w: bad escape in quoted string", ErrInvalidKey)
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if i != len(v)-1 {
+				return "", fmt.Errorf("%w: data after the quoted string", ErrInvalidKey)
+			}
+			k := b.String()
+			switch {
+			case strings.TrimSpace(k) == "":
+				return "", fmt.Errorf("%w: blank", ErrInvalidKey)
+			case len(k) > MaxKeyLen:
+				return "", fmt.Errorf("%w: longer than %d characters", ErrInvalidKey, MaxKeyLen)
+			}
+			return k, nil
+		case c < 0x20 || c >= 0x7f:
+			return "", fmt.Errorf("%w: only printable ASCII", ErrInvalidKey)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", fmt.Errorf("%w: unterminated quoted string", ErrInvalidKey)
+}
+
+// Fingerprint identifies a request: a SHA-256 over the method, the route (the
+// request path, e.g. /v1/jobs/email.welcome.v1) and the canonical form of
+// the JSON body (object keys sorted, insignificant whitespace removed,
+// numbers kept as written). Two requests with the same fingerprint are the
+// same request. body must be one JSON value.
+func Fingerprint(method, route string, body []byte) (string, error) {
+	canon, err := CanonicalJSON(body)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", strings.ToUpper(method), route)
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// CanonicalJSON returns body as canonical JSON: object keys sorted,
+// insignificant whitespace removed, numbers as written.
+func CanonicalJSON(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("idempotency: canonical JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("idempotency: canonical JSON: trailing data")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // maps are encoded with sorted keys
+		return nil, fmt.Errorf("idempotency: canonical JSON: %w", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// State is the state of a stored request.
+type State string
+
+// The record states.
+const (
+	StateInProgress State = "IN_PROGRESS"
+	StateCompleted  State = "COMPLETED"
+)
+
+// Response is a stored HTTP response.
+type Response struct {
+	Status  int               `dynamodbav:"status"`
+	Headers map[string]string `dynamodbav:"headers,omitempty"`
+	Body    string            `dynamodbav:"body"`
+}
+
+// Lock is the IN_PROGRESS record a request holds while it runs.
+type Lock struct {
+	// PK is the record's key (caller#key).
+	PK string
+	// Owner is the random id of this holder.
+	Owner string
+	// Fingerprint is the request's fingerprint.
+	Fingerprint string
+	// LockedUntil is when the lock expires.
+	LockedUntil time.Time
+}
+
+// Outcome is what Begin found.
+type Outcome int
+
+// The outcomes of Begin.
+const (
+	// Acquired: the request is new (or took over a crashed one's expired
+	// lock); Result.Lock is held. Complete or Release it.
+	Acquired Outcome = iota + 1
+	// Replay: the request was completed before; Result.Response is the
+	// stored response.
+	Replay
+	// Mismatch: the key was used for a different request (422).
+	Mismatch
+	// InFlight: the first request with this key is still running (409 with
+	// Retry-After: Result.RetryAfter).
+	InFlight
+)
+
+// Result is the result of Begin.
+type Result struct {
+	Outcome    Outcome
+	Lock       Lock
+	Response   Response
+	RetryAfter time.Duration
+}
+
+// PK returns the record key of (caller, key). The caller is escaped so that a
+// '#' in it cannot make two pairs share a key.
+func PK(caller, key string) string {
+	return strings.NewReplacer("%", "%25", "#", "%23").Replace(caller) + "#" + key
+}

@@ -1,0 +1,182 @@
+//go:build integration
+
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newStore(t *testing.T) (*idempotency.Store, *clock, *testenv.CallCounter, *dynamodb.Client) {
+	t.Helper()
+	moto := testenv.Moto(t)
+	counter := testenv.NewCallCounter()
+	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
+	table := testenv.Name(t, "idem")
+	testenv.CreateTable(t, client, table, idempotency.AttrPK, "")
+	c := &clock{t: time.Now().UTC()}
+	s := idempotency.NewStore(client, table)
+	s.Now = c.Now
+	counter.Reset()
+	return s, c, counter, client
+}
+
+func TestBeginCompleteReplay(t *testing.T) {
+	s, c, counter, _ := newStore(t)
+	ctx := context.Background()
+	r, err := s.Begin(ctx, "caller-a", "k1", "fp1")
+	if err != nil || r.Outcome != idempotency.Acquired {
+		t.Fatalf("Begin = %+v, %v", r, err)
+	}
+	t.Logf("AWS calls for a new Begin: %s", counter)
+	if in, err := s.Begin(ctx, "caller-a", "k1", "fp1"); err != nil || in.Outcome != idempotency.InFlight || in.RetryAfter <= 0 {
+		t.Fatalf("second Begin = %+v, %v; want in flight", in, err)
+	}
+	if mm, _ := s.Begin(ctx, "caller-a", "k1", "fp2"); mm.Outcome != idempotency.Mismatch {
+		t.Fatalf("other fingerprint = %v; want mismatch", mm.Outcome)
+	}
+	if other, _ := s.Begin(ctx, "caller-b", "k1", "fp2"); other.Outcome != idempotency.Acquired {
+		t.Fatalf("other caller = %v; want acquired (keys are per caller)", other.Outcome)
+	}
+	resp := idempotency.Response{Status: 202, Headers: map[string]string{"Location": "/v1/jobs/x"}, Body: `{"jobId":"x"}`}
+	if err := s.Complete(ctx, r.Lock, resp); err != nil {
+		t.Fatal(err)
+	}
+	counter.Reset()
+	rp, err := s.Begin(ctx, "caller-a", "k1", "fp1")
+	if err != nil || rp.Outcome != idempotency.Replay || rp.Response.Status != 202 || rp.Response.Body != resp.Body || rp.Response.Headers["Location"] != "/v1/jobs/x" {
+		t.Fatalf("replay = %+v, %v", rp, err)
+	}
+	t.Logf("AWS calls for a replay: %s", counter)
+	if counter.Get("DynamoDB.GetItem") != 1 || counter.Sum("DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems") != 0 {
+		t.Fatalf("replay calls: %s; want 1 read, 0 writes", counter)
+	}
+	// The record expires after 24 h: the key is new again.
+	c.Add(idempotency.DefaultRetention + time.Second)
+	if r, _ := s.Begin(ctx, "caller-a", "k1", "fp2"); r.Outcome != idempotency.Acquired {
+		t.Fatalf("after 24h = %v; want acquired", r.Outcome)
+	}
+}
+
+func TestCrashedLockIsTakenOver(t *testing.T) {
+	s, c, _, _ := newStore(t)
+	ctx := context.Background()
+	first, _ := s.Begin(ctx, "caller-a", "k", "fp")
+	c.Add(idempotency.DefaultLockTimeout + time.Millisecond)
+	if mm, _ := s.Begin(ctx, "caller-a", "k", "other"); mm.Outcome != idempotency.Mismatch {
+		t.Fatalf("other fingerprint after lock expiry = %v; want mismatch", mm.Outcome)
+	}
+	second, err := s.Begin(ctx, "caller-a", "k", "fp")
+	if err != nil || second.Outcome != idempotency.Acquired || second.Lock.Owner == first.Lock.Owner {
+		t.Fatalf("takeover = %+v, %v", second, err)
+	}
+	// The first owner can neither complete nor release any more.
+	if err := s.Complete(ctx, first.Lock, idempotency.Response{Status: 202}); !errors.Is(err, idempotency.ErrLockLost) {
+		t.Fatalf("stale Complete = %v; want ErrLockLost", err)
+	}
+	if err := s.Release(ctx, first.Lock); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := s.Begin(ctx, "caller-a", "k", "fp"); in.Outcome != idempotency.InFlight {
+		t.Fatalf("stale release freed the new lock: %v", in.Outcome)
+	}
+	if err := s.Complete(ctx, second.Lock, idempotency.Response{Status: 200, Body: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReleaseKeepsKeyUsable(t *testing.T) {
+	s, _, _, _ := newStore(t)
+	ctx := context.Background()
+	r, _ := s.Begin(ctx, "caller-a", "k", "fp")
+	if err := s.Release(ctx, r.Lock); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.Begin(ctx, "caller-a", "k", "fp-other"); again.Outcome != idempotency.Acquired {
+		t.Fatalf("after release = %v; want acquired", again.Outcome)
+	}
+}
+
+func TestCompleteWithCompanion(t *testing.T) {
+	s, _, counter, client := newStore(t)
+	ctx := context.Background()
+	table := testenv.Name(t, "jobs")
+	testenv.CreateTable(t, client, table, jobs.AttrPK, "")
+	js := jobs.NewStore(client, table, nil)
+	now := time.Now()
+	job := jobs.Job{ID: "j-1", Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", CorrelationID: "c", Message: "{}", CreatedAt: now, RunAt: now}
+
+	// A companion that fails (the job record does not exist) writes nothing.
+	r, _ := s.Begin(ctx, "caller-a", "k", "fp")
+	promote, err := js.PromoteItem(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, r.Lock, idempotency.Response{Status: 202}, promote); !errors.Is(err, idempotency.ErrCompanionFailed) {
+		t.Fatalf("Complete with failing companion = %v; want ErrCompanionFailed", err)
+	}
+	if in, _ := s.Begin(ctx, "caller-a", "k", "fp"); in.Outcome != idempotency.InFlight {
+		t.Fatalf("after failed transaction = %v; want still in flight", in.Outcome)
+	}
+	if d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("reserve = %+v, %v", d, err)
+	}
+	counter.Reset()
+	if err := s.Complete(ctx, r.Lock, idempotency.Response{Status: 202, Body: "{}"}, promote); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.Get("DynamoDB.TransactWriteItems"); n != 1 || counter.String() != "DynamoDB.TransactWriteItems=1" {
+		t.Fatalf("calls: %s; want one TransactWriteItems", counter)
+	}
+	if got, _ := js.Get(ctx, job.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("job after completion: %s", got.State)
+	}
+}
+
+func TestConcurrentBeginOneWinner(t *testing.T) {
+	s, _, _, _ := newStore(t)
+	ctx := context.Background()
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]idempotency.Result, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { results[i], errs[i] = s.Begin(ctx, "caller-a", "same", "fp") })
+	}
+	wg.Wait()
+	acquired := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if r.Outcome == idempotency.Acquired {
+			acquired++
+		}
+	}
+	if acquired != 1 {
+		t.Fatalf("%d acquired; want 1", acquired)
+	}
+}
