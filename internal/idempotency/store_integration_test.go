@@ -13,31 +13,20 @@ import (
 
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T) (*idempotency.Store, *clock, *testenv.CallCounter, *dynamodb.Client) {
+func newStore(t *testing.T) (*idempotency.Store, *markertest.Clock, *testenv.CallCounter, *dynamodb.Client) {
 	t.Helper()
 	moto := testenv.Moto(t)
 	counter := testenv.NewCallCounter()
 	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
 	table := testenv.Name(t, "idem")
 	testenv.CreateTable(t, client, table, idempotency.AttrPK, "")
-	c := &clock{t: time.Now().UTC()}
+	c := markertest.NewClock(time.Now().UTC())
 	s := idempotency.NewStore(client, table)
 	s.Now = c.Now
 	counter.Reset()
@@ -75,7 +64,7 @@ func TestBeginCompleteReplay(t *testing.T) {
 		t.Fatalf("replay calls: %s; want 1 read, 0 writes", counter)
 	}
 	// The record expires after 24 h: the key is new again.
-	c.Add(idempotency.DefaultRetention + time.Second)
+	c.Advance(idempotency.DefaultRetention + time.Second)
 	if r, _ := s.Begin(ctx, "caller-a", "k1", "fp2"); r.Outcome != idempotency.Acquired {
 		t.Fatalf("after 24h = %v; want acquired", r.Outcome)
 	}
@@ -85,7 +74,7 @@ func TestCrashedLockIsTakenOver(t *testing.T) {
 	s, c, _, _ := newStore(t)
 	ctx := context.Background()
 	first, _ := s.Begin(ctx, "caller-a", "k", "fp")
-	c.Add(idempotency.DefaultLockTimeout + time.Millisecond)
+	c.Advance(idempotency.DefaultLockTimeout + time.Millisecond)
 	if mm, _ := s.Begin(ctx, "caller-a", "k", "other"); mm.Outcome != idempotency.Mismatch {
 		t.Fatalf("other fingerprint after lock expiry = %v; want mismatch", mm.Outcome)
 	}

@@ -14,27 +14,16 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	store   *jobs.Store
 	markers *marker.Dynamo
-	clock   *clock
+	clock   *markertest.Clock
 	counter *testenv.CallCounter
 }
 
@@ -46,7 +35,7 @@ func newFixture(t *testing.T) fixture {
 	jobsTable, markersTable := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
 	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
 	testenv.CreateTable(t, client, markersTable, marker.AttrHandler, marker.AttrMessageKey)
-	c := &clock{t: time.Now().UTC()}
+	c := markertest.NewClock(time.Now().UTC())
 	m := marker.NewDynamo(client, markersTable)
 	m.Now = c.Now
 	s := jobs.NewStore(client, jobsTable, m)
@@ -86,7 +75,7 @@ func TestReserveLifecycle(t *testing.T) {
 	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
 		t.Fatalf("other while pending = %+v, %v; want busy", d, err)
 	}
-	f.clock.Add(jobs.DefaultPendingTimeout + time.Second)
+	f.clock.Advance(jobs.DefaultPendingTimeout + time.Second)
 	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
 		t.Fatalf("other after timeout = %+v, %v; want resume of %s", d, err, j.ID)
 	}
@@ -134,7 +123,7 @@ func TestMarkFailed(t *testing.T) {
 	if err := f.store.MarkFailedAfter(ctx, j.ID, "max receives\n", 5); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Add(time.Second)
+	f.clock.Advance(time.Second)
 	if err := f.store.MarkFailed(ctx, j.ID, "other"); err != nil {
 		t.Fatalf("second MarkFailed: %v; want nil (idempotent)", err)
 	}
@@ -153,7 +142,7 @@ func TestMarkFailed(t *testing.T) {
 		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
 	}
 	// A failed record expires TerminalRetention later; reads honour it.
-	f.clock.Add(jobs.TerminalRetention + time.Second)
+	f.clock.Advance(jobs.TerminalRetention + time.Second)
 	if _, err := f.store.Get(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("Get after retention = %v; want ErrNotFound", err)
 	}
@@ -169,7 +158,7 @@ func TestExpired(t *testing.T) {
 	if err := f.store.Promote(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Add(jobs.QueueRetention + time.Minute)
+	f.clock.Advance(jobs.QueueRetention + time.Minute)
 	if got, err := f.store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
 		t.Fatalf("after retention: %+v, %v", got, err)
 	}
