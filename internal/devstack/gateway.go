@@ -1,0 +1,180 @@
+// Package devstack runs the bundle on one machine the way AWS would: an API
+// Gateway (HTTP API, payload v2) in front of the enqueue function, an event
+// source mapping per worker queue, and a view of the mail going out. The
+// functions themselves run as their real bootstrap binaries under the Lambda
+// Runtime Interface Emulator, behind the Invoker port.
+package devstack
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+)
+
+// Invoker invokes one function with an event and returns its response
+// payload.
+type Invoker interface {
+	Invoke(ctx context.Context, payload []byte) ([]byte, error)
+}
+
+// LocalAccount is the account id the local stack uses (moto's default).
+const LocalAccount = "123456789012"
+
+// CallerHeader names the caller in local requests, standing in for the IAM
+// signature API Gateway verifies; DefaultCaller is used without it.
+const (
+	CallerHeader  = "X-Caller"
+	DefaultCaller = "local-user"
+)
+
+// maxBody is API Gateway's payload limit for an HTTP API (10 MB); the
+// function applies its own, smaller one.
+const maxBody = 10 << 20
+
+// route is one HTTP API route.
+type route struct {
+	method, prefix, param string
+}
+
+// Gateway serves HTTP like API Gateway's HTTP API with IAM auth: it turns a
+// request into a payload v2 event, invokes the function and writes its
+// response.
+type Gateway struct {
+	fn     Invoker
+	routes []route
+}
+
+// NewGateway returns the gateway of the runstwice API in front of fn.
+func NewGateway(fn Invoker) *Gateway {
+	return &Gateway{fn: fn, routes: []route{
+		{http.MethodPost, "/v1/jobs/", "type"},
+		{http.MethodGet, "/v1/jobs/", "jobId"},
+	}}
+}
+
+func (g *Gateway) match(r *http.Request) (route, string, bool) {
+	for _, rt := range g.routes {
+		if r.Method != rt.method || !strings.HasPrefix(r.URL.Path, rt.prefix) {
+			continue
+		}
+		v := strings.TrimPrefix(r.URL.Path, rt.prefix)
+		if v != "" && !strings.Contains(v, "/") {
+			return rt, v, true
+		}
+	}
+	return route{}, "", false
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, param, ok := g.match(r)
+	if !ok {
+		// What API Gateway answers for a route it does not have.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"message":"Not Found"}`)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = io.WriteString(w, `{"message":"Request Entity Too Large"}`)
+		return
+	}
+	ev := g.event(r, rt, param, body)
+	payload, err := json.Marshal(ev)
+	if err == nil {
+		payload, err = g.fn.Invoke(r.Context(), payload)
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err == nil {
+		err = json.Unmarshal(payload, &resp)
+	}
+	if err != nil || resp.StatusCode == 0 {
+		// API Gateway's answer when the integration fails.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"message":"Internal Server Error"}`)
+		return
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	out := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if out, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+}
+
+// event builds the payload v2 event API Gateway would send.
+func (g *Gateway) event(r *http.Request, rt route, param string, body []byte) events.APIGatewayV2HTTPRequest {
+	headers := map[string]string{}
+	for k, vs := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	caller := r.Header.Get(CallerHeader)
+	if caller == "" {
+		caller = DefaultCaller
+	}
+	delete(headers, strings.ToLower(CallerHeader))
+	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+	now := time.Now()
+	ev := events.APIGatewayV2HTTPRequest{
+		Version:        "2.0",
+		RouteKey:       rt.method + " " + rt.prefix + "{" + rt.param + "}",
+		RawPath:        r.URL.Path,
+		RawQueryString: r.URL.RawQuery,
+		Headers:        headers,
+		PathParameters: map[string]string{rt.param: param},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			AccountID:  LocalAccount,
+			APIID:      "local",
+			Stage:      "$default",
+			RequestID:  uuid.NewString(),
+			DomainName: r.Host,
+			RouteKey:   rt.method + " " + rt.prefix + "{" + rt.param + "}",
+			Time:       now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch:  now.UnixMilli(),
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: iamAuthorizer(caller)},
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: ip, UserAgent: r.UserAgent()},
+		},
+	}
+	if utf8.Valid(body) {
+		ev.Body = string(body)
+	} else {
+		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	return ev
+}
+
+// iamAuthorizer is what API Gateway puts in requestContext.authorizer.iam for
+// a request signed by the IAM user named caller.
+func iamAuthorizer(caller string) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+		AccessKey: "ASIALOCALEXAMPLE",
+		AccountID: LocalAccount,
+		CallerID:  "AIDALOCAL:" + caller,
+		UserARN:   "arn:aws:iam::" + LocalAccount + ":user/" + caller,
+		UserID:    "AIDALOCAL" + caller,
+	}
+}
