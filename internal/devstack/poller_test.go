@@ -1,0 +1,83 @@
+//go:build integration
+
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestPollerDeletesSuccessesAndLetsFailuresRedrive: the poller behaves like
+// an event source mapping, so a record the function keeps failing reaches
+// the DLQ through the queue's own redrive policy.
+func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
+	moto := testenv.Moto(t)
+	client := sqs.NewFromConfig(moto.Config())
+	dlq := testenv.CreateQueue(t, client, testenv.Name(t, "dlq"), nil)
+	q := testenv.CreateQueue(t, client, testenv.Name(t, "work"), map[string]string{
+		"VisibilityTimeout": "1", "RedrivePolicy": testenv.RedrivePolicy(dlq.ARN, 2),
+	})
+	ctx := context.Background()
+	for _, body := range []string{"good", "bad"} {
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []events.SQSMessage
+	p := &Poller{
+		Client: client, QueueURL: q.URL, QueueARN: q.ARN, Region: testenv.Region, BatchSize: 10, Window: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Function: fnFunc(func(_ context.Context, payload []byte) ([]byte, error) {
+			var ev events.SQSEvent
+			if err := json.Unmarshal(payload, &ev); err != nil {
+				return nil, err
+			}
+			var resp events.SQSEventResponse
+			for _, r := range ev.Records {
+				seen = append(seen, r)
+				if r.Body == "bad" {
+					resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+				}
+			}
+			return json.Marshal(resp)
+		}),
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := p.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := testenv.Receive(t, client, dlq.URL, 0); len(got) == 1 {
+			if aws.ToString(got[0].Body) != "bad" {
+				t.Fatalf("DLQ got %q; want the failing record", aws.ToString(got[0].Body))
+			}
+			goods := 0
+			for _, r := range seen {
+				if r.Body == "good" {
+					goods++
+				}
+				if r.EventSourceARN != q.ARN || r.EventSource != "aws:sqs" || r.Attributes["ApproximateReceiveCount"] == "" {
+					t.Fatalf("record not shaped like Lambda's: %+v", r)
+				}
+			}
+			if goods != 1 {
+				t.Fatalf("the successful record was delivered %d times; want 1 (deleted after success)", goods)
+			}
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatal("the failing record never reached the DLQ through the redrive policy")
+}
