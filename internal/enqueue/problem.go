@@ -1,0 +1,101 @@
+package enqueue
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// Media types of the responses.
+const (
+	ContentTypeJSON    = "application/json"
+	ContentTypeProblem = "application/problem+json"
+)
+
+// Header names the API reads or writes.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderCorrelationID  = "X-Correlation-Id"
+	HeaderReplayed       = "Idempotent-Replayed"
+	HeaderRetryAfter     = "Retry-After"
+	HeaderLocation       = "Location"
+	HeaderContentType    = "Content-Type"
+)
+
+// ProblemTypePrefix prefixes every problem type URI.
+const ProblemTypePrefix = "urn:runstwice:problem:"
+
+// Problem is an RFC 9457 problem detail, the body of every error response.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// Errors lists the fields that failed validation.
+	Errors []contract.FieldError `json:"errors,omitempty"`
+	// ExistingJobID and Policy explain a 409 duplicate-policy rejection.
+	ExistingJobID string `json:"existingJobId,omitempty"`
+	Policy        string `json:"policy,omitempty"`
+	// CorrelationID is the request's correlation id, for support.
+	CorrelationID string `json:"correlationId,omitempty"`
+
+	retryAfter time.Duration
+	headers    map[string]string
+}
+
+// The problem types (the part after ProblemTypePrefix).
+const (
+	ProblemValidation      = "validation-failed"
+	ProblemUnauthenticated = "unauthenticated"
+	ProblemUnknownType     = "unknown-job-type"
+	ProblemNotFound        = "not-found"
+	ProblemMethod          = "method-not-allowed"
+	ProblemTooLarge        = "payload-too-large"
+	ProblemMediaType       = "unsupported-media-type"
+	ProblemKeyMismatch     = "idempotency-key-reused"
+	ProblemInFlight        = "request-in-flight"
+	ProblemDuplicate       = "duplicate-job-rejected"
+	ProblemUnavailable     = "service-unavailable"
+	ProblemInternal        = "internal-error"
+)
+
+func newProblem(status int, kind, detail string) *Problem {
+	return &Problem{Type: ProblemTypePrefix + kind, Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+// response renders p with the request's correlation id.
+func (p *Problem) response(correlationID string) events.APIGatewayV2HTTPResponse {
+	if p.CorrelationID == "" {
+		p.CorrelationID = correlationID
+	}
+	h := map[string]string{HeaderContentType: ContentTypeProblem}
+	if correlationID != "" {
+		h[HeaderCorrelationID] = correlationID
+	}
+	if p.retryAfter > 0 {
+		h[HeaderRetryAfter] = retryAfter(p.retryAfter)
+	}
+	for k, v := range p.headers {
+		h[k] = v
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: p.Status, Headers: h, Body: mustJSON(p)}
+}
+
+// retryAfter renders d as whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil { // only plain structs of strings and numbers are rendered
+		return `{"type":"` + ProblemTypePrefix + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"response encoding failed"}`
+	}
+	return string(b)
+}

@@ -1,0 +1,368 @@
+package enqueue
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+)
+
+// MaxBodyBytes is the largest accepted request body (DESIGN §3).
+const MaxBodyBytes = 16 << 10
+
+// MaxDelaySeconds is the largest delaySeconds (the SQS maximum).
+const MaxDelaySeconds = 900
+
+// Request is a decoded, validated POST /v1/jobs/{type} body.
+type Request struct {
+	// Args are the job's arguments, valid for its type.
+	Args map[string]string
+	// Key is the natural idempotency key: the body's "key", or the type's
+	// derivation from Args.
+	Key string
+	// Delay is delaySeconds: how long SQS hides the message.
+	Delay time.Duration
+	// Policy is duplicatePolicy (AllowAfterFailed when absent).
+	Policy jobs.DuplicatePolicy
+}
+
+// bodyFields are the fields a request body may have.
+var bodyFields = []string{"args", "key", "delaySeconds", "duplicatePolicy"}
+
+// DecodeRequest parses and validates a request body for job type t: one JSON
+// object of valid UTF-8 with only the fields args (a flat object of string
+// IDs valid for t), key, delaySeconds (an integer 0–900) and duplicatePolicy.
+// Every error it returns is a *contract.ValidationError naming each bad field.
+func DecodeRequest(t contract.JobType, body []byte) (Request, error) {
+	top, err := decodeObject(body)
+	if err != nil {
+		return Request{}, invalid("body", err.Error())
+	}
+	verr := &contract.ValidationError{}
+	add := func(field, reason string) {
+		verr.Fields = append(verr.Fields, contract.FieldError{Field: field, Reason: reason})
+	}
+	unknown := make([]string, 0)
+	for name := range top {
+		if !slices.Contains(bodyFields, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		add(printable(name), "is not a field of the request (want args, key, delaySeconds, duplicatePolicy)")
+	}
+
+	req := Request{Policy: jobs.AllowAfterFailed}
+	argsOK := false
+	if raw, ok := top["args"]; !ok {
+		add("args", "is required (an object of string IDs)")
+	} else if args, fields := decodeArgs(raw); len(fields) > 0 {
+		verr.Fields = append(verr.Fields, fields...)
+	} else if err := t.ValidateArgs(args); err != nil {
+		var ve *contract.ValidationError
+		if !errors.As(err, &ve) {
+			return Request{}, fmt.Errorf("enqueue: validate args: %w", err)
+		}
+		verr.Fields = append(verr.Fields, ve.Fields...)
+	} else {
+		req.Args, argsOK = args, true
+	}
+
+	if raw, ok := top["key"]; ok {
+		var k string
+		if json.Unmarshal(raw, &k) != nil || !isJSONString(raw) {
+			add("key", "must be a string")
+		} else if !contract.ValidKey(k) {
+			add("key", "must be 1-255 printable ASCII characters without spaces")
+		} else {
+			req.Key = k
+		}
+	} else if argsOK {
+		req.Key = t.DeriveKey(req.Args)
+	}
+
+	if raw, ok := top["delaySeconds"]; ok {
+		n, err := strconv.Atoi(string(raw))
+		switch {
+		case err != nil:
+			add("delaySeconds", "must be an integer number of seconds")
+		case n < 0 || n > MaxDelaySeconds:
+			add("delaySeconds", fmt.Sprintf("must be between 0 and %d", MaxDelaySeconds))
+		default:
+			req.Delay = time.Duration(n) * time.Second
+		}
+	}
+
+	if raw, ok := top["duplicatePolicy"]; ok {
+		var s string
+		p, valid := jobs.DuplicatePolicy(""), false
+		if isJSONString(raw) && json.Unmarshal(raw, &s) == nil {
+			p, valid = jobs.ParsePolicy(s)
+		}
+		if !valid || s == "" {
+			add("duplicatePolicy", "must be one of AllowAfterFailed, RejectIfFailed, RejectAlways")
+		} else {
+			req.Policy = p
+		}
+	}
+	if len(verr.Fields) > 0 {
+		return Request{}, verr
+	}
+	return req, nil
+}
+
+// decodeObject parses body as exactly one JSON object of valid UTF-8.
+func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(body) {
+		return nil, errors.New("is not valid UTF-8")
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, errors.New("is empty (want a JSON object)")
+	}
+	if trimmed[0] != '{' {
+		return nil, errors.New("must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	var top map[string]json.RawMessage
+	if err := dec.Decode(&top); err != nil {
+		return nil, errors.New("is not valid JSON")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("has data after the JSON object")
+	}
+	return top, nil
+}
+
+// decodeArgs parses args as a flat object of strings.
+func decodeArgs(raw json.RawMessage) (map[string]string, []contract.FieldError) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, []contract.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &m); err != nil {
+		return nil, []contract.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+	}
+	args := make(map[string]string, len(m))
+	var fields []contract.FieldError
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := m[name]
+		var s string
+		if !isJSONString(v) || json.Unmarshal(v, &s) != nil {
+			fields = append(fields, contract.FieldError{Field: "args." + printable(name), Reason: "must be a string ID, not " + jsonKind(v)})
+			continue
+		}
+		args[name] = s
+	}
+	return args, fields
+}
+
+func isJSONString(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) >= 2 && t[0] == '"'
+}
+
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// printable keeps an attacker-chosen name short and printable in errors.
+func printable(s string) string {
+	const limit = 40
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == limit {
+			b.WriteString("…")
+			break
+		}
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			r = '?'
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
+func invalid(field, reason string) *contract.ValidationError {
+	return &contract.ValidationError{Fields: []contract.FieldError{{Field: field, Reason: reason}}}
+}
+
+// header returns the value of the named header, matched case-insensitively
+// (API Gateway lowercases names; other sources may not).
+func header(h map[string]string, name string) (string, bool) {
+	if v, ok := h[strings.ToLower(name)]; ok {
+		return v, true
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// errTooLarge and errContentType classify body problems.
+var (
+	errTooLarge    = errors.New("request body too large")
+	errContentType = errors.New("unsupported content type")
+)
+
+// requestBody returns the raw body, base64-decoded when API Gateway encoded
+// it, refusing one over MaxBodyBytes (errTooLarge).
+func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	if !req.IsBase64Encoded {
+		if len(req.Body) > MaxBodyBytes {
+			return nil, errTooLarge
+		}
+		return []byte(req.Body), nil
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > MaxBodyBytes+3 {
+		return nil, errTooLarge
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: base64 body: %w", err)
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// checkContentType accepts application/json, with at most a charset of
+// utf-8.
+func checkContentType(h map[string]string) error {
+	v, ok := header(h, "Content-Type")
+	if !ok {
+		return fmt.Errorf("%w: missing (want application/json)", errContentType)
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("%w: %q (want application/json)", errContentType, printable(v))
+	}
+	for k, p := range params {
+		if k != "charset" || !strings.EqualFold(p, "utf-8") {
+			return fmt.Errorf("%w: parameter %q (only charset=utf-8)", errContentType, printable(k))
+		}
+	}
+	return nil
+}
+
+// MaxCallerLen bounds a caller id.
+const MaxCallerLen = 512
+
+// Caller returns the authenticated principal of a request: the IAM user ARN
+// API Gateway puts in requestContext.authorizer.iam (or its account id and
+// caller id when there is no ARN), else "jwt:" and the JWT authorizer's sub
+// claim (prefixed so that no token subject can pose as an IAM principal). ok
+// is false when there is none, or it is not printable ASCII of at most
+// MaxCallerLen bytes.
+func Caller(rc events.APIGatewayV2HTTPRequestContext) (string, bool) {
+	a := rc.Authorizer
+	if a == nil {
+		return "", false
+	}
+	c := ""
+	switch {
+	case a.IAM != nil && a.IAM.UserARN != "":
+		c = a.IAM.UserARN
+	case a.IAM != nil && a.IAM.AccountID != "" && (a.IAM.CallerID != "" || a.IAM.UserID != ""):
+		id := a.IAM.CallerID
+		if id == "" {
+			id = a.IAM.UserID
+		}
+		c = "iam:" + a.IAM.AccountID + ":" + id
+	case a.JWT != nil && a.JWT.Claims["sub"] != "":
+		c = "jwt:" + a.JWT.Claims["sub"]
+	}
+	if c == "" || len(c) > MaxCallerLen {
+		return "", false
+	}
+	for i := 0; i < len(c); i++ {
+		if c[i] < 0x20 || c[i] > 0x7e {
+			return "", false
+		}
+	}
+	return c, true
+}
+
+// route is a matched request route.
+type route struct {
+	method string // "GET" or "POST"; "" for a path that matched with another method
+	param  string // {type} or {jobId}
+}
+
+// jobsPrefix is the path both routes share.
+const jobsPrefix = "/v1/jobs/"
+
+// matchRoute matches the request against POST /v1/jobs/{type} and GET
+// /v1/jobs/{jobId}. ok is false for any other path; route.method is "" for
+// the right path with another method.
+func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
+	method := strings.ToUpper(req.RequestContext.HTTP.Method)
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	if method == "" { // a hand-written event may carry only the route key
+		method, _, _ = strings.Cut(req.RouteKey, " ")
+	}
+	i := strings.Index(path, jobsPrefix)
+	if i < 0 || (i > 0 && path[:i] != "/"+req.RequestContext.Stage) {
+		return route{}, false
+	}
+	seg, err := url.PathUnescape(path[i+len(jobsPrefix):])
+	if err != nil || seg == "" || strings.Contains(seg, "/") {
+		return route{}, false
+	}
+	switch method {
+	case "POST":
+		if p := req.PathParameters["type"]; p != "" {
+			seg = p
+		}
+	case "GET":
+		if p := req.PathParameters["jobId"]; p != "" {
+			seg = p
+		}
+	default:
+		method = ""
+	}
+	return route{method: method, param: seg}, true
+}
