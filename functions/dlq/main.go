@@ -1,0 +1,56 @@
+// Command dlq is the dead-letter Lambda function: it consumes the DLQ
+// (ReportBatchItemFailures), stores every dead letter once, marks its job
+// Failed, emits the DeadLetters metric and logs one alert line. It only wires
+// adapters.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+func main() {
+	log := obs.DefaultLogger()
+	c, err := build(context.Background(), log)
+	if err != nil {
+		log.Error("dlq function cannot start", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(c.Handle)
+}
+
+func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) {
+	env := deadletter.NewEnv(os.Getenv)
+	env.Required("STAGE")
+	deadLetters := env.Required("DEAD_LETTERS_TABLE")
+	jobsTable := env.Required("JOBS_TABLE")
+	markersTable := env.Required("MARKERS_TABLE")
+	// The queue URLs are part of the function's contract (redrive targets);
+	// checked here so a misconfigured stack fails at start.
+	env.QueueURLs()
+	if err := env.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := awsx.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	markers := marker.NewDynamo(db, markersTable)
+	return deadletter.NewConsumer(deadletter.Config{
+		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
+		Jobs: jobs.NewStore(db, jobsTable, markers), JobNotFound: jobs.ErrNotFound,
+		Registry: contract.DefaultRegistry(), Logger: log, Metrics: obs.NewMetrics(os.Stdout),
+	})
+}

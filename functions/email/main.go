@@ -1,0 +1,84 @@
+// Command email is the e-mail worker Lambda function: it consumes the
+// critical, default and bulk queues (ReportBatchItemFailures) and runs the
+// four e-mail job types through the runner. It only wires adapters.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/toggle"
+)
+
+func main() {
+	log := obs.DefaultLogger()
+	r, err := build(context.Background(), log)
+	if err != nil {
+		log.Error("email function cannot start", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(r.Handle)
+}
+
+func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
+	env := deadletter.NewEnv(os.Getenv)
+	stage := env.Required("STAGE")
+	markersTable := env.Required("MARKERS_TABLE")
+	usersTable := env.Required("USERS_TABLE")
+	jobsTable := env.Required("JOBS_TABLE")
+	urls := env.QueueURLs()
+	dlqURL := env.Required("DLQ_URL")
+	from := env.Required("MAIL_FROM")
+	baseURL := env.Required("APP_BASE_URL")
+	smtpAddr := env.Optional("SMTP_ADDR", "")
+	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
+	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
+	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
+	if err := env.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := awsx.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	metrics := obs.NewMetrics(os.Stdout)
+	reg := contract.DefaultRegistry()
+
+	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
+
+	var sender email.Sender = email.NewSES(sesv2.NewFromConfig(cfg), from)
+	if smtpAddr != "" {
+		sender = email.NewSMTP(smtpAddr, from)
+	}
+	handlers, err := email.Handlers(email.Config{
+		Users: email.NewDynamoUsers(db, usersTable), Sender: sender, BaseURL: baseURL, Metrics: metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	markers := marker.NewDynamo(db, markersTable)
+	queues := runner.NewQueues(sqs.NewFromConfig(cfg), urls, dlqURL)
+	return runner.New(runner.Config{
+		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
+		Parker: queues, DeadLetterer: queues, Failures: jobs.NewStore(db, jobsTable, markers),
+		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives,
+		Logger: log, Metrics: metrics,
+	})
+}

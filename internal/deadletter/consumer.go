@@ -1,0 +1,231 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// UnknownType is the metric dimension and recorded type of a dead letter
+// whose body names no registered type.
+const UnknownType = "unknown"
+
+// Error classes written to the job record.
+const (
+	ClassPermanent   = "permanent"    // a worker sent it with a reason
+	ClassMaxReceives = "max-receives" // the queue's redrive policy moved it
+)
+
+// attrDLQSourceARN is the SQS system attribute AWS sets on a message moved by
+// a redrive policy.
+const attrDLQSourceARN = "DeadLetterQueueSourceArn"
+
+// Records stores dead letters (*Store is one).
+type Records interface {
+	Save(ctx context.Context, rec Record, sqsMessageID string) (isNew bool, err error)
+}
+
+// MarkerPeeker reads effect markers (*marker.Dynamo is one).
+type MarkerPeeker interface {
+	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
+}
+
+// JobFailer marks a job Failed, conditionally: it never overwrites a
+// terminal state (*jobs.Store is one).
+type JobFailer interface {
+	MarkFailed(ctx context.Context, jobID, errorClass string) error
+}
+
+// Config wires a Consumer. Records and Markers are required.
+type Config struct {
+	Records Records
+	Markers MarkerPeeker
+	// Jobs marks jobs Failed (optional).
+	Jobs JobFailer
+	// JobNotFound is matched (errors.Is) against MarkFailed errors: a job
+	// without a record (sent outside the API, or expired) is no reason to
+	// retry the dead letter.
+	JobNotFound error
+	// Registry names the known types (contract.DefaultRegistry() if nil).
+	Registry *contract.Registry
+	Logger   *slog.Logger
+	Metrics  *obs.Metrics
+}
+
+// Consumer handles batches from the dead-letter queue. It is safe for
+// concurrent use and idempotent: running it twice on the same delivery
+// stores, counts and alerts once.
+type Consumer struct {
+	cfg Config
+}
+
+// NewConsumer checks cfg and returns a Consumer.
+func NewConsumer(cfg Config) (*Consumer, error) {
+	switch {
+	case cfg.Records == nil:
+		return nil, errors.New("deadletter: Records is required")
+	case cfg.Markers == nil:
+		return nil, errors.New("deadletter: Markers is required")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = contract.DefaultRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Consumer{cfg: cfg}, nil
+}
+
+// letter is one DLQ record on its way through the consumer.
+type letter struct {
+	msg     events.SQSMessage
+	rec     Record
+	decoded bool
+	key     marker.Key
+	class   string
+	log     *slog.Logger
+}
+
+// Handle records every message of a DLQ batch and reports the ones to retry
+// (a store or job-table error). It never returns an error.
+func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	base := obs.WithRequest(ctx, c.cfg.Logger)
+	letters := make([]letter, len(ev.Records))
+	keys := make([]marker.Key, 0, len(ev.Records))
+	for i, msg := range ev.Records {
+		letters[i] = c.parse(msg, base)
+		if letters[i].decoded {
+			keys = append(keys, letters[i].key)
+		}
+	}
+	var resp events.SQSEventResponse
+	retry := func(l *letter) {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: l.msg.MessageId})
+	}
+	var done map[marker.Key]marker.Record
+	if len(keys) > 0 {
+		var err error
+		if done, err = c.cfg.Markers.PeekBatch(ctx, keys); err != nil {
+			// Without the marker we cannot tell a dead letter from a job that
+			// succeeded; retry those rather than guess.
+			base.Error("marker peek failed; retrying the batch's envelopes", "error", err)
+			for i := range letters {
+				if letters[i].decoded {
+					retry(&letters[i])
+				}
+			}
+			letters = slices.DeleteFunc(letters, func(l letter) bool { return l.decoded })
+		}
+	}
+	for i := range letters {
+		l := &letters[i]
+		if m, ok := done[l.key]; l.decoded && ok && m.Processed() {
+			l.rec.Status = StatusSucceeded
+		}
+		if err := c.record(ctx, l); err != nil {
+			l.log.Error("dead letter not recorded; retrying", "error", err)
+			retry(l)
+		}
+	}
+	return resp, nil
+}
+
+// record stores one letter, marks its job Failed and alerts.
+func (c *Consumer) record(ctx context.Context, l *letter) error {
+	isNew, err := c.cfg.Records.Save(ctx, l.rec, l.msg.MessageId)
+	if err != nil {
+		return err
+	}
+	log := l.log.With("deadLetterId", l.rec.ID, "reason", l.rec.Reason, "sourceQueue", l.rec.SourceQueue,
+		"receiveCount", l.rec.ReceiveCount, "status", string(l.rec.Status))
+	if l.rec.Status == StatusSucceeded {
+		if isNew {
+			log.Info("message in the DLQ had already succeeded (its marker is claimed); recorded, not a dead letter")
+		}
+		return nil
+	}
+	// Marked on every run, not only the first: a run that crashed after
+	// Save must still get the job marked. MarkFailed is conditional.
+	if l.decoded && c.cfg.Jobs != nil {
+		if err := c.cfg.Jobs.MarkFailed(ctx, l.rec.JobID, l.class); err != nil {
+			if c.cfg.JobNotFound == nil || !errors.Is(err, c.cfg.JobNotFound) {
+				return fmt.Errorf("mark job failed: %w", err)
+			}
+			log.Info("dead letter has no job record; nothing to mark")
+		}
+	}
+	if isNew {
+		c.cfg.Metrics.Count(obs.DeadLetters, l.rec.Type, 1)
+		log.Error("dead letter: job failed and needs a person", "alert", true, "hint", "jobctl dlq redrive "+l.rec.ID)
+	}
+	return nil
+}
+
+// parse derives the record of one DLQ message.
+func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
+	l := letter{msg: msg, log: base.With(obs.KeyMessageID, msg.MessageId)}
+	rec := Record{ID: msg.MessageId, Type: UnknownType, Body: msg.Body, Status: StatusDead}
+	env, err := contract.Decode([]byte(msg.Body))
+	if err == nil {
+		l.decoded = true
+		l.key = marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+		rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
+		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
+			rec.Type = env.Type
+		}
+		l.log = base.With(obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type, "sqsMessageId", msg.MessageId)
+	} else {
+		l.log = l.log.With(obs.KeyType, UnknownType)
+	}
+
+	rec.ReceiveCount = c.receiveCount(msg)
+	if reason := stringAttr(msg, contract.AttrReason); reason != "" {
+		rec.Reason, l.class = reason, ClassPermanent
+	} else {
+		rec.Reason = fmt.Sprintf("exceeded maxReceiveCount (%d receives)", rec.ReceiveCount)
+		l.class = ClassMaxReceives
+	}
+	rec.SourceQueue = stringAttr(msg, contract.AttrSourceQueue)
+	if rec.SourceQueue == "" {
+		rec.SourceQueue = msg.Attributes[attrDLQSourceARN]
+	}
+	if rec.SourceQueue == "" && rec.Type != UnknownType {
+		t, _ := c.cfg.Registry.Lookup(rec.Type)
+		rec.SourceQueue = string(t.Queue)
+	}
+	l.rec = rec
+	return l
+}
+
+// receiveCount is the number of deliveries before the message was
+// dead-lettered: the worker's receiveCount attribute, else the SQS receive
+// count, which a redrive move carries over, less this DLQ delivery.
+func (c *Consumer) receiveCount(msg events.SQSMessage) int {
+	if n, err := strconv.Atoi(stringAttr(msg, contract.AttrReceiveCount)); err == nil && n > 0 {
+		return n
+	}
+	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	switch {
+	case err != nil || n < 1:
+		return 0
+	case n > 1:
+		return n - 1
+	}
+	return n
+}
+
+func stringAttr(msg events.SQSMessage, name string) string {
+	if a, ok := msg.MessageAttributes[name]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
+}

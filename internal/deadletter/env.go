@@ -1,0 +1,99 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// QueueURLEnv returns the environment variable that holds a work queue's URL:
+// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK.
+func QueueURLEnv(q contract.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
+
+// Env reads a function's configuration from environment variables and
+// collects every problem, so a misconfigured function names all of them at
+// once. It is the one place the email and dlq functions (and jobctl) parse
+// their environment.
+type Env struct {
+	get  func(string) string
+	errs []error
+}
+
+// NewEnv reads variables with getenv (os.Getenv).
+func NewEnv(getenv func(string) string) *Env { return &Env{get: getenv} }
+
+// Required returns the variable name, recording an error when it is empty.
+func (e *Env) Required(name string) string {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		e.errs = append(e.errs, fmt.Errorf("%s is required", name))
+	}
+	return v
+}
+
+// Optional returns the variable name, or def when it is empty.
+func (e *Env) Optional(name, def string) string {
+	if v := strings.TrimSpace(e.get(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// Int returns the positive integer in name, or def when it is empty.
+func (e *Env) Int(name string, def int) int {
+	v := e.Optional(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
+		return def
+	}
+	return n
+}
+
+// Seconds returns the whole seconds in name as a duration, or def when it is
+// empty.
+func (e *Env) Seconds(name string, def time.Duration) time.Duration {
+	if e.Optional(name, "") == "" {
+		return def
+	}
+	return time.Duration(e.Int(name, 0)) * time.Second
+}
+
+// Duration returns the Go duration in name (e.g. "30s"), or def when it is
+// empty.
+func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	v := e.Optional(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive Go duration", name, v))
+		return def
+	}
+	return d
+}
+
+// QueueURLs returns the URLs of the three work queues, each required.
+func (e *Env) QueueURLs() map[contract.Queue]string {
+	urls := make(map[contract.Queue]string, len(contract.Queues))
+	for _, q := range contract.Queues {
+		urls[q] = e.Required(QueueURLEnv(q))
+	}
+	return urls
+}
+
+// Err returns every problem found so far, or nil.
+func (e *Env) Err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(e.errs...))
+}

@@ -1,0 +1,129 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
+// back to a work queue: its body is not an envelope, or names no registered
+// type. It stays in the table for a person to read.
+var ErrNotRedrivable = errors.New("deadletter: not redrivable")
+
+// SQSAPI is the part of the SQS client the redriver uses.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// RedriveStore is what the redriver needs of the table (*Store is one).
+type RedriveStore interface {
+	Get(ctx context.Context, id string) (Record, error)
+	List(ctx context.Context, status Status) ([]Record, error)
+	MarkRedriven(ctx context.Context, id string) error
+}
+
+// Redriver sends stored envelopes back to their type's queue under the same
+// messageId. That is safe whatever happened before: a job that already
+// succeeded is absorbed by its effect marker.
+type Redriver struct {
+	store    RedriveStore
+	client   SQSAPI
+	urls     map[contract.Queue]string
+	registry *contract.Registry
+}
+
+// NewRedriver returns a redriver over store that sends with client to the
+// work queues at urls (see Env.QueueURLs). A nil registry is
+// contract.DefaultRegistry().
+func NewRedriver(store RedriveStore, client SQSAPI, urls map[contract.Queue]string, registry *contract.Registry) *Redriver {
+	if registry == nil {
+		registry = contract.DefaultRegistry()
+	}
+	return &Redriver{store: store, client: client, urls: urls, registry: registry}
+}
+
+// Redriven is the outcome of redriving one dead letter.
+type Redriven struct {
+	ID    string         `json:"id"`
+	Type  string         `json:"type"`
+	Queue contract.Queue `json:"queue,omitempty"`
+	// Skipped says why nothing was sent ("" when the envelope was sent).
+	Skipped string `json:"skipped,omitempty"`
+	// Err is why the redrive failed (RedriveAll only; Redrive returns it).
+	Err error `json:"-"`
+}
+
+// Redrive sends the dead letter id back to its type's queue with the same
+// body (so the same messageId) and the type and correlationId attributes,
+// then marks it redriven. A letter whose job already succeeded is skipped.
+// It returns an error matching ErrNotFound or ErrNotRedrivable when there is
+// nothing it can send.
+func (r *Redriver) Redrive(ctx context.Context, id string) (Redriven, error) {
+	rec, err := r.store.Get(ctx, id)
+	if err != nil {
+		return Redriven{ID: id}, err
+	}
+	return r.redrive(ctx, rec)
+}
+
+func (r *Redriver) redrive(ctx context.Context, rec Record) (Redriven, error) {
+	out := Redriven{ID: rec.ID, Type: rec.Type}
+	if rec.Status == StatusSucceeded {
+		out.Skipped = "already succeeded"
+		return out, nil
+	}
+	env, err := contract.Decode([]byte(rec.Body))
+	if err != nil {
+		return out, fmt.Errorf("%w: %s: body is not an envelope: %w", ErrNotRedrivable, rec.ID, err)
+	}
+	t, err := r.registry.Lookup(env.Type)
+	if err != nil {
+		return out, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
+	}
+	out.Type, out.Queue = t.Name, t.Queue
+	url := r.urls[t.Queue]
+	if url == "" {
+		return out, fmt.Errorf("deadletter: redrive %s: no URL for queue %q", rec.ID, t.Queue)
+	}
+	_, err = r.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(url),
+		MessageBody: aws.String(rec.Body),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			contract.AttrType:          {DataType: aws.String("String"), StringValue: aws.String(env.Type)},
+			contract.AttrCorrelationID: {DataType: aws.String("String"), StringValue: aws.String(env.CorrelationID)},
+		},
+	})
+	if err != nil {
+		return out, fmt.Errorf("deadletter: redrive %s to %s: %w", rec.ID, t.Queue, err)
+	}
+	// Sent first, marked second: a crash in between leaves it "dead" and a
+	// second redrive sends a duplicate, which the marker absorbs.
+	if err := r.store.MarkRedriven(ctx, rec.ID); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// RedriveAll redrives every dead letter in status dead. Letters that cannot be
+// redriven are reported in their Redriven.Err and do not stop the others; the
+// error is only for a failure to list.
+func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
+	recs, err := r.store.List(ctx, StatusDead)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Redriven, 0, len(recs))
+	for _, rec := range recs {
+		res, err := r.redrive(ctx, rec)
+		res.Err = err
+		out = append(out, res)
+	}
+	return out, nil
+}

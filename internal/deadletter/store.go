@@ -1,0 +1,275 @@
+// Package deadletter is the dead-letter use case of runstwice: the consumer
+// of the dead-letter queue (store every dead letter once, mark its job
+// Failed, count and alert) and the redrive that sends a stored envelope back
+// to its type's queue under the same messageId, which is safe because the
+// effect marker absorbs anything already done.
+//
+// The dead-letters table is keyed by `pk`: the envelope's messageId when the
+// body decodes as an envelope, else the SQS message id. Items live 30 days
+// after they were last seen (TTL on expiresAt).
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+)
+
+// Attribute names of the dead-letters table. PK is the hash key.
+const (
+	AttrPK            = "pk"
+	AttrSQSMessageIDs = "sqsMessageIds"
+	AttrStatus        = "status"
+	AttrExpiresAt     = "expiresAt"
+)
+
+// DefaultRetention is how long a dead letter is kept after it was last seen.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Status is what became of a dead letter.
+type Status string
+
+// The statuses of a dead letter.
+const (
+	// StatusDead: the message failed and waits for a person (or a redrive).
+	StatusDead Status = "dead"
+	// StatusSucceeded: the message reached the DLQ although its marker says
+	// the job had already succeeded (e.g. a twin finished it while this
+	// delivery kept finding the lease held). It is not a dead letter.
+	StatusSucceeded Status = "succeeded"
+	// StatusRedriven: the envelope was sent back to its queue.
+	StatusRedriven Status = "redriven"
+)
+
+// Record is a stored dead letter.
+type Record struct {
+	// ID is the key: the envelope's messageId (the job id), or the SQS
+	// message id when the body is not an envelope.
+	ID string `dynamodbav:"pk" json:"id"`
+	// JobID is the envelope's messageId, "" when the body did not decode.
+	JobID string `dynamodbav:"jobId,omitempty" json:"jobId,omitempty"`
+	// Type is the envelope's type if registered, else "unknown".
+	Type          string `dynamodbav:"type" json:"type"`
+	CorrelationID string `dynamodbav:"correlationId,omitempty" json:"correlationId,omitempty"`
+	// Body is the raw SQS body, whatever it holds.
+	Body string `dynamodbav:"body" json:"body"`
+	// Reason says why the message is here: the worker's reason attribute, or
+	// "exceeded maxReceiveCount (N receives)" for a redrive move.
+	Reason string `dynamodbav:"reason" json:"reason"`
+	// SourceQueue is the ARN (or, failing that, the name) of the queue the
+	// message came from, "" when unknown.
+	SourceQueue  string `dynamodbav:"sourceQueue,omitempty" json:"sourceQueue,omitempty"`
+	ReceiveCount int    `dynamodbav:"receiveCount" json:"receiveCount"`
+	Status       Status `dynamodbav:"status" json:"status"`
+	// Occurrences counts distinct DLQ deliveries recorded under this ID (a
+	// redriven message that fails again is a second occurrence).
+	Occurrences int `dynamodbav:"occurrences" json:"occurrences"`
+	// SQSMessageIDs are the DLQ message ids recorded, which make a second run
+	// of the consumer on the same delivery a no-op.
+	SQSMessageIDs []string  `dynamodbav:"sqsMessageIds,stringset,omitempty" json:"sqsMessageIds,omitempty"`
+	FirstSeen     time.Time `dynamodbav:"firstSeen" json:"firstSeen"`
+	LastSeen      time.Time `dynamodbav:"lastSeen" json:"lastSeen"`
+	RedrivenAt    time.Time `dynamodbav:"redrivenAt,omitempty" json:"redrivenAt,omitzero"`
+	Redrives      int       `dynamodbav:"redrives,omitempty" json:"redrives,omitempty"`
+	ExpiresAt     int64     `dynamodbav:"expiresAt" json:"-"`
+}
+
+// ErrNotFound is returned (wrapped) for a dead letter that does not exist or
+// has expired.
+var ErrNotFound = errors.New("deadletter: not found")
+
+// DynamoAPI is the part of the DynamoDB client the store uses.
+type DynamoAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Store is the dead-letters table.
+type Store struct {
+	client DynamoAPI
+	table  string
+	// Retention is how long a record lives after it was last seen
+	// (DefaultRetention if 0).
+	Retention time.Duration
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// NewStore returns the store on table.
+func NewStore(client DynamoAPI, table string) *Store { return &Store{client: client, table: table} }
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Store) retention() time.Duration {
+	if s.Retention > 0 {
+		return s.Retention
+	}
+	return DefaultRetention
+}
+
+func pkAV(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: id}}
+}
+
+// Save records one DLQ delivery of rec, identified by its SQS message id, in
+// one conditional UpdateItem: the first delivery creates the item, a new
+// delivery under the same ID (a redriven message that failed again) updates
+// it and keeps firstSeen, and a delivery already recorded (the consumer
+// running twice) changes nothing. isNew reports whether this call recorded
+// the delivery.
+func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNew bool, err error) {
+	now := s.now().UTC()
+	set := func(u expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
+		return u.Set(expression.Name(name), expression.Value(v))
+	}
+	upd := expression.Set(expression.Name("type"), expression.Value(rec.Type))
+	upd = set(upd, "body", rec.Body)
+	upd = set(upd, "reason", rec.Reason)
+	upd = set(upd, "receiveCount", rec.ReceiveCount)
+	upd = set(upd, AttrStatus, string(rec.Status))
+	upd = set(upd, "lastSeen", now)
+	upd = set(upd, AttrExpiresAt, ddb.Epoch(now.Add(s.retention())))
+	upd = upd.Set(expression.Name("firstSeen"), expression.IfNotExists(expression.Name("firstSeen"), expression.Value(now)))
+	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue} {
+		if v != "" {
+			upd = set(upd, name, v)
+		}
+	}
+	upd = upd.Add(expression.Name("occurrences"), expression.Value(1)).
+		Add(expression.Name(AttrSQSMessageIDs), expression.Value(&types.AttributeValueMemberSS{Value: []string{sqsMessageID}}))
+	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+		Or(expression.Not(expression.Contains(expression.Name(AttrSQSMessageIDs), sqsMessageID)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, fmt.Errorf("deadletter: save: %w", err)
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       pkAV(rec.ID),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case ddb.IsConditionFailed(err):
+		return false, nil // this delivery is already recorded
+	}
+	return false, fmt.Errorf("deadletter: save %s: %w", rec.ID, err)
+}
+
+// Get reads one dead letter (consistent read).
+func (s *Store) Get(ctx context.Context, id string) (Record, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: pkAV(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("deadletter: get %s: %w", id, err)
+	}
+	rec, ok, err := s.decodeLive(out.Item)
+	if err != nil {
+		return Record{}, err
+	}
+	if !ok {
+		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return rec, nil
+}
+
+// List returns every live dead letter with the given status ("" for all),
+// oldest first. It scans the table, which holds only what failed.
+func (s *Store) List(ctx context.Context, status Status) ([]Record, error) {
+	in := &dynamodb.ScanInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true)}
+	if status != "" {
+		expr, err := expression.NewBuilder().WithFilter(expression.Name(AttrStatus).Equal(expression.Value(string(status)))).Build()
+		if err != nil {
+			return nil, fmt.Errorf("deadletter: list: %w", err)
+		}
+		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = expr.Filter(), expr.Names(), expr.Values()
+	}
+	var out []Record
+	p := dynamodb.NewScanPaginator(s.client, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("deadletter: list: %w", err)
+		}
+		for _, item := range page.Items {
+			rec, ok, err := s.decodeLive(item)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, rec)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int {
+		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// MarkRedriven records that the dead letter id was sent back to its queue.
+func (s *Store) MarkRedriven(ctx context.Context, id string) error {
+	now := s.now().UTC()
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(string(StatusRedriven))).
+		Set(expression.Name("redrivenAt"), expression.Value(now)).
+		Add(expression.Name("redrives"), expression.Value(1))
+	expr, err := expression.NewBuilder().WithUpdate(upd).
+		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return fmt.Errorf("deadletter: mark redriven: %w", err)
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       pkAV(id),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if ddb.IsConditionFailed(err) {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("deadletter: mark %s redriven: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) decodeLive(item map[string]types.AttributeValue) (Record, bool, error) {
+	if len(item) == 0 {
+		return Record{}, false, nil
+	}
+	var rec Record
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+		return Record{}, false, fmt.Errorf("deadletter: decode: %w", err)
+	}
+	if ddb.Expired(rec.ExpiresAt, s.now()) {
+		return Record{}, false, nil
+	}
+	return rec, true, nil
+}

@@ -1,0 +1,234 @@
+package email
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// Default token lifetimes.
+const (
+	DefaultVerificationTTL = 48 * time.Hour
+	DefaultResetTTL        = time.Hour
+)
+
+// Config wires the e-mail handlers. Users, Sender and BaseURL are required.
+type Config struct {
+	Users  Users
+	Sender Sender
+	// BaseURL is APP_BASE_URL, the absolute http(s) URL links are built on.
+	BaseURL string
+	// Metrics counts quiet no-ops as JobsSkipped (optional).
+	Metrics *obs.Metrics
+	// VerificationTTL and ResetTTL are the token lifetimes (defaults above).
+	VerificationTTL time.Duration
+	ResetTTL        time.Duration
+	// Now is the clock (time.Now if nil); Rand the token source
+	// (crypto/rand if nil).
+	Now  func() time.Time
+	Rand io.Reader
+}
+
+// kind is what differs between the e-mail job types.
+type kind struct {
+	template string
+	purpose  Purpose
+	// skip returns why the mail is unnecessary for u, or "".
+	skip func(u User) string
+	// link builds the mail's link; token is "" for a type without one.
+	link func(base *url.URL, job runner.Job, token string) string
+}
+
+func withQuery(base *url.URL, path string, q url.Values) string {
+	u := base.JoinPath(path)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var kinds = map[string]kind{
+	contract.TypePartnerVerification: {
+		template: "partner-verification",
+		purpose:  PurposeVerification,
+		skip: func(u User) string {
+			if u.EmailConfirmed {
+				return "address already confirmed"
+			}
+			return ""
+		},
+		link: func(base *url.URL, job runner.Job, token string) string {
+			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+		},
+	},
+	contract.TypePasswordReset: {
+		template: "password-reset",
+		purpose:  PurposePasswordReset,
+		skip:     func(User) string { return "" },
+		link: func(base *url.URL, job runner.Job, token string) string {
+			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+		},
+	},
+	contract.TypeWelcome: {
+		template: "welcome",
+		skip:     func(User) string { return "" },
+		link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
+	},
+	contract.TypePartnerDigest: {
+		template: "partner-digest",
+		skip: func(u User) string {
+			if !u.EmailConfirmed {
+				return "address not confirmed; no digest to unconfirmed addresses"
+			}
+			return ""
+		},
+		link: func(base *url.URL, job runner.Job, _ string) string {
+			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
+		},
+	},
+}
+
+// handler runs one e-mail job type.
+type handler struct {
+	cfg  Config
+	base *url.URL
+	kind kind
+	tmpl mailTemplate
+}
+
+// Handlers returns the runner handler of every e-mail job type, keyed by type
+// name, ready for runner.Config.Handlers.
+func Handlers(cfg Config) (map[string]runner.Handler, error) {
+	switch {
+	case cfg.Users == nil:
+		return nil, errors.New("email: Users is required")
+	case cfg.Sender == nil:
+		return nil, errors.New("email: Sender is required")
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("email: base URL %q is not an absolute http(s) URL", cfg.BaseURL)
+	}
+	base.RawQuery, base.Fragment = "", ""
+	if cfg.VerificationTTL <= 0 {
+		cfg.VerificationTTL = DefaultVerificationTTL
+	}
+	if cfg.ResetTTL <= 0 {
+		cfg.ResetTTL = DefaultResetTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	out := make(map[string]runner.Handler, len(kinds))
+	for name, k := range kinds {
+		tmpl, err := loadTemplate(k.template)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = &handler{cfg: cfg, base: base, kind: k, tmpl: tmpl}
+	}
+	return out, nil
+}
+
+// Handle loads the user, decides whether the mail is still needed, produces
+// the token (if the type has one) and sends. It never logs the address, the
+// link or the token.
+func (h *handler) Handle(ctx context.Context, job runner.Job) error {
+	log := job.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	userID := job.Envelope.Args["userId"]
+	log = log.With("userId", userID)
+
+	u, ok, err := h.cfg.Users.Get(ctx, userID)
+	if err != nil {
+		return fmt.Errorf("email: load user %s: %w", userID, err)
+	}
+	if !ok {
+		return h.noop(log, job, "user not found")
+	}
+	if reason := h.kind.skip(u); reason != "" {
+		return h.noop(log, job, reason)
+	}
+	if strings.TrimSpace(u.Email) == "" {
+		return h.noop(log, job, "user has no e-mail address")
+	}
+	addr, err := mail.ParseAddress(u.Email)
+	if err != nil || addr.Name != "" {
+		return runner.Permanent(fmt.Errorf("email: user %s: stored e-mail address is not a plain address", userID))
+	}
+
+	data := templateData{
+		Name:        displayName(u),
+		RoleCode:    job.Envelope.Args["roleCode"],
+		CountryCode: job.Envelope.Args["countryCode"],
+		DigestID:    job.Envelope.Args["digestId"],
+	}
+	token := ""
+	if h.kind.purpose != "" {
+		raw, hash, err := newToken(h.cfg.Rand)
+		if err != nil {
+			return err
+		}
+		ttl := h.cfg.ResetTTL
+		if h.kind.purpose == PurposeVerification {
+			ttl = h.cfg.VerificationTTL
+		}
+		tok := Token{Hash: hash, Purpose: h.kind.purpose, ExpiresAt: h.cfg.Now().Add(ttl)}
+		if err := h.cfg.Users.SetToken(ctx, userID, tok, h.kind.purpose == PurposeVerification); err != nil {
+			if errors.Is(err, ErrUserGone) {
+				return h.noop(log, job, "user deleted or confirmed meanwhile")
+			}
+			return fmt.Errorf("email: store token for %s: %w", userID, err)
+		}
+		token, data.ExpiresIn = raw, humanDuration(ttl)
+	}
+	data.Link = h.kind.link(h.base, job, token)
+
+	subject, text, html, err := h.tmpl.render(data)
+	if err != nil {
+		return runner.Permanent(err)
+	}
+	msg := Message{ID: job.Envelope.MessageID, To: addr.Address, Subject: subject, Text: text, HTML: html}
+	if err := h.cfg.Sender.Send(ctx, msg); err != nil {
+		return fmt.Errorf("email: send %s to user %s: %w", job.Type.Name, userID, err)
+	}
+	log.Info("mail sent")
+	return nil
+}
+
+// noop is a successful job that needed no mail: logged and counted, and the
+// runner claims its marker.
+func (h *handler) noop(log *slog.Logger, job runner.Job, reason string) error {
+	log.Info("no mail needed; job done without sending", "reason", reason)
+	h.cfg.Metrics.Count(obs.JobsSkipped, job.Type.Name, 1)
+	return nil
+}
+
+func displayName(u User) string {
+	if n := strings.Join(strings.Fields(u.DisplayName), " "); n != "" {
+		return n
+	}
+	return "there"
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0 && d >= 48*time.Hour:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	case d%time.Hour == 0 && d > time.Hour:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d == time.Hour:
+		return "1 hour"
+	}
+	return d.Round(time.Minute).String()
+}

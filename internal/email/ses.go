@@ -1,0 +1,59 @@
+package email
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// SESAPI is the part of the SES v2 client the sender uses.
+type SESAPI interface {
+	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
+}
+
+// SES sends mail through SES v2 SendEmail from a fixed sender (MAIL_FROM).
+type SES struct {
+	client SESAPI
+	from   string
+	// ConfigurationSet is the SES configuration set, if any.
+	ConfigurationSet string
+}
+
+// NewSES returns a sender through client from the address from.
+func NewSES(client SESAPI, from string) *SES { return &SES{client: client, from: from} }
+
+func utf8Content(s string) *types.Content {
+	return &types.Content{Data: aws.String(s), Charset: aws.String("UTF-8")}
+}
+
+// Send sends m as a simple message with a text and an HTML body. A request SES
+// rejects for this message (bad request, rejected message) is permanent;
+// anything else (throttling, outage) is retried.
+func (s *SES) Send(ctx context.Context, m Message) error {
+	in := &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(s.from),
+		Destination:      &types.Destination{ToAddresses: []string{m.To}},
+		Content: &types.EmailContent{Simple: &types.Message{
+			Subject: utf8Content(m.Subject),
+			Body:    &types.Body{Text: utf8Content(m.Text), Html: utf8Content(m.HTML)},
+		}},
+	}
+	if s.ConfigurationSet != "" {
+		in.ConfigurationSetName = aws.String(s.ConfigurationSet)
+	}
+	if _, err := s.client.SendEmail(ctx, in); err != nil {
+		var bad *types.BadRequestException
+		var rejected *types.MessageRejected
+		if errors.As(err, &bad) || errors.As(err, &rejected) {
+			return runner.Permanent(fmt.Errorf("ses: send %s: %w", m.ID, err))
+		}
+		return fmt.Errorf("ses: send %s: %w", m.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package email
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+)
+
+// Attribute names of the users table (DESIGN §4). UserID is the hash key.
+const (
+	AttrUserID         = "userId"
+	AttrEmail          = "email"
+	AttrDisplayName    = "displayName"
+	AttrEmailConfirmed = "emailConfirmed"
+	AttrTokenHash      = "tokenHash"
+	AttrTokenExpiresAt = "tokenExpiresAt" // epoch seconds
+	AttrTokenPurpose   = "tokenPurpose"
+)
+
+// UsersAPI is the part of the DynamoDB client the users adapter uses.
+type UsersAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// DynamoUsers is the Users port on the users table.
+type DynamoUsers struct {
+	client UsersAPI
+	table  string
+}
+
+// NewDynamoUsers returns the adapter for table.
+func NewDynamoUsers(client UsersAPI, table string) *DynamoUsers {
+	return &DynamoUsers{client: client, table: table}
+}
+
+// userItem is a user as stored; the token attributes are write-only here.
+type userItem struct {
+	UserID         string `dynamodbav:"userId"`
+	Email          string `dynamodbav:"email"`
+	DisplayName    string `dynamodbav:"displayName"`
+	EmailConfirmed bool   `dynamodbav:"emailConfirmed"`
+}
+
+func userKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrUserID: &types.AttributeValueMemberS{Value: id}}
+}
+
+// Get loads a user with a consistent read, projecting only what a mail needs
+// (never the token attributes).
+func (d *DynamoUsers) Get(ctx context.Context, userID string) (User, bool, error) {
+	proj := expression.NamesList(expression.Name(AttrUserID), expression.Name(AttrEmail),
+		expression.Name(AttrDisplayName), expression.Name(AttrEmailConfirmed))
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
+	if err != nil {
+		return User{}, false, fmt.Errorf("email: users: projection: %w", err)
+	}
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(d.table),
+		Key:                      userKey(userID),
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     expr.Projection(),
+		ExpressionAttributeNames: expr.Names(),
+	})
+	if err != nil {
+		return User{}, false, fmt.Errorf("email: users: get %s: %w", userID, err)
+	}
+	if len(out.Item) == 0 {
+		return User{}, false, nil
+	}
+	var it userItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return User{}, false, fmt.Errorf("email: users: decode %s: %w", userID, err)
+	}
+	return User{ID: it.UserID, Email: it.Email, DisplayName: it.DisplayName, EmailConfirmed: it.EmailConfirmed}, true, nil
+}
+
+// SetToken stores the token hash, purpose and expiry on an existing user in
+// one conditional UpdateItem (the user must exist; with onlyUnconfirmed its
+// address must not be confirmed). A failed condition returns ErrUserGone.
+func (d *DynamoUsers) SetToken(ctx context.Context, userID string, tok Token, onlyUnconfirmed bool) error {
+	cond := expression.AttributeExists(expression.Name(AttrUserID))
+	if onlyUnconfirmed {
+		cond = cond.And(expression.Or(
+			expression.AttributeNotExists(expression.Name(AttrEmailConfirmed)),
+			expression.Name(AttrEmailConfirmed).Equal(expression.Value(false)),
+		))
+	}
+	upd := expression.Set(expression.Name(AttrTokenHash), expression.Value(tok.Hash)).
+		Set(expression.Name(AttrTokenPurpose), expression.Value(string(tok.Purpose))).
+		Set(expression.Name(AttrTokenExpiresAt), expression.Value(ddb.Epoch(tok.ExpiresAt)))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return fmt.Errorf("email: users: token expression: %w", err)
+	}
+	_, err = d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       userKey(userID),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		if ddb.IsConditionFailed(err) {
+			return fmt.Errorf("%w: %s", ErrUserGone, userID)
+		}
+		return fmt.Errorf("email: users: set token on %s: %w", userID, err)
+	}
+	return nil
+}
