@@ -1,0 +1,160 @@
+package enqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+)
+
+// world is an in-memory request layer, jobs table and queue: fakes of the
+// handler's own ports, with the semantics of the DynamoDB and SQS adapters.
+type world struct {
+	mu       sync.Mutex
+	now      time.Time
+	requests map[string]*fakeRequest
+	jobs     map[string]jobs.Job
+	pointers map[string]string
+	sent     []enqueue.Message
+	sendErr  error
+	owners   int
+}
+
+type fakeRequest struct {
+	fp, owner   string
+	lockedUntil time.Time
+	resp        *idempotency.Response
+}
+
+func newWorld() *world {
+	return &world{
+		now:      time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+		requests: map[string]*fakeRequest{}, jobs: map[string]jobs.Job{}, pointers: map[string]string{},
+	}
+}
+
+func (w *world) Now() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now }
+
+func (w *world) advance(d time.Duration) { w.mu.Lock(); w.now = w.now.Add(d); w.mu.Unlock() }
+
+func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Result, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pk := idempotency.PK(caller, key)
+	if r, ok := w.requests[pk]; ok {
+		switch {
+		case r.fp != fp:
+			return idempotency.Result{Outcome: idempotency.Mismatch}, nil
+		case r.resp != nil:
+			return idempotency.Result{Outcome: idempotency.Replay, Response: *r.resp}, nil
+		case r.lockedUntil.After(w.now):
+			return idempotency.Result{Outcome: idempotency.InFlight, RetryAfter: r.lockedUntil.Sub(w.now)}, nil
+		}
+	}
+	w.owners++
+	lock := idempotency.Lock{PK: pk, Owner: strings.Repeat("o", w.owners), Fingerprint: fp, LockedUntil: w.now.Add(idempotency.DefaultLockTimeout)}
+	w.requests[pk] = &fakeRequest{fp: fp, owner: lock.Owner, lockedUntil: lock.LockedUntil}
+	return idempotency.Result{Outcome: idempotency.Acquired, Lock: lock}, nil
+}
+
+func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempotency.Response, with ...types.TransactWriteItem) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.requests[lock.PK]
+	if !ok || r.owner != lock.Owner || r.resp != nil {
+		return idempotency.ErrLockLost
+	}
+	for _, it := range with {
+		pk := it.Update.Key[jobs.AttrPK].(*types.AttributeValueMemberS).Value
+		j, ok := w.jobs[strings.TrimPrefix(pk, "job#")]
+		if !ok || j.State == jobs.StateFailed {
+			return idempotency.ErrCompanionFailed
+		}
+		j.State = j.QueuedState()
+		w.jobs[j.ID] = j
+	}
+	r.resp = &resp
+	return nil
+}
+
+func (w *world) Release(_ context.Context, lock idempotency.Lock) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r, ok := w.requests[lock.PK]; ok && r.owner == lock.Owner && r.resp == nil {
+		delete(w.requests, lock.PK)
+	}
+	return nil
+}
+
+func (w *world) Reserve(_ context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ppk := jobs.DedupPK(job.Caller, job.Type, job.Key)
+	if id, ok := w.pointers[ppk]; ok {
+		prev := w.jobs[id]
+		own := prev.ID == job.ID
+		switch {
+		case prev.State == jobs.StatePending && !own && w.now.Before(prev.CreatedAt.Add(jobs.DefaultPendingTimeout)):
+			return jobs.Decision{Outcome: jobs.Busy, Job: prev, RetryAfter: time.Second}, nil
+		case prev.State == jobs.StatePending:
+			return jobs.Decision{Outcome: jobs.Resume, Job: prev, Own: own}, nil
+		case own || prev.State.Active():
+			return jobs.Decision{Outcome: jobs.Duplicate, Job: prev, Own: own}, nil
+		case !policy.Allows(prev.State):
+			return jobs.Decision{Outcome: jobs.Rejected, Job: prev}, nil
+		}
+	}
+	job.State = jobs.StatePending
+	w.jobs[job.ID] = job
+	w.pointers[ppk] = job.ID
+	return jobs.Decision{Outcome: jobs.Reserved, Job: job, Own: true}, nil
+}
+
+func (w *world) Get(_ context.Context, id string) (jobs.Job, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.jobs[id]
+	if !ok {
+		return jobs.Job{}, jobs.ErrNotFound
+	}
+	return j, nil
+}
+
+func (w *world) PromoteItem(job jobs.Job) (types.TransactWriteItem, error) {
+	return types.TransactWriteItem{Update: &types.Update{Key: map[string]types.AttributeValue{
+		jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.JobPK(job.ID)},
+	}}}, nil
+}
+
+func (w *world) Send(_ context.Context, m enqueue.Message) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sendErr != nil {
+		return w.sendErr
+	}
+	w.sent = append(w.sent, m)
+	return nil
+}
+
+func (w *world) setState(id string, s jobs.State) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j := w.jobs[id]
+	j.State = s
+	w.jobs[id] = j
+}
+
+func (w *world) messages() []enqueue.Message {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]enqueue.Message(nil), w.sent...)
+}
+
+var errQueueDown = errors.New("queue down")
