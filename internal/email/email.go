@@ -36,7 +36,7 @@ type Purpose string
 
 // The token purposes.
 const (
-	PurposeVerification Purpose = "email-verification"
+	PurposeVerification  Purpose = "email-verification"
 	PurposePasswordReset Purpose = "password-reset"
 )
 
