@@ -200,7 +200,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	}
 	msg := Message{ID: job.Envelope.MessageID, To: addr.Address, Subject: subject, Text: text, HTML: html}
 	if err := h.cfg.Sender.Send(ctx, msg); err != nil {
-		return fmt.Errorf("email: send %s to user %s: %w", job.Type.Name, userID, err)
+		return fmt.Errorf("email: send %s to user %s: %w", job.Envelope.Type, userID, err)
 	}
 	log.Info("mail sent")
 	return nil
@@ -210,7 +210,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 // runner claims its marker.
 func (h *handler) noop(log *slog.Logger, job runner.Job, reason string) error {
 	log.Info("no mail needed; job done without sending", "reason", reason)
-	h.cfg.Metrics.Count(obs.JobsSkipped, job.Type.Name, 1)
+	h.cfg.Metrics.Count(obs.JobsSkipped, job.Envelope.Type, 1)
 	return nil
 }
 

@@ -45,11 +45,11 @@ func NewSMTP(addr, from string) *SMTP { return &SMTP{addr: addr, from: from} }
 // the sender, the recipient or the message) is permanent; connection errors
 // and 4xx replies are retried.
 func (s *SMTP) Send(ctx context.Context, m Message) error {
-	body, err := s.compose(m)
+	from, body, err := s.compose(m)
 	if err != nil {
 		return runner.Permanent(err)
 	}
-	if err := s.deliver(ctx, m.To, body); err != nil {
+	if err := s.deliver(ctx, from, m.To, body); err != nil {
 		var tp *textproto.Error
 		if errors.As(err, &tp) && tp.Code >= 500 {
 			return runner.Permanent(fmt.Errorf("smtp: send %s: %w", m.ID, err))
@@ -59,7 +59,8 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 	return nil
 }
 
-func (s *SMTP) deliver(ctx context.Context, to string, body []byte) error {
+// deliver runs the SMTP conversation: envelope sender from, recipient to.
+func (s *SMTP) deliver(ctx context.Context, from, to string, body []byte) error {
 	host, _, err := net.SplitHostPort(s.addr)
 	if err != nil {
 		return fmt.Errorf("address %q: %w", s.addr, err)
@@ -94,7 +95,7 @@ func (s *SMTP) deliver(ctx context.Context, to string, body []byte) error {
 			return err
 		}
 	}
-	if err := c.Mail(s.from); err != nil {
+	if err := c.Mail(from); err != nil {
 		return err
 	}
 	if err := c.Rcpt(to); err != nil {
@@ -114,16 +115,17 @@ func (s *SMTP) deliver(ctx context.Context, to string, body []byte) error {
 }
 
 // compose builds a multipart/alternative message with a quoted-printable text
-// and HTML part. Header values come from checked addresses and a one-line
-// subject, so nothing can inject a header.
-func (s *SMTP) compose(m Message) ([]byte, error) {
+// and HTML part, and returns it with the bare sender address for the SMTP
+// envelope. Header values come from checked addresses and a one-line subject,
+// so nothing can inject a header.
+func (s *SMTP) compose(m Message) (string, []byte, error) {
 	from, err := mail.ParseAddress(s.from)
 	if err != nil {
-		return nil, fmt.Errorf("smtp: sender %q: %w", s.from, err)
+		return "", nil, fmt.Errorf("smtp: sender %q: %w", s.from, err)
 	}
 	to, err := mail.ParseAddress(m.To)
 	if err != nil {
-		return nil, fmt.Errorf("smtp: recipient: %w", err)
+		return "", nil, fmt.Errorf("smtp: recipient: %w", err)
 	}
 	now := time.Now
 	if s.Now != nil {
@@ -148,18 +150,18 @@ func (s *SMTP) compose(m Message) ([]byte, error) {
 			"Content-Transfer-Encoding": {"quoted-printable"},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("smtp: compose: %w", err)
+			return "", nil, fmt.Errorf("smtp: compose: %w", err)
 		}
 		qp := quotedprintable.NewWriter(pw)
 		if _, err := qp.Write([]byte(part.body)); err != nil {
-			return nil, fmt.Errorf("smtp: compose: %w", err)
+			return "", nil, fmt.Errorf("smtp: compose: %w", err)
 		}
 		if err := qp.Close(); err != nil {
-			return nil, fmt.Errorf("smtp: compose: %w", err)
+			return "", nil, fmt.Errorf("smtp: compose: %w", err)
 		}
 	}
 	if err := mw.Close(); err != nil {
-		return nil, fmt.Errorf("smtp: compose: %w", err)
+		return "", nil, fmt.Errorf("smtp: compose: %w", err)
 	}
-	return buf.Bytes(), nil
+	return from.Address, buf.Bytes(), nil
 }
