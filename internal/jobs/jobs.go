@@ -239,6 +239,7 @@ const (
 	Busy
 )
 
+// String names the outcome for logs.
 func (o Outcome) String() string {
 	switch o {
 	case Reserved:

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+func TestBuildNeedsEveryVariable(t *testing.T) {
+	vars := map[string]string{
+		"IDEMPOTENCY_TABLE": "idem", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers",
+		"QUEUE_URL_CRITICAL": "http://q/critical", "QUEUE_URL_DEFAULT": "http://q/default", "QUEUE_URL_BULK": "http://q/bulk",
+	}
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	log := obs.NewLogger(io.Discard, "error")
+	for missing := range vars {
+		t.Run(missing, func(t *testing.T) {
+			for k, v := range vars {
+				if k == missing {
+					v = ""
+				}
+				t.Setenv(k, v)
+			}
+			if _, err := build(context.Background(), log); err == nil || !strings.Contains(err.Error(), missing) {
+				t.Fatalf("build without %s: %v", missing, err)
+			}
+		})
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	h, err := build(context.Background(), log)
+	if err != nil || h.Registry == nil || h.Requests == nil || h.Jobs == nil || h.Queue == nil {
+		t.Fatalf("build: %+v, %v", h, err)
+	}
+}
