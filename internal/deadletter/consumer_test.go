@@ -1,0 +1,339 @@
+package deadletter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// fakeRecords is the dead-letters table in memory, with the same
+// once-per-delivery rule as the DynamoDB store.
+type fakeRecords struct {
+	mu   sync.Mutex
+	recs map[string]deadletter.Record
+	err  error
+}
+
+func (f *fakeRecords) Save(_ context.Context, rec deadletter.Record, sqsID string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	old, ok := f.recs[rec.ID]
+	if ok && slices.Contains(old.SQSMessageIDs, sqsID) {
+		return false, nil
+	}
+	rec.SQSMessageIDs = append(old.SQSMessageIDs, sqsID)
+	rec.Occurrences = old.Occurrences + 1
+	f.recs[rec.ID] = rec
+	return true, nil
+}
+
+type fakeJobs struct {
+	mu     sync.Mutex
+	failed map[string]string
+	calls  int
+	err    error
+}
+
+func (f *fakeJobs) MarkFailed(_ context.Context, id, class string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return f.err
+	}
+	f.failed[id] = class
+	return nil
+}
+
+type peekFails struct{ *marker.Memory }
+
+func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
+	return nil, errors.New("throttled")
+}
+
+var errNoJob = errors.New("no such job")
+
+type harness struct {
+	records *fakeRecords
+	jobs    *fakeJobs
+	markers *marker.Memory
+	logs    *bytes.Buffer
+	metrics *bytes.Buffer
+	c       *deadletter.Consumer
+}
+
+func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
+	t.Helper()
+	h := &harness{
+		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &fakeJobs{failed: map[string]string{}},
+		markers: marker.NewMemory(), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{},
+	}
+	cfg := deadletter.Config{
+		Records: h.records, Markers: h.markers, Jobs: h.jobs, JobNotFound: errNoJob,
+		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := deadletter.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	return h
+}
+
+func (h *harness) run(t *testing.T, msgs ...events.SQSMessage) []string {
+	t.Helper()
+	resp, err := h.c.Handle(context.Background(), events.SQSEvent{Records: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+var seq int
+
+func envelope(jobType string) contract.Envelope {
+	seq++
+	return contract.Envelope{
+		V: 1, MessageID: contract.DeriveMessageID("dlq-test", fmt.Sprint(seq, time.Now().UnixNano())), Type: jobType,
+		Key: fmt.Sprintf("k-%d", seq), CorrelationID: fmt.Sprintf("c-%d", seq), Args: map[string]string{"userId": "u-1"},
+		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+	}
+}
+
+func str(s string) *string { return &s }
+
+// moved is a message the queue's redrive policy moved: no reason attribute,
+// its receive count carried over plus this DLQ delivery.
+func moved(t *testing.T, env contract.Envelope, receiveCount int) events.SQSMessage {
+	t.Helper()
+	body, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events.SQSMessage{
+		MessageId: fmt.Sprintf("sqs-%d", seq), Body: string(body),
+		Attributes: map[string]string{"ApproximateReceiveCount": fmt.Sprint(receiveCount)},
+	}
+}
+
+// sent is a message a worker sent straight to the DLQ with its reason.
+func sent(body, reason string) events.SQSMessage {
+	seq++
+	return events.SQSMessage{
+		MessageId: fmt.Sprintf("sqs-direct-%d", seq), Body: body,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"},
+		MessageAttributes: map[string]events.SQSMessageAttribute{
+			contract.AttrReason:       {StringValue: str(reason), DataType: "String"},
+			contract.AttrReceiveCount: {StringValue: str("1"), DataType: "Number"},
+			contract.AttrSourceQueue:  {StringValue: str("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
+		},
+	}
+}
+
+func TestConsumerRecordsEachKind(t *testing.T) {
+	welcome := envelope(contract.TypeWelcome)
+	welcomeBody, _ := welcome.Encode()
+	unknown := envelope("email.nope.v1")
+	for _, tc := range []struct {
+		name                 string
+		msg                  func(t *testing.T) events.SQSMessage
+		wantID, wantType     string
+		wantReason, wantBody string
+		wantSource           string
+		wantCount            int
+		wantJobFailed        string // error class; "" for no job mark
+	}{
+		{
+			name: "moved by redrive", msg: func(t *testing.T) events.SQSMessage { return moved(t, welcome, 6) },
+			wantID: welcome.MessageID, wantType: contract.TypeWelcome, wantBody: string(welcomeBody),
+			wantReason: "exceeded maxReceiveCount (5 receives)", wantSource: "default", wantCount: 5, wantJobFailed: deadletter.ClassMaxReceives,
+		},
+		{
+			name: "poison, not JSON", msg: func(*testing.T) events.SQSMessage { return sent("hello, not json", "invalid: body: invalid JSON at offset 1") },
+			wantType: deadletter.UnknownType, wantBody: "hello, not json", wantReason: "invalid JSON",
+			wantSource: "arn:aws:sqs:us-east-1:123456789012:critical", wantCount: 1,
+		},
+		{
+			name: "unknown type", msg: func(t *testing.T) events.SQSMessage {
+				m := moved(t, unknown, 1)
+				m.MessageAttributes = sent("", "unknown job type").MessageAttributes
+				return m
+			},
+			wantID: unknown.MessageID, wantType: deadletter.UnknownType, wantReason: "unknown job type",
+			wantSource: "arn:aws:sqs", wantCount: 1, wantJobFailed: deadletter.ClassPermanent,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			msg := tc.msg(t)
+			if f := h.run(t, msg); len(f) != 0 {
+				t.Fatalf("failures %v", f)
+			}
+			wantID := tc.wantID
+			if wantID == "" {
+				wantID = msg.MessageId // not an envelope: keyed by the SQS id
+			}
+			rec, ok := h.records.recs[wantID]
+			if !ok {
+				t.Fatalf("no record under %s; have %v", wantID, h.records.recs)
+			}
+			switch {
+			case rec.Type != tc.wantType:
+				t.Errorf("type %q; want %q", rec.Type, tc.wantType)
+			case !strings.Contains(rec.Reason, tc.wantReason):
+				t.Errorf("reason %q; want %q", rec.Reason, tc.wantReason)
+			case tc.wantBody != "" && rec.Body != tc.wantBody:
+				t.Errorf("body %q; want the raw body", rec.Body)
+			case !strings.HasPrefix(rec.SourceQueue, tc.wantSource):
+				t.Errorf("source %q; want %q", rec.SourceQueue, tc.wantSource)
+			case rec.ReceiveCount != tc.wantCount:
+				t.Errorf("receive count %d; want %d", rec.ReceiveCount, tc.wantCount)
+			case rec.Status != deadletter.StatusDead:
+				t.Errorf("status %q", rec.Status)
+			}
+			if got := h.jobs.failed[tc.wantID]; got != tc.wantJobFailed {
+				t.Errorf("job marked %q; want %q", got, tc.wantJobFailed)
+			}
+			if want := fmt.Sprintf(`"type":%q,"DeadLetters":1`, tc.wantType); !strings.Contains(h.metrics.String(), want) {
+				t.Errorf("metrics %s; want %s", h.metrics, want)
+			}
+			if n := strings.Count(h.logs.String(), `"alert":true`); n != 1 {
+				t.Errorf("%d alert lines; want 1:\n%s", n, h.logs)
+			}
+		})
+	}
+}
+
+// The consumer runs twice too: the second run on the same delivery stores,
+// counts and alerts nothing more (and marking the job again is harmless).
+func TestConsumerIsIdempotent(t *testing.T) {
+	h := newHarness(t, nil)
+	env := envelope(contract.TypePasswordReset)
+	msg := moved(t, env, 6)
+	poison := sent("{", "invalid JSON")
+	for range 3 {
+		if f := h.run(t, msg, poison); len(f) != 0 {
+			t.Fatalf("failures %v", f)
+		}
+	}
+	if len(h.records.recs) != 2 || h.records.recs[env.MessageID].Occurrences != 1 {
+		t.Fatalf("records %+v; want two, each recorded once", h.records.recs)
+	}
+	if n := strings.Count(h.metrics.String(), `"DeadLetters":1`); n != 2 {
+		t.Fatalf("%d DeadLetters lines over three runs; want 2", n)
+	}
+	if n := strings.Count(h.logs.String(), `"alert":true`); n != 2 {
+		t.Fatalf("%d alerts; want 2", n)
+	}
+	// The same job dead-lettered again after a redrive is a new occurrence.
+	again := moved(t, env, 6)
+	h.run(t, again)
+	if h.records.recs[env.MessageID].Occurrences != 2 {
+		t.Fatalf("occurrences %d; want 2 after a second DLQ delivery", h.records.recs[env.MessageID].Occurrences)
+	}
+}
+
+// A message whose marker is claimed had succeeded: it is recorded as such
+// and is not a dead letter (no metric, no alert, no Failed job).
+func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
+	h := newHarness(t, nil)
+	env := envelope(contract.TypeWelcome)
+	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if f := h.run(t, moved(t, env, 6)); len(f) != 0 {
+		t.Fatalf("failures %v", f)
+	}
+	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusSucceeded {
+		t.Fatalf("status %q; want succeeded", rec.Status)
+	}
+	if strings.Contains(h.metrics.String(), "DeadLetters") || strings.Contains(h.logs.String(), `"alert":true`) || h.jobs.calls != 0 {
+		t.Fatalf("a succeeded job counted as a dead letter: metrics %s jobs %v", h.metrics, h.jobs.failed)
+	}
+}
+
+func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
+	env := envelope(contract.TypeWelcome)
+	for _, tc := range []struct {
+		name      string
+		mutate    func(*harness)
+		cfg       func(*deadletter.Config)
+		wantRetry bool
+	}{
+		{"store down", func(h *harness) { h.records.err = errors.New("throttled") }, nil, true},
+		{"jobs table down", func(h *harness) { h.jobs.err = errors.New("throttled") }, nil, true},
+		{"job has no record", func(h *harness) { h.jobs.err = fmt.Errorf("wrapped: %w", errNoJob) }, nil, false},
+		{"marker peek fails", nil, func(c *deadletter.Config) { c.Markers = peekFails{marker.NewMemory()} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			if tc.mutate != nil {
+				tc.mutate(h)
+			}
+			msg := moved(t, env, 6)
+			failed := h.run(t, msg, sent("x", "bad"))
+			if got := slices.Contains(failed, msg.MessageId); got != tc.wantRetry {
+				t.Fatalf("failures %v; want retry=%v", failed, tc.wantRetry)
+			}
+		})
+	}
+}
+
+func TestNewConsumerRejectsBadConfig(t *testing.T) {
+	for name, cfg := range map[string]deadletter.Config{
+		"no records": {Markers: marker.NewMemory()},
+		"no markers": {Records: &fakeRecords{}},
+	} {
+		if _, err := deadletter.NewConsumer(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestEnv(t *testing.T) {
+	vars := map[string]string{
+		"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "PARK_DELAY": "60", "TOGGLE_TTL": "5s", "BAD_INT": "x",
+	}
+	e := deadletter.NewEnv(func(k string) string { return vars[k] })
+	urls := e.QueueURLs()
+	if urls[contract.QueueCritical] != "http://q/c" || urls[contract.QueueDefault] != "http://q/d" {
+		t.Fatalf("urls %v", urls)
+	}
+	if d := e.Seconds("PARK_DELAY", 0); d != time.Minute {
+		t.Fatalf("park delay %v", d)
+	}
+	if d := e.Duration("TOGGLE_TTL", 0); d != 5*time.Second {
+		t.Fatalf("ttl %v", d)
+	}
+	if n := e.Int("MISSING", 5); n != 5 {
+		t.Fatalf("default %d", n)
+	}
+	e.Int("BAD_INT", 1)
+	err := e.Err()
+	if err == nil || !strings.Contains(err.Error(), "QUEUE_URL_BULK") || !strings.Contains(err.Error(), "BAD_INT") {
+		t.Fatalf("err %v; want every problem named", err)
+	}
+}
