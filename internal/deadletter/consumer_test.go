@@ -172,7 +172,9 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 			wantReason: "exceeded maxReceiveCount (5 receives)", wantSource: "default", wantCount: 5, wantJobFailed: deadletter.ClassMaxReceives,
 		},
 		{
-			name: "poison, not JSON", msg: func(*testing.T) events.SQSMessage { return sent("hello, not json", "invalid: body: invalid JSON at offset 1") },
+			name: "poison, not JSON", msg: func(*testing.T) events.SQSMessage {
+				return sent("hello, not json", "invalid: body: invalid JSON at offset 1")
+			},
 			wantType: deadletter.UnknownType, wantBody: "hello, not json", wantReason: "invalid JSON",
 			wantSource: "arn:aws:sqs:us-east-1:123456789012:critical", wantCount: 1,
 		},
