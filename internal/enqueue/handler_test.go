@@ -324,3 +324,50 @@ func TestDecodeRequestDefaults(t *testing.T) {
 		t.Fatalf("decoded %+v", req)
 	}
 }
+
+// failingJobs is a jobs table that is down.
+type failingJobs struct{ *world }
+
+func (failingJobs) Reserve(context.Context, jobs.Job, jobs.DuplicatePolicy) (jobs.Decision, error) {
+	return jobs.Decision{}, errQueueDown
+}
+
+func TestStoreFailureIsNotStored(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	h.Jobs = failingJobs{w}
+	checkProblem(t, call(t, h, post(welcome, "k", welcomeU1)), http.StatusServiceUnavailable)
+	if len(w.requests) != 0 {
+		t.Fatalf("a 5xx was stored: %d requests", len(w.requests))
+	}
+	h.Jobs = w
+	mustBody(t, call(t, h, post(welcome, "k", welcomeU1)), http.StatusAccepted)
+}
+
+// TestPendingJobOfAnotherRequest: a job whose send failed holds its key; a
+// request with another Idempotency-Key waits while it is fresh, then sends
+// that job's message (same id) instead of creating a second job.
+func TestPendingJobOfAnotherRequest(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	w.sendErr = errQueueDown
+	checkProblem(t, call(t, h, post(welcome, "k-a", welcomeU1)), http.StatusServiceUnavailable)
+	w.sendErr = nil
+	resp := call(t, h, post(welcome, "k-b", welcomeU1))
+	checkProblem(t, resp, http.StatusConflict)
+	if resp.Headers["Retry-After"] == "" {
+		t.Fatal("409 without Retry-After")
+	}
+	w.advance(jobs.DefaultPendingTimeout + time.Second)
+	b := mustBody(t, call(t, h, post(welcome, "k-b", welcomeU1)), http.StatusOK)
+	if idA := contract.DeriveMessageID(alice, "k-a"); b.JobID != idA || !b.Deduplicated {
+		t.Fatalf("body %+v; want dedup of %s", b, idA)
+	}
+	msgs := w.messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if env, err := contract.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
+		t.Fatalf("message %+v, %v", env, err)
+	}
+}
