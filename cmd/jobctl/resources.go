@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// resources names the tables and queues jobctl works on.
+type resources struct {
+	JobsTable        string
+	MarkersTable     string
+	DeadLettersTable string
+	Queues           map[contract.Queue]string
+}
+
+// devstackFile is where the local stack writes what it created (logical id →
+// physical name or URL).
+const devstackFile = ".devstack/resources.json"
+
+// resolveResources finds the resources of a stage: the functions' environment
+// variables first, then the local stack's resources file (stage local), then
+// the template's naming convention.
+func resolveResources(stage string, getenv func(string) string) resources {
+	physical := conventionalNames(stage)
+	if stage == "local" {
+		if b, err := os.ReadFile(filepath.Clean(devstackFile)); err == nil {
+			var created map[string]string
+			if json.Unmarshal(b, &created) == nil {
+				for id, v := range created {
+					if v != "" {
+						physical[id] = v
+					}
+				}
+			}
+		}
+	}
+	pick := func(env, logicalID string) string {
+		if v := getenv(env); v != "" {
+			return v
+		}
+		return physical[logicalID]
+	}
+	return resources{
+		JobsTable:        pick("JOBS_TABLE", "JobsTable"),
+		MarkersTable:     pick("MARKERS_TABLE", "MarkersTable"),
+		DeadLettersTable: pick("DEAD_LETTERS_TABLE", "DeadLettersTable"),
+		Queues: map[contract.Queue]string{
+			contract.QueueCritical: pick("QUEUE_URL_CRITICAL", "CriticalQueue"),
+			contract.QueueDefault:  pick("QUEUE_URL_DEFAULT", "DefaultQueue"),
+			contract.QueueBulk:     pick("QUEUE_URL_BULK", "BulkQueue"),
+		},
+	}
+}
+
+// conventionalNames are the physical names template.yaml gives a stage's
+// tables. Queue URLs depend on the account and region, so they come from the
+// environment or the resources file.
+func conventionalNames(stage string) map[string]string {
+	return map[string]string{
+		"JobsTable":        "runstwice-" + stage + "-jobs",
+		"MarkersTable":     "runstwice-" + stage + "-markers",
+		"DeadLettersTable": "runstwice-" + stage + "-dead-letters",
+	}
+}
