@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// TestBuildNamesEveryMissingVariable: a misconfigured function refuses to
+// start and names every missing variable at once.
+func TestBuildNamesEveryMissingVariable(t *testing.T) {
+	for _, name := range []string{"STAGE", "MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL",
+		"QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL", "MAIL_FROM", "APP_BASE_URL", "SMTP_ADDR"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("PARK_DELAY", "soon")
+	_, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))
+	if err == nil {
+		t.Fatal("built without configuration")
+	}
+	for _, want := range []string{"STAGE", "MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_BULK", "DLQ_URL", "MAIL_FROM", "APP_BASE_URL", "PARK_DELAY"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+// TestBuildWiresEverything builds the function from a complete environment
+// (no AWS call is made at start).
+func TestBuildWiresEverything(t *testing.T) {
+	for name, v := range map[string]string{
+		"STAGE": "local", "MARKERS_TABLE": "m", "USERS_TABLE": "u", "JOBS_TABLE": "j", "DLQ_URL": "http://q/dlq",
+		"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
+		"MAIL_FROM": "noreply@example.com", "APP_BASE_URL": "http://127.0.0.1:3000", "SMTP_ADDR": "127.0.0.1:1025",
+		"TOGGLE_TTL": "5s", "PARK_DELAY": "2", "MAX_RECEIVE_COUNT": "5", "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+	} {
+		t.Setenv(name, v)
+	}
+	if _, err := build(context.Background(), obs.NewLogger(io.Discard, "error")); err != nil {
+		t.Fatal(err)
+	}
+}
