@@ -218,7 +218,9 @@ func (s *Store) derive(ctx context.Context, j Job) (Job, error) {
 		m   marker.Record
 		has bool
 	)
-	if s.markers != nil && j.stored != StateFailed {
+	// Failed records are peeked too: a redriven job that then succeeded is
+	// Succeeded, whatever the record says.
+	if s.markers != nil {
 		var err error
 		if m, has, err = s.markers.Peek(ctx, j.MarkerKey()); err != nil {
 			return Job{}, fmt.Errorf("jobs: derive state of %s: %w", j.ID, err)
