@@ -1,0 +1,480 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+)
+
+// Defaults of Options.
+const (
+	DefaultStackName = "runstwice-local"
+	DefaultStage     = "local"
+	DefaultRegion    = "us-east-1"
+	// DefaultAccountID is moto's account.
+	DefaultAccountID = "123456789012"
+)
+
+// Options say how to instantiate the template.
+type Options struct {
+	// StackName is AWS::StackName (DefaultStackName if empty). Give each test
+	// its own to keep its tables and queues apart on a shared endpoint.
+	StackName string
+	// Params override parameter defaults; Stage defaults to "local".
+	Params map[string]string
+	// Region and AccountID are AWS::Region and AWS::AccountId.
+	Region, AccountID string
+}
+
+// Physical is a resource the stack created.
+type Physical struct {
+	// Type is the CloudFormation type, e.g. AWS::SQS::Queue.
+	Type string `json:"type"`
+	// Name is the table, queue or parameter name.
+	Name string `json:"name"`
+	// URL is the queue URL (queues only).
+	URL string `json:"url,omitempty"`
+	// ARN is the resource ARN (tables, queues).
+	ARN string `json:"arn,omitempty"`
+	// Value is the parameter's value (parameters only).
+	Value string `json:"value,omitempty"`
+}
+
+// DynamoAPI is the part of the DynamoDB client the provisioner uses.
+type DynamoAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	UpdateContinuousBackups(ctx context.Context, in *dynamodb.UpdateContinuousBackupsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error)
+}
+
+// SQSAPI is the part of the SQS client the provisioner uses.
+type SQSAPI interface {
+	CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// SSMAPI is the part of the SSM client the provisioner uses.
+type SSMAPI interface {
+	PutParameter(ctx context.Context, in *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
+	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+// Clients are the AWS clients Provision uses.
+type Clients struct {
+	Dynamo DynamoAPI
+	SQS    SQSAPI
+	SSM    SSMAPI
+}
+
+// NewClients builds the clients from an SDK configuration (e.g.
+// awsx.Static(endpoint, region) for moto).
+func NewClients(cfg aws.Config) Clients {
+	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
+}
+
+// Stack is a template instantiated with parameter values: what Provision
+// created, and the resolver of intrinsic functions against it.
+type Stack struct {
+	tmpl    *Template
+	opts    Options
+	params  map[string]string
+	clients Clients
+	ctx     context.Context
+	created map[string]Physical
+	busy    map[string]bool
+}
+
+// New instantiates t with opts without touching any endpoint: resolving a
+// reference to a table, queue or parameter then fails with
+// ErrNotProvisioned. Provision is New plus creating the resources.
+func New(t *Template, opts Options) (*Stack, error) {
+	if opts.StackName == "" {
+		opts.StackName = DefaultStackName
+	}
+	if opts.Region == "" {
+		opts.Region = DefaultRegion
+	}
+	if opts.AccountID == "" {
+		opts.AccountID = DefaultAccountID
+	}
+	params := map[string]string{}
+	for name, p := range t.Parameters {
+		if p.HasDefault {
+			params[name] = p.Default
+		}
+	}
+	if _, ok := t.Parameters["Stage"]; ok {
+		params["Stage"] = DefaultStage
+	}
+	for k, v := range opts.Params {
+		if _, ok := t.Parameters[k]; !ok {
+			return nil, fmt.Errorf("stack: parameter %s is not in the template", k)
+		}
+		params[k] = v
+	}
+	return &Stack{tmpl: t, opts: opts, params: params, created: map[string]Physical{}, busy: map[string]bool{}}, nil
+}
+
+// Provision creates every DynamoDB table, SQS queue and SSM parameter of t
+// (whose condition holds) through clients, resolving names, keys, TTL,
+// point-in-time recovery, queue attributes and redrive policies from the
+// template. Resources that already exist are reused (a table or queue of the
+// same name; a parameter keeps its stored value), so provisioning twice is
+// harmless.
+func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
+	s, err := New(t, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.clients, s.ctx = clients, ctx
+	defer func() { s.ctx = nil }()
+	for _, typ := range []string{TypeQueue, TypeTable, TypeParameter} {
+		for _, id := range t.IDs(typ) {
+			if _, err := s.ensure(id); err != nil && !errors.Is(err, errConditionFalse) {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+var errConditionFalse = errors.New("stack: resource condition is false")
+
+// Template returns the template the stack instantiates.
+func (s *Stack) Template() *Template { return s.tmpl }
+
+// Param returns the value of template parameter name.
+func (s *Stack) Param(name string) string { return s.params[name] }
+
+// StackName returns AWS::StackName.
+func (s *Stack) StackName() string { return s.opts.StackName }
+
+// Resources returns what was created, by logical id.
+func (s *Stack) Resources() map[string]Physical {
+	out := make(map[string]Physical, len(s.created))
+	for k, v := range s.created {
+		out[k] = v
+	}
+	return out
+}
+
+// Physical returns the created resource with logical id id.
+func (s *Stack) Physical(id string) (Physical, bool) {
+	p, ok := s.created[id]
+	return p, ok
+}
+
+// Refs returns logical id → what !Ref gives for every created resource: the
+// table or parameter name, the queue URL (what .devstack/resources.json
+// holds).
+func (s *Stack) Refs() map[string]string {
+	out := make(map[string]string, len(s.created))
+	for id, p := range s.created {
+		if p.Type == TypeQueue {
+			out[id] = p.URL
+		} else {
+			out[id] = p.Name
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes Refs.
+func (s *Stack) MarshalJSON() ([]byte, error) { return json.Marshal(s.Refs()) }
+
+// FunctionEnv returns the resolved environment variables of function id,
+// Globals included: what the function gets when deployed, with this stack's
+// table names and queue URLs.
+func (s *Stack) FunctionEnv(id string) (map[string]string, error) {
+	props, err := s.tmpl.FunctionProperties(id)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for name, v := range EnvironmentVariables(props) {
+		r, err := s.Resolve(v)
+		if err != nil {
+			return nil, fmt.Errorf("stack: %s env %s: %w", id, name, err)
+		}
+		if r != nil {
+			out[name] = scalarString(r)
+		}
+	}
+	return out, nil
+}
+
+// FunctionTimeout returns function id's timeout in seconds (Globals
+// included; 3 when unset, Lambda's default).
+func (s *Stack) FunctionTimeout(id string) (int, error) {
+	props, err := s.tmpl.FunctionProperties(id)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := props["Timeout"]
+	if !ok {
+		return 3, nil
+	}
+	txt, err := s.ResolveString(v)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(txt)
+	if err != nil {
+		return 0, fmt.Errorf("stack: %s Timeout %q: %w", id, txt, err)
+	}
+	return n, nil
+}
+
+// ensure returns the physical resource id, creating it first when the stack
+// is provisioning.
+func (s *Stack) ensure(id string) (Physical, error) {
+	if p, ok := s.created[id]; ok {
+		return p, nil
+	}
+	r, ok := s.tmpl.Resources[id]
+	if !ok {
+		return Physical{}, fmt.Errorf("stack: no resource or parameter %q in the template", id)
+	}
+	if s.ctx == nil {
+		return Physical{}, fmt.Errorf("%w: %s (%s)", ErrNotProvisioned, id, r.Type)
+	}
+	if r.Condition != "" {
+		ok, err := s.condition(r.Condition)
+		if err != nil {
+			return Physical{}, err
+		}
+		if !ok {
+			return Physical{}, fmt.Errorf("%w: %s", errConditionFalse, id)
+		}
+	}
+	if s.busy[id] {
+		return Physical{}, fmt.Errorf("stack: %s refers to itself", id)
+	}
+	s.busy[id] = true
+	defer delete(s.busy, id)
+	props, err := s.Resolve(r.Properties)
+	if err != nil {
+		return Physical{}, fmt.Errorf("stack: %s: %w", id, err)
+	}
+	pm := asMap(props)
+	var p Physical
+	switch r.Type {
+	case TypeTable:
+		p, err = s.createTable(id, pm)
+	case TypeQueue:
+		p, err = s.createQueue(id, pm)
+	case TypeParameter:
+		p, err = s.putParameter(id, pm)
+	default:
+		return Physical{}, fmt.Errorf("%w: %s (%s)", ErrNotProvisioned, id, r.Type)
+	}
+	if err != nil {
+		return Physical{}, fmt.Errorf("stack: create %s: %w", id, err)
+	}
+	p.Type = r.Type
+	s.created[id] = p
+	return p, nil
+}
+
+func (s *Stack) defaultName(id string) string { return s.opts.StackName + "-" + id }
+
+func (s *Stack) createTable(id string, props map[string]any) (Physical, error) {
+	name := str(props["TableName"])
+	if name == "" {
+		name = s.defaultName(id)
+	}
+	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest}
+	if bm := str(props["BillingMode"]); bm != "" {
+		in.BillingMode = ddbtypes.BillingMode(bm)
+	}
+	if in.BillingMode == ddbtypes.BillingModeProvisioned {
+		pt := asMap(props["ProvisionedThroughput"])
+		in.ProvisionedThroughput = &ddbtypes.ProvisionedThroughput{
+			ReadCapacityUnits: aws.Int64(int64(atoi(pt["ReadCapacityUnits"]))), WriteCapacityUnits: aws.Int64(int64(atoi(pt["WriteCapacityUnits"]))),
+		}
+	}
+	for _, a := range list(props["AttributeDefinitions"]) {
+		m := asMap(a)
+		in.AttributeDefinitions = append(in.AttributeDefinitions, ddbtypes.AttributeDefinition{
+			AttributeName: aws.String(str(m["AttributeName"])), AttributeType: ddbtypes.ScalarAttributeType(str(m["AttributeType"])),
+		})
+	}
+	in.KeySchema = keySchema(props["KeySchema"])
+	for _, g := range list(props["GlobalSecondaryIndexes"]) {
+		m := asMap(g)
+		proj := asMap(m["Projection"])
+		gsi := ddbtypes.GlobalSecondaryIndex{
+			IndexName: aws.String(str(m["IndexName"])),
+			KeySchema: keySchema(m["KeySchema"]),
+			Projection: &ddbtypes.Projection{
+				ProjectionType: ddbtypes.ProjectionType(str(proj["ProjectionType"])), NonKeyAttributes: strs(proj["NonKeyAttributes"]),
+			},
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, gsi)
+	}
+	if sse := asMap(props["SSESpecification"]); truthy(sse["SSEEnabled"]) {
+		in.SSESpecification = &ddbtypes.SSESpecification{Enabled: aws.Bool(true)}
+	}
+	out, err := s.clients.Dynamo.CreateTable(s.ctx, in)
+	var inUse *ddbtypes.ResourceInUseException
+	switch {
+	case errors.As(err, &inUse):
+		d, derr := s.clients.Dynamo.DescribeTable(s.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if derr != nil {
+			return Physical{}, fmt.Errorf("describe existing table %s: %w", name, derr)
+		}
+		return Physical{Name: name, ARN: aws.ToString(d.Table.TableArn)}, nil
+	case err != nil:
+		return Physical{}, fmt.Errorf("create table %s: %w", name, err)
+	}
+	if ttl := asMap(props["TimeToLiveSpecification"]); truthy(ttl["Enabled"]) {
+		if _, err := s.clients.Dynamo.UpdateTimeToLive(s.ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               aws.String(name),
+			TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String(str(ttl["AttributeName"])), Enabled: aws.Bool(true)},
+		}); err != nil {
+			return Physical{}, fmt.Errorf("ttl on %s: %w", name, err)
+		}
+	}
+	if pitr := asMap(props["PointInTimeRecoverySpecification"]); truthy(pitr["PointInTimeRecoveryEnabled"]) {
+		if _, err := s.clients.Dynamo.UpdateContinuousBackups(s.ctx, &dynamodb.UpdateContinuousBackupsInput{
+			TableName:                        aws.String(name),
+			PointInTimeRecoverySpecification: &ddbtypes.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
+		}); err != nil {
+			return Physical{}, fmt.Errorf("point-in-time recovery on %s: %w", name, err)
+		}
+	}
+	return Physical{Name: name, ARN: aws.ToString(out.TableDescription.TableArn)}, nil
+}
+
+func keySchema(v any) []ddbtypes.KeySchemaElement {
+	var out []ddbtypes.KeySchemaElement
+	for _, k := range list(v) {
+		m := asMap(k)
+		out = append(out, ddbtypes.KeySchemaElement{AttributeName: aws.String(str(m["AttributeName"])), KeyType: ddbtypes.KeyType(str(m["KeyType"]))})
+	}
+	return out
+}
+
+// queueAttributes are the AWS::SQS::Queue properties that are queue
+// attributes of the same name.
+var queueAttributes = []string{
+	"DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "ReceiveMessageWaitTimeSeconds",
+	"VisibilityTimeout", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+	"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit",
+}
+
+func (s *Stack) createQueue(id string, props map[string]any) (Physical, error) {
+	name := str(props["QueueName"])
+	if name == "" {
+		name = s.defaultName(id)
+		if truthy(props["FifoQueue"]) {
+			name += ".fifo"
+		}
+	}
+	attrs := map[string]string{}
+	for _, a := range queueAttributes {
+		if v, ok := props[a]; ok {
+			attrs[a] = scalarString(v)
+		}
+	}
+	if rp := asMap(props["RedrivePolicy"]); len(rp) > 0 {
+		policy := map[string]any{"deadLetterTargetArn": str(rp["deadLetterTargetArn"])}
+		if n, err := strconv.Atoi(scalarString(rp["maxReceiveCount"])); err == nil {
+			policy["maxReceiveCount"] = n
+		} else {
+			return Physical{}, fmt.Errorf("queue %s: maxReceiveCount %v: %w", name, rp["maxReceiveCount"], err)
+		}
+		b, _ := json.Marshal(policy)
+		attrs["RedrivePolicy"] = string(b)
+	}
+	if rap := asMap(props["RedriveAllowPolicy"]); len(rap) > 0 {
+		b, _ := json.Marshal(rap)
+		attrs["RedriveAllowPolicy"] = string(b)
+	}
+	out, err := s.clients.SQS.CreateQueue(s.ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		return Physical{}, fmt.Errorf("create queue %s: %w", name, err)
+	}
+	got, err := s.clients.SQS.GetQueueAttributes(s.ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return Physical{}, fmt.Errorf("arn of queue %s: %w", name, err)
+	}
+	return Physical{Name: name, URL: aws.ToString(out.QueueUrl), ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
+}
+
+func (s *Stack) putParameter(id string, props map[string]any) (Physical, error) {
+	name := str(props["Name"])
+	if name == "" {
+		name = "/" + s.defaultName(id)
+	}
+	typ := str(props["Type"])
+	if typ == "" {
+		typ = string(ssmtypes.ParameterTypeString)
+	}
+	value := scalarString(props["Value"])
+	in := &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(value), Type: ssmtypes.ParameterType(typ)}
+	if d := str(props["Description"]); d != "" {
+		in.Description = aws.String(d)
+	}
+	_, err := s.clients.SSM.PutParameter(s.ctx, in)
+	var exists *ssmtypes.ParameterAlreadyExists
+	switch {
+	case errors.As(err, &exists):
+		got, gerr := s.clients.SSM.GetParameter(s.ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		if gerr != nil {
+			return Physical{}, fmt.Errorf("read existing parameter %s: %w", name, gerr)
+		}
+		value = aws.ToString(got.Parameter.Value)
+	case err != nil:
+		return Physical{}, fmt.Errorf("put parameter %s: %w", name, err)
+	}
+	arn := fmt.Sprintf("arn:aws:ssm:%s:%s:parameter%s", s.opts.Region, s.opts.AccountID, name)
+	return Physical{Name: name, ARN: arn, Value: value}, nil
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func strs(v any) []string {
+	var out []string
+	for _, e := range list(v) {
+		out = append(out, scalarString(e))
+	}
+	return out
+}
+
+func truthy(v any) bool {
+	b, err := strconv.ParseBool(scalarString(v))
+	return err == nil && b
+}
+
+func atoi(v any) int {
+	n, _ := strconv.Atoi(scalarString(v))
+	return n
+}
+
+// SortedIDs returns the keys of m, sorted.
+func SortedIDs[V any](m map[string]V) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,499 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+// wantFunctions is the fixed function contract: directory, logical id and
+// the environment variables the function reads (STAGE and LOG_LEVEL come
+// from Globals).
+var wantFunctions = []struct {
+	dir, id string
+	env     []string
+	// unused are actions the derivation finds in the function's packages
+	// that the function never calls, so its role does not get them.
+	unused map[string]string
+}{
+	{dir: "functions/enqueue", id: "EnqueueFunction", env: []string{
+		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
+	}},
+	{dir: "functions/email", id: "EmailFunction", env: []string{
+		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
+		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
+	}, unused: map[string]string{
+		"dynamodb:Scan": "deadletter.Store.List is jobctl's `dlq list`; the e-mail function imports internal/deadletter only for its Env reader",
+	}},
+	{dir: "functions/dlq", id: "DlqFunction", env: []string{
+		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
+	}, unused: map[string]string{
+		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the consumer's",
+		"dynamodb:PutItem":    "the dlq function only peeks markers (BatchGetItem) and marks jobs Failed (UpdateItem); marker claims and job creation are other functions'",
+		"dynamodb:DeleteItem": "marker release is the e-mail worker's",
+	}},
+}
+
+// wantTables is the storage contract of DESIGN §4.
+var wantTables = []struct {
+	id, hash, rang string
+	ttl            bool
+}{
+	{id: "IdempotencyTable", hash: "pk", ttl: true},
+	{id: "JobsTable", hash: "pk", ttl: true},
+	{id: "MarkersTable", hash: "HandlerName", rang: "MessageKey", ttl: true},
+	{id: "DeadLettersTable", hash: "pk", ttl: true},
+	{id: "UsersTable", hash: "userId"},
+}
+
+var (
+	tmplOnce sync.Once
+	tmplData []byte
+	tmplRoot string
+	tmplErr  error
+)
+
+// loadTemplate parses a fresh copy of the checkout's template.yaml (tests
+// may mutate it).
+func loadTemplate(t *testing.T) (*Template, string) {
+	t.Helper()
+	tmplOnce.Do(func() {
+		tmplRoot, tmplErr = testenv.RepoRoot()
+		if tmplErr == nil {
+			tmplData, tmplErr = os.ReadFile(filepath.Join(tmplRoot, "template.yaml"))
+		}
+	})
+	if tmplErr != nil {
+		t.Fatalf("read template.yaml: %v", tmplErr)
+	}
+	tmpl, err := Parse(tmplData)
+	if err != nil {
+		t.Fatalf("parse template.yaml: %v", err)
+	}
+	return tmpl, tmplRoot
+}
+
+func report(t *testing.T, problems []string) {
+	t.Helper()
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+func num(v any) int {
+	n, err := strconv.Atoi(scalarString(v))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// sqsEvents returns, per function, its SQS event sources (name → props).
+func sqsEvents(t *Template, fnID string) map[string]map[string]any {
+	props, _ := t.FunctionProperties(fnID)
+	out := map[string]map[string]any{}
+	for name, e := range asMap(props["Events"]) {
+		if ev := asMap(e); str(ev["Type"]) == "SQS" {
+			out[name] = asMap(ev["Properties"])
+		}
+	}
+	return out
+}
+
+// getAttID returns X of {"Fn::GetAtt": [X, attr]}.
+func getAttID(v any, attr string) string {
+	ga, _ := asMap(v)["Fn::GetAtt"].([]any)
+	if len(ga) == 2 && str(ga[1]) == attr {
+		return str(ga[0])
+	}
+	return ""
+}
+
+// checkFunctions: every function is Go on provided.al2023/arm64 built by
+// SAM's go1.x builder, with its fixed environment, and its directory exists.
+func checkFunctions(t *Template, root string) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	for _, f := range wantFunctions {
+		if _, err := os.Stat(filepath.Join(root, f.dir, "main.go")); err != nil {
+			bad("%s: function directory missing: %v", f.dir, err)
+		}
+		id, ok := t.FunctionByCodeURI(f.dir)
+		if !ok || id != f.id {
+			bad("%s: no function %s with CodeUri %s/ in template.yaml (found %q)", f.dir, f.id, f.dir, id)
+			continue
+		}
+		props, _ := t.FunctionProperties(id)
+		for k, want := range map[string]string{"Runtime": "provided.al2023", "Handler": "bootstrap", "Architectures": "arm64"} {
+			if got := scalarString(props[k]); got != want {
+				bad("%s: %s is %q, want %q", id, k, got, want)
+			}
+		}
+		if got := str(t.Resources[id].Metadata["BuildMethod"]); got != "go1.x" {
+			bad("%s: Metadata.BuildMethod is %q, want go1.x", id, got)
+		}
+		if num(props["Timeout"]) <= 0 || num(props["MemorySize"]) <= 0 {
+			bad("%s: Timeout and MemorySize must be set", id)
+		}
+		want := append([]string{"STAGE", "LOG_LEVEL"}, f.env...)
+		got := SortedIDs(EnvironmentVariables(props))
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			bad("%s: environment %v, want %v", id, got, want)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+	for _, d := range dirs {
+		rel, _ := filepath.Rel(root, filepath.Dir(d))
+		if _, ok := t.FunctionByCodeURI(rel); !ok {
+			bad("%s has no function in template.yaml", rel)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkQueues: SSE on every queue; a redrive policy to a queue of the
+// template on every queue that is not itself a dead-letter target; a
+// visibility timeout of at least 6 × the timeout of each function consuming
+// it; ReportBatchItemFailures on every SQS event source.
+func checkQueues(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	targets := map[string]bool{}
+	for _, id := range t.IDs(TypeQueue) {
+		if dl := getAttID(asMap(t.Resources[id].Properties["RedrivePolicy"])["deadLetterTargetArn"], "Arn"); dl != "" {
+			targets[dl] = true
+		}
+	}
+	consumers := map[string][]string{}
+	for _, fn := range t.IDs(TypeFunction) {
+		props, _ := t.FunctionProperties(fn)
+		for name, ev := range sqsEvents(t, fn) {
+			q := getAttID(ev["Queue"], "Arn")
+			if q == "" || t.Resources[q].Type != TypeQueue {
+				bad("%s event %s: Queue must be !GetAtt <queue>.Arn of the template", fn, name)
+				continue
+			}
+			consumers[q] = append(consumers[q], fn)
+			if !slices.Contains(strs(ev["FunctionResponseTypes"]), "ReportBatchItemFailures") {
+				bad("%s event %s: FunctionResponseTypes lacks ReportBatchItemFailures", fn, name)
+			}
+			if num(ev["BatchSize"]) < 1 {
+				bad("%s event %s: BatchSize not set", fn, name)
+			}
+			if _, ok := ev["MaximumBatchingWindowInSeconds"]; !ok {
+				bad("%s event %s: MaximumBatchingWindowInSeconds not set", fn, name)
+			}
+			if num(asMap(ev["ScalingConfig"])["MaximumConcurrency"]) < 2 {
+				bad("%s event %s: ScalingConfig.MaximumConcurrency must be set (>= 2)", fn, name)
+			}
+			timeout := num(props["Timeout"])
+			if vis := num(t.Resources[q].Properties["VisibilityTimeout"]); vis < 6*timeout {
+				bad("%s: VisibilityTimeout %d < 6 × %s timeout %d", q, vis, fn, timeout)
+			}
+		}
+	}
+	for _, id := range t.IDs(TypeQueue) {
+		p := t.Resources[id].Properties
+		if !truthy(p["SqsManagedSseEnabled"]) && p["KmsMasterKeyId"] == nil {
+			bad("%s: no SSE (SqsManagedSseEnabled or KmsMasterKeyId)", id)
+		}
+		if targets[id] {
+			continue
+		}
+		rp := asMap(p["RedrivePolicy"])
+		dl := getAttID(rp["deadLetterTargetArn"], "Arn")
+		if dl == "" || t.Resources[dl].Type != TypeQueue {
+			bad("%s: no RedrivePolicy to a dead-letter queue of the template", id)
+		}
+		if r, _ := asMap(rp["maxReceiveCount"])["Ref"].(string); r != "MaxReceiveCount" {
+			bad("%s: RedrivePolicy.maxReceiveCount must be !Ref MaxReceiveCount", id)
+		}
+		if len(consumers[id]) == 0 {
+			bad("%s: no function consumes it", id)
+		}
+	}
+	if p := t.Parameters["MaxReceiveCount"]; p.Default != "5" {
+		bad("parameter MaxReceiveCount default %q, want 5", p.Default)
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkTables: the five tables of DESIGN §4 with their keys, on-demand, SSE,
+// point-in-time recovery, TTL on expiresAt where the design names it.
+func checkTables(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	seen := map[string]bool{}
+	for _, w := range wantTables {
+		seen[w.id] = true
+		r, ok := t.Resources[w.id]
+		if !ok || r.Type != TypeTable {
+			bad("%s: missing (want an %s)", w.id, TypeTable)
+			continue
+		}
+		p := r.Properties
+		if str(p["BillingMode"]) != "PAY_PER_REQUEST" {
+			bad("%s: BillingMode %q, want PAY_PER_REQUEST", w.id, p["BillingMode"])
+		}
+		if !truthy(asMap(p["SSESpecification"])["SSEEnabled"]) {
+			bad("%s: SSESpecification.SSEEnabled is not true", w.id)
+		}
+		if !truthy(asMap(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"]) {
+			bad("%s: point-in-time recovery is not enabled", w.id)
+		}
+		ttl := asMap(p["TimeToLiveSpecification"])
+		if got := truthy(ttl["Enabled"]) && str(ttl["AttributeName"]) == "expiresAt"; got != w.ttl {
+			bad("%s: TTL on expiresAt is %v, want %v", w.id, got, w.ttl)
+		}
+		keys := map[string]string{}
+		for _, k := range list(p["KeySchema"]) {
+			keys[str(asMap(k)["KeyType"])] = str(asMap(k)["AttributeName"])
+		}
+		if keys["HASH"] != w.hash || keys["RANGE"] != w.rang {
+			bad("%s: keys %v, want hash %q range %q", w.id, keys, w.hash, w.rang)
+		}
+		for _, a := range list(p["AttributeDefinitions"]) {
+			if str(asMap(a)["AttributeType"]) != "S" {
+				bad("%s: attribute %v is not a string", w.id, asMap(a)["AttributeName"])
+			}
+		}
+	}
+	for _, id := range t.IDs(TypeTable) {
+		if !seen[id] {
+			bad("%s: a table DESIGN §4 does not name (add it to wantTables)", id)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkToggles: one parameter, value false, per fail-closed registered type,
+// and none for a type the registry does not know.
+func checkToggles(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	const prefix = "/runstwice/${Stage}/toggles/"
+	have := map[string]string{}
+	for _, id := range t.IDs(TypeParameter) {
+		p := t.Resources[id].Properties
+		name, _ := asMap(p["Name"])["Fn::Sub"].(string)
+		if typ, ok := strings.CutPrefix(name, prefix); ok {
+			have[typ] = scalarString(p["Value"])
+		}
+	}
+	reg := contract.DefaultRegistry()
+	for _, name := range reg.Names() {
+		jt, _ := reg.Lookup(name)
+		if jt.EnabledByDefault {
+			continue
+		}
+		if v, ok := have[name]; !ok || v != "false" {
+			bad("fail-closed type %s: want an %s named %s%s with value false (have %q)", name, TypeParameter, prefix, name, v)
+		}
+	}
+	for typ := range have {
+		if _, err := reg.Lookup(typ); err != nil {
+			bad("toggle parameter for unregistered type %q", typ)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkAlarms: the alarms of DESIGN §6, each notifying the alarm topic.
+func checkAlarms(t *Template) []string {
+	var problems []string
+	found := map[string]bool{}
+	for _, id := range t.IDs("AWS::CloudWatch::Alarm") {
+		p := t.Resources[id].Properties
+		actions := list(p["AlarmActions"])
+		if len(actions) == 0 || asMap(actions[0])["Ref"] != "AlarmTopic" {
+			problems = append(problems, id+": AlarmActions must notify !Ref AlarmTopic")
+		}
+		queue := ""
+		for _, d := range list(p["Dimensions"]) {
+			if str(asMap(d)["Name"]) == "QueueName" {
+				queue = getAttID(asMap(d)["Value"], "QueueName")
+			}
+		}
+		key := str(p["MetricName"]) + "@" + queue
+		for _, m := range list(p["Metrics"]) {
+			if e := str(asMap(m)["Expression"]); strings.Contains(e, "DeadLetters") {
+				key = "DeadLetters"
+			}
+		}
+		found[key] = true
+	}
+	for _, want := range []string{
+		"NumberOfMessagesReceived@DeadLetterQueue", "ApproximateAgeOfOldestMessage@DeadLetterQueue", "DeadLetters",
+		"ApproximateAgeOfOldestMessage@CriticalQueue", "ApproximateAgeOfOldestMessage@DefaultQueue",
+		"ApproximateAgeOfOldestMessage@BulkQueue", "5xx@",
+	} {
+		if !found[want] {
+			problems = append(problems, "missing alarm on "+want)
+		}
+	}
+	if _, ok := t.Resources["AlarmTopic"]; !ok {
+		problems = append(problems, "missing AlarmTopic")
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+var (
+	deriveMu    sync.Mutex
+	deriveCache = map[string]derived{}
+)
+
+func derive(t *testing.T, root, dir string) derived {
+	t.Helper()
+	deriveMu.Lock()
+	defer deriveMu.Unlock()
+	if d, ok := deriveCache[dir]; ok {
+		return d
+	}
+	d, err := deriveActions(root, dir)
+	if err != nil {
+		t.Fatalf("derive the AWS actions of %s: %v", dir, err)
+	}
+	deriveCache[dir] = d
+	return d
+}
+
+func TestTemplateFunctions(t *testing.T) {
+	tmpl, root := loadTemplate(t)
+	report(t, checkFunctions(tmpl, root))
+}
+
+func TestTemplateQueuesAndEventSources(t *testing.T) {
+	tmpl, _ := loadTemplate(t)
+	report(t, checkQueues(tmpl))
+}
+
+func TestTemplateTables(t *testing.T) {
+	tmpl, _ := loadTemplate(t)
+	report(t, checkTables(tmpl))
+}
+
+func TestTemplateToggles(t *testing.T) {
+	tmpl, _ := loadTemplate(t)
+	report(t, checkToggles(tmpl))
+}
+
+func TestTemplateAlarms(t *testing.T) {
+	tmpl, _ := loadTemplate(t)
+	report(t, checkAlarms(tmpl))
+}
+
+// TestFunctionPolicies checks each function's role against the AWS calls its
+// code makes. It fails for a function directory that does not exist.
+func TestFunctionPolicies(t *testing.T) {
+	tmpl, root := loadTemplate(t)
+	for _, f := range wantFunctions {
+		t.Run(f.id, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(root, f.dir, "main.go")); err != nil {
+				t.Fatalf("%s: %v", f.dir, err)
+			}
+			calls := derive(t, root, f.dir)
+			if len(calls) == 0 {
+				t.Fatalf("%s: derived no AWS action at all; the derivation is broken", f.dir)
+			}
+			t.Logf("%s calls %v", f.dir, SortedIDs(calls))
+			report(t, checkPolicy(tmpl, f.id, calls, f.unused))
+		})
+	}
+}
+
+// TestChecksCatchMistakes proves each check fails on a template with the
+// mistake it is there to catch.
+func TestChecksCatchMistakes(t *testing.T) {
+	_, root := loadTemplate(t)
+	email := wantFunctions[1]
+	policy := func(t *testing.T, tmpl *Template) []string {
+		return checkPolicy(tmpl, email.id, derive(t, root, email.dir), email.unused)
+	}
+	queues := func(_ *testing.T, tmpl *Template) []string { return checkQueues(tmpl) }
+	tables := func(_ *testing.T, tmpl *Template) []string { return checkTables(tmpl) }
+	toggles := func(_ *testing.T, tmpl *Template) []string { return checkToggles(tmpl) }
+	stmt := func(tmpl *Template, role, sid string) map[string]any {
+		for _, p := range list(tmpl.Resources[role].Properties["Policies"]) {
+			for _, s := range list(asMap(asMap(p)["PolicyDocument"])["Statement"]) {
+				if str(asMap(s)["Sid"]) == sid {
+					return asMap(s)
+				}
+			}
+		}
+		t.Fatalf("no statement %s in %s", sid, role)
+		return nil
+	}
+	tests := []struct {
+		name   string
+		check  func(*testing.T, *Template) []string
+		mutate func(*Template)
+		want   string
+	}{
+		{"action the code does not call", policy, func(tm *Template) {
+			s := stmt(tm, "EmailFunctionRole", "Users")
+			s["Action"] = append(list(s["Action"]), "dynamodb:DeleteTable")
+		}, "dynamodb:DeleteTable, which its code does not call"},
+		{"Scan on a table it only reads", policy, func(tm *Template) {
+			s := stmt(tm, "EmailFunctionRole", "Users")
+			s["Action"] = append(list(s["Action"]), "dynamodb:Scan")
+		}, "listed as not needed"},
+		{"wildcard action", policy, func(tm *Template) {
+			s := stmt(tm, "EmailFunctionRole", "Users")
+			s["Action"] = append(list(s["Action"]), "dynamodb:*")
+		}, "wildcard action"},
+		{"resource *", policy, func(tm *Template) { stmt(tm, "EmailFunctionRole", "Users")["Resource"] = "*" }, `literal resource "*"`},
+		{"resource it does not use", policy, func(tm *Template) {
+			stmt(tm, "EmailFunctionRole", "Users")["Resource"] = map[string]any{"Fn::GetAtt": []any{"IdempotencyTable", "Arn"}}
+		}, "on IdempotencyTable, which is not among"},
+		{"called action not granted", policy, func(tm *Template) {
+			stmt(tm, "EmailFunctionRole", "KillSwitches")["Action"] = []any{}
+		}, "calls ssm:GetParametersByPath"},
+		{"poll a queue that is no event source", policy, func(tm *Template) {
+			s := stmt(tm, "EmailFunctionRole", "PollWorkQueues")
+			s["Resource"] = append(list(s["Resource"]), map[string]any{"Fn::GetAtt": []any{"DeadLetterQueue", "Arn"}})
+		}, "sqs:ReceiveMessage on DeadLetterQueue"},
+		{"queue without redrive", queues, func(tm *Template) { delete(tm.Resources["BulkQueue"].Properties, "RedrivePolicy") }, "BulkQueue: no RedrivePolicy"},
+		{"queue without SSE", queues, func(tm *Template) { delete(tm.Resources["DefaultQueue"].Properties, "SqsManagedSseEnabled") }, "DefaultQueue: no SSE"},
+		{"visibility below 6x timeout", queues, func(tm *Template) { tm.Resources["CriticalQueue"].Properties["VisibilityTimeout"] = 100 }, "VisibilityTimeout 100 < 6"},
+		{"no ReportBatchItemFailures", queues, func(tm *Template) {
+			ev := asMap(asMap(asMap(tm.Resources["EmailFunction"].Properties["Events"])["Bulk"])["Properties"])
+			delete(ev, "FunctionResponseTypes")
+		}, "lacks ReportBatchItemFailures"},
+		{"table without SSE", tables, func(tm *Template) { delete(tm.Resources["JobsTable"].Properties, "SSESpecification") }, "JobsTable: SSESpecification"},
+		{"table without PITR", tables, func(tm *Template) {
+			delete(tm.Resources["MarkersTable"].Properties, "PointInTimeRecoverySpecification")
+		}, "MarkersTable: point-in-time recovery"},
+		{"fail-closed type without toggle", toggles, func(tm *Template) { delete(tm.Resources, "PartnerDigestToggle") }, "fail-closed type email.partner-digest.v1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, _ := loadTemplate(t)
+			if got := tc.check(t, tmpl); len(got) != 0 {
+				t.Fatalf("the unchanged template already has problems: %v", got)
+			}
+			tc.mutate(tmpl)
+			got := tc.check(t, tmpl)
+			for _, p := range got {
+				if strings.Contains(p, tc.want) {
+					return
+				}
+			}
+			t.Errorf("want a problem containing %q, got %v", tc.want, got)
+		})
+	}
+}
