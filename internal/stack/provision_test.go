@@ -1,0 +1,136 @@
+//go:build integration
+
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestProvisionCreatesTheTemplate provisions template.yaml on moto and reads
+// back what it created: keys, TTL, point-in-time recovery, queue attributes,
+// redrive policies, the toggle parameter and the functions' environments.
+func TestProvisionCreatesTheTemplate(t *testing.T) {
+	srv := testenv.Moto(t)
+	cfg := srv.Config()
+	tmpl, _ := loadTemplate(t)
+	ctx := context.Background()
+	stackName := testenv.Name(t, "prov")
+	st, err := Provision(ctx, NewClients(cfg), tmpl, Options{StackName: stackName})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	db, q, ps := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
+
+	for _, w := range wantTables {
+		t.Run(w.id, func(t *testing.T) {
+			p, ok := st.Physical(w.id)
+			if !ok || p.Name != stackName+"-"+map[string]string{
+				"IdempotencyTable": "idempotency", "JobsTable": "jobs", "MarkersTable": "markers",
+				"DeadLettersTable": "dead-letters", "UsersTable": "users",
+			}[w.id] {
+				t.Fatalf("physical %+v", p)
+			}
+			d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.Name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]string{}
+			for _, k := range d.Table.KeySchema {
+				keys[string(k.KeyType)] = aws.ToString(k.AttributeName)
+			}
+			if keys["HASH"] != w.hash || keys["RANGE"] != w.rang {
+				t.Errorf("keys %v", keys)
+			}
+			if aws.ToString(d.Table.TableArn) != p.ARN {
+				t.Errorf("arn %s, physical %s", aws.ToString(d.Table.TableArn), p.ARN)
+			}
+			ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(p.Name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if on := ttl.TimeToLiveDescription.TimeToLiveStatus == "ENABLED" && aws.ToString(ttl.TimeToLiveDescription.AttributeName) == "expiresAt"; on != w.ttl {
+				t.Errorf("ttl %+v, want on=%v", ttl.TimeToLiveDescription, w.ttl)
+			}
+			cb, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(p.Name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cb.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus; got != "ENABLED" {
+				t.Errorf("PITR %s", got)
+			}
+		})
+	}
+
+	dlq, _ := st.Physical("DeadLetterQueue")
+	for _, id := range []string{"CriticalQueue", "DefaultQueue", "BulkQueue"} {
+		t.Run(id, func(t *testing.T) {
+			p, _ := st.Physical(id)
+			out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+				QueueUrl: aws.String(p.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Attributes["VisibilityTimeout"] != "180" {
+				t.Errorf("visibility %s", out.Attributes["VisibilityTimeout"])
+			}
+			var rp struct {
+				Target string `json:"deadLetterTargetArn"`
+				Max    int    `json:"maxReceiveCount"`
+			}
+			if err := json.Unmarshal([]byte(out.Attributes["RedrivePolicy"]), &rp); err != nil {
+				t.Fatalf("redrive %q: %v", out.Attributes["RedrivePolicy"], err)
+			}
+			if rp.Target != dlq.ARN || rp.Max != 5 {
+				t.Errorf("redrive %+v, want %s/5", rp, dlq.ARN)
+			}
+		})
+	}
+
+	par, err := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String("/runstwice/local/toggles/email.partner-digest.v1")})
+	if err != nil || aws.ToString(par.Parameter.Value) != "false" {
+		t.Errorf("toggle parameter: %v %v", par, err)
+	}
+
+	env, err := st.FunctionEnv("EmailFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crit, _ := st.Physical("CriticalQueue")
+	for k, want := range map[string]string{
+		"STAGE": "local", "LOG_LEVEL": "info", "QUEUE_URL_CRITICAL": crit.URL, "DLQ_URL": dlq.URL,
+		"MARKERS_TABLE": stackName + "-markers", "MAX_RECEIVE_COUNT": "5", "TOGGLE_TTL": "30s", "PARK_DELAY": "900",
+	} {
+		if env[k] != want {
+			t.Errorf("EmailFunction env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if refs := st.Refs(); refs["JobsTable"] != stackName+"-jobs" || !strings.HasPrefix(refs["BulkQueue"], "http") {
+		t.Errorf("refs %v", refs)
+	}
+	if _, err := st.GetAtt("EnqueueFunction", "Arn"); err == nil {
+		t.Error("GetAtt of a function resolved; want ErrNotProvisioned")
+	}
+
+	// Provisioning again reuses what exists.
+	again, err := Provision(ctx, NewClients(cfg), tmpl, Options{StackName: stackName})
+	if err != nil {
+		t.Fatalf("provision again: %v", err)
+	}
+	if a, b := again.Refs(), st.Refs(); len(a) != len(b) || a["MarkersTable"] != b["MarkersTable"] || a["CriticalQueue"] != b["CriticalQueue"] {
+		t.Errorf("second provision %v, first %v", a, b)
+	}
+}
