@@ -1,0 +1,303 @@
+// Package lambdarie runs a Go Lambda function's bootstrap under the AWS
+// Lambda Runtime Interface Emulator (aws-lambda-rie), without Docker: Build
+// compiles the function for the host, Start runs one emulator process on a
+// free loopback port with the function's environment, Invoke sends it an
+// event and returns the response, Stop ends it.
+//
+// The emulator serves one invocation at a time and crashes on a concurrent
+// one, so an Emulator serializes its Invoke calls; run one Emulator per
+// concurrency slot.
+package lambdarie
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// InvokePath is the emulator's invocation endpoint.
+const InvokePath = "/2015-03-31/functions/function/invocations"
+
+// Binary finds aws-lambda-rie: $RUNSTWICE_RIE, <root>/bin/aws-lambda-rie
+// (what `make rie` builds), or PATH.
+func Binary(root string) (string, error) {
+	if p := os.Getenv("RUNSTWICE_RIE"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if root != "" {
+		p := filepath.Join(root, "bin", "aws-lambda-rie")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("aws-lambda-rie")
+	if err != nil {
+		return "", errors.New("lambdarie: aws-lambda-rie not found in $RUNSTWICE_RIE, ./bin or PATH (run `make rie`)")
+	}
+	return p, nil
+}
+
+// Build compiles the function package in root/fnDir (e.g. "functions/email")
+// for the host, with the lambda.norpc tag, into out (a file path) and
+// returns out.
+func Build(ctx context.Context, root, fnDir, out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("lambdarie: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", abs, "./"+fnDir)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("lambdarie: go build ./%s: %w: %s", fnDir, err, b)
+	}
+	return abs, nil
+}
+
+// Config describes one emulated function.
+type Config struct {
+	// RIE is the emulator binary (Binary("") when empty).
+	RIE string
+	// Bootstrap is the function's executable.
+	Bootstrap string
+	// FunctionName names the function in the emulator (context, logs).
+	FunctionName string
+	// Env is the function's environment; nothing else of this process's
+	// environment is passed on except PATH, HOME and TZ. Give it the AWS
+	// settings too (AWS_ENDPOINT_URL, AWS_REGION, credentials).
+	Env map[string]string
+	// Timeout is the function timeout (300 s when zero).
+	Timeout time.Duration
+	// Output receives the emulator's and the function's stdout and stderr
+	// (discarded when nil).
+	Output io.Writer
+}
+
+// Emulator is one running aws-lambda-rie process.
+type Emulator struct {
+	// URL is the emulator's base URL, e.g. http://127.0.0.1:41235.
+	URL string
+
+	mu     sync.Mutex // one invocation at a time
+	cmd    *exec.Cmd
+	exited chan struct{}
+	client *http.Client
+}
+
+// FunctionError is a response the function produced by failing: a returned
+// error or a panic (errorType, errorMessage), or the emulator's report of a
+// crash or timeout.
+type FunctionError struct {
+	Status  int
+	Type    string `json:"errorType"`
+	Message string `json:"errorMessage"`
+	Body    []byte
+}
+
+func (e *FunctionError) Error() string {
+	if e.Type != "" {
+		return fmt.Sprintf("lambdarie: function error %s: %s", e.Type, e.Message)
+	}
+	return fmt.Sprintf("lambdarie: invocation failed (HTTP %d): %s", e.Status, e.Body)
+}
+
+// Start runs the emulator with the bootstrap on free loopback ports and
+// waits until it accepts invocations. The function itself starts (init) on
+// the first Invoke.
+func Start(ctx context.Context, cfg Config) (*Emulator, error) {
+	if cfg.RIE == "" {
+		p, err := Binary("")
+		if err != nil {
+			return nil, err
+		}
+		cfg.RIE = p
+	}
+	if cfg.FunctionName == "" {
+		cfg.FunctionName = filepath.Base(filepath.Dir(cfg.Bootstrap))
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 300 * time.Second
+	}
+	out := cfg.Output
+	if out == nil {
+		out = io.Discard
+	}
+	var lastErr error
+	for range 3 { // a port taken between picking and binding: try others
+		apiPort, err1 := freePort()
+		runtimePort, err2 := freePort()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("lambdarie: free port: %w", err)
+		}
+		e, err := start(ctx, cfg, out, apiPort, runtimePort)
+		if err == nil {
+			return e, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort int) (*Emulator, error) {
+	addr := "127.0.0.1:" + strconv.Itoa(apiPort)
+	cmd := exec.Command(cfg.RIE,
+		"--runtime-interface-emulator-address", addr,
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(runtimePort),
+		cfg.Bootstrap)
+	cmd.Dir = filepath.Dir(cfg.Bootstrap)
+	env := map[string]string{
+		"AWS_LAMBDA_FUNCTION_NAME":        cfg.FunctionName,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT":     strconv.Itoa(int(cfg.Timeout / time.Second)),
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+	}
+	for _, k := range []string{"PATH", "HOME", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("lambdarie: start %s: %w", cfg.RIE, err)
+	}
+	e := &Emulator{URL: "http://" + addr, cmd: cmd, exited: make(chan struct{}), client: &http.Client{}}
+	go func() { _ = cmd.Wait(); close(e.exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return e, nil
+		}
+		select {
+		case <-e.exited:
+			return nil, fmt.Errorf("lambdarie: aws-lambda-rie exited at start (%v)", cmd.ProcessState)
+		case <-ctx.Done():
+			e.Stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.Stop()
+			return nil, fmt.Errorf("lambdarie: aws-lambda-rie not listening on %s after 10s", addr)
+		}
+	}
+}
+
+// Invoke sends event to the function and returns its response payload. A
+// function error (returned error, panic, crash, timeout) is a
+// *FunctionError. Calls are serialized.
+func (e *Emulator) Invoke(ctx context.Context, event []byte) ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.exited:
+		return nil, errors.New("lambdarie: the emulator has exited")
+	default:
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+InvokePath, bytes.NewReader(event))
+	if err != nil {
+		return nil, fmt.Errorf("lambdarie: %w", err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("lambdarie: invoke: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("lambdarie: read response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		fe := &FunctionError{Status: resp.StatusCode, Body: body}
+		_ = json.Unmarshal(body, fe)
+		return body, fe
+	}
+	if bytes.HasPrefix(body, []byte("Task timed out after")) {
+		return body, &FunctionError{Status: resp.StatusCode, Type: "Sandbox.Timedout", Message: string(body), Body: body}
+	}
+	var probe struct {
+		Type    string `json:"errorType"`
+		Message string `json:"errorMessage"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.Type != "" && probe.Message != "" {
+		return body, &FunctionError{Status: resp.StatusCode, Type: probe.Type, Message: probe.Message, Body: body}
+	}
+	return body, nil
+}
+
+// Stop ends the emulator and its function process.
+func (e *Emulator) Stop() {
+	if e.cmd == nil || e.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		<-e.exited
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// EnvFile reads a `sam local invoke --env-vars` file: a JSON object whose
+// "Parameters" entry applies to every function and whose entry named by
+// the function's logical id applies to that function (and wins).
+func EnvFile(path, logicalID string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("lambdarie: env file: %w", err)
+	}
+	var file map[string]map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("lambdarie: env file %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for _, section := range []string{"Parameters", logicalID} {
+		for k, v := range file[section] {
+			switch x := v.(type) {
+			case string:
+				out[k] = x
+			default:
+				b, _ := json.Marshal(x)
+				out[k] = string(b)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,101 @@
+//go:build integration
+
+package lambdarie
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestEmulatorInvokes(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rie, err := Binary(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bin, err := Build(ctx, root, "internal/lambdarie/testdata/echo", filepath.Join(t.TempDir(), "bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := Start(ctx, Config{RIE: rie, Bootstrap: bin, FunctionName: "echo", Env: map[string]string{"ECHO_VAR": "v1"}, Timeout: 2 * time.Second, Output: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer em.Stop()
+
+	tests := []struct {
+		name    string
+		event   string
+		want    map[string]string
+		errType string
+	}{
+		{"reply with env and name", `{"say":"hi"}`, map[string]string{"said": "hi", "var": "v1", "function": "echo"}, ""},
+		{"returned error", `{"fail":true}`, nil, "errorString"},
+		{"timeout", `{"sleep":true}`, nil, "timeout"},
+		{"still serving after errors", `{"say":"again"}`, map[string]string{"said": "again", "var": "v1", "function": "echo"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := em.Invoke(ctx, []byte(tc.event))
+			if tc.errType != "" {
+				var fe *FunctionError
+				if !errors.As(err, &fe) {
+					t.Fatalf("got %s, %v; want a FunctionError", body, err)
+				}
+				t.Logf("function error: %v", fe)
+				return
+			}
+			if err != nil {
+				t.Fatalf("invoke: %v (%s)", err, body)
+			}
+			var got map[string]string
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("response %s: %v", body, err)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q (%s)", k, got[k], v, body)
+				}
+			}
+		})
+	}
+
+	// Concurrent callers are serialized, never crash the emulator.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := em.Invoke(ctx, []byte(`{"say":"x"}`))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent invoke: %v", err)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", p)
+	return len(p), nil
+}

@@ -1,0 +1,37 @@
+// Command echo is the test function of package lambdarie: it answers with
+// the event, the value of $ECHO_VAR and the function name, or fails when the
+// event asks it to.
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+type event struct {
+	Say   string `json:"say"`
+	Fail  bool   `json:"fail"`
+	Sleep bool   `json:"sleep"`
+}
+
+type reply struct {
+	Said     string `json:"said"`
+	Var      string `json:"var"`
+	Function string `json:"function"`
+}
+
+func main() {
+	lambda.Start(func(ctx context.Context, e event) (reply, error) {
+		if e.Fail {
+			return reply{}, errors.New("asked to fail")
+		}
+		if e.Sleep {
+			<-ctx.Done()
+		}
+		return reply{Said: e.Say, Var: os.Getenv("ECHO_VAR"), Function: lambdacontext.FunctionName}, nil
+	})
+}
