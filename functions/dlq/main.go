@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -31,7 +32,7 @@ func main() {
 }
 
 func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) {
-	env := deadletter.NewEnv(os.Getenv)
+	env := envvar.New(os.Getenv)
 	env.Required("STAGE")
 	deadLetters := env.Required("DEAD_LETTERS_TABLE")
 	jobsTable := env.Required("JOBS_TABLE")

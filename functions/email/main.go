@@ -16,8 +16,8 @@ import (
 
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -36,7 +36,7 @@ func main() {
 }
 
 func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
-	env := deadletter.NewEnv(os.Getenv)
+	env := envvar.New(os.Getenv)
 	stage := env.Required("STAGE")
 	markersTable := env.Required("MARKERS_TABLE")
 	usersTable := env.Required("USERS_TABLE")

@@ -5,7 +5,6 @@ package ddb
 
 import (
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -57,11 +56,6 @@ func Expired(expiresAt int64, now time.Time) bool {
 
 // Epoch returns t as epoch seconds, the unit of DynamoDB TTL attributes.
 func Epoch(t time.Time) int64 { return t.Unix() }
-
-// N returns a number attribute value.
-func N(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
 
 func deref(s *string) string {
 	if s == nil {

@@ -31,8 +31,6 @@ var wantFunctions = []struct {
 	{dir: "functions/email", id: "EmailFunction", env: []string{
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
-	}, unused: map[string]string{
-		"dynamodb:Scan": "deadletter.Store.List is jobctl's `dlq list`; the e-mail function imports internal/deadletter only for its Env reader",
 	}},
 	{dir: "functions/dlq", id: "DlqFunction", env: []string{
 		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
@@ -420,9 +418,12 @@ func TestFunctionPolicies(t *testing.T) {
 // mistake it is there to catch.
 func TestChecksCatchMistakes(t *testing.T) {
 	_, root := loadTemplate(t)
-	email := wantFunctions[1]
+	email, dlq := wantFunctions[1], wantFunctions[2]
 	policy := func(t *testing.T, tmpl *Template) []string {
 		return checkPolicy(tmpl, email.id, derive(t, root, email.dir), email.unused)
+	}
+	dlqPolicy := func(t *testing.T, tmpl *Template) []string {
+		return checkPolicy(tmpl, dlq.id, derive(t, root, dlq.dir), dlq.unused)
 	}
 	queues := func(_ *testing.T, tmpl *Template) []string { return checkQueues(tmpl) }
 	tables := func(_ *testing.T, tmpl *Template) []string { return checkTables(tmpl) }
@@ -450,6 +451,10 @@ func TestChecksCatchMistakes(t *testing.T) {
 		}, "dynamodb:DeleteTable, which its code does not call"},
 		{"Scan on a table it only reads", policy, func(tm *Template) {
 			s := stmt(tm, "EmailFunctionRole", "Users")
+			s["Action"] = append(list(s["Action"]), "dynamodb:Scan")
+		}, "grants dynamodb:Scan, which its code does not call"},
+		{"an action the code has but the function must not use", dlqPolicy, func(tm *Template) {
+			s := stmt(tm, "DlqFunctionRole", "DeadLetters")
 			s["Action"] = append(list(s["Action"]), "dynamodb:Scan")
 		}, "listed as not needed"},
 		{"wildcard action", policy, func(tm *Template) {

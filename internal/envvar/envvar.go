@@ -1,4 +1,7 @@
-package deadletter
+// Package envvar reads a function's configuration from environment variables
+// and collects every problem, so a misconfigured function names all of them
+// at once.
+package envvar
 
 import (
 	"errors"
@@ -14,17 +17,15 @@ import (
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK.
 func QueueURLEnv(q contract.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
 
-// Env reads a function's configuration from environment variables and
-// collects every problem, so a misconfigured function names all of them at
-// once. It is the one place the email and dlq functions (and jobctl) parse
-// their environment.
+// Env reads configuration from environment variables. It is the one place
+// the functions parse their environment.
 type Env struct {
 	get  func(string) string
 	errs []error
 }
 
-// NewEnv reads variables with getenv (os.Getenv).
-func NewEnv(getenv func(string) string) *Env { return &Env{get: getenv} }
+// New reads variables with getenv (os.Getenv).
+func New(getenv func(string) string) *Env { return &Env{get: getenv} }
 
 // Required returns the variable name, recording an error when it is empty.
 func (e *Env) Required(name string) string {
