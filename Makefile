@@ -28,7 +28,16 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke
+.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke
+
+## run: the whole bundle on this machine (moto, the functions under
+## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
+## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s".
+ARGS ?=
+run: venv $(RIE_STAMP)
+	@echo "==> building the local stack"
+	@$(GO) build -o $(BIN)/devstack ./cmd/devstack
+	@$(BIN)/devstack $(ARGS)
 
 ## test: everything CI runs (format, vet, template checks, unit and integration tests).
 test: fmt-check vet template-check integration
@@ -82,7 +91,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: tools/requirements.txt
 	@echo "==> installing pinned Python tools into $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
+	$(VENV)/bin/pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt | grep -E "^(Collecting|Successfully)" || true
 	touch $@
 
 fmt-check:

@@ -1,0 +1,304 @@
+//go:build integration
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/devstack"
+	"github.com/runstwice/runstwice/internal/motoserver"
+)
+
+// e2e is a running devstack binary, driven as a user would: HTTP for the
+// API, the jobctl binary for operations.
+type e2e struct {
+	t         *testing.T
+	dir       string // holds .devstack, where jobctl is run from
+	api       string
+	endpoint  string
+	jobctl    string
+	resources map[string]string
+	out       *syncBuffer
+	cmd       *exec.Cmd
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func build(t *testing.T, root, pkg, out string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}
+
+func startDevstack(t *testing.T) *e2e {
+	t.Helper()
+	root, err := motoserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := &e2e{t: t, dir: dir, jobctl: filepath.Join(dir, "jobctl"), out: &syncBuffer{}}
+	build(t, root, "./cmd/devstack", filepath.Join(dir, "devstack"))
+	build(t, root, "./cmd/jobctl", e.jobctl)
+	motoPort, _ := motoserver.FreePort()
+	apiPort, _ := motoserver.FreePort()
+	e.cmd = exec.Command(filepath.Join(dir, "devstack"),
+		"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
+		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", filepath.Join(dir, ".devstack"))
+	e.cmd.Dir = root
+	e.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL=")
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pr, pw := io.Pipe()
+	e.cmd.Stdout, e.cmd.Stderr = pw, pw
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := sync.Once{}
+		for sc.Scan() {
+			fmt.Fprintln(e.out, sc.Text())
+			if strings.Contains(sc.Text(), "(ready)") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if e.cmd.ProcessState == nil {
+			_ = e.cmd.Process.Kill()
+			_ = e.cmd.Wait()
+		}
+		pw.Close()
+		if t.Failed() {
+			t.Logf("devstack output:\n%s", e.out.String())
+			if b, err := os.ReadFile(filepath.Join(dir, ".devstack", "functions.log")); err == nil {
+				t.Logf("function logs (tail):\n%s", tail(string(b), 6000))
+			}
+		}
+	})
+	select {
+	case <-ready:
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("devstack not ready after 4 minutes:\n%s", e.out.String())
+	}
+	e.api = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	e.endpoint = fmt.Sprintf("http://127.0.0.1:%d", motoPort)
+	b, err := os.ReadFile(filepath.Join(dir, ".devstack", "resources.json"))
+	if err != nil || json.Unmarshal(b, &e.resources) != nil {
+		t.Fatalf("resources.json: %v %s", err, b)
+	}
+	return e
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+type response struct {
+	status  int
+	headers http.Header
+	body    map[string]any
+}
+
+func (e *e2e) request(method, path, key, body string) response {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.api+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := response{status: resp.StatusCode, headers: resp.Header}
+	_ = json.NewDecoder(resp.Body).Decode(&r.body)
+	return r
+}
+
+func (e *e2e) run(args ...string) (int, string, string) {
+	e.t.Helper()
+	cmd := exec.Command(e.jobctl, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL="+e.endpoint, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_REGION=us-east-1", "STAGE=local", "TOGGLE_TTL=1s")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func (e *e2e) mails(to string) []devstack.Mail {
+	e.t.Helper()
+	all, err := devstack.SentMail(context.Background(), e.endpoint)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []devstack.Mail
+	for _, m := range all {
+		for _, r := range m.To() {
+			if r == to {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestEndToEnd drives the running local stack: HTTP → SQS → worker → mail,
+// replay, a poison message to the dead letters, and the kill switch.
+func TestEndToEnd(t *testing.T) {
+	e := startDevstack(t)
+	const verification = `{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}`
+
+	// A verification job for a demo user: exactly one mail, with a link, and
+	// the job Succeeded.
+	first := e.request("POST", "/v1/jobs/email.partner-verification.v1", "e2e-first", verification)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("POST = %d %v; want 202", first.status, first.body)
+	}
+	jobID, _ := first.body["jobId"].(string)
+	eventually(t, 30*time.Second, "no verification mail to demo1@example.com", func() bool { return len(e.mails("demo1@example.com")) == 1 })
+	mail := e.mails("demo1@example.com")[0]
+	if !strings.Contains(mail.Link(), "token=") || !strings.Contains(mail.Link(), "userId=u-demo-1") {
+		t.Fatalf("mail link %q; want a verification link with a token", mail.Link())
+	}
+	eventually(t, 10*time.Second, "job never read Succeeded", func() bool {
+		return e.request("GET", "/v1/jobs/"+jobID, "", "").body["state"] == "Succeeded"
+	})
+	code, out, _ := e.run("jobs", "get", jobID, "--json")
+	if code != 0 || !strings.Contains(out, `"Succeeded"`) {
+		t.Fatalf("jobctl jobs get: %d %s", code, out)
+	}
+
+	// The same request again: replayed, still one mail.
+	again := e.request("POST", "/v1/jobs/email.partner-verification.v1", "e2e-first", verification)
+	if again.status != first.status || again.headers.Get("Idempotent-Replayed") != "true" || again.body["jobId"] != jobID {
+		t.Fatalf("replay = %d %v %v; want the first response replayed", again.status, again.headers, again.body)
+	}
+	time.Sleep(3 * time.Second)
+	if n := len(e.mails("demo1@example.com")); n != 1 {
+		t.Fatalf("%d mails after the replay; want still 1", n)
+	}
+
+	// A poison message on a work queue reaches the dead letters with a reason.
+	client := sqs.NewFromConfig(awsx.Static(e.endpoint, "us-east-1"))
+	if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(e.resources["CriticalQueue"]), MessageBody: aws.String("this is not a job"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "poison message not listed by jobctl dlq list", func() bool {
+		code, out, _ := e.run("dlq", "list", "--json")
+		var letters []struct{ Body, Reason string }
+		if code != 0 || json.Unmarshal([]byte(out), &letters) != nil {
+			return false
+		}
+		for _, l := range letters {
+			if l.Body == "this is not a job" && strings.Contains(l.Reason, "invalid JSON") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A misspelled type is refused with a suggestion.
+	code, _, stderr := e.run("toggles", "set", "email.welcom.v1", "off")
+	if code != 2 || !strings.Contains(stderr, "did you mean email.welcome.v1") {
+		t.Fatalf("toggles set typo: exit %d %q; want 2 and a suggestion", code, stderr)
+	}
+
+	// Switched off, a welcome job is parked, not sent; on again, sent once.
+	if code, out, stderr := e.run("toggles", "set", "email.welcome.v1", "off"); code != 0 {
+		t.Fatalf("toggles set off: %d %s %s", code, out, stderr)
+	}
+	time.Sleep(1500 * time.Millisecond) // the workers' toggle TTL
+	welcome := e.request("POST", "/v1/jobs/email.welcome.v1", "e2e-welcome", `{"args":{"userId":"u-demo-2"}}`)
+	if welcome.status != http.StatusAccepted {
+		t.Fatalf("POST welcome = %d %v", welcome.status, welcome.body)
+	}
+	logs := filepath.Join(e.dir, ".devstack", "functions.log")
+	eventually(t, 20*time.Second, "welcome job was not parked", func() bool {
+		b, _ := os.ReadFile(logs)
+		return strings.Contains(string(b), `"JobsParked":1`)
+	})
+	if n := len(e.mails("demo2@example.com")); n != 0 {
+		t.Fatalf("%d welcome mails while switched off; want 0", n)
+	}
+	if code, out, stderr := e.run("toggles", "set", "email.welcome.v1", "on"); code != 0 {
+		t.Fatalf("toggles set on: %d %s %s", code, out, stderr)
+	}
+	eventually(t, 30*time.Second, "welcome mail not sent after switching on", func() bool { return len(e.mails("demo2@example.com")) == 1 })
+	time.Sleep(3 * time.Second)
+	if n := len(e.mails("demo2@example.com")); n != 1 {
+		t.Fatalf("%d welcome mails; want exactly 1", n)
+	}
+
+	// Ctrl-C stops everything it started.
+	_ = e.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- e.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("devstack exited with %v after Ctrl-C", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("devstack did not stop within 20s of Ctrl-C")
+	}
+	if _, err := http.Get(e.endpoint + "/moto-api/"); err == nil {
+		t.Fatal("moto still answers after Ctrl-C")
+	}
+}
