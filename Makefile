@@ -91,7 +91,8 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: tools/requirements.txt
 	@echo "==> installing pinned Python tools into $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt | grep -E "^(Collecting|Successfully)" || true
+	$(VENV)/bin/pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt 2>&1 \
+	  | sed -n -E '/^(Collecting|Successfully|ERROR)/p' 
 	touch $@
 
 fmt-check:
