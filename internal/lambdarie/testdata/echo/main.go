@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -30,7 +31,9 @@ func main() {
 			return reply{}, errors.New("asked to fail")
 		}
 		if e.Sleep {
-			<-ctx.Done()
+			// Outlive the deadline: the emulator must report the timeout.
+			// (Returning at the deadline would race with it.)
+			time.Sleep(time.Hour)
 		}
 		return reply{Said: e.Say, Var: os.Getenv("ECHO_VAR"), Function: lambdacontext.FunctionName}, nil
 	})
