@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"time"
 
@@ -340,6 +341,14 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 		return unavailable(corr), false
 	}
 	log.Debug("enqueue: decision", "outcome", d.Outcome.String(), "own", d.Own, "existingJobId", d.Job.ID)
+	if d.Own && !sameJob(d.Job, env) {
+		// The job id comes from (caller, Idempotency-Key), so a job under
+		// this id that is not this request's job means the key was used
+		// before for another request whose record is gone (it expired, or
+		// that request failed before it was stored).
+		return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
+			"this Idempotency-Key was already used for a different job; use a new key").response(corr), false
+	}
 	switch d.Outcome {
 	case jobs.Reserved, jobs.Resume:
 		return h.sendAndFinish(ctx, log, lock, d, corr)
@@ -416,4 +425,17 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, lock idempotency
 		return unavailable(corr), false
 	}
 	return toAPI(resp), true
+}
+
+// sameJob reports whether job (found under the request's job id) is the job
+// env describes: same type, natural key and args.
+func sameJob(job jobs.Job, env contract.Envelope) bool {
+	if job.Type != env.Type || job.Key != env.Key {
+		return false
+	}
+	if job.Message == "" {
+		return true
+	}
+	stored, err := contract.Decode([]byte(job.Message))
+	return err == nil && maps.Equal(stored.Args, env.Args)
 }

@@ -357,3 +357,24 @@ func TestIntegrationMalformedCatalog(t *testing.T) {
 		t.Fatalf("malformed requests wrote: %s", s.counter)
 	}
 }
+
+// TestIntegrationKeyReusedForAnotherJob: a key whose request was never
+// stored (its send failed) or whose record expired, sent again with another
+// body, is a 422 — never the other request's job.
+func TestIntegrationKeyReusedForAnotherJob(t *testing.T) {
+	s := newStack(t)
+	down := awsx.Static("http://127.0.0.1:1", testenv.Region)
+	s.h.Queue = enqueue.SQSQueue{Client: sqs.NewFromConfig(down), URLs: s.urls}
+	checkProblem(t, call(t, s.h, post(welcome, "reused", welcomeU1)), http.StatusServiceUnavailable)
+	s.h.Queue = s.queue
+	checkProblem(t, call(t, s.h, post(welcome, "reused", `{"args":{"userId":"u-2"}}`)), http.StatusUnprocessableEntity)
+	checkProblem(t, call(t, s.h, post(contract.TypePasswordReset, "reused", `{"args":{"userId":"u-1","countryCode":"BD"}}`)), http.StatusUnprocessableEntity)
+	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 0 {
+		t.Fatalf("the other request's job was sent: %+v", envs)
+	}
+	// The first request, retried as its 503 said, still goes through.
+	b := mustBody(t, call(t, s.h, post(welcome, "reused", welcomeU1)), http.StatusAccepted)
+	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 1 || envs[0].MessageID != b.JobID || envs[0].Args["userId"] != "u-1" {
+		t.Fatalf("messages %+v", envs)
+	}
+}
