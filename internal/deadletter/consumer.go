@@ -128,7 +128,11 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	}
 	for i := range letters {
 		l := &letters[i]
-		if m, ok := done[l.key]; l.decoded && ok && m.Processed() {
+		// A letter moved by the redrive policy whose marker is claimed had
+		// succeeded meanwhile (a twin finished it). A letter a worker sent
+		// with a reason failed, whatever the marker says: a claim-then-effect
+		// job claims before its effect fails.
+		if m, ok := done[l.key]; l.decoded && ok && m.Processed() && l.class == ClassMaxReceives {
 			l.rec.Status = StatusSucceeded
 		}
 		if err := c.record(ctx, l); err != nil {
@@ -153,6 +157,13 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 		}
 		return nil
 	}
+	// Counted and alerted once per delivery, right after it is first
+	// stored: a failure below retries the record, and the retry finds it
+	// stored (isNew false), so counting later would lose the alert.
+	if isNew {
+		c.cfg.Metrics.Count(obs.DeadLetters, l.rec.Type, 1)
+		log.Error("dead letter: job failed and needs a person", "alert", true, "hint", "jobctl dlq redrive "+l.rec.ID)
+	}
 	// Marked on every run, not only the first: a run that crashed after
 	// Save must still get the job marked. MarkFailed is conditional.
 	if l.decoded && c.cfg.Jobs != nil {
@@ -162,10 +173,6 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 			}
 			log.Info("dead letter has no job record; nothing to mark")
 		}
-	}
-	if isNew {
-		c.cfg.Metrics.Count(obs.DeadLetters, l.rec.Type, 1)
-		log.Error("dead letter: job failed and needs a person", "alert", true, "hint", "jobctl dlq redrive "+l.rec.ID)
 	}
 	return nil
 }

@@ -277,6 +277,44 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	}
 }
 
+// A job that failed after claiming its marker (claim-then-effect) is sent to
+// the DLQ with a reason: it is a dead letter although its marker is claimed.
+func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
+	h := newHarness(t, nil)
+	env := envelope(contract.TypeWelcome)
+	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := env.Encode()
+	if f := h.run(t, sent(string(body), "effect failed after claim (claim-then-effect): bank said no")); len(f) != 0 {
+		t.Fatalf("failures %v", f)
+	}
+	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusDead {
+		t.Fatalf("status %q; want dead", rec.Status)
+	}
+	if !strings.Contains(h.metrics.String(), `"DeadLetters":1`) || h.jobs.failed[env.MessageID] == "" {
+		t.Fatalf("not counted or job not marked Failed: metrics %s jobs %v", h.metrics, h.jobs.failed)
+	}
+}
+
+// The alert survives a retry: a delivery stored before a later step failed
+// is still counted, exactly once.
+func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
+	h := newHarness(t, nil)
+	msg := moved(t, envelope(contract.TypeWelcome), 6)
+	h.jobs.err = errors.New("throttled")
+	if f := h.run(t, msg); len(f) != 1 {
+		t.Fatalf("failures %v; want a retry while the jobs table is down", f)
+	}
+	h.jobs.err = nil
+	if f := h.run(t, msg); len(f) != 0 {
+		t.Fatalf("failures %v", f)
+	}
+	if n := strings.Count(h.metrics.String(), `"DeadLetters":1`); n != 1 {
+		t.Fatalf("DeadLetters counted %d times; want 1", n)
+	}
+}
+
 func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
 	env := envelope(contract.TypeWelcome)
 	for _, tc := range []struct {

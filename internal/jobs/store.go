@@ -277,17 +277,10 @@ func (s *Store) MarkFailedAfter(ctx context.Context, jobID, errorClass string, a
 	if !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("jobs: mark %s failed: %w", jobID, err)
 	}
-	var (
-		r    record
-		ok   bool
-		derr error
-		old  = ddb.OldItem(err)
-	)
-	if old != nil {
-		ok, derr = s.decodeLive(old, &r)
-	} else { // the service did not return the old item
-		ok, derr = s.getItem(ctx, JobPK(jobID), &r)
-	}
+	// ALL_OLD returns the item that failed the condition; no item means
+	// there is none (no extra read, and no GetItem permission needed).
+	var r record
+	ok, derr := s.decodeLive(ddb.OldItem(err), &r)
 	switch {
 	case derr != nil:
 		return derr
