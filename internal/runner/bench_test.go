@@ -27,14 +27,7 @@ func BenchmarkRunnerBatch10(b *testing.B) {
 			name = "lease"
 		}
 		b.Run(name, func(b *testing.B) {
-			types := contract.EmailTypes()
-			for i := range types {
-				types[i].Lease = lease
-			}
-			reg, err := contract.NewRegistry(types...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			reg := registry(b, lease)
 			store := &swappable{marker.NewMemory()}
 			noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
 			r, err := runner.New(runner.Config{

@@ -81,19 +81,6 @@ func (s *stack) runner(t *testing.T, reg *contract.Registry, handler runner.Hand
 	return r
 }
 
-func registry(t *testing.T, lease bool) *contract.Registry {
-	t.Helper()
-	types := contract.EmailTypes()
-	for i := range types {
-		types[i].Lease = lease
-	}
-	reg, err := contract.NewRegistry(types...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg
-}
-
 func batch(t *testing.T, n int) events.SQSEvent {
 	var ev events.SQSEvent
 	for range n {

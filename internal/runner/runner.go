@@ -36,6 +36,10 @@ const (
 	DefaultParkDelay       = 900 * time.Second // SQS's maximum DelaySeconds
 	DefaultMaxReceiveCount = 5
 	DefaultLease           = 5 * time.Minute // when the context has no deadline
+	// DefaultDeadlineMargin is kept free before the Lambda deadline so the
+	// batch response always gets back: work still running then is
+	// cancelled and retried, work not started is not started.
+	DefaultDeadlineMargin = 2 * time.Second
 )
 
 // Job is what a Handler gets: the validated envelope and its type.
@@ -68,8 +72,11 @@ type Config struct {
 	// MaxReceiveCount is the work queues' redrive maxReceiveCount: the
 	// delivery with this receive count is the final attempt.
 	MaxReceiveCount int
-	Logger          *slog.Logger
-	Metrics         *obs.Metrics
+	// DeadlineMargin is kept free before the invocation's deadline
+	// (DefaultDeadlineMargin if 0).
+	DeadlineMargin time.Duration
+	Logger         *slog.Logger
+	Metrics        *obs.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -101,6 +108,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.MaxReceiveCount <= 0 {
 		cfg.MaxReceiveCount = DefaultMaxReceiveCount
+	}
+	if cfg.DeadlineMargin <= 0 {
+		cfg.DeadlineMargin = DefaultDeadlineMargin
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -138,6 +148,14 @@ type item struct {
 // record never fails its neighbours.
 func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	base := obs.WithRequest(ctx, r.cfg.Logger)
+	// Leases last until the real deadline; the work stops a margin before
+	// it, so the response (and with it every success) reaches SQS.
+	leaseUntil := r.leaseUntil(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-r.cfg.DeadlineMargin))
+		defer cancel()
+	}
 	items := make([]item, len(ev.Records))
 	keys := make([]marker.Key, 0, len(ev.Records))
 	for i := range ev.Records {
@@ -168,7 +186,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				it.log.Info("job already processed; skipped")
 				r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
 			} else {
-				it.result = r.run(ctx, it)
+				it.result = r.run(ctx, it, leaseUntil)
 			}
 		}
 		if it.result == retry {
@@ -193,7 +211,11 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		err = fmt.Errorf("%w: no handler for %s in this function", contract.ErrUnknownType, env.Type)
 	}
 	if err != nil {
-		it.result = r.deadLetter(ctx, it, "unknown", err)
+		jobType := "unknown"
+		if _, lerr := r.cfg.Registry.Lookup(env.Type); lerr == nil {
+			jobType = env.Type
+		}
+		it.result = r.deadLetter(ctx, it, jobType, err)
 		return false
 	}
 	it.env = env
@@ -219,7 +241,7 @@ func (r *Runner) enabled(ctx context.Context, it *item) bool {
 }
 
 // run runs steps 4 to 8 for one record.
-func (r *Runner) run(ctx context.Context, it *item) outcome {
+func (r *Runner) run(ctx context.Context, it *item, leaseUntil time.Time) outcome {
 	if ctx.Err() != nil {
 		return r.fail(ctx, it, ctx.Err())
 	}
@@ -229,7 +251,7 @@ func (r *Runner) run(ctx context.Context, it *item) outcome {
 	owner := ""
 	if it.typ.Lease {
 		owner = uuid.NewString()
-		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, r.leaseUntil(ctx)); err != nil {
+		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
 			switch {
 			case errors.Is(err, marker.ErrProcessed):
 				it.log.Info("job already processed; skipped")
@@ -267,7 +289,8 @@ func (r *Runner) run(ctx context.Context, it *item) outcome {
 		r.release(bg, it, owner)
 		return r.fail(ctx, it, err)
 	}
-	if _, err := r.cfg.Markers.Claim(bg, it.key, owner); err != nil {
+	won, err := r.cfg.Markers.Claim(bg, it.key, owner)
+	if err != nil {
 		if errors.Is(err, marker.ErrLeaseLost) {
 			// Our lease expired and a twin took over; our effect stands and
 			// the twin completes the marker. Duplicates over loss.
@@ -277,6 +300,13 @@ func (r *Runner) run(ctx context.Context, it *item) outcome {
 		// The effect ran but is not recorded: a retry repeats it
 		// (duplicates over loss). The lease expires by itself.
 		return r.fail(ctx, it, fmt.Errorf("claim after effect: %w", err))
+	}
+	if !won {
+		// A twin claimed first (no lease, or ours expired): the effect ran
+		// twice. Duplicates over loss, counted as such.
+		it.log.Warn("marker already claimed by a twin; effect may have run twice")
+		r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
+		return duplicate
 	}
 	return r.succeed(it)
 }

@@ -590,3 +590,80 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestNothingStartsInsideTheDeadlineMargin(t *testing.T) {
+	h := newHarness(t, func(c *runner.Config) { c.DeadlineMargin = 2 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	msgs := []events.SQSMessage{record(t, welcome(), 5), record(t, welcome(), 1)}
+	if failed := h.run(t, ctx, msgs...); len(failed) != 2 {
+		t.Fatalf("failures %v; want both retried", failed)
+	}
+	if h.tr.has("load") || len(h.queues.failed) != 0 {
+		t.Fatalf("work started or a job was marked Failed inside the margin; trace %s", h.tr)
+	}
+}
+
+func TestSlowEffectIsCutOffBeforeTheDeadline(t *testing.T) {
+	h := newHarness(t, func(c *runner.Config) {
+		c.DeadlineMargin = 500 * time.Millisecond
+		c.Handlers[contract.TypeWelcome] = runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	})
+	deadline := time.Now().Add(time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if failed := h.run(t, ctx, record(t, welcome(), 1)); len(failed) != 1 {
+		t.Fatalf("failures %v; want a retry", failed)
+	}
+	if time.Now().After(deadline) {
+		t.Fatal("the batch response came back after the deadline")
+	}
+	if h.tr.has("claim") {
+		t.Fatal("claimed an effect that did not finish")
+	}
+}
+
+func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
+	var h *harness
+	h = newHarness(t, func(c *runner.Config) {
+		c.Registry = registry(t, false)
+		c.Handlers[contract.TypeWelcome] = runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
+			// A twin without a lease finishes while this effect runs.
+			_, err := h.markers.Memory.Claim(ctx, marker.Key{Handler: job.Envelope.Type, MessageKey: job.Envelope.MessageID}, "")
+			return err
+		})
+	})
+	if failed := h.run(t, context.Background(), record(t, welcome(), 1)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if !strings.Contains(h.metrics.String(), `"JobsDuplicate":1`) || strings.Contains(h.metrics.String(), "JobsSucceeded") {
+		t.Fatalf("metrics %s; want the twin's claim counted as a duplicate", h.metrics)
+	}
+}
+
+func TestInvalidArgsKeepTheTypeDimension(t *testing.T) {
+	h := newHarness(t, nil)
+	bad := envelope(contract.TypeWelcome, map[string]string{"userId": "a@b.c"})
+	body, _ := json(bad)
+	h.run(t, context.Background(), rawRecord(body, 1))
+	if !strings.Contains(h.metrics.String(), `"type":"email.welcome.v1","JobsFailed":1`) {
+		t.Fatalf("metrics %s; want JobsFailed under the job's type", h.metrics)
+	}
+}
+
+// registry is the e-mail registry with leases on or off for every type.
+func registry(t testing.TB, lease bool) *contract.Registry {
+	t.Helper()
+	types := contract.EmailTypes()
+	for i := range types {
+		types[i].Lease = lease
+	}
+	reg, err := contract.NewRegistry(types...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
