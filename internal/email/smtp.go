@@ -111,7 +111,10 @@ func (s *SMTP) deliver(ctx context.Context, from, to string, body []byte) error 
 	if err := w.Close(); err != nil {
 		return err
 	}
-	return c.Quit()
+	// The relay accepted the message when DATA closed: a failed QUIT must
+	// not fail the job, or the retry would send the mail again.
+	_ = c.Quit()
+	return nil
 }
 
 // compose builds a multipart/alternative message with a quoted-printable text

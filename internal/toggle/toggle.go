@@ -114,9 +114,7 @@ func (s *Source) IsJobEnabled(ctx context.Context, jobType string, def bool) boo
 	}
 	enabled, ok := Parse(raw)
 	if !ok {
-		s.logger().Warn("toggle value unreadable; using the registry default",
-			obs.KeyType, jobType, "value", raw, "default", def, "parameter", s.path+"/"+jobType)
-		return def
+		return def // flagged once per refresh, in current
 	}
 	return enabled
 }
@@ -141,6 +139,12 @@ func (s *Source) current(ctx context.Context) map[string]string {
 		return s.values
 	}
 	s.values, s.loaded, s.lastErr = values, true, nil
+	for _, name := range sortedKeys(values) {
+		if _, ok := Parse(values[name]); !ok {
+			s.logger().Warn("toggle value unreadable; the registry default applies",
+				obs.KeyType, name, "value", values[name], "parameter", s.path+"/"+name)
+		}
+	}
 	for _, name := range s.unknown(values) {
 		s.logger().Warn("toggle parameter names no registered job type (typo?)", "parameter", s.path+"/"+name)
 		s.Metrics.Count(obs.UnknownToggle, name, 1)
@@ -150,13 +154,21 @@ func (s *Source) current(ctx context.Context) map[string]string {
 
 func (s *Source) unknown(values map[string]string) []string {
 	var out []string
-	for name := range values {
+	for _, name := range sortedKeys(values) {
 		if s.known != nil && !s.known(name) {
 			out = append(out, name)
 		}
 	}
-	slices.Sort(out)
 	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // read fetches every parameter under the path, following pagination.

@@ -228,3 +228,18 @@ func TestReadSnapshot(t *testing.T) {
 		t.Fatal("Read must return SSM errors to the operator")
 	}
 }
+
+func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + digest: "yes!"}}
+	s, _, _ := newSource(f)
+	var logs bytes.Buffer
+	s.Logger = obs.NewLogger(&logs, "warn")
+	for range 100 {
+		if s.IsJobEnabled(context.Background(), digest, false) {
+			t.Fatal("unreadable value enabled a fail-closed type")
+		}
+	}
+	if n := strings.Count(logs.String(), "toggle value unreadable"); n != 1 {
+		t.Fatalf("flagged %d times in one TTL; want once:\n%s", n, logs.String())
+	}
+}
