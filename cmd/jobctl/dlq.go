@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -51,7 +53,11 @@ func (a *app) dlqRedrive(ctx context.Context, rest []string) error {
 	if len(rest) != 1 {
 		return usagef("dlq redrive needs one dead-letter ID or --all")
 	}
-	r := deadletter.NewRedriver(a.deadLetters(), sqs.NewFromConfig(a.cfg), a.res.Queues, a.reg)
+	client := sqs.NewFromConfig(a.cfg)
+	if err := a.lookupQueueURLs(ctx, client); err != nil {
+		return err
+	}
+	r := deadletter.NewRedriver(a.deadLetters(), client, a.res.Queues, a.reg)
 	var results []deadletter.Redriven
 	var failed error
 	if rest[0] == "--all" {
@@ -97,4 +103,21 @@ func (a *app) dlqRedrive(ctx context.Context, rest []string) error {
 		}
 	}
 	return failed
+}
+
+// lookupQueueURLs asks SQS for the URL of every work queue the environment
+// did not name, by the template's naming convention (runstwice-<stage>-<queue>).
+func (a *app) lookupQueueURLs(ctx context.Context, client *sqs.Client) error {
+	for q, url := range a.res.Queues {
+		if url != "" {
+			continue
+		}
+		name := "runstwice-" + a.stage + "-" + string(q)
+		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("find queue %s (set QUEUE_URL_%s to name it): %w", name, strings.ToUpper(string(q)), err)
+		}
+		a.res.Queues[q] = aws.ToString(out.QueueUrl)
+	}
+	return nil
 }

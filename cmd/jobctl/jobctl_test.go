@@ -123,7 +123,16 @@ func TestDLQListAndRedrive(t *testing.T) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	table := testenv.Name(t, "dead-letters")
 	testenv.CreateTable(t, ddb, table, "pk", "")
-	queue := testenv.CreateQueue(t, sqsClient, testenv.Name(t, "default"), nil)
+	// No QUEUE_URL_* in the environment: jobctl finds the stage's queues by
+	// the template's names, as it does against dev or prod.
+	stage := strings.ToLower(testenv.Name(t, "st"))
+	var queue testenv.Queue
+	for _, q := range contract.Queues {
+		created := testenv.CreateQueue(t, sqsClient, "runstwice-"+stage+"-"+string(q), nil)
+		if q == contract.QueueDefault {
+			queue = created
+		}
+	}
 
 	env := contract.Envelope{
 		V: 1, MessageID: contract.DeriveMessageID("alice", "k-dlq"), Type: contract.TypeWelcome, Key: "welcome:u-1",
@@ -137,7 +146,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	}, "sqs-1"); err != nil {
 		t.Fatal(err)
 	}
-	jobctl := cli(t, map[string]string{"DEAD_LETTERS_TABLE": table, "QUEUE_URL_DEFAULT": queue.URL})
+	jobctl := cli(t, map[string]string{"DEAD_LETTERS_TABLE": table, "STAGE": stage})
 
 	code, out, stderr := jobctl("dlq", "list")
 	if code != exitOK || !strings.Contains(out, env.MessageID) || !strings.Contains(out, "exceeded maxReceiveCount") {
