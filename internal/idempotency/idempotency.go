@@ -46,7 +46,7 @@ const (
 var ErrInvalidKey = errors.New("invalid Idempotency-Key")
 
 // ParseKey returns the key of an Idempotency-Key header value: 1–255
-// printable ASCII characters without spaces, or the quoted structured-field
+// printable ASCII characters (surrounding spaces trimmed), or the quoted structured-field
 // string form of the IETF draft ("..." with \" and \\ escapes), whose content
 // is 1–255 printable ASCII characters and not blank.
 func ParseKey(header string) (string, error) {
@@ -61,8 +61,8 @@ func ParseKey(header string) (string, error) {
 		return "", fmt.Errorf("%w: longer than %d characters", ErrInvalidKey, MaxKeyLen)
 	}
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; c <= 0x20 || c >= 0x7f || c == '"' {
-			return "", fmt.Errorf("%w: only printable ASCII without spaces or quotes (or a quoted string)", ErrInvalidKey)
+		if c := v[i]; c < 0x20 || c >= 0x7f {
+			return "", fmt.Errorf("%w: only printable ASCII (or a quoted string)", ErrInvalidKey)
 		}
 	}
 	return v, nil

@@ -21,7 +21,7 @@ func TestParseKey(t *testing.T) {
 		{"empty", "", "", false},
 		{"blank", "   ", "", false},
 		{"too long", strings.Repeat("k", 256), "", false},
-		{"inner space", "a b", "", false},
+		{"inner space", "a b", "a b", true},
 		{"control", "a\x01b", "", false},
 		{"non-ascii", "ключ", "", false},
 		{"del", "a\x7f", "", false},
@@ -31,7 +31,7 @@ func TestParseKey(t *testing.T) {
 		{"trailing after quote", `"abc"x`, "", false},
 		{"bad escape", `"a\nb"`, "", false},
 		{"quoted too long", `"` + strings.Repeat("k", 256) + `"`, "", false},
-		{"stray quote", `ab"c`, "", false},
+		{"inner quote", `ab"c`, `ab"c`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
