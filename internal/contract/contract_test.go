@@ -50,6 +50,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"upper-case message id", strings.Replace(g, validEnvelope().MessageID, strings.ToUpper(validEnvelope().MessageID), 1), "messageId"},
 		{"unversioned type", strings.Replace(g, TypePartnerVerification, "email.partner-verification", 1), "type"},
 		{"key with space", strings.Replace(g, `"key":"partner-verification:u-123"`, `"key":"a b"`, 1), "key"},
+		{"e-mail address in key", strings.Replace(g, `"key":"partner-verification:u-123"`, `"key":"bob@example.com"`, 1), "key"},
 		{"missing key", strings.Replace(g, `"key":"partner-verification:u-123",`, ``, 1), "key"},
 		{"bad correlation id", strings.Replace(g, `"correlationId":"c-1"`, `"correlationId":"c 1"`, 1), "correlationId"},
 		{"nested args", strings.Replace(g, `"userId":"u-123"`, `"userId":{"id":1}`, 1), "args"},

@@ -50,12 +50,13 @@ const (
 )
 
 var (
-	keyPattern           = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+	keyPattern           = regexp.MustCompile(`^[\x21-\x3f\x41-\x7e]{1,255}$`)
 	correlationIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 )
 
 // ValidKey reports whether k is an acceptable natural idempotency key:
-// 1–255 printable ASCII characters without spaces.
+// 1–255 printable ASCII characters without spaces or '@'. Keys travel in
+// plaintext like args, so they cannot carry an e-mail address.
 func ValidKey(k string) bool { return keyPattern.MatchString(k) }
 
 // ValidCorrelationID reports whether id is an acceptable correlation id.
@@ -98,7 +99,7 @@ func (e Envelope) Check() error {
 		verr.add("type", "must be a versioned type name such as email.welcome.v1")
 	}
 	if !ValidKey(e.Key) {
-		verr.add("key", "must be 1-255 printable ASCII characters without spaces")
+		verr.add("key", "must be 1-255 printable ASCII characters without spaces or '@'")
 	}
 	if !ValidCorrelationID(e.CorrelationID) {
 		verr.add("correlationId", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")

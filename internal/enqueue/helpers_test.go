@@ -140,6 +140,7 @@ func malformedCatalog() []malformed {
 		{"non-ASCII key", post(welcome, "schlüssel", welcomeU1), 400},
 		{"unterminated quoted key", post(welcome, `"abc`, welcomeU1), 400},
 		{"bad JSON", post(welcome, ok, `{"args":`), 400},
+		{"e-mail address as the natural key", post(welcome, ok, `{"args":{"userId":"u-1"},"key":"bob@example.com"}`), 400},
 		{"array body", post(welcome, ok, `[{"args":{"userId":"u-1"}}]`), 400},
 		{"string body", post(welcome, ok, `"hello"`), 400},
 		{"null body", post(welcome, ok, `null`), 400},

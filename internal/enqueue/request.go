@@ -88,7 +88,7 @@ func DecodeRequest(t contract.JobType, body []byte) (Request, error) {
 		if json.Unmarshal(raw, &k) != nil || !isJSONString(raw) {
 			add("key", "must be a string")
 		} else if !contract.ValidKey(k) {
-			add("key", "must be 1-255 printable ASCII characters without spaces")
+			add("key", "must be 1-255 printable ASCII characters without spaces or '@' (keys are stored in plaintext: no e-mail addresses)")
 		} else {
 			req.Key = k
 		}
