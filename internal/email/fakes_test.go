@@ -8,7 +8,6 @@ import (
 	"io"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,42 +17,21 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
-// trace is the ordered log of what the fakes were asked to do.
-type trace struct {
-	mu  sync.Mutex
-	ops []string
-}
-
-func (t *trace) add(op string) { t.mu.Lock(); t.ops = append(t.ops, op); t.mu.Unlock() }
-
-func (t *trace) count(op string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, o := range t.ops {
-		if o == op {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *trace) String() string { t.mu.Lock(); defer t.mu.Unlock(); return strings.Join(t.ops, " ") }
-
 // fakeUsers is the Users port in memory.
 type fakeUsers struct {
-	tr     *trace
+	tr     *markertest.Trace
 	mu     sync.Mutex
 	users  map[string]email.User
 	tokens map[string]email.Token
 	getErr error
 }
 
-func newFakeUsers(tr *trace, users ...email.User) *fakeUsers {
+func newFakeUsers(tr *markertest.Trace, users ...email.User) *fakeUsers {
 	f := &fakeUsers{tr: tr, users: map[string]email.User{}, tokens: map[string]email.Token{}}
 	for _, u := range users {
 		f.users[u.ID] = u
@@ -62,7 +40,7 @@ func newFakeUsers(tr *trace, users ...email.User) *fakeUsers {
 }
 
 func (f *fakeUsers) Get(_ context.Context, id string) (email.User, bool, error) {
-	f.tr.add("load")
+	f.tr.Add("load")
 	if f.getErr != nil {
 		return email.User{}, false, f.getErr
 	}
@@ -73,7 +51,7 @@ func (f *fakeUsers) Get(_ context.Context, id string) (email.User, bool, error) 
 }
 
 func (f *fakeUsers) SetToken(_ context.Context, id string, tok email.Token, onlyUnconfirmed bool) error {
-	f.tr.add("token")
+	f.tr.Add("token")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.users[id]
@@ -86,7 +64,7 @@ func (f *fakeUsers) SetToken(_ context.Context, id string, tok email.Token, only
 
 // fakeSender is the Sender port in memory.
 type fakeSender struct {
-	tr   *trace
+	tr   *markertest.Trace
 	mu   sync.Mutex
 	sent []email.Message
 	err  error
@@ -94,10 +72,10 @@ type fakeSender struct {
 
 func (f *fakeSender) Send(_ context.Context, m email.Message) error {
 	if f.err != nil {
-		f.tr.add("send-failed")
+		f.tr.Add("send-failed")
 		return f.err
 	}
-	f.tr.add("send")
+	f.tr.Add("send")
 	f.mu.Lock()
 	f.sent = append(f.sent, m)
 	f.mu.Unlock()
@@ -108,33 +86,6 @@ func (f *fakeSender) messages() []email.Message {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.sent)
-}
-
-// tracedMarkers puts marker calls on the trace and delegates to the
-// in-memory store.
-type tracedMarkers struct {
-	*marker.Memory
-	tr *trace
-}
-
-func (m tracedMarkers) PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error) {
-	m.tr.add("peek")
-	return m.Memory.PeekBatch(ctx, keys)
-}
-
-func (m tracedMarkers) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
-	m.tr.add("lease")
-	return m.Memory.Lease(ctx, k, owner, until)
-}
-
-func (m tracedMarkers) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
-	m.tr.add("claim")
-	return m.Memory.Claim(ctx, k, owner)
-}
-
-func (m tracedMarkers) Release(ctx context.Context, k marker.Key, owner string) error {
-	m.tr.add("release")
-	return m.Memory.Release(ctx, k, owner)
 }
 
 type toggles map[string]bool
@@ -169,10 +120,10 @@ func (q *nullQueues) DeadLetter(_ context.Context, msg events.SQSMessage, reason
 
 // harness is the real runner with the real e-mail handlers on fakes.
 type harness struct {
-	tr      *trace
+	tr      *markertest.Trace
 	users   *fakeUsers
 	sender  *fakeSender
-	markers tracedMarkers
+	markers markertest.Traced
 	queues  *nullQueues
 	logs    *lockedBuffer
 	metrics *lockedBuffer
@@ -183,10 +134,10 @@ const baseURL = "https://app.example.test/base"
 
 func newHarness(t testing.TB, users ...email.User) *harness {
 	t.Helper()
-	h := &harness{tr: &trace{}, queues: &nullQueues{}, logs: &lockedBuffer{}, metrics: &lockedBuffer{}}
+	h := &harness{tr: &markertest.Trace{}, queues: &nullQueues{}, logs: &lockedBuffer{}, metrics: &lockedBuffer{}}
 	h.users = newFakeUsers(h.tr, users...)
 	h.sender = &fakeSender{tr: h.tr}
-	h.markers = tracedMarkers{marker.NewMemory(), h.tr}
+	h.markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.tr}
 	metrics := obs.NewMetrics(h.metrics)
 	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL, Metrics: metrics})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
@@ -72,7 +73,7 @@ func TestSendThenClaim(t *testing.T) {
 				t.Fatalf("sent %+v; want one mail to ana@example.com with the job id", msgs)
 			}
 			// A redelivery is a duplicate: nothing more.
-			h.tr.ops = nil
+			h.tr.Reset()
 			h.run(t, record(t, env, 2))
 			if h.tr.String() != "peek" || len(h.sender.messages()) != 1 {
 				t.Fatalf("redelivery trace %q, %d mails; want a peek and still one mail", h.tr, len(h.sender.messages()))
@@ -101,10 +102,10 @@ func TestFailedSendDoesNotClaim(t *testing.T) {
 				if got := slices.Equal(failed, []string{msg.MessageId}); got != tc.wantRetry {
 					t.Fatalf("failures %v; want retry=%v", failed, tc.wantRetry)
 				}
-				if n := h.tr.count("claim"); n != 0 {
+				if n := h.tr.Count("claim"); n != 0 {
 					t.Fatalf("claimed after a failed send; trace %q", h.tr)
 				}
-				if h.tr.count("release") != 1 {
+				if h.tr.Count("release") != 1 {
 					t.Fatalf("lease not released; trace %q", h.tr)
 				}
 				if !tc.wantRetry && len(h.queues.dead) != 1 {
@@ -140,10 +141,10 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 			if failed := h.run(t, record(t, env, 1)); len(failed) != 0 {
 				t.Fatalf("failures %v; a no-op succeeds", failed)
 			}
-			if len(h.sender.messages()) != 0 || h.tr.count("token") != 0 {
+			if len(h.sender.messages()) != 0 || h.tr.Count("token") != 0 {
 				t.Fatalf("sent or wrote a token; trace %q", h.tr)
 			}
-			if h.tr.count("claim") != 1 {
+			if h.tr.Count("claim") != 1 {
 				t.Fatalf("marker not claimed; trace %q", h.tr)
 			}
 			if !strings.Contains(h.metrics.String(), `"JobsSkipped":1`) {
@@ -293,7 +294,7 @@ func TestUserLoadFailureRetries(t *testing.T) {
 	if failed := h.run(t, msg); !slices.Equal(failed, []string{msg.MessageId}) {
 		t.Fatalf("failures %v; want a retry", failed)
 	}
-	if h.tr.count("claim") != 0 {
+	if h.tr.Count("claim") != 0 {
 		t.Fatal("claimed without sending")
 	}
 }
@@ -309,7 +310,7 @@ func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 }
 
 func TestHandlersRejectBadConfig(t *testing.T) {
-	users, sender := newFakeUsers(&trace{}), &fakeSender{tr: &trace{}}
+	users, sender := newFakeUsers(&markertest.Trace{}), &fakeSender{tr: &markertest.Trace{}}
 	for name, cfg := range map[string]email.Config{
 		"no users":        {Sender: sender, BaseURL: baseURL},
 		"no sender":       {Users: users, BaseURL: baseURL},

@@ -16,52 +16,10 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
 )
-
-// trace is the ordered log of everything the fakes were asked to do.
-type trace struct {
-	mu  sync.Mutex
-	ops []string
-}
-
-func (t *trace) add(op string) { t.mu.Lock(); t.ops = append(t.ops, op); t.mu.Unlock() }
-
-func (t *trace) has(op string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.ContainsFunc(t.ops, func(o string) bool { return strings.HasPrefix(o, op) })
-}
-
-func (t *trace) String() string { t.mu.Lock(); defer t.mu.Unlock(); return strings.Join(t.ops, " ") }
-
-// tracedMarkers records marker calls on the trace, then delegates to the
-// in-memory store (whose rules the conformance suite proves equal to DynamoDB's).
-type tracedMarkers struct {
-	*marker.Memory
-	tr *trace
-}
-
-func (m tracedMarkers) PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error) {
-	m.tr.add("peek")
-	return m.Memory.PeekBatch(ctx, keys)
-}
-
-func (m tracedMarkers) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
-	m.tr.add("lease")
-	return m.Memory.Lease(ctx, k, owner, until)
-}
-
-func (m tracedMarkers) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
-	m.tr.add("claim")
-	return m.Memory.Claim(ctx, k, owner)
-}
-
-func (m tracedMarkers) Release(ctx context.Context, k marker.Key, owner string) error {
-	m.tr.add("release")
-	return m.Memory.Release(ctx, k, owner)
-}
 
 type toggles map[string]bool
 
@@ -85,10 +43,10 @@ type fakeQueues struct {
 	parkErr  error
 	deadErr  error
 	failed   map[string]string // job id -> error class
-	failTrac *trace
+	failTrac *markertest.Trace
 }
 
-func newFakeQueues(tr *trace) *fakeQueues {
+func newFakeQueues(tr *markertest.Trace) *fakeQueues {
 	return &fakeQueues{dead: map[string]string{}, failed: map[string]string{}, failTrac: tr}
 }
 
@@ -115,25 +73,25 @@ func (q *fakeQueues) DeadLetter(_ context.Context, msg events.SQSMessage, reason
 func (q *fakeQueues) MarkFailed(_ context.Context, jobID, class string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.failTrac.add("markFailed")
+	q.failTrac.Add("markFailed")
 	q.failed[jobID] = class
 	return nil
 }
 
 // emailHandler plays an e-mail job: load the user, then send.
 type emailHandler struct {
-	tr      *trace
+	tr      *markertest.Trace
 	sendErr error
 	sends   map[string]int
 	mu      sync.Mutex
 }
 
 func (h *emailHandler) Handle(_ context.Context, job runner.Job) error {
-	h.tr.add("load")
+	h.tr.Add("load")
 	if h.sendErr != nil {
 		return h.sendErr
 	}
-	h.tr.add("send")
+	h.tr.Add("send")
 	h.mu.Lock()
 	h.sends[job.Envelope.MessageID]++
 	h.mu.Unlock()
@@ -141,8 +99,8 @@ func (h *emailHandler) Handle(_ context.Context, job runner.Job) error {
 }
 
 type harness struct {
-	tr      *trace
-	markers tracedMarkers
+	tr      *markertest.Trace
+	markers markertest.Traced
 	queues  *fakeQueues
 	handler *emailHandler
 	toggles toggles
@@ -152,8 +110,8 @@ type harness struct {
 
 func newHarness(t testing.TB, mutate func(*runner.Config)) *harness {
 	t.Helper()
-	h := &harness{tr: &trace{}, metrics: &bytes.Buffer{}, toggles: toggles{}}
-	h.markers = tracedMarkers{marker.NewMemory(), h.tr}
+	h := &harness{tr: &markertest.Trace{}, metrics: &bytes.Buffer{}, toggles: toggles{}}
+	h.markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.tr}
 	h.queues = newFakeQueues(h.tr)
 	h.handler = &emailHandler{tr: h.tr, sends: map[string]int{}}
 	reg := contract.DefaultRegistry()
@@ -239,7 +197,7 @@ func TestAlreadyProcessedDoesNothing(t *testing.T) {
 		t.Fatalf("failures %v; want none", failed)
 	}
 	for _, op := range []string{"load", "send", "claim", "lease"} {
-		if h.tr.has(op) {
+		if h.tr.Has(op) {
 			t.Errorf("already-processed message did %q; trace: %s", op, h.tr)
 		}
 	}
@@ -263,7 +221,7 @@ func TestHappyPathSendsThenClaims(t *testing.T) {
 		t.Fatalf("marker after success = %+v; want claimed", rec)
 	}
 	// The redelivery of the same message is absorbed.
-	h.tr.ops = nil
+	h.tr.Reset()
 	if failed := h.run(t, context.Background(), record(t, env, 1)); len(failed) != 0 || h.handler.sends[env.MessageID] != 1 {
 		t.Fatalf("redelivery: failures %v, sends %d; want none and 1", failed, h.handler.sends[env.MessageID])
 	}
@@ -278,10 +236,10 @@ func TestFailedSendNeverClaims(t *testing.T) {
 	if !slices.Equal(failed, []string{msg.MessageId}) {
 		t.Fatalf("failures %v; want [%s]", failed, msg.MessageId)
 	}
-	if h.tr.has("claim") {
+	if h.tr.Has("claim") {
 		t.Fatalf("claimed after a failed send; trace: %s", h.tr)
 	}
-	if !h.tr.has("release") {
+	if !h.tr.Has("release") {
 		t.Fatalf("lease not released after a failed send, the retry would wait for it; trace: %s", h.tr)
 	}
 	if len(h.queues.failed) != 0 {
@@ -370,7 +328,7 @@ func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
 			if !ok || !strings.Contains(reason, tc.reason) {
 				t.Fatalf("dead letter reason %q (sent %v); want it to mention %q", reason, ok, tc.reason)
 			}
-			if h.tr.has("send") {
+			if h.tr.Has("send") {
 				t.Fatal("sent mail for a permanently failed message")
 			}
 		})
@@ -412,7 +370,7 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 			if len(h.queues.parked) != 1 || h.queues.parked[0].body != msg.Body || h.queues.parked[0].queue != jt.Queue || h.queues.parked[0].delay != 2*time.Second {
 				t.Fatalf("parked %+v; want the same body on %s after 2s", h.queues.parked, jt.Queue)
 			}
-			if h.tr.has("load") || h.tr.has("peek") || h.tr.has("claim") {
+			if h.tr.Has("load") || h.tr.Has("peek") || h.tr.Has("claim") {
 				t.Fatalf("a disabled job touched markers or ran; trace: %s", h.tr)
 			}
 			for _, m := range []string{`"JobsSkipped":1`, `"JobsParked":1`} {
@@ -443,7 +401,7 @@ func TestLeaseHeldByTwinRetries(t *testing.T) {
 	if failed := h.run(t, context.Background(), msg); !slices.Equal(failed, []string{msg.MessageId}) {
 		t.Fatalf("failures %v; want a retry while the twin holds the lease", failed)
 	}
-	if h.tr.has("load") || h.tr.has("release") {
+	if h.tr.Has("load") || h.tr.Has("release") {
 		t.Fatalf("ran or released the twin's lease; trace: %s", h.tr)
 	}
 	if strings.Contains(h.metrics.String(), "JobsFailed") {
@@ -462,18 +420,18 @@ func TestPeekFailureFallsBackToConditionalWrites(t *testing.T) {
 	if failed := h2.run(t, context.Background(), record(t, env, 1)); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
-	if h.tr.has("load") || h2.tr.has("load") {
+	if h.tr.Has("load") || h2.tr.Has("load") {
 		t.Fatal("ran a processed job because the peek failed; the lease must catch it")
 	}
 }
 
-type peekFails struct{ tracedMarkers }
+type peekFails struct{ markertest.Traced }
 
 func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
 	return nil, errors.New("throttled")
 }
 
-type claimFails struct{ tracedMarkers }
+type claimFails struct{ markertest.Traced }
 
 func (claimFails) Claim(context.Context, marker.Key, string) (bool, error) {
 	return false, errors.New("ProvisionedThroughputExceeded")
@@ -545,7 +503,7 @@ func TestClaimThenEffectBias(t *testing.T) {
 	h = newHarness(t, func(c *runner.Config) {
 		c.Registry = moneyRegistry(t)
 		c.Handlers["payout.transfer.v1"] = runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
-			h.tr.add("effect")
+			h.tr.Add("effect")
 			return h.handler.sendErr
 		})
 	})
@@ -556,9 +514,9 @@ func TestClaimThenEffectBias(t *testing.T) {
 	if got, want := h.tr.String(), "peek claim effect"; got != want {
 		t.Fatalf("trace %q; want %q (claim before effect)", got, want)
 	}
-	h.tr.ops = nil
+	h.tr.Reset()
 	h.run(t, context.Background(), record(t, env, 1))
-	if h.tr.has("effect") {
+	if h.tr.Has("effect") {
 		t.Fatal("claim-then-effect type ran twice")
 	}
 
@@ -578,11 +536,11 @@ func TestClaimThenEffectBias(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	reg := contract.DefaultRegistry()
 	for name, cfg := range map[string]runner.Config{
-		"no registry": {Toggles: toggles{}, Markers: tracedMarkers{}, Parker: newFakeQueues(nil)},
-		"no toggles":  {Registry: reg, Markers: tracedMarkers{}, Parker: newFakeQueues(nil)},
+		"no registry": {Toggles: toggles{}, Markers: markertest.Traced{}, Parker: newFakeQueues(nil)},
+		"no toggles":  {Registry: reg, Markers: markertest.Traced{}, Parker: newFakeQueues(nil)},
 		"no markers":  {Registry: reg, Toggles: toggles{}, Parker: newFakeQueues(nil)},
-		"no parker":   {Registry: reg, Toggles: toggles{}, Markers: tracedMarkers{}},
-		"handler for unknown type": {Registry: reg, Toggles: toggles{}, Markers: tracedMarkers{}, Parker: newFakeQueues(nil),
+		"no parker":   {Registry: reg, Toggles: toggles{}, Markers: markertest.Traced{}},
+		"handler for unknown type": {Registry: reg, Toggles: toggles{}, Markers: markertest.Traced{}, Parker: newFakeQueues(nil),
 			Handlers: map[string]runner.Handler{"email.nope.v1": runner.HandlerFunc(nil)}},
 	} {
 		if _, err := runner.New(cfg); err == nil {
@@ -599,7 +557,7 @@ func TestNothingStartsInsideTheDeadlineMargin(t *testing.T) {
 	if failed := h.run(t, ctx, msgs...); len(failed) != 2 {
 		t.Fatalf("failures %v; want both retried", failed)
 	}
-	if h.tr.has("load") || len(h.queues.failed) != 0 {
+	if h.tr.Has("load") || len(h.queues.failed) != 0 {
 		t.Fatalf("work started or a job was marked Failed inside the margin; trace %s", h.tr)
 	}
 }
@@ -621,7 +579,7 @@ func TestSlowEffectIsCutOffBeforeTheDeadline(t *testing.T) {
 	if time.Now().After(deadline) {
 		t.Fatal("the batch response came back after the deadline")
 	}
-	if h.tr.has("claim") {
+	if h.tr.Has("claim") {
 		t.Fatal("claimed an effect that did not finish")
 	}
 }
