@@ -22,9 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/devstack"
-	"github.com/runstwice/runstwice/internal/motoserver"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 // e2e is a running devstack binary, driven as a user would: HTTP for the
@@ -63,7 +62,7 @@ func build(t *testing.T, root, pkg, out string) {
 
 func startDevstack(t *testing.T) *e2e {
 	t.Helper()
-	root, err := motoserver.RepoRoot()
+	root, err := moto.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +70,8 @@ func startDevstack(t *testing.T) *e2e {
 	e := &e2e{t: t, dir: dir, jobctl: filepath.Join(dir, "jobctl"), out: &syncBuffer{}}
 	build(t, root, "./cmd/devstack", filepath.Join(dir, "devstack"))
 	build(t, root, "./cmd/jobctl", e.jobctl)
-	motoPort, _ := motoserver.FreePort()
-	apiPort, _ := motoserver.FreePort()
+	motoPort, _ := moto.FreePort()
+	apiPort, _ := moto.FreePort()
 	e.cmd = exec.Command(filepath.Join(dir, "devstack"),
 		"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
 		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", filepath.Join(dir, ".devstack"))
@@ -238,7 +237,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// A poison message on a work queue reaches the dead letters with a reason.
-	client := sqs.NewFromConfig(awsx.Static(e.endpoint, "us-east-1"))
+	client := sqs.NewFromConfig(moto.Config(e.endpoint, "us-east-1"))
 	if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: aws.String(e.resources["CriticalQueue"]), MessageBody: aws.String("this is not a job"),
 	}); err != nil {

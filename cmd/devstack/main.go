@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/devstack"
-	"github.com/runstwice/runstwice/internal/motoserver"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 func main() {
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *useAWS && *endpoint != "" {
 		return fmt.Errorf("--aws runs against AWS itself: unset AWS_ENDPOINT_URL (or drop --endpoint)")
 	}
-	root, err := motoserver.RepoRoot()
+	root, err := moto.RepoRoot()
 	if err != nil {
 		return err
 	}

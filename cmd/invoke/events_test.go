@@ -23,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runstwice/runstwice/internal/lambdarie"
-	"github.com/runstwice/runstwice/internal/stack"
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

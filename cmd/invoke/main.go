@@ -23,8 +23,9 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/lambdarie"
-	"github.com/runstwice/runstwice/internal/stack"
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/stack"
 )
 
 func main() {
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *noProvision {
 		st, err = stack.New(tmpl, stack.Options{StackName: *stackName, Region: region})
 	} else {
-		st, err = stack.Provision(ctx, stack.NewClients(awsx.Static(endpoint, region)), tmpl, stack.Options{StackName: *stackName, Region: region})
+		st, err = stack.Provision(ctx, stack.NewClients(moto.Config(endpoint, region)), tmpl, stack.Options{StackName: *stackName, Region: region})
 	}
 	if err != nil {
 		return fmt.Errorf("against %s: %w", endpoint, err)

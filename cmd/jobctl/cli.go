@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 )
 
@@ -59,7 +60,7 @@ type app struct {
 
 // run executes args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: contract.DefaultRegistry(), stage: getenv("STAGE")}
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: catalog.Registry(), stage: getenv("STAGE")}
 	rest, err := a.parseFlags(args)
 	if err == nil && len(rest) == 0 {
 		err = usagef("no command given")

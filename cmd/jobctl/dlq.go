@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func (a *app) deadLetters() *deadletter.Store {
@@ -57,7 +58,7 @@ func (a *app) dlqRedrive(ctx context.Context, rest []string) error {
 	if err := a.lookupQueueURLs(ctx, client); err != nil {
 		return err
 	}
-	r := deadletter.NewRedriver(a.deadLetters(), client, a.res.Queues, a.reg)
+	r := deadletter.NewRedriver(a.deadLetters(), queue.New(client, a.res.Queues, ""), a.reg)
 	var results []deadletter.Redriven
 	var failed error
 	if rest[0] == "--all" {

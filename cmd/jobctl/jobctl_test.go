@@ -19,7 +19,8 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -49,10 +50,10 @@ func cli(t *testing.T, env map[string]string) func(args ...string) (int, string,
 func TestTogglesSetRefusesUnknownTypeWithSuggestion(t *testing.T) {
 	jobctl := cli(t, nil)
 	code, _, stderr := jobctl("--stage", testenv.Name(t, "s"), "toggles", "set", "email.partner-digets.v1", "on")
-	if code != exitUsage || !strings.Contains(stderr, "did you mean "+contract.TypePartnerDigest) {
+	if code != exitUsage || !strings.Contains(stderr, "did you mean "+email.PartnerDigest.Name) {
 		t.Fatalf("exit %d, stderr %q; want 2 and a did-you-mean", code, stderr)
 	}
-	code, _, stderr = jobctl("toggles", "set", contract.TypeWelcome, "maybe")
+	code, _, stderr = jobctl("toggles", "set", email.Welcome.Name, "maybe")
 	if code != exitUsage || !strings.Contains(stderr, "not on or off") {
 		t.Fatalf("exit %d, stderr %q; want 2 for a bad value", code, stderr)
 	}
@@ -61,7 +62,7 @@ func TestTogglesSetRefusesUnknownTypeWithSuggestion(t *testing.T) {
 func TestTogglesSetAndList(t *testing.T) {
 	stage := testenv.Name(t, "s")
 	jobctl := cli(t, nil)
-	code, out, stderr := jobctl("--stage", stage, "toggles", "set", contract.TypeWelcome, "off")
+	code, out, stderr := jobctl("--stage", stage, "toggles", "set", email.Welcome.Name, "off")
 	if code != exitOK || !strings.Contains(out, "takes effect within 30s") {
 		t.Fatalf("set: exit %d out %q err %q", code, out, stderr)
 	}
@@ -84,8 +85,8 @@ func TestTogglesSetAndList(t *testing.T) {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}
 	want := map[string]string{
-		contract.TypeWelcome: "off", contract.TypePartnerDigest: "off",
-		contract.TypePartnerVerification: "on", contract.TypePasswordReset: "on",
+		email.Welcome.Name: "off", email.PartnerDigest.Name: "off",
+		email.PartnerVerification.Name: "on", email.PasswordReset.Name: "on",
 	}
 	if len(got.Toggles) != len(want) {
 		t.Fatalf("toggles %+v; want every registered type", got.Toggles)
@@ -95,7 +96,7 @@ func TestTogglesSetAndList(t *testing.T) {
 			t.Errorf("%s effective %s; want %s", r.Type, r.Effective, want[r.Type])
 		}
 	}
-	if len(got.Unknown) != 1 || got.Unknown[0].DidYouMean != contract.TypePartnerDigest {
+	if len(got.Unknown) != 1 || got.Unknown[0].DidYouMean != email.PartnerDigest.Name {
 		t.Fatalf("unknown %+v; want the typo flagged with a suggestion", got.Unknown)
 	}
 	_, text, _ := jobctl("toggles", "list", "--stage", stage)
@@ -135,7 +136,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	}
 
 	env := contract.Envelope{
-		V: 1, MessageID: contract.DeriveMessageID("alice", "k-dlq"), Type: contract.TypeWelcome, Key: "welcome:u-1",
+		V: 1, MessageID: contract.DeriveMessageID("alice", "k-dlq"), Type: email.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c-1", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC(),
 	}
 	body, _ := env.Encode()

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -52,6 +52,6 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs: jobs.NewStore(db, jobsTable, markers), JobNotFound: jobs.ErrNotFound,
-		Registry: contract.DefaultRegistry(), Logger: log, Metrics: obs.NewMetrics(os.Stdout),
+		Registry: catalog.Registry(), Logger: log, Metrics: obs.NewMetrics(os.Stdout),
 	})
 }

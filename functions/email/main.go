@@ -15,12 +15,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/ses"
+	"github.com/runstwice/runstwice/internal/email/smtprelay"
+	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -58,23 +62,23 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	metrics := obs.NewMetrics(os.Stdout)
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 
 	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
-	var sender email.Sender = email.NewSES(sesv2.NewFromConfig(cfg), from)
+	var sender email.Sender = ses.New(sesv2.NewFromConfig(cfg), from)
 	if smtpAddr != "" {
-		sender = email.NewSMTP(smtpAddr, from)
+		sender = smtprelay.New(smtpAddr, from)
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: email.NewDynamoUsers(db, usersTable), Sender: sender, BaseURL: baseURL, Metrics: metrics,
+		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL, Metrics: metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	markers := marker.NewDynamo(db, markersTable)
-	queues := runner.NewQueues(sqs.NewFromConfig(cfg), urls, dlqURL)
+	queues := queue.New(sqs.NewFromConfig(cfg), urls, dlqURL)
 	return runner.New(runner.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
 		Parker: queues, DeadLetterer: queues, Failures: jobs.NewStore(db, jobsTable, markers),

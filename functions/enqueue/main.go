@@ -18,12 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func main() {
@@ -52,14 +54,14 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	log = log.With("stage", awsx.Getenv("STAGE", "dev"))
 	return &enqueue.Handler{
-		Registry: contract.DefaultRegistry(),
+		Registry: catalog.Registry(),
 		Requests: idempotency.NewStore(db, env["IDEMPOTENCY_TABLE"]),
 		Jobs:     jobs.NewStore(db, env["JOBS_TABLE"], marker.NewDynamo(db, env["MARKERS_TABLE"])),
-		Queue: enqueue.SQSQueue{Client: sqs.NewFromConfig(cfg), URLs: map[contract.Queue]string{
+		Queue: queue.New(sqs.NewFromConfig(cfg), map[contract.Queue]string{
 			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
 			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
 			contract.QueueBulk:     env["QUEUE_URL_BULK"],
-		}},
+		}, ""),
 		Logger: log,
 	}, nil
 }

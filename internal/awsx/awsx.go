@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
 // DefaultRegion is used when neither AWS_REGION nor AWS_DEFAULT_REGION is set
@@ -29,21 +28,6 @@ func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.C
 		cfg.Region = DefaultRegion
 	}
 	return cfg, nil
-}
-
-// Static returns a configuration for an emulator at endpoint with fixed
-// credentials, independent of the environment. Tests and the local stack use
-// it.
-func Static(endpoint, region string) aws.Config {
-	if region == "" {
-		region = DefaultRegion
-	}
-	return aws.Config{
-		Region:       region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
-	}
 }
 
 // Getenv returns the environment variable name, or def when it is unset or

@@ -11,7 +11,7 @@ import (
 func validEnvelope() Envelope {
 	return Envelope{
 		V: 1, MessageID: DeriveMessageID("arn:aws:iam::123456789012:user/alice", "key-1"),
-		Type: TypePartnerVerification, Key: "partner-verification:u-123", CorrelationID: "c-1",
+		Type: typeVerify, Key: "verify:u-123", CorrelationID: "c-1",
 		Args:       map[string]string{"userId": "u-123", "roleCode": "city-partner", "countryCode": "BD"},
 		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
 	}
@@ -30,7 +30,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if got.MessageID != env.MessageID || got.Args["countryCode"] != "BD" || !got.EnqueuedAt.Equal(env.EnqueuedAt) {
 		t.Fatalf("round trip = %+v", got)
 	}
-	if _, err := DefaultRegistry().Validate(got); err != nil {
+	if _, err := testRegistry().Validate(got); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,10 +48,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"version as string", strings.Replace(g, `"v":1`, `"v":"1"`, 1), "v"},
 		{"bad message id", strings.Replace(g, `"messageId":"`, `"messageId":"x`, 1), "messageId"},
 		{"upper-case message id", strings.Replace(g, validEnvelope().MessageID, strings.ToUpper(validEnvelope().MessageID), 1), "messageId"},
-		{"unversioned type", strings.Replace(g, TypePartnerVerification, "email.partner-verification", 1), "type"},
-		{"key with space", strings.Replace(g, `"key":"partner-verification:u-123"`, `"key":"a b"`, 1), "key"},
-		{"e-mail address in key", strings.Replace(g, `"key":"partner-verification:u-123"`, `"key":"bob@example.com"`, 1), "key"},
-		{"missing key", strings.Replace(g, `"key":"partner-verification:u-123",`, ``, 1), "key"},
+		{"unversioned type", strings.Replace(g, typeVerify, "test.verify", 1), "type"},
+		{"key with space", strings.Replace(g, `"key":"verify:u-123"`, `"key":"a b"`, 1), "key"},
+		{"e-mail address in key", strings.Replace(g, `"key":"verify:u-123"`, `"key":"bob@example.com"`, 1), "key"},
+		{"missing key", strings.Replace(g, `"key":"verify:u-123",`, ``, 1), "key"},
 		{"bad correlation id", strings.Replace(g, `"correlationId":"c-1"`, `"correlationId":"c 1"`, 1), "correlationId"},
 		{"nested args", strings.Replace(g, `"userId":"u-123"`, `"userId":{"id":1}`, 1), "args"},
 		{"array arg", strings.Replace(g, `"userId":"u-123"`, `"userId":["u-1"]`, 1), "args"},
@@ -79,9 +79,9 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestValidateArgs(t *testing.T) {
-	reg := DefaultRegistry()
-	pv, _ := reg.Lookup(TypePartnerVerification)
-	digest, _ := reg.Lookup(TypePartnerDigest)
+	reg := testRegistry()
+	pv, _ := reg.Lookup(typeVerify)
+	digest, _ := reg.Lookup(typeDigest)
 	ok := map[string]string{"userId": "u-123", "roleCode": "city-partner", "countryCode": "BD"}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
@@ -158,39 +158,12 @@ func TestDeriveMessageID(t *testing.T) {
 }
 
 func TestDeriveKey(t *testing.T) {
-	reg := DefaultRegistry()
-	for typ, want := range map[string]string{
-		TypePartnerVerification: "partner-verification:u-123",
-		TypePasswordReset:       "password-reset:u-123",
-		TypeWelcome:             "welcome:u-123",
-		TypePartnerDigest:       "partner-digest:u-123:2026-W48",
-	} {
-		jt, _ := reg.Lookup(typ)
-		got := jt.DeriveKey(map[string]string{"userId": "u-123", "roleCode": "r", "countryCode": "BD", "digestId": "2026-W48"})
-		if got != want || !ValidKey(got) {
-			t.Errorf("%s key = %q; want %q", typ, got, want)
-		}
+	jt, _ := testRegistry().Lookup(typeDigest)
+	got := jt.DeriveKey(map[string]string{"userId": "u-123", "digestId": "2026-W48"})
+	if got != "digest:u-123:2026-W48" || !ValidKey(got) {
+		t.Errorf("key = %q; want the prefix and the key args joined by ':'", got)
 	}
-}
-
-func TestRegistryTable(t *testing.T) {
-	reg := DefaultRegistry()
-	for _, tc := range []struct {
-		name    string
-		queue   Queue
-		enabled bool
-	}{
-		{TypePartnerVerification, QueueCritical, true},
-		{TypePasswordReset, QueueCritical, true},
-		{TypeWelcome, QueueDefault, true},
-		{TypePartnerDigest, QueueBulk, false},
-	} {
-		jt, err := reg.Lookup(tc.name)
-		if err != nil || jt.Queue != tc.queue || jt.EnabledByDefault != tc.enabled || jt.Bias != EffectThenClaim || !jt.Lease {
-			t.Errorf("%s = %+v, %v; want queue %s enabled %v effect-then-claim with lease", tc.name, jt, err, tc.queue, tc.enabled)
-		}
-	}
-	if _, err := reg.Lookup("email.welcome.v2"); !errors.Is(err, ErrUnknownType) {
+	if _, err := testRegistry().Lookup("test.welcome.v2"); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("Lookup(unregistered) = %v; want ErrUnknownType", err)
 	}
 }
@@ -199,18 +172,18 @@ func TestRegistryTable(t *testing.T) {
 // decode and validate while the old messages drain.
 func TestVersionsCoexist(t *testing.T) {
 	v2 := JobType{
-		Name: "email.welcome.v2", Queue: QueueDefault, EnabledByDefault: true, Lease: true,
+		Name: "test.welcome.v2", Queue: QueueDefault, EnabledByDefault: true, Lease: true,
 		Args:      []ArgSpec{{Name: "userId", Required: true}, {Name: "countryCode", Format: FormatCountry, Required: true}},
 		KeyPrefix: "welcome", KeyArgs: []string{"userId"},
 	}
-	reg, err := NewRegistry(append(EmailTypes(), v2)...)
+	reg, err := NewRegistry(append(testTypes(), v2)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := validEnvelope()
-	old.Type, old.Args = TypeWelcome, map[string]string{"userId": "u-1"}
+	old.Type, old.Args = typeWelcome, map[string]string{"userId": "u-1"}
 	next := old
-	next.Type, next.Args = "email.welcome.v2", map[string]string{"userId": "u-1", "countryCode": "BD"}
+	next.Type, next.Args = "test.welcome.v2", map[string]string{"userId": "u-1", "countryCode": "BD"}
 	for _, env := range []Envelope{old, next} {
 		b, _ := env.Encode()
 		got, err := Decode(b)
@@ -222,16 +195,16 @@ func TestVersionsCoexist(t *testing.T) {
 		}
 	}
 	// The v1 args do not satisfy v2: a payload change really is a new type.
-	old.Type = "email.welcome.v2"
+	old.Type = "test.welcome.v2"
 	if _, err := reg.Validate(old); err == nil {
 		t.Fatal("v1 args accepted as v2")
 	}
 }
 
 func TestNewRegistryRefuses(t *testing.T) {
-	base := EmailTypes()[2]
+	base := testTypes()[2]
 	for name, mutate := range map[string]func(*JobType){
-		"unversioned name": func(t *JobType) { t.Name = "email.welcome" },
+		"unversioned name": func(t *JobType) { t.Name = "test.welcome" },
 		"unknown queue":    func(t *JobType) { t.Queue = "fast" },
 		"empty prefix":     func(t *JobType) { t.KeyPrefix = "" },
 		"undeclared key":   func(t *JobType) { t.KeyArgs = []string{"nope"} },
@@ -248,11 +221,11 @@ func TestNewRegistryRefuses(t *testing.T) {
 }
 
 func TestNearest(t *testing.T) {
-	reg := DefaultRegistry()
+	reg := testRegistry()
 	for in, want := range map[string]string{
-		"email.partner-digets.v1": TypePartnerDigest,
-		"email.welcome.v2":        TypeWelcome,
-		"email.pasword-reset.v1":  TypePasswordReset,
+		"test.digets.v1":  typeDigest,
+		"test.welcome.v2": typeWelcome,
+		"test.rest.v1":    typeReset,
 	} {
 		if got, ok := reg.Nearest(in); !ok || got != want {
 			t.Errorf("Nearest(%q) = %q, %v; want %q", in, got, ok, want)
@@ -264,7 +237,7 @@ func TestNearest(t *testing.T) {
 }
 
 func TestValidationErrorJSONFields(t *testing.T) {
-	err := ValidateArgs(EmailTypes()[2].Args, map[string]string{"userId": "a b", "x\x00y": "1"})
+	err := ValidateArgs(testTypes()[2].Args, map[string]string{"userId": "a b", "x\x00y": "1"})
 	var verr *ValidationError
 	if !errors.As(err, &verr) {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ type Config struct {
 	// without a record (sent outside the API, or expired) is no reason to
 	// retry the dead letter.
 	JobNotFound error
-	// Registry names the known types (contract.DefaultRegistry() if nil).
+	// Registry names the known types (required).
 	Registry *contract.Registry
 	Logger   *slog.Logger
 	Metrics  *obs.Metrics
@@ -75,9 +75,8 @@ func NewConsumer(cfg Config) (*Consumer, error) {
 		return nil, errors.New("deadletter: Records is required")
 	case cfg.Markers == nil:
 		return nil, errors.New("deadletter: Markers is required")
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = contract.DefaultRegistry()
+	case cfg.Registry == nil:
+		return nil, errors.New("deadletter: Registry is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -13,8 +13,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -85,7 +87,7 @@ func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 		markers: marker.NewMemory(), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{},
 	}
 	cfg := deadletter.Config{
-		Records: h.records, Markers: h.markers, Jobs: h.jobs, JobNotFound: errNoJob,
+		Records: h.records, Markers: h.markers, Jobs: h.jobs, JobNotFound: errNoJob, Registry: catalog.Registry(),
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
 	}
 	if mutate != nil {
@@ -154,7 +156,7 @@ func sent(body, reason string) events.SQSMessage {
 }
 
 func TestConsumerRecordsEachKind(t *testing.T) {
-	welcome := envelope(contract.TypeWelcome)
+	welcome := envelope(email.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
 	unknown := envelope("email.nope.v1")
 	for _, tc := range []struct {
@@ -168,7 +170,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 	}{
 		{
 			name: "moved by redrive", msg: func(t *testing.T) events.SQSMessage { return moved(t, welcome, 6) },
-			wantID: welcome.MessageID, wantType: contract.TypeWelcome, wantBody: string(welcomeBody),
+			wantID: welcome.MessageID, wantType: email.Welcome.Name, wantBody: string(welcomeBody),
 			wantReason: "exceeded maxReceiveCount (5 receives)", wantSource: "default", wantCount: 5, wantJobFailed: deadletter.ClassMaxReceives,
 		},
 		{
@@ -233,7 +235,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 // counts and alerts nothing more (and marking the job again is harmless).
 func TestConsumerIsIdempotent(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(contract.TypePasswordReset)
+	env := envelope(email.PasswordReset.Name)
 	msg := moved(t, env, 6)
 	poison := sent("{", "invalid JSON")
 	for range 3 {
@@ -262,7 +264,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 // and is not a dead letter (no metric, no alert, no Failed job).
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(contract.TypeWelcome)
+	env := envelope(email.Welcome.Name)
 	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 // the DLQ with a reason: it is a dead letter although its marker is claimed.
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(contract.TypeWelcome)
+	env := envelope(email.Welcome.Name)
 	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +303,7 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 // is still counted, exactly once.
 func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 	h := newHarness(t, nil)
-	msg := moved(t, envelope(contract.TypeWelcome), 6)
+	msg := moved(t, envelope(email.Welcome.Name), 6)
 	h.jobs.err = errors.New("throttled")
 	if f := h.run(t, msg); len(f) != 1 {
 		t.Fatalf("failures %v; want a retry while the jobs table is down", f)
@@ -316,7 +318,7 @@ func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 }
 
 func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
-	env := envelope(contract.TypeWelcome)
+	env := envelope(email.Welcome.Name)
 	for _, tc := range []struct {
 		name      string
 		mutate    func(*harness)
@@ -344,8 +346,9 @@ func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
 
 func TestNewConsumerRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]deadletter.Config{
-		"no records": {Markers: marker.NewMemory()},
-		"no markers": {Records: &fakeRecords{}},
+		"no records":  {Markers: marker.NewMemory()},
+		"no markers":  {Records: &fakeRecords{}},
+		"no registry": {Records: &fakeRecords{}, Markers: marker.NewMemory()},
 	} {
 		if _, err := deadletter.NewConsumer(cfg); err == nil {
 			t.Errorf("%s: accepted", name)

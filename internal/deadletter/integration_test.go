@@ -18,14 +18,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -61,7 +64,7 @@ func newWorld(t *testing.T) *world {
 	testenv.CreateTable(t, w.db, w.markersTable, marker.AttrHandler, marker.AttrMessageKey)
 	testenv.CreateTable(t, w.db, w.jobsTable, jobs.AttrPK, "")
 	testenv.CreateTable(t, w.db, w.deadLetter, deadletter.AttrPK, "")
-	testenv.CreateTable(t, w.db, w.users, email.AttrUserID, "")
+	testenv.CreateTable(t, w.db, w.users, users.AttrUserID, "")
 	w.dlq = testenv.CreateQueue(t, w.sqs, testenv.Name(t, "dlq"), nil)
 	w.queues, w.urls = map[contract.Queue]testenv.Queue{}, map[contract.Queue]string{}
 	for _, q := range contract.Queues {
@@ -74,14 +77,14 @@ func newWorld(t *testing.T) *world {
 	w.jobs = jobs.NewStore(w.db, w.jobsTable, w.markers)
 	w.store = deadletter.NewStore(w.db, w.deadLetter)
 	c, err := deadletter.NewConsumer(deadletter.Config{
-		Records: w.store, Markers: w.markers, Jobs: w.jobs, JobNotFound: jobs.ErrNotFound,
+		Records: w.store, Markers: w.markers, Jobs: w.jobs, JobNotFound: jobs.ErrNotFound, Registry: catalog.Registry(),
 		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.consumer = c
-	w.redriver = deadletter.NewRedriver(w.store, w.sqs, w.urls, nil)
+	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.sqs, w.urls, ""), catalog.Registry())
 	return w
 }
 
@@ -90,13 +93,13 @@ func newWorld(t *testing.T) *world {
 // is left to the dlq function.
 func (w *world) worker(t *testing.T, sender email.Sender) *runner.Runner {
 	t.Helper()
-	handlers, err := email.Handlers(email.Config{Users: email.NewDynamoUsers(w.db, w.users), Sender: sender, BaseURL: "http://127.0.0.1:3000"})
+	handlers, err := email.Handlers(email.Config{Users: users.New(w.db, w.users), Sender: sender, BaseURL: "http://127.0.0.1:3000"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := runner.NewQueues(w.sqs, w.urls, w.dlq.URL)
+	q := queue.New(w.sqs, w.urls, w.dlq.URL)
 	r, err := runner.New(runner.Config{
-		Registry: contract.DefaultRegistry(), Handlers: handlers, Toggles: allOn{}, Markers: w.markers,
+		Registry: catalog.Registry(), Handlers: handlers, Toggles: allOn{}, Markers: w.markers,
 		Parker: q, DeadLetterer: q, MaxReceiveCount: maxReceives,
 		Logger: obs.NewLogger(w.workerLogs, "debug"), Metrics: obs.NewMetrics(w.workerMetrics),
 	})
@@ -113,7 +116,7 @@ func (allOn) IsJobEnabled(context.Context, string, bool) bool { return true }
 // enqueue records the job and sends its message, as the enqueue function does.
 func (w *world) enqueue(t *testing.T, env contract.Envelope) {
 	t.Helper()
-	jt, err := contract.DefaultRegistry().Lookup(env.Type)
+	jt, err := catalog.Registry().Lookup(env.Type)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +198,7 @@ func toEvent(m sqstypes.Message, arn string) events.SQSMessage {
 
 func (w *world) putUser(t *testing.T, id, addr string) {
 	t.Helper()
-	item, _ := attributevalue.MarshalMap(map[string]any{email.AttrUserID: id, email.AttrEmail: addr, email.AttrDisplayName: "D"})
+	item, _ := attributevalue.MarshalMap(map[string]any{users.AttrUserID: id, users.AttrEmail: addr, users.AttrDisplayName: "D"})
 	if _, err := w.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(w.users), Item: item}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +226,7 @@ func (o *okSender) Send(_ context.Context, m email.Message) error {
 func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	w := newWorld(t)
 	w.putUser(t, "u-exhaust", "exhaust@example.com")
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: contract.TypeWelcome, Key: "welcome:u-exhaust",
+	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-exhaust",
 		CorrelationID: "corr-exhaust", Args: map[string]string{"userId": "u-exhaust"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	sender := &failingSender{}
@@ -259,7 +262,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	switch {
 	case rec.Reason != fmt.Sprintf("exceeded maxReceiveCount (%d receives)", maxReceives):
 		t.Fatalf("reason %q", rec.Reason)
-	case rec.Body != string(body) || rec.Type != contract.TypeWelcome || rec.ReceiveCount != maxReceives || rec.Occurrences != 1:
+	case rec.Body != string(body) || rec.Type != email.Welcome.Name || rec.ReceiveCount != maxReceives || rec.Occurrences != 1:
 		t.Fatalf("record %+v", rec)
 	case rec.Status != deadletter.StatusDead || rec.FirstSeen.IsZero() || rec.LastSeen.IsZero():
 		t.Fatalf("record %+v", rec)
@@ -289,7 +292,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(back) != 1 || aws.ToString(back[0].Body) != string(body) {
 		t.Fatalf("redriven messages %v; want the stored body", back)
 	}
-	if a := back[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != contract.TypeWelcome {
+	if a := back[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
 		t.Fatalf("type attribute %v", a.StringValue)
 	}
 	if rec, _ := w.store.Get(context.Background(), env.MessageID); rec.Status != deadletter.StatusRedriven || rec.Redrives != 1 {
@@ -379,7 +382,7 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 // marked Failed, and nothing is counted.
 func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	w := newWorld(t)
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: contract.TypeWelcome, Key: "welcome:u-ok",
+	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	if _, err := w.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
@@ -17,9 +14,9 @@ import (
 // type. It stays in the table for a person to read.
 var ErrNotRedrivable = errors.New("deadletter: not redrivable")
 
-// SQSAPI is the part of the SQS client the redriver uses.
-type SQSAPI interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+// Sender sends job messages to the work queues; *queue.Sender is one.
+type Sender interface {
+	Send(ctx context.Context, m queue.Message) error
 }
 
 // RedriveStore is what the redriver needs of the table (*Store is one).
@@ -34,19 +31,14 @@ type RedriveStore interface {
 // succeeded is absorbed by its effect marker.
 type Redriver struct {
 	store    RedriveStore
-	client   SQSAPI
-	urls     map[contract.Queue]string
+	sender   Sender
 	registry *contract.Registry
 }
 
-// NewRedriver returns a redriver over store that sends with client to the
-// work queues at urls (see Env.QueueURLs). A nil registry is
-// contract.DefaultRegistry().
-func NewRedriver(store RedriveStore, client SQSAPI, urls map[contract.Queue]string, registry *contract.Registry) *Redriver {
-	if registry == nil {
-		registry = contract.DefaultRegistry()
-	}
-	return &Redriver{store: store, client: client, urls: urls, registry: registry}
+// NewRedriver returns a redriver over store that sends with sender,
+// knowing the job types of registry.
+func NewRedriver(store RedriveStore, sender Sender, registry *contract.Registry) *Redriver {
+	return &Redriver{store: store, sender: sender, registry: registry}
 }
 
 // Redriven is the outcome of redriving one dead letter.
@@ -88,20 +80,9 @@ func (r *Redriver) redrive(ctx context.Context, rec Record) (Redriven, error) {
 		return out, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
 	}
 	out.Type, out.Queue = t.Name, t.Queue
-	url := r.urls[t.Queue]
-	if url == "" {
-		return out, fmt.Errorf("deadletter: redrive %s: no URL for queue %q", rec.ID, t.Queue)
-	}
-	_, err = r.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(url),
-		MessageBody: aws.String(rec.Body),
-		MessageAttributes: map[string]types.MessageAttributeValue{
-			contract.AttrType:          {DataType: aws.String("String"), StringValue: aws.String(env.Type)},
-			contract.AttrCorrelationID: {DataType: aws.String("String"), StringValue: aws.String(env.CorrelationID)},
-		},
-	})
+	err = r.sender.Send(ctx, queue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID})
 	if err != nil {
-		return out, fmt.Errorf("deadletter: redrive %s to %s: %w", rec.ID, t.Queue, err)
+		return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 	}
 	// Sent first, marked second: a crash in between leaves it "dead" and a
 	// second redrive sends a duplicate, which the marker absorbs.

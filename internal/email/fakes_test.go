@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -144,8 +145,8 @@ func newHarness(t testing.TB, users ...email.User) *harness {
 		t.Fatal(err)
 	}
 	r, err := runner.New(runner.Config{
-		Registry: contract.DefaultRegistry(), Handlers: handlers,
-		Toggles: toggles{contract.TypePartnerDigest: true}, Markers: h.markers,
+		Registry: catalog.Registry(), Handlers: handlers,
+		Toggles: toggles{email.PartnerDigest.Name: true}, Markers: h.markers,
 		Parker: h.queues, DeadLetterer: h.queues, ParkDelay: time.Second,
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: metrics,
 	})
@@ -205,11 +206,11 @@ func envelope(jobType string, args map[string]string) contract.Envelope {
 func jobFor(jobType, id string) contract.Envelope {
 	args := map[string]string{"userId": id}
 	switch jobType {
-	case contract.TypePartnerVerification:
+	case email.PartnerVerification.Name:
 		args["roleCode"], args["countryCode"] = "city-partner", "BD"
-	case contract.TypePasswordReset:
+	case email.PasswordReset.Name:
 		args["countryCode"] = "BD"
-	case contract.TypePartnerDigest:
+	case email.PartnerDigest.Name:
 		args["digestId"] = "2026-W48"
 	}
 	return envelope(jobType, args)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
@@ -18,13 +18,13 @@ import (
 )
 
 var allTypes = []string{
-	contract.TypePartnerVerification, contract.TypePasswordReset, contract.TypeWelcome, contract.TypePartnerDigest,
+	email.PartnerVerification.Name, email.PasswordReset.Name, email.Welcome.Name, email.PartnerDigest.Name,
 }
 
 // sendable is a user every type mails: the digest needs a confirmed address
 // and the verification an unconfirmed one, so those two get their own.
 func sendable(jobType string) email.User {
-	return email.User{ID: "u-123", Email: "ana@example.com", DisplayName: "Ana", EmailConfirmed: jobType != contract.TypePartnerVerification}
+	return email.User{ID: "u-123", Email: "ana@example.com", DisplayName: "Ana", EmailConfirmed: jobType != email.PartnerVerification.Name}
 }
 
 // Seed invariant 1: an already processed job sends nothing, claims nothing
@@ -53,10 +53,10 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 // Seed invariant 2: the mail is sent, then the marker is claimed.
 func TestSendThenClaim(t *testing.T) {
 	want := map[string]string{
-		contract.TypePartnerVerification: "peek lease load token send claim",
-		contract.TypePasswordReset:       "peek lease load token send claim",
-		contract.TypeWelcome:             "peek lease load send claim",
-		contract.TypePartnerDigest:       "peek lease load send claim",
+		email.PartnerVerification.Name: "peek lease load token send claim",
+		email.PasswordReset.Name:       "peek lease load token send claim",
+		email.Welcome.Name:             "peek lease load send claim",
+		email.PartnerDigest.Name:       "peek lease load send claim",
 	}
 	for _, typ := range allTypes {
 		t.Run(typ, func(t *testing.T) {
@@ -124,12 +124,12 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 		typ  string
 		user *email.User
 	}{
-		{"verification, user missing", contract.TypePartnerVerification, nil},
-		{"verification, already confirmed", contract.TypePartnerVerification, &email.User{ID: "u-123", Email: "a@example.com", EmailConfirmed: true}},
-		{"reset, user missing", contract.TypePasswordReset, nil},
-		{"welcome, user missing", contract.TypeWelcome, nil},
-		{"welcome, no address", contract.TypeWelcome, &email.User{ID: "u-123"}},
-		{"digest, address unconfirmed", contract.TypePartnerDigest, &email.User{ID: "u-123", Email: "a@example.com"}},
+		{"verification, user missing", email.PartnerVerification.Name, nil},
+		{"verification, already confirmed", email.PartnerVerification.Name, &email.User{ID: "u-123", Email: "a@example.com", EmailConfirmed: true}},
+		{"reset, user missing", email.PasswordReset.Name, nil},
+		{"welcome, user missing", email.Welcome.Name, nil},
+		{"welcome, no address", email.Welcome.Name, &email.User{ID: "u-123"}},
+		{"digest, address unconfirmed", email.PartnerDigest.Name, &email.User{ID: "u-123", Email: "a@example.com"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var users []email.User
@@ -160,16 +160,16 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 // A user confirmed between the load and the token write is a no-op too: the
 // token write is conditional.
 func TestConfirmedMeanwhileIsNoop(t *testing.T) {
-	h := newHarness(t, sendable(contract.TypePartnerVerification))
+	h := newHarness(t, sendable(email.PartnerVerification.Name))
 	h.users.users["u-123"] = email.User{ID: "u-123", Email: "ana@example.com"}
 	confirming := &confirmOnToken{fakeUsers: h.users}
 	handlers, err := email.Handlers(email.Config{Users: confirming, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := runner.Job{Envelope: jobFor(contract.TypePartnerVerification, "u-123")}
-	job.Type, _ = contract.DefaultRegistry().Lookup(contract.TypePartnerVerification)
-	if err := handlers[contract.TypePartnerVerification].Handle(context.Background(), job); err != nil {
+	job := runner.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
+	job.Type, _ = catalog.Registry().Lookup(email.PartnerVerification.Name)
+	if err := handlers[email.PartnerVerification.Name].Handle(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
 	if len(h.sender.messages()) != 0 {
@@ -198,8 +198,8 @@ func TestTokenOnlyInTheLink(t *testing.T) {
 		purpose email.Purpose
 		ttl     time.Duration
 	}{
-		{contract.TypePartnerVerification, "/base/verify-email", email.PurposeVerification, email.DefaultVerificationTTL},
-		{contract.TypePasswordReset, "/base/reset-password", email.PurposePasswordReset, email.DefaultResetTTL},
+		{email.PartnerVerification.Name, "/base/verify-email", email.PurposeVerification, email.DefaultVerificationTTL},
+		{email.PasswordReset.Name, "/base/reset-password", email.PurposePasswordReset, email.DefaultResetTTL},
 	} {
 		t.Run(tc.typ, func(t *testing.T) {
 			h := newHarness(t, sendable(tc.typ))
@@ -245,14 +245,14 @@ func TestTokenOnlyInTheLink(t *testing.T) {
 
 // Two sends of one job produce two different tokens; the later one wins.
 func TestEverySendHasAFreshToken(t *testing.T) {
-	h := newHarness(t, sendable(contract.TypePasswordReset))
-	env := jobFor(contract.TypePasswordReset, "u-123")
+	h := newHarness(t, sendable(email.PasswordReset.Name))
+	env := jobFor(email.PasswordReset.Name, "u-123")
 	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := runner.Job{Envelope: env}
-	job.Type, _ = contract.DefaultRegistry().Lookup(env.Type)
+	job.Type, _ = catalog.Registry().Lookup(env.Type)
 	for range 2 {
 		if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -268,7 +268,7 @@ func TestTemplatesRender(t *testing.T) {
 	for _, typ := range allTypes {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, email.User{ID: "u-123", Email: "x@example.com", DisplayName: "<b>Evil</b>\r\nBcc: y@example.com",
-				EmailConfirmed: typ != contract.TypePartnerVerification})
+				EmailConfirmed: typ != email.PartnerVerification.Name})
 			if failed := h.run(t, record(t, jobFor(typ, "u-123"), 1)); len(failed) != 0 {
 				t.Fatalf("failures %v", failed)
 			}
@@ -290,7 +290,7 @@ func TestTemplatesRender(t *testing.T) {
 func TestUserLoadFailureRetries(t *testing.T) {
 	h := newHarness(t)
 	h.users.getErr = errors.New("throttled")
-	msg := record(t, jobFor(contract.TypeWelcome, "u-1"), 1)
+	msg := record(t, jobFor(email.Welcome.Name, "u-1"), 1)
 	if failed := h.run(t, msg); !slices.Equal(failed, []string{msg.MessageId}) {
 		t.Fatalf("failures %v; want a retry", failed)
 	}
@@ -301,7 +301,7 @@ func TestUserLoadFailureRetries(t *testing.T) {
 
 func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 	h := newHarness(t, email.User{ID: "u-1", Email: "not an address"})
-	if failed := h.run(t, record(t, jobFor(contract.TypeWelcome, "u-1"), 1)); len(failed) != 0 {
+	if failed := h.run(t, record(t, jobFor(email.Welcome.Name, "u-1"), 1)); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
 	if len(h.queues.dead) != 1 || !strings.Contains(h.queues.dead[0], "not a plain address") {

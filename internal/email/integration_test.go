@@ -26,13 +26,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/ses"
+	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/internal/testenv"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -65,7 +69,7 @@ func newStack(t *testing.T) *stack {
 	s.db, s.sqs, s.ssm, s.ses = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg), sesv2.NewFromConfig(cfg)
 	s.markers, s.users = testenv.Name(t, "markers"), testenv.Name(t, "users")
 	testenv.CreateTable(t, s.db, s.markers, marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, s.db, s.users, email.AttrUserID, "")
+	testenv.CreateTable(t, s.db, s.users, users.AttrUserID, "")
 	s.dlq = testenv.CreateQueue(t, s.sqs, testenv.Name(t, "dlq"), nil)
 	s.urls = map[contract.Queue]string{}
 	for _, q := range contract.Queues {
@@ -82,7 +86,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) putUser(t *testing.T, u email.User) {
 	t.Helper()
 	item, err := attributevalue.MarshalMap(map[string]any{
-		email.AttrUserID: u.ID, email.AttrEmail: u.Email, email.AttrDisplayName: u.DisplayName, email.AttrEmailConfirmed: u.EmailConfirmed,
+		users.AttrUserID: u.ID, users.AttrEmail: u.Email, users.AttrDisplayName: u.DisplayName, users.AttrEmailConfirmed: u.EmailConfirmed,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,20 +106,20 @@ func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
 	t.Helper()
 	metrics := obs.NewMetrics(s.metrics)
 	if o.sender == nil {
-		o.sender = email.NewSES(s.ses, mailFrom)
+		o.sender = ses.New(s.ses, mailFrom)
 	}
 	if o.toggles == nil {
 		o.toggles = toggles{}
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: email.NewDynamoUsers(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000", Metrics: metrics,
+		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000", Metrics: metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	queues := runner.NewQueues(s.sqs, s.urls, s.dlq.URL)
+	queues := queue.New(s.sqs, s.urls, s.dlq.URL)
 	r, err := runner.New(runner.Config{
-		Registry: contract.DefaultRegistry(), Handlers: handlers, Toggles: o.toggles,
+		Registry: catalog.Registry(), Handlers: handlers, Toggles: o.toggles,
 		Markers: marker.NewDynamo(s.db, s.markers), Parker: queues, DeadLetterer: queues,
 		ParkDelay: time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(s.logs, "debug"), Metrics: metrics,
@@ -181,8 +185,8 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "twin")) + "@example.com"
 			id := "u-" + strings.TrimPrefix(strings.ToLower(testenv.Name(t, "twin")), "twin-")
-			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != contract.TypePartnerVerification})
-			a, b := s.runner(t, runnerOpts{toggles: toggles{contract.TypePartnerDigest: true}}), s.runner(t, runnerOpts{toggles: toggles{contract.TypePartnerDigest: true}})
+			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != email.PartnerVerification.Name})
+			a, b := s.runner(t, runnerOpts{toggles: toggles{email.PartnerDigest.Name: true}}), s.runner(t, runnerOpts{toggles: toggles{email.PartnerDigest.Name: true}})
 			msg := record(t, jobFor(typ, id), 1)
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -218,7 +222,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 // on the bulk queue, not dropped. Switched on, it sends.
 func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 	s := newStack(t)
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 	known := func(n string) bool { _, err := reg.Lookup(n); return err == nil }
 	deadPort, err := testenv.FreePort()
 	if err != nil {
@@ -231,11 +235,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 		sends  bool
 	}{
 		{name: "missing"},
-		{name: "false", params: map[string]string{contract.TypePartnerDigest: "false"}},
+		{name: "false", params: map[string]string{email.PartnerDigest.Name: "false"}},
 		{name: "misspelled type", params: map[string]string{"email.partner-digets.v1": "true"}},
-		{name: "misspelled value", params: map[string]string{contract.TypePartnerDigest: "ture"}},
+		{name: "misspelled value", params: map[string]string{email.PartnerDigest.Name: "ture"}},
 		{name: "SSM down", down: true},
-		{name: "switched on", params: map[string]string{contract.TypePartnerDigest: "on"}, sends: true},
+		{name: "switched on", params: map[string]string{email.PartnerDigest.Name: "on"}, sends: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stage := testenv.Name(t, "stage")
@@ -248,7 +252,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			}
 			client := s.ssm
 			if tc.down {
-				client = ssm.NewFromConfig(awsx.Static(fmt.Sprintf("http://127.0.0.1:%d", deadPort), testenv.Region))
+				client = ssm.NewFromConfig(moto.Config(fmt.Sprintf("http://127.0.0.1:%d", deadPort), testenv.Region))
 			}
 			src := toggle.NewSource(client, toggle.Path(stage), known)
 			src.Logger = obs.NewLogger(io.Discard, "error")
@@ -256,7 +260,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			id := "u-" + strings.ToLower(testenv.Name(t, "d"))
 			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Partner", EmailConfirmed: true})
 			r := s.runner(t, runnerOpts{toggles: src})
-			msg := record(t, jobFor(contract.TypePartnerDigest, id), 1)
+			msg := record(t, jobFor(email.PartnerDigest.Name, id), 1)
 			if f := handle(t, r, msg); len(f) != 0 {
 				t.Fatalf("failures %v", f)
 			}
@@ -286,7 +290,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 func TestTokenNeverInLogsOrMessages(t *testing.T) {
 	s := newStack(t)
 	tokenRe := regexp.MustCompile(`token=([A-Za-z0-9_-]{43})`)
-	for _, typ := range []string{contract.TypePartnerVerification, contract.TypePasswordReset} {
+	for _, typ := range []string{email.PartnerVerification.Name, email.PasswordReset.Name} {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "tok")) + "@example.com"
 			id := "u-" + strings.ToLower(testenv.Name(t, "t"))
@@ -306,7 +310,7 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 			}
 			token := m[1]
 			out, err := s.db.GetItem(context.Background(), &dynamodb.GetItemInput{
-				TableName: aws.String(s.users), Key: map[string]ddbtypes.AttributeValue{email.AttrUserID: &ddbtypes.AttributeValueMemberS{Value: id}},
+				TableName: aws.String(s.users), Key: map[string]ddbtypes.AttributeValue{users.AttrUserID: &ddbtypes.AttributeValueMemberS{Value: id}},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -315,10 +319,10 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 			if err := attributevalue.UnmarshalMap(out.Item, &stored); err != nil {
 				t.Fatal(err)
 			}
-			if stored[email.AttrTokenHash] != email.HashToken(token) {
-				t.Fatalf("stored tokenHash %v is not the SHA-256 of the link's token", stored[email.AttrTokenHash])
+			if stored[users.AttrTokenHash] != email.HashToken(token) {
+				t.Fatalf("stored tokenHash %v is not the SHA-256 of the link's token", stored[users.AttrTokenHash])
 			}
-			if _, ok := stored[email.AttrTokenExpiresAt]; !ok {
+			if _, ok := stored[users.AttrTokenExpiresAt]; !ok {
 				t.Fatal("no tokenExpiresAt stored")
 			}
 			itemJSON, _ := json.Marshal(stored)
@@ -340,7 +344,7 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 // SES rejects the message, which no retry fixes, so it is a permanent error.
 func TestSESRejectionIsPermanent(t *testing.T) {
 	s := newStack(t)
-	err := email.NewSES(s.ses, "unverified@nowhere.test").Send(context.Background(), email.Message{
+	err := ses.New(s.ses, "unverified@nowhere.test").Send(context.Background(), email.Message{
 		ID: "m-1", To: "x@example.com", Subject: "s", Text: "t", HTML: "<p>t</p>",
 	})
 	if err == nil || !runner.IsPermanent(err) {
@@ -358,7 +362,7 @@ func TestCallsPerJobLeaseMode(t *testing.T) {
 	for i := range 10 {
 		id := fmt.Sprintf("u-calls-%d-%d", time.Now().UnixNano()%1e6, i)
 		s.putUser(t, email.User{ID: id, Email: id + "@example.com", DisplayName: "Calls"})
-		msgs = append(msgs, record(t, jobFor(contract.TypeWelcome, id), 1))
+		msgs = append(msgs, record(t, jobFor(email.Welcome.Name, id), 1))
 	}
 	r := s.runner(t, runnerOpts{})
 	s.counter.Reset()

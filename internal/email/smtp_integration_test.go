@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/internal/testenv"
 )
 
 // mailpitModule is the pinned Mailpit the SMTP tests run, built from the Go
@@ -141,7 +142,7 @@ func TestSMTPSenderAgainstMailpit(t *testing.T) {
 	mp := startMailpit(t)
 	h := newHarness(t)
 	users := newFakeUsers(h.tr, email.User{ID: "u-smtp", Email: "smtp.user@example.com", DisplayName: "Zoë Smtp"})
-	handlers, err := email.Handlers(email.Config{Users: users, Sender: email.NewSMTP(mp.smtpAddr, "Runstwice <noreply@runstwice.test>"), BaseURL: baseURL})
+	handlers, err := email.Handlers(email.Config{Users: users, Sender: smtprelay.New(mp.smtpAddr, "Runstwice <noreply@runstwice.test>"), BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestSMTPErrorsAreClassified(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := msg
 			m.To = tc.to
-			err := email.NewSMTP(tc.addr, "noreply@runstwice.test").Send(context.Background(), m)
+			err := smtprelay.New(tc.addr, "noreply@runstwice.test").Send(context.Background(), m)
 			if err == nil || runner.IsPermanent(err) != tc.permanent {
 				t.Fatalf("err %v; want permanent=%v", err, tc.permanent)
 			}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // world is an in-memory request layer, jobs table and queue: fakes of the
@@ -22,7 +22,7 @@ type world struct {
 	requests map[string]*fakeRequest
 	jobs     map[string]jobs.Job
 	pointers map[string]string
-	sent     []enqueue.Message
+	sent     []queue.Message
 	sendErr  error
 	owners   int
 }
@@ -133,7 +133,7 @@ func (w *world) PromoteItem(job jobs.Job) (types.TransactWriteItem, error) {
 	}}}, nil
 }
 
-func (w *world) Send(_ context.Context, m enqueue.Message) error {
+func (w *world) Send(_ context.Context, m queue.Message) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sendErr != nil {
@@ -151,10 +151,10 @@ func (w *world) setState(id string, s jobs.State) {
 	w.jobs[id] = j
 }
 
-func (w *world) messages() []enqueue.Message {
+func (w *world) messages() []queue.Message {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]enqueue.Message(nil), w.sent...)
+	return append([]queue.Message(nil), w.sent...)
 }
 
 var errQueueDown = errors.New("queue down")

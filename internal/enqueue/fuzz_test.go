@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
@@ -35,7 +36,7 @@ var fuzzSeeds = []string{
 // valid job: args valid for the type, a valid key, a delay in range, a known
 // policy, and an envelope that encodes.
 func FuzzDecodeRequest(f *testing.F) {
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 	for _, s := range fuzzSeeds {
 		for _, name := range reg.Names() {
 			f.Add(name, []byte(s))

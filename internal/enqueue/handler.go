@@ -40,6 +40,7 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // Requests is the request idempotency layer; *idempotency.Store is one.
@@ -56,18 +57,9 @@ type Jobs interface {
 	PromoteItem(job jobs.Job) (types.TransactWriteItem, error)
 }
 
-// Message is one job message to send.
-type Message struct {
-	Queue         contract.Queue
-	Body          string
-	Type          string
-	CorrelationID string
-	Delay         time.Duration
-}
-
-// Queue sends job messages; SQSQueue is one.
+// Queue sends job messages; *queue.Sender is one.
 type Queue interface {
-	Send(ctx context.Context, m Message) error
+	Send(ctx context.Context, m queue.Message) error
 }
 
 // Handler serves the enqueue API. Its fields are set once before use.
@@ -378,7 +370,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
 	delay := min(max(job.RunAt.Sub(h.now()), 0), MaxDelaySeconds*time.Second)
-	err := h.Queue.Send(ctx, Message{
+	err := h.Queue.Send(ctx, queue.Message{
 		Queue: contract.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: delay,
 	})
 	if err != nil {

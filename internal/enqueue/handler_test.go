@@ -11,7 +11,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -19,7 +21,7 @@ import (
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: contract.DefaultRegistry(), Requests: w, Jobs: w, Queue: w,
+		Registry: catalog.Registry(), Requests: w, Jobs: w, Queue: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }
@@ -315,7 +317,7 @@ func TestMalformedCatalog(t *testing.T) {
 }
 
 func TestDecodeRequestDefaults(t *testing.T) {
-	jt, _ := contract.DefaultRegistry().Lookup(contract.TypePartnerDigest)
+	jt, _ := catalog.Registry().Lookup(email.PartnerDigest.Name)
 	req, err := enqueue.DecodeRequest(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
 	if err != nil {
 		t.Fatal(err)

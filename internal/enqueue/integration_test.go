@@ -16,15 +16,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -33,7 +36,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // client and a settable clock.
 type stack struct {
 	h       *enqueue.Handler
-	queue   enqueue.SQSQueue
+	queue   *queue.Sender
 	counter *testenv.CallCounter
 	sqs     *sqs.Client
 	urls    map[contract.Queue]string
@@ -64,9 +67,9 @@ func newStack(t *testing.T) *stack {
 	js.Now = clock.Now
 	is := idempotency.NewStore(db, idemTable)
 	is.Now = clock.Now
-	q := enqueue.SQSQueue{Client: sq, URLs: urls}
+	q := queue.New(sq, urls, "")
 	h := &enqueue.Handler{
-		Registry: contract.DefaultRegistry(), Requests: is, Jobs: js, Queue: q,
+		Registry: catalog.Registry(), Requests: is, Jobs: js, Queue: q,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
 	}
 	counter.Reset()
@@ -304,7 +307,7 @@ func TestIntegrationDuplicatePolicyMatrix(t *testing.T) {
 // crashingQueue sends, then dies before the handler can store anything.
 type crashingQueue struct{ enqueue.Queue }
 
-func (q crashingQueue) Send(ctx context.Context, m enqueue.Message) error {
+func (q crashingQueue) Send(ctx context.Context, m queue.Message) error {
 	if err := q.Queue.Send(ctx, m); err != nil {
 		return err
 	}
@@ -333,8 +336,8 @@ func TestIntegrationCrashBetweenSendAndStore(t *testing.T) {
 
 func TestIntegrationSQSDown(t *testing.T) {
 	s := newStack(t)
-	down := awsx.Static("http://127.0.0.1:1", testenv.Region)
-	s.h.Queue = enqueue.SQSQueue{Client: sqs.NewFromConfig(down), URLs: s.urls}
+	down := moto.Config("http://127.0.0.1:1", testenv.Region)
+	s.h.Queue = queue.New(sqs.NewFromConfig(down), s.urls, "")
 	req := post(welcome, "sqs-down", welcomeU1)
 	checkProblem(t, call(t, s.h, req), http.StatusServiceUnavailable)
 	if j, err := s.jobs.Get(context.Background(), contract.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
@@ -363,12 +366,12 @@ func TestIntegrationMalformedCatalog(t *testing.T) {
 // body, is a 422 — never the other request's job.
 func TestIntegrationKeyReusedForAnotherJob(t *testing.T) {
 	s := newStack(t)
-	down := awsx.Static("http://127.0.0.1:1", testenv.Region)
-	s.h.Queue = enqueue.SQSQueue{Client: sqs.NewFromConfig(down), URLs: s.urls}
+	down := moto.Config("http://127.0.0.1:1", testenv.Region)
+	s.h.Queue = queue.New(sqs.NewFromConfig(down), s.urls, "")
 	checkProblem(t, call(t, s.h, post(welcome, "reused", welcomeU1)), http.StatusServiceUnavailable)
 	s.h.Queue = s.queue
 	checkProblem(t, call(t, s.h, post(welcome, "reused", `{"args":{"userId":"u-2"}}`)), http.StatusUnprocessableEntity)
-	checkProblem(t, call(t, s.h, post(contract.TypePasswordReset, "reused", `{"args":{"userId":"u-1","countryCode":"BD"}}`)), http.StatusUnprocessableEntity)
+	checkProblem(t, call(t, s.h, post(email.PasswordReset.Name, "reused", `{"args":{"userId":"u-1","countryCode":"BD"}}`)), http.StatusUnprocessableEntity)
 	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 0 {
 		t.Fatalf("the other request's job was sent: %+v", envs)
 	}

@@ -12,10 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -47,7 +48,7 @@ func newFixture(t *testing.T) fixture {
 func (f fixture) job(caller, key string, delay time.Duration) jobs.Job {
 	now := f.clock.Now()
 	return jobs.Job{
-		ID: contract.NewMessageID(), Caller: caller, Type: contract.TypeWelcome, Key: key,
+		ID: contract.NewMessageID(), Caller: caller, Type: email.Welcome.Name, Key: key,
 		Queue: string(contract.QueueDefault), CorrelationID: "c-1", Message: `{"v":1}`,
 		CreatedAt: now, RunAt: now.Add(delay),
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
@@ -31,7 +31,7 @@ func BenchmarkRunnerBatch10(b *testing.B) {
 			store := &swappable{marker.NewMemory()}
 			noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
 			r, err := runner.New(runner.Config{
-				Registry: reg, Handlers: map[string]runner.Handler{contract.TypeWelcome: noop},
+				Registry: reg, Handlers: map[string]runner.Handler{email.Welcome.Name: noop},
 				Toggles: toggles{}, Markers: store, Parker: newFakeQueues(nil),
 				Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 			})

@@ -18,10 +18,12 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/internal/testenv"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -64,7 +66,7 @@ func (s *stack) runner(t *testing.T, reg *contract.Registry, handler runner.Hand
 	for q, v := range s.queues {
 		urls[q] = v.URL
 	}
-	qs := runner.NewQueues(s.sqs, urls, s.dlq.URL)
+	qs := queue.New(s.sqs, urls, s.dlq.URL)
 	handlers := map[string]runner.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = handler
@@ -186,7 +188,7 @@ func TestCallsPerJob(t *testing.T) {
 func TestParkSendsDelayedCopy(t *testing.T) {
 	s := newStack(t)
 	if _, err := s.ssm.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(s.stage, contract.TypeWelcome)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
+		Name: aws.String(toggle.ParameterName(s.stage, email.Welcome.Name)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 	if rc := got[0].Attributes["ApproximateReceiveCount"]; rc != "1" {
 		t.Fatalf("parked copy receive count %s; want a fresh 1 (parking never burns the receive count)", rc)
 	}
-	if a := got[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != contract.TypeWelcome {
+	if a := got[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
 		t.Fatalf("parked copy lost its type attribute: %v", got[0].MessageAttributes)
 	}
 }

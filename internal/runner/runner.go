@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -29,6 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // Defaults of Config.
@@ -263,7 +263,7 @@ func (r *Runner) run(ctx context.Context, it *item, leaseUntil time.Time) outcom
 			return r.fail(ctx, it, err)
 		}
 	}
-	job := Job{Envelope: it.env, Type: it.typ, Attempt: receiveCount(it.msg), Logger: it.log}
+	job := Job{Envelope: it.env, Type: it.typ, Attempt: queue.ReceiveCount(it.msg), Logger: it.log}
 	handler := r.cfg.Handlers[it.typ.Name]
 
 	if it.typ.Bias == contract.ClaimThenEffect {
@@ -338,7 +338,7 @@ func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
 		it.log.Info("job leased by a concurrent twin; retrying later")
 		return retry
 	}
-	attempt := receiveCount(it.msg)
+	attempt := queue.ReceiveCount(it.msg)
 	if attempt >= r.cfg.MaxReceiveCount {
 		it.log.Error("job failed on its final attempt", "error", err, "attempt", attempt)
 		if r.cfg.Failures != nil {
@@ -375,12 +375,4 @@ func (r *Runner) leaseUntil(ctx context.Context) time.Time {
 		return d
 	}
 	return r.cfg.Now().Add(DefaultLease)
-}
-
-func receiveCount(msg events.SQSMessage) int {
-	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
 }

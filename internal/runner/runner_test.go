@@ -14,7 +14,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -114,7 +116,7 @@ func newHarness(t testing.TB, mutate func(*runner.Config)) *harness {
 	h.markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.tr}
 	h.queues = newFakeQueues(h.tr)
 	h.handler = &emailHandler{tr: h.tr, sends: map[string]int{}}
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 	handlers := map[string]runner.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = h.handler
@@ -148,7 +150,7 @@ func envelope(jobType string, args map[string]string) contract.Envelope {
 }
 
 func welcome() contract.Envelope {
-	return envelope(contract.TypeWelcome, map[string]string{"userId": "u-123"})
+	return envelope(email.Welcome.Name, map[string]string{"userId": "u-123"})
 }
 
 func record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
@@ -299,9 +301,9 @@ func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
 	unknown := welcome()
 	unknown.Type = "email.welcome.v9"
 	unknownBody, _ := unknown.Encode()
-	badArgs := envelope(contract.TypeWelcome, map[string]string{"userId": "bob@example.com"})
+	badArgs := envelope(email.Welcome.Name, map[string]string{"userId": "bob@example.com"})
 	badArgsBody, _ := json(badArgs)
-	extraArg := envelope(contract.TypeWelcome, map[string]string{"userId": "u-1", "email": "x"})
+	extraArg := envelope(email.Welcome.Name, map[string]string{"userId": "u-1", "email": "x"})
 	extraArgBody, _ := json(extraArg)
 	for _, tc := range []struct {
 		name, body, reason string
@@ -357,8 +359,8 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 		env     contract.Envelope
 		toggles toggles
 	}{
-		{"fail-closed default", envelope(contract.TypePartnerDigest, map[string]string{"userId": "u-1", "digestId": "2026-W48"}), toggles{}},
-		{"switched off", welcome(), toggles{contract.TypeWelcome: false}},
+		{"fail-closed default", envelope(email.PartnerDigest.Name, map[string]string{"userId": "u-1", "digestId": "2026-W48"}), toggles{}},
+		{"switched off", welcome(), toggles{email.Welcome.Name: false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *runner.Config) { c.Toggles = tc.toggles })
@@ -366,7 +368,7 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 			if failed := h.run(t, context.Background(), msg); len(failed) != 0 {
 				t.Fatalf("failures %v; a parked job succeeds so the original is deleted", failed)
 			}
-			jt, _ := contract.DefaultRegistry().Lookup(tc.env.Type)
+			jt, _ := catalog.Registry().Lookup(tc.env.Type)
 			if len(h.queues.parked) != 1 || h.queues.parked[0].body != msg.Body || h.queues.parked[0].queue != jt.Queue || h.queues.parked[0].delay != 2*time.Second {
 				t.Fatalf("parked %+v; want the same body on %s after 2s", h.queues.parked, jt.Queue)
 			}
@@ -383,7 +385,7 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 }
 
 func TestParkFailureIsRetried(t *testing.T) {
-	h := newHarness(t, func(c *runner.Config) { c.Toggles = toggles{contract.TypeWelcome: false} })
+	h := newHarness(t, func(c *runner.Config) { c.Toggles = toggles{email.Welcome.Name: false} })
 	h.queues.parkErr = errors.New("SQS down")
 	msg := record(t, welcome(), 1)
 	if failed := h.run(t, context.Background(), msg); !slices.Equal(failed, []string{msg.MessageId}) {
@@ -450,7 +452,7 @@ func TestMixedBatchPartialResponse(t *testing.T) {
 	h := newHarness(t, nil)
 	ok1, ok2 := record(t, welcome(), 1), record(t, welcome(), 1)
 	poison := rawRecord(`{"v":1}`, 1)
-	digest := record(t, envelope(contract.TypePartnerDigest, map[string]string{"userId": "u-9", "digestId": "2026-W48"}), 1)
+	digest := record(t, envelope(email.PartnerDigest.Name, map[string]string{"userId": "u-9", "digestId": "2026-W48"}), 1)
 	busyEnv := welcome()
 	if _, err := h.markers.Memory.Lease(context.Background(), marker.Key{Handler: busyEnv.Type, MessageKey: busyEnv.MessageID}, "twin", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -487,7 +489,7 @@ func TestSameMessageTwiceInOneBatchSendsOnce(t *testing.T) {
 // A money-like type chooses claim-then-effect: it must never run twice.
 func moneyRegistry(t testing.TB) *contract.Registry {
 	t.Helper()
-	reg, err := contract.NewRegistry(append(contract.EmailTypes(), contract.JobType{
+	reg, err := contract.NewRegistry(append(email.Types(), contract.JobType{
 		Name: "payout.transfer.v1", Args: []contract.ArgSpec{{Name: "payoutId", Format: contract.FormatID, Required: true}},
 		Queue: contract.QueueCritical, EnabledByDefault: true, Bias: contract.ClaimThenEffect,
 		KeyPrefix: "payout", KeyArgs: []string{"payoutId"},
@@ -534,7 +536,7 @@ func TestClaimThenEffectBias(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 	for name, cfg := range map[string]runner.Config{
 		"no registry": {Toggles: toggles{}, Markers: markertest.Traced{}, Parker: newFakeQueues(nil)},
 		"no toggles":  {Registry: reg, Markers: markertest.Traced{}, Parker: newFakeQueues(nil)},
@@ -565,7 +567,7 @@ func TestNothingStartsInsideTheDeadlineMargin(t *testing.T) {
 func TestSlowEffectIsCutOffBeforeTheDeadline(t *testing.T) {
 	h := newHarness(t, func(c *runner.Config) {
 		c.DeadlineMargin = 500 * time.Millisecond
-		c.Handlers[contract.TypeWelcome] = runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+		c.Handlers[email.Welcome.Name] = runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
 			<-ctx.Done()
 			return ctx.Err()
 		})
@@ -588,7 +590,7 @@ func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 	var h *harness
 	h = newHarness(t, func(c *runner.Config) {
 		c.Registry = registry(t, false)
-		c.Handlers[contract.TypeWelcome] = runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
+		c.Handlers[email.Welcome.Name] = runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 			// A twin without a lease finishes while this effect runs.
 			_, err := h.markers.Memory.Claim(ctx, marker.Key{Handler: job.Envelope.Type, MessageKey: job.Envelope.MessageID}, "")
 			return err
@@ -604,7 +606,7 @@ func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 
 func TestInvalidArgsKeepTheTypeDimension(t *testing.T) {
 	h := newHarness(t, nil)
-	bad := envelope(contract.TypeWelcome, map[string]string{"userId": "a@b.c"})
+	bad := envelope(email.Welcome.Name, map[string]string{"userId": "a@b.c"})
 	body, _ := json(bad)
 	h.run(t, context.Background(), rawRecord(body, 1))
 	if !strings.Contains(h.metrics.String(), `"type":"email.welcome.v1","JobsFailed":1`) {
@@ -615,7 +617,7 @@ func TestInvalidArgsKeepTheTypeDimension(t *testing.T) {
 // registry is the e-mail registry with leases on or off for every type.
 func registry(t testing.TB, lease bool) *contract.Registry {
 	t.Helper()
-	types := contract.EmailTypes()
+	types := email.Types()
 	for i := range types {
 		types[i].Lease = lease
 	}

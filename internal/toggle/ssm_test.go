@@ -12,9 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -36,8 +37,8 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	client := ssm.NewFromConfig(moto.Config(counter.Option))
 	stage := testenv.Name(t, "flip")
-	reg := contract.DefaultRegistry()
-	put(t, client, toggle.ParameterName(stage, contract.TypePartnerDigest), "false")
+	reg := catalog.Registry()
+	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "false")
 
 	now := time.Unix(1_800_000_000, 0)
 	src := toggle.NewSource(client, toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
@@ -46,18 +47,18 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	ctx := context.Background()
 	counter.Reset()
 
-	if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+	if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
 		t.Fatal("digest enabled while its parameter is false")
 	}
-	put(t, client, toggle.ParameterName(stage, contract.TypePartnerDigest), "true")
+	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "true")
 	now = now.Add(29 * time.Second)
 	for range 50 {
-		if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+		if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
 			t.Fatal("flip seen before the TTL passed")
 		}
 	}
 	now = now.Add(2 * time.Second)
-	if !src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+	if !src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
 		t.Fatal("flip not seen after the TTL")
 	}
 	if n := counter.Get("SSM.GetParametersByPath"); n != 2 {
@@ -73,14 +74,14 @@ func TestUnreachableStaysClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := awsx.Static("http://127.0.0.1:"+itoa(port), testenv.Region)
+	cfg := moto.Config("http://127.0.0.1:"+itoa(port), testenv.Region)
 	src := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path("local"), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if src.IsJobEnabled(ctx, contract.TypePartnerDigest, false) {
+	if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
 		t.Fatal("fail-closed type enabled with SSM unreachable")
 	}
-	if !src.IsJobEnabled(ctx, contract.TypeWelcome, true) {
+	if !src.IsJobEnabled(ctx, email.Welcome.Name, true) {
 		t.Fatal("fail-open type disabled with SSM unreachable")
 	}
 }

@@ -12,16 +12,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/motoserver"
+	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 // Region is the region every emulated resource lives in.
-const Region = motoserver.Region
+const Region = moto.Region
 
 // Server is the moto server of a test binary.
 type Server struct {
-	*motoserver.Server
+	*moto.Server
 }
 
 var (
@@ -54,7 +53,7 @@ func Main(m *testing.M) {
 // Config returns an SDK configuration for the server, with the given extra
 // API options (such as a CallCounter's).
 func (s *Server) Config(apiOptions ...func(*middlewareStack) error) aws.Config {
-	cfg := awsx.Static(s.Endpoint, Region)
+	cfg := moto.Config(s.Endpoint, Region)
 	cfg.APIOptions = append(cfg.APIOptions, apiOptions...)
 	return cfg
 }
@@ -70,20 +69,20 @@ func (s *Server) Reset(t testing.TB) {
 }
 
 // MotoBinary finds moto_server: $RUNSTWICE_MOTO, the checkout's .venv, or PATH.
-func MotoBinary() (string, error) { return motoserver.Binary() }
+func MotoBinary() (string, error) { return moto.Binary() }
 
 // RepoRoot returns the directory holding go.mod.
-func RepoRoot() (string, error) { return motoserver.RepoRoot() }
+func RepoRoot() (string, error) { return moto.RepoRoot() }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) { return motoserver.FreePort() }
+func FreePort() (int, error) { return moto.FreePort() }
 
 func start() (*Server, error) {
-	bin, err := motoserver.Binary()
+	bin, err := moto.Binary()
 	if err != nil {
 		return nil, err
 	}
-	s, err := motoserver.StartFree(bin, nil)
+	s, err := moto.StartFree(bin, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,5 @@
-package email
+// Package users is the users table: the email.Users port on DynamoDB.
+package users
 
 import (
 	"context"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/email"
 )
 
 // Attribute names of the users table (DESIGN §4). UserID is the hash key.
@@ -24,21 +26,21 @@ const (
 	AttrTokenPurpose   = "tokenPurpose"
 )
 
-// UsersAPI is the part of the DynamoDB client the users adapter uses.
-type UsersAPI interface {
+// DynamoAPI is the part of the DynamoDB client the users adapter uses.
+type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
-// DynamoUsers is the Users port on the users table.
-type DynamoUsers struct {
-	client UsersAPI
+// Table is the email.Users port on the users table.
+type Table struct {
+	client DynamoAPI
 	table  string
 }
 
-// NewDynamoUsers returns the adapter for table.
-func NewDynamoUsers(client UsersAPI, table string) *DynamoUsers {
-	return &DynamoUsers{client: client, table: table}
+// New returns the adapter for table.
+func New(client DynamoAPI, table string) *Table {
+	return &Table{client: client, table: table}
 }
 
 // userItem is a user as stored; the token attributes are write-only here.
@@ -55,12 +57,12 @@ func userKey(id string) map[string]types.AttributeValue {
 
 // Get loads a user with a consistent read, projecting only what a mail needs
 // (never the token attributes).
-func (d *DynamoUsers) Get(ctx context.Context, userID string) (User, bool, error) {
+func (d *Table) Get(ctx context.Context, userID string) (email.User, bool, error) {
 	proj := expression.NamesList(expression.Name(AttrUserID), expression.Name(AttrEmail),
 		expression.Name(AttrDisplayName), expression.Name(AttrEmailConfirmed))
 	expr, err := expression.NewBuilder().WithProjection(proj).Build()
 	if err != nil {
-		return User{}, false, fmt.Errorf("email: users: projection: %w", err)
+		return email.User{}, false, fmt.Errorf("users: projection: %w", err)
 	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(d.table),
@@ -70,22 +72,22 @@ func (d *DynamoUsers) Get(ctx context.Context, userID string) (User, bool, error
 		ExpressionAttributeNames: expr.Names(),
 	})
 	if err != nil {
-		return User{}, false, fmt.Errorf("email: users: get %s: %w", userID, err)
+		return email.User{}, false, fmt.Errorf("users: get %s: %w", userID, err)
 	}
 	if len(out.Item) == 0 {
-		return User{}, false, nil
+		return email.User{}, false, nil
 	}
 	var it userItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return User{}, false, fmt.Errorf("email: users: decode %s: %w", userID, err)
+		return email.User{}, false, fmt.Errorf("users: decode %s: %w", userID, err)
 	}
-	return User{ID: it.UserID, Email: it.Email, DisplayName: it.DisplayName, EmailConfirmed: it.EmailConfirmed}, true, nil
+	return email.User{ID: it.UserID, Email: it.Email, DisplayName: it.DisplayName, EmailConfirmed: it.EmailConfirmed}, true, nil
 }
 
 // SetToken stores the token hash, purpose and expiry on an existing user in
 // one conditional UpdateItem (the user must exist; with onlyUnconfirmed its
-// address must not be confirmed). A failed condition returns ErrUserGone.
-func (d *DynamoUsers) SetToken(ctx context.Context, userID string, tok Token, onlyUnconfirmed bool) error {
+// address must not be confirmed). A failed condition returns email.ErrUserGone.
+func (d *Table) SetToken(ctx context.Context, userID string, tok email.Token, onlyUnconfirmed bool) error {
 	cond := expression.AttributeExists(expression.Name(AttrUserID))
 	if onlyUnconfirmed {
 		cond = cond.And(expression.Or(
@@ -98,7 +100,7 @@ func (d *DynamoUsers) SetToken(ctx context.Context, userID string, tok Token, on
 		Set(expression.Name(AttrTokenExpiresAt), expression.Value(ddb.Epoch(tok.ExpiresAt)))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
-		return fmt.Errorf("email: users: token expression: %w", err)
+		return fmt.Errorf("users: token expression: %w", err)
 	}
 	_, err = d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(d.table),
@@ -110,9 +112,9 @@ func (d *DynamoUsers) SetToken(ctx context.Context, userID string, tok Token, on
 	})
 	if err != nil {
 		if ddb.IsConditionFailed(err) {
-			return fmt.Errorf("%w: %s", ErrUserGone, userID)
+			return fmt.Errorf("%w: %s", email.ErrUserGone, userID)
 		}
-		return fmt.Errorf("email: users: set token on %s: %w", userID, err)
+		return fmt.Errorf("users: set token on %s: %w", userID, err)
 	}
 	return nil
 }

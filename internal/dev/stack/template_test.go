@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 // wantFunctions is the fixed function contract: directory, logical id and
@@ -291,7 +291,7 @@ func checkToggles(t *Template) []string {
 			have[typ] = scalarString(p["Value"])
 		}
 	}
-	reg := contract.DefaultRegistry()
+	reg := catalog.Registry()
 	for _, name := range reg.Names() {
 		jt, _ := reg.Lookup(name)
 		if jt.EnabledByDefault {

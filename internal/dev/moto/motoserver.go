@@ -1,6 +1,6 @@
 // Package motoserver starts and stops a moto server, the AWS emulator the
 // integration tests and the local stack run against.
-package motoserver
+package moto
 
 import (
 	"bytes"

@@ -1,4 +1,5 @@
-package email
+// Package smtprelay is the e-mail Sender through any SMTP relay.
+package smtprelay
 
 import (
 	"bytes"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
@@ -37,14 +39,14 @@ type SMTP struct {
 	Now func() time.Time
 }
 
-// NewSMTP returns a sender through the relay at addr (host:port) from the
+// New returns a sender through the relay at addr (host:port) from the
 // address from.
-func NewSMTP(addr, from string) *SMTP { return &SMTP{addr: addr, from: from} }
+func New(addr, from string) *SMTP { return &SMTP{addr: addr, from: from} }
 
 // Send delivers m in one SMTP conversation. A 5xx reply (the relay refuses
 // the sender, the recipient or the message) is permanent; connection errors
 // and 4xx replies are retried.
-func (s *SMTP) Send(ctx context.Context, m Message) error {
+func (s *SMTP) Send(ctx context.Context, m email.Message) error {
 	from, body, err := s.compose(m)
 	if err != nil {
 		return runner.Permanent(err)
@@ -121,7 +123,7 @@ func (s *SMTP) deliver(ctx context.Context, from, to string, body []byte) error 
 // and HTML part, and returns it with the bare sender address for the SMTP
 // envelope. Header values come from checked addresses and a one-line subject,
 // so nothing can inject a header.
-func (s *SMTP) compose(m Message) (string, []byte, error) {
+func (s *SMTP) compose(m email.Message) (string, []byte, error) {
 	from, err := mail.ParseAddress(s.from)
 	if err != nil {
 		return "", nil, fmt.Errorf("smtp: sender %q: %w", s.from, err)

@@ -14,7 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -26,7 +26,7 @@ func TestEmulatorInvokes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bin, err := Build(ctx, root, "internal/lambdarie/testdata/echo", filepath.Join(t.TempDir(), "bootstrap"))
+	bin, err := Build(ctx, root, "internal/dev/lambdarie/testdata/echo", filepath.Join(t.TempDir(), "bootstrap"))
 	if err != nil {
 		t.Fatal(err)
 	}

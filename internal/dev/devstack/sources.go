@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/stack"
+	"github.com/runstwice/runstwice/internal/dev/stack"
 )
 
 // EventSource is one SQS event source mapping of the template.

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/internal/testenv"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

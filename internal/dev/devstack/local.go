@@ -23,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/lambdarie"
-	"github.com/runstwice/runstwice/internal/motoserver"
-	"github.com/runstwice/runstwice/internal/stack"
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/stack"
 )
 
 // Options configures the local stack.
@@ -62,7 +62,7 @@ type Local struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	server   *http.Server
-	moto     *motoserver.Server
+	moto     *moto.Server
 	emus     []*lambdarie.Emulator
 	logFile  *os.File
 	stopOnce sync.Once
@@ -109,18 +109,18 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	case opts.Endpoint != "":
 		step(1, "using the AWS endpoint %s", opts.Endpoint)
 		l.Endpoint = opts.Endpoint
-		cfg = awsx.Static(opts.Endpoint, motoserver.Region)
+		cfg = moto.Config(opts.Endpoint, moto.Region)
 	default:
 		step(1, "starting moto on 127.0.0.1:%d", opts.MotoPort)
-		bin, err := motoserver.Binary()
+		bin, err := moto.Binary()
 		if err != nil {
 			return nil, err
 		}
-		if l.moto, err = motoserver.Start(bin, opts.MotoPort, nil); err != nil {
+		if l.moto, err = moto.Start(bin, opts.MotoPort, nil); err != nil {
 			return nil, fmt.Errorf("%w (is another `make run` still running?)", err)
 		}
 		l.Endpoint = l.moto.Endpoint
-		cfg = awsx.Static(l.Endpoint, motoserver.Region)
+		cfg = moto.Config(l.Endpoint, moto.Region)
 	}
 	cfg.Retryer = nil // the SDK's standard retries, as in AWS
 
@@ -254,7 +254,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 
 // awsEnv is what the functions need to reach the same AWS as the stack.
 func (l *Local) awsEnv(opts Options) map[string]string {
-	env := map[string]string{"AWS_REGION": motoserver.Region, "AWS_DEFAULT_REGION": motoserver.Region}
+	env := map[string]string{"AWS_REGION": moto.Region, "AWS_DEFAULT_REGION": moto.Region}
 	if opts.AWS {
 		for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
 			if v := os.Getenv(k); v != "" {

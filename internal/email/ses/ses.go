@@ -1,4 +1,5 @@
-package email
+// Package ses is the e-mail Sender on Amazon SES v2.
+package ses
 
 import (
 	"context"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
+	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
@@ -25,8 +27,8 @@ type SES struct {
 	ConfigurationSet string
 }
 
-// NewSES returns a sender through client from the address from.
-func NewSES(client SESAPI, from string) *SES { return &SES{client: client, from: from} }
+// New returns a sender through client from the address from.
+func New(client SESAPI, from string) *SES { return &SES{client: client, from: from} }
 
 func utf8Content(s string) *types.Content {
 	return &types.Content{Data: aws.String(s), Charset: aws.String("UTF-8")}
@@ -35,7 +37,7 @@ func utf8Content(s string) *types.Content {
 // Send sends m as a simple message with a text and an HTML body. A request SES
 // rejects for this message (bad request, rejected message) is permanent;
 // anything else (throttling, outage) is retried.
-func (s *SES) Send(ctx context.Context, m Message) error {
+func (s *SES) Send(ctx context.Context, m email.Message) error {
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(s.from),
 		Destination:      &types.Destination{ToAddresses: []string{m.To}},

@@ -79,7 +79,7 @@ type Clients struct {
 }
 
 // NewClients builds the clients from an SDK configuration (e.g.
-// awsx.Static(endpoint, region) for moto).
+// moto.Config(endpoint, region) for moto).
 func NewClients(cfg aws.Config) Clients {
 	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,14 +40,47 @@ type Config struct {
 	Rand io.Reader
 }
 
-// kind is what differs between the e-mail job types.
-type kind struct {
+// mailJob declares one e-mail job type: its contract declaration and what
+// its mail needs. Each type's file declares one in its init function, so a
+// type is declared in one place, beside its template.
+type mailJob struct {
+	// Type is the type's declaration (name, args, queue, switch default,
+	// bias, lease, key derivation).
+	Type contract.JobType
+	// template names the files templates/<template>.{txt,html}.
 	template string
-	purpose  Purpose
+	// purpose is the token the mail carries ("" for none).
+	purpose Purpose
 	// skip returns why the mail is unnecessary for u, or "".
 	skip func(u User) string
 	// link builds the mail's link; token is "" for a type without one.
 	link func(base *url.URL, job runner.Job, token string) string
+}
+
+// declared holds every e-mail job type, by name.
+var declared = map[string]mailJob{}
+
+// declare registers an e-mail job type; each type's file calls it from init.
+// A second declaration of a name is a programming error.
+func declare(j mailJob) {
+	if _, dup := declared[j.Type.Name]; dup {
+		panic("email: job type " + j.Type.Name + " declared twice")
+	}
+	if j.skip == nil {
+		j.skip = func(User) string { return "" }
+	}
+	declared[j.Type.Name] = j
+}
+
+// Types returns the declarations of every e-mail job type, sorted by name,
+// for the registry (internal/catalog).
+func Types() []contract.JobType {
+	out := make([]contract.JobType, 0, len(declared))
+	for _, j := range declared {
+		out = append(out, j.Type)
+	}
+	slices.SortFunc(out, func(a, b contract.JobType) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func withQuery(base *url.URL, path string, q url.Values) string {
@@ -55,52 +89,11 @@ func withQuery(base *url.URL, path string, q url.Values) string {
 	return u.String()
 }
 
-var kinds = map[string]kind{
-	contract.TypePartnerVerification: {
-		template: "partner-verification",
-		purpose:  PurposeVerification,
-		skip: func(u User) string {
-			if u.EmailConfirmed {
-				return "address already confirmed"
-			}
-			return ""
-		},
-		link: func(base *url.URL, job runner.Job, token string) string {
-			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
-		},
-	},
-	contract.TypePasswordReset: {
-		template: "password-reset",
-		purpose:  PurposePasswordReset,
-		skip:     func(User) string { return "" },
-		link: func(base *url.URL, job runner.Job, token string) string {
-			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
-		},
-	},
-	contract.TypeWelcome: {
-		template: "welcome",
-		skip:     func(User) string { return "" },
-		link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
-	},
-	contract.TypePartnerDigest: {
-		template: "partner-digest",
-		skip: func(u User) string {
-			if !u.EmailConfirmed {
-				return "address not confirmed; no digest to unconfirmed addresses"
-			}
-			return ""
-		},
-		link: func(base *url.URL, job runner.Job, _ string) string {
-			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
-		},
-	},
-}
-
 // handler runs one e-mail job type.
 type handler struct {
 	cfg  Config
 	base *url.URL
-	kind kind
+	job  mailJob
 	tmpl mailTemplate
 }
 
@@ -127,13 +120,13 @@ func Handlers(cfg Config) (map[string]runner.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	out := make(map[string]runner.Handler, len(kinds))
-	for name, k := range kinds {
-		tmpl, err := loadTemplate(k.template)
+	out := make(map[string]runner.Handler, len(declared))
+	for name, j := range declared {
+		tmpl, err := loadTemplate(j.template)
 		if err != nil {
 			return nil, err
 		}
-		out[name] = &handler{cfg: cfg, base: base, kind: k, tmpl: tmpl}
+		out[name] = &handler{cfg: cfg, base: base, job: j, tmpl: tmpl}
 	}
 	return out, nil
 }
@@ -156,7 +149,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	if !ok {
 		return h.noop(log, job, "user not found")
 	}
-	if reason := h.kind.skip(u); reason != "" {
+	if reason := h.job.skip(u); reason != "" {
 		return h.noop(log, job, reason)
 	}
 	if strings.TrimSpace(u.Email) == "" {
@@ -174,17 +167,17 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 		DigestID:    job.Envelope.Args["digestId"],
 	}
 	token := ""
-	if h.kind.purpose != "" {
+	if h.job.purpose != "" {
 		raw, hash, err := newToken(h.cfg.Rand)
 		if err != nil {
 			return err
 		}
 		ttl := h.cfg.ResetTTL
-		if h.kind.purpose == PurposeVerification {
+		if h.job.purpose == PurposeVerification {
 			ttl = h.cfg.VerificationTTL
 		}
-		tok := Token{Hash: hash, Purpose: h.kind.purpose, ExpiresAt: h.cfg.Now().Add(ttl)}
-		if err := h.cfg.Users.SetToken(ctx, userID, tok, h.kind.purpose == PurposeVerification); err != nil {
+		tok := Token{Hash: hash, Purpose: h.job.purpose, ExpiresAt: h.cfg.Now().Add(ttl)}
+		if err := h.cfg.Users.SetToken(ctx, userID, tok, h.job.purpose == PurposeVerification); err != nil {
 			if errors.Is(err, ErrUserGone) {
 				return h.noop(log, job, "user deleted or confirmed meanwhile")
 			}
@@ -192,7 +185,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 		}
 		token, data.ExpiresIn = raw, humanDuration(ttl)
 	}
-	data.Link = h.kind.link(h.base, job, token)
+	data.Link = h.job.link(h.base, job, token)
 
 	subject, text, html, err := h.tmpl.render(data)
 	if err != nil {

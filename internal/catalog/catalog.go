@@ -1,0 +1,28 @@
+// Package catalog is the list of every job type runstwice ships, gathered
+// from the feature packages that declare them beside their handlers. The
+// functions and jobctl build their registry here; adding a feature package
+// with job types means adding it to Types.
+package catalog
+
+import (
+	"slices"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
+)
+
+// Types returns the declaration of every shipped job type.
+func Types() []contract.JobType {
+	return slices.Concat(email.Types())
+}
+
+// Registry returns a registry of every shipped job type. The declarations
+// are fixed at build time and a test proves they load, so a refused
+// declaration is a programming error and panics.
+func Registry() *contract.Registry {
+	r, err := contract.NewRegistry(Types()...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}

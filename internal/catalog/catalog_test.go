@@ -1,0 +1,37 @@
+package catalog_test
+
+import (
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// The shipped job types, as the docs' table of job types lists them.
+func TestShippedTypes(t *testing.T) {
+	reg := catalog.Registry()
+	for _, tc := range []struct {
+		name    string
+		queue   contract.Queue
+		enabled bool
+		key     string
+	}{
+		{"email.partner-verification.v1", contract.QueueCritical, true, "partner-verification:u-123"},
+		{"email.password-reset.v1", contract.QueueCritical, true, "password-reset:u-123"},
+		{"email.welcome.v1", contract.QueueDefault, true, "welcome:u-123"},
+		{"email.partner-digest.v1", contract.QueueBulk, false, "partner-digest:u-123:2026-W48"},
+	} {
+		jt, err := reg.Lookup(tc.name)
+		if err != nil || jt.Queue != tc.queue || jt.EnabledByDefault != tc.enabled || jt.Bias != contract.EffectThenClaim || !jt.Lease {
+			t.Errorf("%s = %+v, %v; want queue %s enabled %v effect-then-claim with lease", tc.name, jt, err, tc.queue, tc.enabled)
+			continue
+		}
+		got := jt.DeriveKey(map[string]string{"userId": "u-123", "roleCode": "r", "countryCode": "BD", "digestId": "2026-W48"})
+		if got != tc.key || !contract.ValidKey(got) {
+			t.Errorf("%s key = %q; want %q", tc.name, got, tc.key)
+		}
+	}
+	if n := len(reg.Names()); n != 4 {
+		t.Errorf("%d shipped types; this test names 4", n)
+	}
+}

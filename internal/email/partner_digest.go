@@ -1,0 +1,43 @@
+package email
+
+import (
+	"net/url"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// PartnerDigest is email.partner-digest.v1: a partner's weekly digest
+// (digestId is an ISO week such as 2026-W48), sent only to confirmed
+// addresses. It is fail-closed: it runs only while its switch
+// /runstwice/<stage>/toggles/email.partner-digest.v1 says on, so
+// template.yaml creates that parameter set to false.
+var PartnerDigest = contract.JobType{
+	Name: "email.partner-digest.v1",
+	Args: []contract.ArgSpec{
+		{Name: "userId", Format: contract.FormatID, Required: true},
+		{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
+	},
+	Queue:            contract.QueueBulk,
+	EnabledByDefault: false,
+	Bias:             contract.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "partner-digest",
+	KeyArgs:          []string{"userId", "digestId"},
+}
+
+func init() {
+	declare(mailJob{
+		Type:     PartnerDigest,
+		template: "partner-digest",
+		skip: func(u User) string {
+			if !u.EmailConfirmed {
+				return "address not confirmed; no digest to unconfirmed addresses"
+			}
+			return ""
+		},
+		link: func(base *url.URL, job runner.Job, _ string) string {
+			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
+		},
+	})
+}

@@ -1,0 +1,44 @@
+package email
+
+import (
+	"net/url"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// PartnerVerification is email.partner-verification.v1: the mail that asks a
+// new partner to confirm their address. It carries a verification token
+// (made at send time, 48 hours) and is unnecessary once the address is
+// confirmed.
+var PartnerVerification = contract.JobType{
+	Name: "email.partner-verification.v1",
+	Args: []contract.ArgSpec{
+		{Name: "userId", Format: contract.FormatID, Required: true},
+		{Name: "roleCode", Format: contract.FormatID, Required: true, MaxLen: 32},
+		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
+	},
+	Queue:            contract.QueueCritical,
+	EnabledByDefault: true,
+	Bias:             contract.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "partner-verification",
+	KeyArgs:          []string{"userId"},
+}
+
+func init() {
+	declare(mailJob{
+		Type:     PartnerVerification,
+		template: "partner-verification",
+		purpose:  PurposeVerification,
+		skip: func(u User) string {
+			if u.EmailConfirmed {
+				return "address already confirmed"
+			}
+			return ""
+		},
+		link: func(base *url.URL, job runner.Job, token string) string {
+			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+		},
+	})
+}

@@ -1,0 +1,35 @@
+package email
+
+import (
+	"net/url"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// PasswordReset is email.password-reset.v1: a password-reset link with a
+// token made at send time (valid one hour).
+var PasswordReset = contract.JobType{
+	Name: "email.password-reset.v1",
+	Args: []contract.ArgSpec{
+		{Name: "userId", Format: contract.FormatID, Required: true},
+		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
+	},
+	Queue:            contract.QueueCritical,
+	EnabledByDefault: true,
+	Bias:             contract.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "password-reset",
+	KeyArgs:          []string{"userId"},
+}
+
+func init() {
+	declare(mailJob{
+		Type:     PasswordReset,
+		template: "password-reset",
+		purpose:  PurposePasswordReset,
+		link: func(base *url.URL, job runner.Job, token string) string {
+			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+		},
+	})
+}

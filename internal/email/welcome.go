@@ -1,0 +1,29 @@
+package email
+
+import (
+	"net/url"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// Welcome is email.welcome.v1: a welcome mail with a link to the
+// application. It carries no token.
+var Welcome = contract.JobType{
+	Name:             "email.welcome.v1",
+	Args:             []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
+	Queue:            contract.QueueDefault,
+	EnabledByDefault: true,
+	Bias:             contract.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "welcome",
+	KeyArgs:          []string{"userId"},
+}
+
+func init() {
+	declare(mailJob{
+		Type:     Welcome,
+		template: "welcome",
+		link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
+	})
+}

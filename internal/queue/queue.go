@@ -1,0 +1,140 @@
+// Package queue is the one sender of job messages: to the work queues (a new
+// job, a parked job, a redriven dead letter) and to the dead-letter queue (a
+// permanent failure). Every message it sends carries the message attributes
+// type and correlationId, so queues can be inspected and filtered without
+// decoding bodies.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// MaxDelay is SQS's largest DelaySeconds: a longer delay is sent as this.
+const MaxDelay = 900 * time.Second
+
+// MaxReason bounds the reason attribute of a dead letter.
+const MaxReason = 1024
+
+// SQSAPI is the part of the SQS client the sender uses.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Message is one job message for a work queue.
+type Message struct {
+	Queue contract.Queue
+	// Body is the encoded envelope; its messageId is the job id.
+	Body          string
+	Type          string
+	CorrelationID string
+	// Delay postpones delivery (at most MaxDelay).
+	Delay time.Duration
+}
+
+// Sender sends job messages. Its zero value is not usable; call New.
+type Sender struct {
+	client SQSAPI
+	urls   map[contract.Queue]string
+	dlqURL string
+}
+
+// New returns a sender to the work queues at urls and the dead-letter queue
+// at dlqURL ("" for a sender that never dead-letters, such as enqueue's).
+func New(client SQSAPI, urls map[contract.Queue]string, dlqURL string) *Sender {
+	return &Sender{client: client, urls: urls, dlqURL: dlqURL}
+}
+
+func stringAttr(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+}
+
+// Send sends m to its work queue.
+func (s *Sender) Send(ctx context.Context, m Message) error {
+	url := s.urls[m.Queue]
+	if url == "" {
+		return fmt.Errorf("queue: no URL for queue %q", m.Queue)
+	}
+	attrs := map[string]types.MessageAttributeValue{}
+	if m.Type != "" {
+		attrs[contract.AttrType] = stringAttr(m.Type)
+	}
+	if m.CorrelationID != "" {
+		attrs[contract.AttrCorrelationID] = stringAttr(m.CorrelationID)
+	}
+	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:          aws.String(url),
+		MessageBody:       aws.String(m.Body),
+		DelaySeconds:      int32(min(max(m.Delay, 0), MaxDelay) / time.Second),
+		MessageAttributes: attrs,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: send to %s: %w", m.Queue, err)
+	}
+	return nil
+}
+
+// Park re-sends a disabled job's body unchanged (so under the same job id) to
+// its queue after delay: it neither runs nor burns its receive count.
+func (s *Sender) Park(ctx context.Context, queue contract.Queue, env contract.Envelope, body string, delay time.Duration) error {
+	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay})
+	if err != nil {
+		return fmt.Errorf("park %s: %w", env.MessageID, err)
+	}
+	return nil
+}
+
+// DeadLetter sends the raw body of msg to the dead-letter queue with the
+// reason, the source queue and the receive count as message attributes (and
+// the type and correlation id when the message carried them). The reason
+// must carry no personal data: it is stored and shown.
+func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason string) error {
+	if s.dlqURL == "" {
+		return fmt.Errorf("queue: dead-letter %s: no DLQ URL", msg.MessageId)
+	}
+	if len(reason) > MaxReason {
+		reason = reason[:MaxReason]
+	}
+	attrs := map[string]types.MessageAttributeValue{
+		contract.AttrReason:       stringAttr(reason),
+		contract.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(ReceiveCount(msg)))},
+	}
+	if msg.EventSourceARN != "" {
+		attrs[contract.AttrSourceQueue] = stringAttr(msg.EventSourceARN)
+	}
+	for _, name := range []string{contract.AttrType, contract.AttrCorrelationID} {
+		if a, ok := msg.MessageAttributes[name]; ok && a.StringValue != nil && *a.StringValue != "" {
+			attrs[name] = stringAttr(*a.StringValue)
+		}
+	}
+	body := msg.Body
+	if body == "" {
+		body = "(empty body)" // SQS refuses an empty message; the reason says what happened
+	}
+	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(s.dlqURL), MessageBody: aws.String(body), MessageAttributes: attrs,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: dead-letter %s: %w", msg.MessageId, err)
+	}
+	return nil
+}
+
+// ReceiveCount is the SQS receive count of a delivery (1 for the first, and
+// for a record that does not say).
+func ReceiveCount(msg events.SQSMessage) int {
+	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
