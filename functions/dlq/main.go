@@ -52,6 +52,6 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs: jobs.NewStore(db, jobsTable, markers), JobNotFound: jobs.ErrNotFound,
-		Registry: catalog.Registry(), Logger: log, Metrics: obs.NewMetrics(os.Stdout),
+		Registry: catalog.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
 	})
 }

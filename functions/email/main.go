@@ -61,7 +61,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	metrics := obs.NewMetrics(os.Stdout)
+	metrics := obs.DefaultMetrics()
 	reg := catalog.Registry()
 
 	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })

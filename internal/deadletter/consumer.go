@@ -98,6 +98,7 @@ type letter struct {
 // (a store or job-table error). It never returns an error.
 func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	base := obs.WithRequest(ctx, c.cfg.Logger)
+	defer c.cfg.Metrics.Flush()
 	letters := make([]letter, len(ev.Records))
 	keys := make([]marker.Key, 0, len(ev.Records))
 	for i, msg := range ev.Records {
@@ -178,7 +179,7 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 
 // parse derives the record of one DLQ message.
 func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
-	l := letter{msg: msg, log: base.With(obs.KeyMessageID, msg.MessageId)}
+	l := letter{msg: msg, log: base.With(obs.KeyJobID, msg.MessageId)}
 	rec := Record{ID: msg.MessageId, Type: UnknownType, Body: msg.Body, Status: StatusDead}
 	env, err := contract.Decode([]byte(msg.Body))
 	if err == nil {
@@ -188,7 +189,7 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 			rec.Type = env.Type
 		}
-		l.log = base.With(obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type, "sqsMessageId", msg.MessageId)
+		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type, "sqsMessageId", msg.MessageId)
 	} else {
 		l.log = l.log.With(obs.KeyType, UnknownType)
 	}

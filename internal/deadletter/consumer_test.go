@@ -19,6 +19,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 // fakeRecords is the dead-letters table in memory, with the same
@@ -221,7 +222,8 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 			if got := h.jobs.failed[tc.wantID]; got != tc.wantJobFailed {
 				t.Errorf("job marked %q; want %q", got, tc.wantJobFailed)
 			}
-			if want := fmt.Sprintf(`"type":%q,"DeadLetters":1`, tc.wantType); !strings.Contains(h.metrics.String(), want) {
+			if obstest.Count(h.metrics.String(), tc.wantType, obs.DeadLetters) != 1 {
+				want := tc.wantType + " DeadLetters=1"
 				t.Errorf("metrics %s; want %s", h.metrics, want)
 			}
 			if n := strings.Count(h.logs.String(), `"alert":true`); n != 1 {

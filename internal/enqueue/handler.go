@@ -169,7 +169,7 @@ func (h *Handler) get(ctx context.Context, log *slog.Logger, caller, jobID, corr
 	case errors.Is(err, jobs.ErrNotFound) || (err == nil && job.Caller != caller):
 		return newProblem(http.StatusNotFound, ProblemNotFound, "no job "+jobID).response(corr)
 	case err != nil:
-		log.Error("enqueue: get job", "error", err, obs.KeyMessageID, jobID)
+		log.Error("enqueue: get job", "error", err, obs.KeyJobID, jobID)
 		return unavailable(corr)
 	}
 	return events.APIGatewayV2HTTPResponse{
@@ -308,7 +308,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
 	id := contract.DeriveMessageID(caller, idemKey)
-	log = log.With(obs.KeyMessageID, id)
+	log = log.With(obs.KeyJobID, id)
 	env := contract.Envelope{
 		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
 	}

@@ -3,48 +3,105 @@ package obs
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
 
-func TestCountWritesEMF(t *testing.T) {
+type emfDoc struct {
+	AWS struct {
+		Timestamp         int64
+		CloudWatchMetrics []struct {
+			Namespace  string
+			Dimensions [][]string
+			Metrics    []struct{ Name, Unit string }
+		}
+	} `json:"_aws"`
+	Stage    string `json:"stage"`
+	Type     string `json:"type"`
+	Function string `json:"function"`
+}
+
+func docs(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, line)
+		}
+		all = append(all, m)
+	}
+	return all
+}
+
+// Counts aggregate until Flush, which writes one EMF document per type with
+// the dimensions stage and type.
+func TestFlushWritesOneDocumentPerType(t *testing.T) {
+	coldStart.Store(false)
 	var buf bytes.Buffer
 	m := NewMetrics(&buf)
+	m.Stage = "prod"
 	m.now = func() time.Time { return time.UnixMilli(1700000000000) }
 	m.Count(JobsSucceeded, "email.welcome.v1", 2)
-	var got struct {
-		AWS struct {
-			Timestamp         int64
-			CloudWatchMetrics []struct {
-				Namespace  string
-				Dimensions [][]string
-				Metrics    []struct{ Name, Unit string }
-			}
-		} `json:"_aws"`
-		Type  string `json:"type"`
-		Value int    `json:"JobsSucceeded"`
+	m.Count(JobsSucceeded, "email.welcome.v1", 1)
+	m.Count(JobsDuplicate, "email.welcome.v1", 1)
+	m.Count(JobsFailed, "email.partner-digest.v1", 1)
+	if buf.Len() != 0 {
+		t.Fatal("Count wrote before Flush")
 	}
-	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, buf.String())
+	m.Flush()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d documents; want 2 (one per type): %s", len(lines), buf.String())
+	}
+	var got emfDoc
+	if err := json.Unmarshal([]byte(lines[1]), &got); err != nil {
+		t.Fatal(err)
 	}
 	d := got.AWS.CloudWatchMetrics
 	if got.AWS.Timestamp != 1700000000000 || len(d) != 1 || d[0].Namespace != Namespace ||
-		len(d[0].Dimensions) != 1 || d[0].Dimensions[0][0] != "type" || d[0].Metrics[0].Name != JobsSucceeded ||
-		got.Type != "email.welcome.v1" || got.Value != 2 {
-		t.Fatalf("EMF line = %s", buf.String())
+		strings.Join(d[0].Dimensions[0], ",") != "stage,type" || len(d[0].Metrics) != 2 ||
+		got.Type != "email.welcome.v1" || got.Stage != "prod" {
+		t.Fatalf("EMF document = %s", lines[1])
+	}
+	all := docs(t, buf.String())
+	if all[1][JobsSucceeded] != float64(3) || all[1][JobsDuplicate] != float64(1) {
+		t.Fatalf("counts not aggregated: %v", all[1])
+	}
+	buf.Reset()
+	m.Flush()
+	if buf.Len() != 0 {
+		t.Fatalf("a second flush repeated the counts: %s", buf.String())
+	}
+}
+
+func TestColdStartOncePerProcess(t *testing.T) {
+	coldStart.Store(true)
+	var buf bytes.Buffer
+	m := NewMetrics(&buf)
+	m.Stage, m.Function = "dev", "runstwice-dev-email"
+	m.Flush()
+	m.Flush()
+	all := docs(t, buf.String())
+	if len(all) != 1 || all[0][ColdStart] != float64(1) || all[0][KeyFunction] != "runstwice-dev-email" {
+		t.Fatalf("cold start documents = %s", buf.String())
 	}
 }
 
 func TestNilMetricsDiscards(t *testing.T) {
 	var m *Metrics
 	m.Count(JobsFailed, "x", 1) // must not panic
+	m.Flush()
 }
 
-func TestCountQuotesOddNames(t *testing.T) {
+func TestFlushQuotesOddNames(t *testing.T) {
+	coldStart.Store(false)
 	var buf bytes.Buffer
-	NewMetrics(&buf).Count(UnknownToggle, "we\"ird\x00é", 1)
-	var got map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &got); err != nil || got["type"] != "we\"ird\x00é" {
-		t.Fatalf("line %s: %v", buf.String(), err)
+	m := NewMetrics(&buf)
+	m.Count(UnknownToggle, "we\"ird\x00é", 1)
+	m.Flush()
+	if all := docs(t, buf.String()); all[0]["type"] != "we\"ird\x00é" {
+		t.Fatalf("line %s", buf.String())
 	}
 }

@@ -148,6 +148,7 @@ type item struct {
 // record never fails its neighbours.
 func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	base := obs.WithRequest(ctx, r.cfg.Logger)
+	defer r.cfg.Metrics.Flush()
 	// Leases last until the real deadline; the work stops a margin before
 	// it, so the response (and with it every success) reaches SQS.
 	leaseUntil := r.leaseUntil(ctx)
@@ -202,7 +203,7 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	if err == nil {
 		// The messageId logged is the job id; the SQS message id is the
 		// batch item identifier.
-		it.log = base.With(obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type)
+		it.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type)
 		it.typ, err = r.cfg.Registry.Validate(env)
 	} else {
 		it.log = base.With("sqsMessageId", it.msg.MessageId)

@@ -20,6 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
@@ -609,7 +610,7 @@ func TestInvalidArgsKeepTheTypeDimension(t *testing.T) {
 	bad := envelope(email.Welcome.Name, map[string]string{"userId": "a@b.c"})
 	body, _ := json(bad)
 	h.run(t, context.Background(), rawRecord(body, 1))
-	if !strings.Contains(h.metrics.String(), `"type":"email.welcome.v1","JobsFailed":1`) {
+	if obstest.Count(h.metrics.String(), "email.welcome.v1", obs.JobsFailed) != 1 {
 		t.Fatalf("metrics %s; want JobsFailed under the job's type", h.metrics)
 	}
 }

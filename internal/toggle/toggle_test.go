@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 // fakeSSM is an in-memory parameter store behind our SSMAPI port.
@@ -134,7 +135,8 @@ func TestUnknownToggleCounted(t *testing.T) {
 	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/email.partner-digets.v1": "true"}}
 	s, _, metrics := newSource(f)
 	s.IsJobEnabled(context.Background(), digest, false)
-	if !strings.Contains(metrics.String(), `"UnknownToggle":1`) || !strings.Contains(metrics.String(), `"type":"email.partner-digets.v1"`) {
+	s.Metrics.Flush()
+	if obstest.Count(metrics.String(), "email.partner-digets.v1", obs.UnknownToggle) != 1 {
 		t.Fatalf("want an UnknownToggle metric for the typo; got %s", metrics.String())
 	}
 }

@@ -1,0 +1,143 @@
+package obs
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Namespace is the CloudWatch namespace of every runstwice metric.
+const Namespace = "runstwice"
+
+// The metric names. Job metrics have the dimensions stage and type.
+const (
+	JobsSucceeded    = "JobsSucceeded"
+	JobsDuplicate    = "JobsDuplicate"
+	JobsSkipped      = "JobsSkipped"
+	JobsParked       = "JobsParked"
+	JobsFailed       = "JobsFailed"
+	DeadLetters      = "DeadLetters"
+	ClaimFailed      = "ClaimFailed"
+	UnknownToggle    = "UnknownToggle"
+	UnreadableToggle = "UnreadableToggle"
+	// ColdStart is counted once per execution environment, with the
+	// dimensions stage and function.
+	ColdStart = "ColdStart"
+)
+
+// Metrics counts metrics during an invocation and writes them as EMF
+// documents on Flush. It is safe for concurrent use; a nil *Metrics discards
+// everything.
+type Metrics struct {
+	// Stage and Function are the values of the stage and function
+	// dimensions.
+	Stage    string
+	Function string
+
+	mu     sync.Mutex
+	w      io.Writer
+	now    func() time.Time
+	counts map[string]map[string]int // type → metric → count
+}
+
+// coldStart is true until the first flush of this process.
+var coldStart atomic.Bool
+
+func init() { coldStart.Store(true) }
+
+// NewMetrics returns metrics written to w.
+func NewMetrics(w io.Writer) *Metrics {
+	return &Metrics{w: w, now: time.Now, counts: map[string]map[string]int{}}
+}
+
+// DefaultMetrics is what functions use: metrics on stdout (where CloudWatch
+// Logs turns EMF documents into metrics) for $STAGE and
+// $AWS_LAMBDA_FUNCTION_NAME.
+func DefaultMetrics() *Metrics {
+	m := NewMetrics(os.Stdout)
+	m.Stage, m.Function = os.Getenv("STAGE"), os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	return m
+}
+
+// Count adds n to the metric name for a job type, to be written on Flush.
+func (m *Metrics) Count(name, jobType string, n int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.counts[jobType]
+	if c == nil {
+		c = map[string]int{}
+		m.counts[jobType] = c
+	}
+	c[name] += n
+}
+
+// emfMetric is one metric definition of an EMF document.
+type emfMetric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type emfDirective struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []emfMetric `json:"Metrics"`
+}
+
+type emfMeta struct {
+	Timestamp         int64          `json:"Timestamp"`
+	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
+}
+
+// Flush writes what was counted since the last flush, one EMF document per
+// job type (and the process's first flush also writes ColdStart), and resets
+// the counts. Call it once at the end of every invocation.
+func (m *Metrics) Flush() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stage := m.Stage
+	if stage == "" {
+		stage = "unknown"
+	}
+	ts := m.now().UnixMilli()
+	if m.Function != "" && coldStart.CompareAndSwap(true, false) {
+		m.write(ts, []string{KeyStage, KeyFunction}, map[string]any{KeyStage: stage, KeyFunction: m.Function}, map[string]int{ColdStart: 1})
+	}
+	types := make([]string, 0, len(m.counts))
+	for t := range m.counts {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	for _, t := range types {
+		m.write(ts, []string{KeyStage, KeyType}, map[string]any{KeyStage: stage, KeyType: t}, m.counts[t])
+	}
+	clear(m.counts)
+}
+
+func (m *Metrics) write(ts int64, dims []string, doc map[string]any, counts map[string]int) {
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	d := emfDirective{Namespace: Namespace, Dimensions: [][]string{dims}}
+	for _, n := range names {
+		d.Metrics = append(d.Metrics, emfMetric{Name: n, Unit: "Count"})
+		doc[n] = counts[n]
+	}
+	doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{d}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return
+	}
+	_, _ = m.w.Write(append(b, '\n'))
+}
