@@ -109,7 +109,7 @@ func TestIdentify(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, method, path, auth, target, ctype, body string
-		service, op                                  string
+		service, op                                   string
 	}{
 		{"json rpc", "POST", "/", sig("dynamodb"), "DynamoDB_20120810.PutItem", "application/x-amz-json-1.0", `{}`, "dynamodb", "PutItem"},
 		{"ses v2 rest", "POST", "/v2/email/outbound-emails", sig("ses"), "", "application/json", `{}`, "ses", "SendEmail"},
