@@ -16,7 +16,7 @@ type fakeInstance struct {
 	t       *testing.T
 	busy    atomic.Bool
 	exited  atomic.Bool
-	release chan struct{}
+	starts  *fakeStarts
 	calls   atomic.Int32
 }
 
@@ -27,8 +27,8 @@ func (f *fakeInstance) Invoke(_ context.Context, payload []byte) ([]byte, error)
 	}
 	defer f.busy.Store(false)
 	f.calls.Add(1)
-	if f.release != nil {
-		<-f.release
+	if gate := f.starts.gate(); gate != nil {
+		<-gate
 	}
 	return payload, nil
 }
@@ -45,10 +45,15 @@ type fakeStarts struct {
 func (s *fakeStarts) start(context.Context) (Instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in := &fakeInstance{t: s.t, release: s.release}
+	in := &fakeInstance{t: s.t, starts: s}
 	s.instances = append(s.instances, in)
 	return in, nil
 }
+
+// gate is what invocations wait for now (nil: nothing).
+func (s *fakeStarts) gate() chan struct{} { s.mu.Lock(); defer s.mu.Unlock(); return s.release }
+
+func (s *fakeStarts) setGate(c chan struct{}) { s.mu.Lock(); defer s.mu.Unlock(); s.release = c }
 
 func (s *fakeStarts) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.instances) }
 
@@ -98,7 +103,8 @@ func TestPoolGrowsToItsLimitAndReusesWarmInstances(t *testing.T) {
 	if n := starts.count(); n != 1 {
 		t.Fatalf("%d instances for sequential calls; want 1 warm one reused", n)
 	}
-	starts.release = make(chan struct{})
+	gate := make(chan struct{})
+	starts.setGate(gate)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -110,7 +116,7 @@ func TestPoolGrowsToItsLimitAndReusesWarmInstances(t *testing.T) {
 	for starts.count() < 3 {
 		runtime.Gosched()
 	}
-	close(starts.release)
+	close(gate)
 	wg.Wait()
 	if n := starts.count(); n != 3 {
 		t.Fatalf("%d instances for 8 concurrent calls; want the limit, 3", n)
