@@ -5,6 +5,7 @@ package moto
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -109,6 +111,10 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 		out = io.MultiWriter(captured, logs)
 	}
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	if python := scriptPython(bin); python != "" {
+		cmd = exec.Command(python, "-c", launchFromStdin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+		cmd.Stdin = strings.NewReader(launcher)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_DEFAULT_REGION="+Region)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -146,6 +152,35 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 			}
 		}
 	}
+}
+
+// launcher starts moto_server with DynamoDB transactions that back up only
+// the items they touch (see launch.py).
+//
+//go:embed launch.py
+var launcher string
+
+// launchFromStdin runs the launcher, which moto's command line reads from
+// standard input (so process listings show a short command).
+const launchFromStdin = "import sys; exec(compile(sys.stdin.read(), 'runstwice-moto-launch.py', 'exec'))"
+
+// scriptPython returns the interpreter of the moto_server entry-point
+// script bin (its #! line), or "" when bin is not such a script (then it
+// runs as it is, without the launcher).
+func scriptPython(bin string) string {
+	f, err := os.Open(bin)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	line, _, _ := bytes.Cut(head[:n], []byte("\n"))
+	python, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("#!"))
+	if !ok || !bytes.Contains(python, []byte("python")) || bytes.ContainsAny(python, " \t") {
+		return ""
+	}
+	return string(python)
 }
 
 // ErrPortInUse is the cause when moto cannot listen on its port.
