@@ -13,11 +13,11 @@ import (
 // fakeInstance fails the test if it is invoked while busy, like
 // aws-lambda-rie (which crashes then); each invocation waits for release.
 type fakeInstance struct {
-	t       *testing.T
-	busy    atomic.Bool
-	exited  atomic.Bool
-	starts  *fakeStarts
-	calls   atomic.Int32
+	t      *testing.T
+	busy   atomic.Bool
+	exited atomic.Bool
+	starts *fakeStarts
+	calls  atomic.Int32
 }
 
 func (f *fakeInstance) Invoke(_ context.Context, payload []byte) ([]byte, error) {
