@@ -38,14 +38,7 @@ func TestStartNeverTakesAnotherServerForMoto(t *testing.T) {
 }
 
 func TestStartAndStop(t *testing.T) {
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartFree(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startMoto(t)
 	resp, err := http.Get(s.Endpoint + "/moto-api/")
 	if err != nil {
 		t.Fatal(err)

@@ -20,18 +20,7 @@ import (
 // transaction still applies all its operations or none, and transactions
 // under concurrent writes never fail inside moto.
 func TestTransactionsAllOrNothing(t *testing.T) {
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scriptPython(bin) == "" {
-		t.Fatalf("%s is not a Python entry point: the launcher would not be used", bin)
-	}
-	s, err := StartFree(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startMoto(t)
 	ctx := context.Background()
 	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
 	for _, name := range []string{"a", "b"} {
@@ -71,7 +60,7 @@ func TestTransactionsAllOrNothing(t *testing.T) {
 	// rolled back, the existing items keep their values.
 	update := types.TransactWriteItem{Update: &types.Update{TableName: aws.String("a"), Key: map[string]types.AttributeValue{"pk": str("k1")},
 		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": str("changed")}}}
-	err = tx(update, put("a", "k2", "new"), put("b", "k1", "again"))
+	err := tx(update, put("a", "k2", "new"), put("b", "k1", "again"))
 	var canceled *types.TransactionCanceledException
 	if !errors.As(err, &canceled) {
 		t.Fatalf("transaction = %v; want it cancelled", err)
@@ -122,15 +111,7 @@ func TestTransactionsAllOrNothing(t *testing.T) {
 // send, FIFO content-based deduplication still works and the queue's
 // attributes still count its messages.
 func TestSendMessageUnchanged(t *testing.T) {
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartFree(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startMoto(t)
 	ctx := context.Background()
 	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
 	fifo, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("f.fifo"),
@@ -169,15 +150,7 @@ func TestSendMessageUnchanged(t *testing.T) {
 // retention period is received (the launcher reads the period from the
 // queue instead of computing every attribute).
 func TestReceiveReadsRetentionDirectly(t *testing.T) {
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartFree(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startMoto(t)
 	ctx := context.Background()
 	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
 	short, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("short"), Attributes: map[string]string{"MessageRetentionPeriod": "60"}})
@@ -194,4 +167,22 @@ func TestReceiveReadsRetentionDirectly(t *testing.T) {
 	if aws.ToString(out.Messages[0].Body) != "kept" {
 		t.Fatalf("body %q", aws.ToString(out.Messages[0].Body))
 	}
+}
+
+// startMoto starts a moto of its own for the test, through the launcher.
+func startMoto(t *testing.T) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scriptPython(bin) == "" {
+		t.Fatalf("%s is not a Python entry point: the launcher would not be used", bin)
+	}
+	s, err := StartFree(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
 }
