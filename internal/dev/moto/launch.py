@@ -3,9 +3,13 @@
 # not time in proportion to everything moto holds; what each API call does
 # is unchanged. With any other moto version it starts moto as it is.
 #
-# 1. DynamoDB TransactWriteItems backs up only the items the transaction
-#    touches, instead of a deep copy of every table it names (which, taken
-#    while another request thread writes to the table, also fails with
+# 1. DynamoDB calls run one at a time, as DynamoDB applies each write (and
+#    each transaction) atomically: moto serves requests on threads, and two
+#    conditional writes to one item could otherwise both pass their check,
+#    or a cancelled transaction's rollback undo another call's write.
+#    TransactWriteItems backs up only the items the transaction touches,
+#    instead of a deep copy of every table it names (which, taken while
+#    another request thread writes to the table, also fails with
 #    "dictionary changed size during iteration", HTTP 500). All of its
 #    operations apply, or none.
 # 2. SQS SendMessage reads the one queue attribute it needs, and
@@ -15,8 +19,6 @@
 # 3. The list of moto's service modules is read from disk once, not on
 #    every request.
 # 4. No log line per request (the startup lines and errors remain).
-# 5. HTTP/1.1, so a client keeps its connection instead of a new connection
-#    (and a new server thread) per request.
 #
 # Usage: python launch.py [moto_server arguments]
 import copy
@@ -36,7 +38,6 @@ def _patch():
     moto.backends.list_of_moto_modules = lambda: modules
 
     werkzeug.serving.WSGIRequestHandler.log_request = lambda self, *args, **kwargs: None
-    werkzeug.serving.WSGIRequestHandler.protocol_version = "HTTP/1.1"
 
 
 def _patch_transactions():
@@ -88,6 +89,17 @@ def _patch_transactions():
 
     ddb.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
     ddb.DynamoDBBackend.transact_write_items = transact_write_items
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    one_at_a_time = threading.Lock()
+    call_action = DynamoHandler.call_action
+
+    def serialized_call_action(self):
+        with one_at_a_time:
+            return call_action(self)
+
+    DynamoHandler.call_action = serialized_call_action
 
 
 _sending = threading.local()

@@ -186,3 +186,61 @@ func startMoto(t *testing.T) *Server {
 	t.Cleanup(s.Stop)
 	return s
 }
+
+// TestConcurrentWritesAreAtomic: of many conditional puts of one item at
+// once exactly one wins, and a transaction cancelled meanwhile never undoes
+// another call's write (DynamoDB applies each call atomically).
+func TestConcurrentWritesAreAtomic(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("c"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for round := range 20 {
+		pk := fmt.Sprint("k", round)
+		var wg sync.WaitGroup
+		wins := make(chan int, 16)
+		for w := range 8 {
+			wg.Go(func() {
+				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("c"),
+					Item:                map[string]types.AttributeValue{"pk": str(pk), "w": str(fmt.Sprint(w))},
+					ConditionExpression: aws.String("attribute_not_exists(pk)")})
+				if err == nil {
+					wins <- w
+				}
+			})
+			// Cancelled transactions on the same item at the same time.
+			wg.Go(func() {
+				_, _ = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+					{Update: &types.Update{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str(pk)},
+						UpdateExpression: aws.String("SET x = :x"), ExpressionAttributeValues: map[string]types.AttributeValue{":x": str("tx")}}},
+					{ConditionCheck: &types.ConditionCheck{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str("never")},
+						ConditionExpression: aws.String("attribute_exists(pk)")}},
+				}})
+			})
+		}
+		wg.Wait()
+		close(wins)
+		var winners []int
+		for w := range wins {
+			winners = append(winners, w)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d conditional puts of one item won (%v); want exactly 1", round, len(winners), winners)
+		}
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str(pk)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := out.Item["w"].(*types.AttributeValueMemberS)
+		if w == nil || w.Value != fmt.Sprint(winners[0]) || out.Item["x"] != nil {
+			t.Fatalf("round %d: item %v; want the winner's put, untouched by the cancelled transactions", round, out.Item)
+		}
+	}
+}
