@@ -25,7 +25,7 @@ func main() {
 	log := obs.DefaultLogger()
 	c, err := build(context.Background(), log)
 	if err != nil {
-		log.Error("dlq function cannot start", "error", err)
+		log.Error("dlq function cannot start", obs.KeyError, err.Error())
 		os.Exit(1)
 	}
 	lambda.Start(c.Handle)
@@ -51,7 +51,7 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	markers := marker.NewDynamo(db, markersTable)
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
-		Jobs: jobs.NewStore(db, jobsTable, markers), JobNotFound: jobs.ErrNotFound,
+		Jobs:     jobs.NewRecorder(db, jobsTable),
 		Registry: catalog.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
 	})
 }

@@ -33,7 +33,7 @@ func main() {
 	log := obs.DefaultLogger()
 	r, err := build(context.Background(), log)
 	if err != nil {
-		log.Error("email function cannot start", "error", err)
+		log.Error("email function cannot start", obs.KeyError, err.Error())
 		os.Exit(1)
 	}
 	lambda.Start(r.Handle)
@@ -53,6 +53,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
 	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
+	concurrency := env.Int("BATCH_CONCURRENCY", 10)
 	if err := env.Err(); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		sender = smtprelay.New(smtpAddr, from)
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL, Metrics: metrics,
+		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL,
 	})
 	if err != nil {
 		return nil, err
@@ -81,8 +82,8 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	queues := queue.New(sqs.NewFromConfig(cfg), urls, dlqURL)
 	return runner.New(runner.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
-		Parker: queues, DeadLetterer: queues, Failures: jobs.NewStore(db, jobsTable, markers),
-		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives,
+		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
+		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
 	})
 }

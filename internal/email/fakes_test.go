@@ -140,7 +140,7 @@ func newHarness(t testing.TB, users ...email.User) *harness {
 	h.sender = &fakeSender{tr: h.tr}
 	h.markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.tr}
 	metrics := obs.NewMetrics(h.metrics)
-	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL, Metrics: metrics})
+	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,8 +169,10 @@ func TestConfirmedMeanwhileIsNoop(t *testing.T) {
 	}
 	job := runner.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
 	job.Type, _ = catalog.Registry().Lookup(email.PartnerVerification.Name)
-	if err := handlers[email.PartnerVerification.Name].Handle(context.Background(), job); err != nil {
-		t.Fatal(err)
+	err = handlers[email.PartnerVerification.Name].Handle(context.Background(), job)
+	var noop *runner.NoOpError
+	if !errors.As(err, &noop) || !strings.Contains(noop.Reason, "confirmed meanwhile") {
+		t.Fatalf("Handle = %v; want a no-op with its reason", err)
 	}
 	if len(h.sender.messages()) != 0 {
 		t.Fatal("mailed an address confirmed meanwhile")

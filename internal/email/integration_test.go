@@ -112,7 +112,7 @@ func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
 		o.toggles = toggles{}
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000", Metrics: metrics,
+		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000",
 	})
 	if err != nil {
 		t.Fatal(err)
