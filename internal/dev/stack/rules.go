@@ -33,8 +33,10 @@ func (e *RulesError) Error() string {
 // the way CloudFormation does before it creates or updates a stack: every
 // assertion of a rule whose RuleCondition holds (or that has none) must be
 // true. It returns a *RulesError naming each failed assertion, or an error
-// for a rule it cannot evaluate (Fn::RefAll, Fn::ValueOf and Fn::ValueOfAll
-// need AWS-specific parameter types, which the template does not use).
+// for a rule CloudFormation would refuse (a function other than Ref and the
+// rule functions) or it cannot evaluate (Fn::RefAll, Fn::ValueOf and
+// Fn::ValueOfAll need AWS-specific parameter types, which the template does
+// not use).
 func (s *Stack) CheckRules() error {
 	var failures []RuleFailure
 	for _, name := range SortedIDs(s.tmpl.Rules) {
@@ -69,7 +71,39 @@ func (s *Stack) CheckRules() error {
 	return nil
 }
 
+// ruleFunctions are the functions CloudFormation accepts in Rules: the
+// rule-specific ones and Ref (no Fn::Sub, Fn::Split, Fn::Select...).
+var ruleFunctions = map[string]bool{
+	"Ref": true, "Fn::And": true, "Fn::Or": true, "Fn::Not": true, "Fn::Equals": true, "Fn::Contains": true,
+	"Fn::EachMemberEquals": true, "Fn::EachMemberIn": true, "Fn::RefAll": true, "Fn::ValueOf": true, "Fn::ValueOfAll": true,
+}
+
+// ruleOnly reports the first function in v that Rules do not accept.
+func ruleOnly(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if (k == "Condition" || strings.HasPrefix(k, "Fn::")) && !ruleFunctions[k] {
+				return fmt.Errorf("%s is not allowed in Rules (only Ref and the rule functions)", k)
+			}
+			if err := ruleOnly(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := ruleOnly(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (s *Stack) ruleBool(v any) (bool, error) {
+	if err := ruleOnly(v); err != nil {
+		return false, err
+	}
 	r, err := s.Resolve(v)
 	if err != nil {
 		return false, err
