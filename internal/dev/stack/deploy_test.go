@@ -309,3 +309,52 @@ func TestSamconfigProdShowsWhatToFillIn(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployDocsCoverTheTemplate keeps docs/deploy.md whole: every
+// parameter has a row in its parameter table, every alarm one in its alarm
+// table, every rule one in its rules table, and the queue table states each
+// queue's visibility timeout and retention as the template has them.
+func TestDeployDocsCoverTheTemplate(t *testing.T) {
+	tmpl, root := loadTemplate(t)
+	data, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	rows := func(section string) string {
+		_, after, ok := strings.Cut(doc, "\n## "+section+"\n")
+		if !ok {
+			t.Fatalf("docs/deploy.md has no section %q", section)
+		}
+		body, _, _ := strings.Cut(after, "\n## ")
+		return body
+	}
+	params, alarms, rules, queues := rows("Parameters"), rows("Alarms"), rows("What the template refuses"), rows("Queues and timings")
+	for _, name := range SortedIDs(tmpl.Parameters) {
+		if !strings.Contains(params, "| `"+name+"` |") {
+			t.Errorf("parameter %s has no row in docs/deploy.md's parameter table", name)
+		}
+	}
+	for _, id := range tmpl.IDs(typeAlarm) {
+		name := strings.Replace(subString(tmpl.Resources[id].Properties["AlarmName"]), "${AWS::StackName}", "<stack>", 1)
+		if !strings.Contains(alarms, "`"+name+"`") {
+			t.Errorf("alarm %s (%s) has no row in docs/deploy.md's alarm table", id, name)
+		}
+	}
+	for _, name := range SortedIDs(tmpl.Rules) {
+		if !strings.Contains(rules, "| `"+name+"` |") {
+			t.Errorf("rule %s has no row in docs/deploy.md", name)
+		}
+	}
+	for _, id := range tmpl.IDs(TypeQueue) {
+		p := tmpl.Resources[id].Properties
+		name := strings.TrimPrefix(subString(p["QueueName"]), "${AWS::StackName}-")
+		if name == "dlq" {
+			name = "DLQ"
+		}
+		row := fmt.Sprintf("| %s | %d s | %d days |", name, num(p["VisibilityTimeout"]), int(retention(p).Hours()/24))
+		if !strings.Contains(queues, row) {
+			t.Errorf("queue %s: docs/deploy.md's queue table lacks %q", id, row)
+		}
+	}
+}
