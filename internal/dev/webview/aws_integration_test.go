@@ -98,7 +98,7 @@ func TestIntegrationJobsTableListsDerivedStatesNewestFirst(t *testing.T) {
 	if _, err := markers.Lease(ctx, busy.MarkerKey(), "worker-1", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.MarkFailedAfter(ctx, "job-failed", "permanent", 5); err != nil {
+	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, "job-failed", jobs.Failure{Class: "permanent", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	// A record written by a newer version, with fields this one's store does

@@ -82,9 +82,9 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 		t.Fatal(err)
 	}
 	return &enqueue.Handler{
-		Registry: catalog.Registry(),
-		Requests: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
-		Jobs:     jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
+		Registry:    catalog.Registry(),
+		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
+		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
 		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[contract.Queue]string{
 			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
 			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
@@ -136,7 +136,7 @@ func TestIntegrationBrowser(t *testing.T) {
 	if _, err := markers.Claim(ctx, marker.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := jobs.NewStore(l.db, l.table("JobsTable"), markers).MarkFailedAfter(ctx, reset, "permanent", 1); err != nil {
+	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := deadletter.NewStore(l.db, l.table("DeadLettersTable")).Save(ctx, deadletter.Record{
