@@ -146,9 +146,11 @@ func newWorld(reg *contract.Registry, c Case, crash string) (*world, error) {
 	w := &world{clock: markertest.NewClock(time.Now()), store: marker.NewMemory()}
 	w.store.Now = w.clock.Now
 	w.crash = &crashes{at: crash}
+	on := &testkit.Switches{} // a fail-closed type is proved switched on
+	on.Set(c.Type.Name, true)
 	r, err := runner.New(runner.Config{
 		Registry: reg, Handlers: map[string]runner.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
-		Toggles: &testkit.Switches{}, Markers: crashingMarkers{Memory: w.store, crash: w.crash},
+		Toggles: on, Markers: crashingMarkers{Memory: w.store, crash: w.crash},
 		Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: &testkit.Jobs{},
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
