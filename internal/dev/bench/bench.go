@@ -60,4 +60,6 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-func perJob(n, jobs int) string { return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", float64(n)/float64(jobs)), "0"), ".") }
+func perJob(n, jobs int) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", float64(n)/float64(jobs)), "0"), ".")
+}
