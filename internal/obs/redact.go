@@ -32,6 +32,13 @@ func Redact(err error) string {
 	return desc
 }
 
+// Redacted is implemented by an error whose own text carries no provider
+// message (built from the provider's code and our advice): Redact keeps
+// it, and what it wraps, as it is.
+type Redacted interface {
+	Redacted() bool
+}
+
 // ErrorCode returns the provider's error code in err ("MessageRejected",
 // "ThrottlingException", "smtp 550"), or "".
 func ErrorCode(err error) string {
@@ -51,6 +58,9 @@ func ErrorCode(err error) string {
 // without that message.
 func provider(err error) (error, string) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		if r, ok := e.(Redacted); ok && r.Redacted() {
+			return nil, "" // its text is ours, built from codes
+		}
 		if api, ok := e.(smithy.APIError); ok {
 			return e, api.ErrorCode()
 		}

@@ -64,3 +64,19 @@ func TestTraceRoot(t *testing.T) {
 		}
 	}
 }
+
+type ownAdvice struct{}
+
+func (ownAdvice) Error() string                 { return "AccessDenied: verify the sender identity" }
+func (ownAdvice) ErrorCode() string             { return "AccessDenied" }
+func (ownAdvice) ErrorMessage() string          { return "verify the sender identity" }
+func (ownAdvice) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
+func (ownAdvice) Redacted() bool                { return true }
+
+// An error built from the provider's code and our own advice keeps the
+// advice.
+func TestRedactKeepsOurOwnAdvice(t *testing.T) {
+	if got := Redact(fmt.Errorf("send: %w", ownAdvice{})); got != "send: AccessDenied: verify the sender identity" {
+		t.Fatalf("Redact = %q", got)
+	}
+}

@@ -101,6 +101,10 @@ func (e *SendError) Error() string {
 	return msg
 }
 
+// Redacted reports that the error's text carries no SES message: it is
+// kept as it is in logs and dead-letter reasons (obs.Redact).
+func (e *SendError) Redacted() bool { return true }
+
 // ErrorCode returns SES's error code.
 func (e *SendError) ErrorCode() string { return e.Code }
 
