@@ -130,9 +130,12 @@ unit:
 integration: venv $(RIE_STAMP) chromium
 	$(GO) test -count=1 -race -tags integration ./...
 
-## bench: the benchmarks (runner per-job cost with fakes).
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: what runstwice costs, as one table: the runner in-process (time
+## and allocations per job), the worker on moto (DynamoDB calls per job, time
+## per batch), the enqueue API under load through the local stack, and each
+## function's init time under the emulator. Targets are printed beside them.
+bench: venv $(RIE_STAMP)
+	@$(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) .devstack .aws-sam build

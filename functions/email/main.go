@@ -8,19 +8,18 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -30,13 +29,7 @@ import (
 )
 
 func main() {
-	log := obs.DefaultLogger()
-	r, err := build(context.Background(), log)
-	if err != nil {
-		log.Error("email function cannot start", obs.KeyError, err.Error())
-		os.Exit(1)
-	}
-	lambda.Start(r.Handle)
+	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
 }
 
 func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
@@ -54,10 +47,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
-	if err := env.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err := awsx.Load(ctx)
+	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -12,29 +12,21 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func main() {
-	log := obs.DefaultLogger()
-	h, err := build(context.Background(), log)
-	if err != nil {
-		log.Error("enqueue function cannot start", obs.KeyError, err.Error())
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
+	function.Main("enqueue", build, func(h *enqueue.Handler) any { return h.Handle })
 }
 
 func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
@@ -44,10 +36,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	urls := env.QueueURLs()
-	if err := env.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err := awsx.Load(ctx)
+	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -228,3 +228,16 @@ func ItemAt(err error, i int) (item map[string]types.AttributeValue, failed bool
 	r := tce.CancellationReasons[i]
 	return r.Item, deref(r.Code) == "ConditionalCheckFailed"
 }
+
+// DeleteInput returns a DeleteItem of the item under key, conditional on
+// cond.
+func DeleteInput(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder) (*dynamodb.DeleteItemInput, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("condition: %w", err)
+	}
+	return &dynamodb.DeleteItemInput{
+		TableName: aws.String(table), Key: key, ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}, nil
+}

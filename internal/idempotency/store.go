@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -229,16 +228,12 @@ func (s *Store) Complete(ctx context.Context, lock Lock, resp Response, with ...
 // never get here; 5xx responses and requests that must stay retryable do), so
 // the key can be used again at once. A lock already lost is not an error.
 func (s *Store) Release(ctx context.Context, lock Lock) error {
-	expr, err := expression.NewBuilder().WithCondition(ownerCond(lock).
-		And(expression.Name(AttrState).Equal(expression.Value(StateInProgress)))).Build()
+	in, err := ddb.DeleteInput(s.table, keyAV(lock.PK), ownerCond(lock).
+		And(expression.Name(AttrState).Equal(expression.Value(StateInProgress))))
 	if err != nil {
 		return fmt.Errorf("idempotency: release: %w", err)
 	}
-	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: keyAV(lock.PK), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil && !ddb.IsConditionFailed(err) {
+	if _, err = s.client.DeleteItem(ctx, in); err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("idempotency: release %s: %w", lock.PK, err)
 	}
 	return nil

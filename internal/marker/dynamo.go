@@ -238,17 +238,11 @@ func (d *Dynamo) Tombstone(ctx context.Context, k Key) (Record, error) {
 // expire. It deletes the marker only while owner still holds the lease; if
 // not, there is nothing of owner's to release and it returns nil.
 func (d *Dynamo) Release(ctx context.Context, k Key, owner string) error {
-	expr, err := expression.NewBuilder().WithCondition(stateIs(StateLeased).And(ownedBy(owner))).Build()
+	in, err := ddb.DeleteInput(d.table, KeyAV(k), stateIs(StateLeased).And(ownedBy(owner)))
 	if err != nil {
 		return fmt.Errorf("marker: release: %w", err)
 	}
-	_, err = d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       KeyAV(k),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
+	_, err = d.client.DeleteItem(ctx, in)
 	if err == nil || ddb.IsConditionFailed(err) {
 		return nil
 	}

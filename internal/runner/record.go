@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -18,7 +17,7 @@ import (
 )
 
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
-func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time) outcome {
+func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
 	ctx = queue.WithTraceHeader(ctx, queueTraceHeader(it.msg))
 	if it.disabled {
 		return r.park(ctx, it)
@@ -33,7 +32,6 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time) ou
 	case !it.peeked && !it.typ.Lease:
 		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
 	}
-	owner := uuid.NewString()
 	if it.typ.Lease {
 		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
 			switch {

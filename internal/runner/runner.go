@@ -33,10 +33,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/killpoint"
@@ -189,6 +191,9 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		defer cancel()
 	}
 	items := make([]item, len(ev.Records))
+	// One random token per invocation names each record's lease and claim
+	// (token:index): unique across workers, cheap per record.
+	batch := uuid.NewString()
 	var toPeek []*item
 	for i := range ev.Records {
 		it := &items[i]
@@ -225,7 +230,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				it.out = outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
 				return
 			}
-			it.out = r.process(ctx, it, leaseUntil)
+			it.out = r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
 		}()
 	}
 	wg.Wait()
@@ -244,12 +249,13 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	if err == nil {
 		// The messageId of the envelope is the job id; the SQS message id
 		// is the batch item identifier.
-		attrs := []any{obs.KeyJobID, env.MessageID, obs.KeyType, env.Type, obs.KeyKey, env.Key,
-			obs.KeyCorrelationID, env.CorrelationID, "sqsMessageId", it.msg.MessageId}
+		attrs := []slog.Attr{slog.String(obs.KeyJobID, env.MessageID), slog.String(obs.KeyType, env.Type),
+			slog.String(obs.KeyKey, env.Key), slog.String(obs.KeyCorrelationID, env.CorrelationID),
+			slog.String("sqsMessageId", it.msg.MessageId)}
 		if trace := obs.TraceRoot(queueTraceHeader(it.msg)); trace != "" {
-			attrs = append(attrs, obs.KeyTraceID, trace)
+			attrs = append(attrs, slog.String(obs.KeyTraceID, trace))
 		}
-		it.log = base.With(attrs...)
+		it.log = slog.New(base.Handler().WithAttrs(attrs))
 		it.typ, err = r.cfg.Registry.Validate(env)
 		if t, lerr := r.cfg.Registry.Lookup(env.Type); lerr == nil {
 			it.typ = t // the type dimension, even when its args are invalid
