@@ -15,7 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 )
 
-// Attribute names of the users table (DESIGN §4). UserID is the hash key.
+// Attribute names of the users table (docs/storage.md). UserID is the hash key.
 const (
 	AttrUserID         = "userId"
 	AttrEmail          = "email"
