@@ -249,5 +249,9 @@ func (s *Store) derive(j Job, m marker.Record, has bool) Job {
 	if has && j.Attempts == 0 {
 		j.Attempts = 1
 	}
+	if j.LastOutcome == OutcomeParked && j.State != StateParked {
+		// Success writes nothing, so the park is the last thing recorded.
+		j.LastReason = "it was parked while its kill switch was off, and went on once it was on again"
+	}
 	return j
 }
