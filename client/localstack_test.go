@@ -76,7 +76,9 @@ func unsignedAs(t *testing.T, l *devstack.Local, caller string) *client.Client {
 }
 
 // unique returns a job key no other test uses.
-func unique(t *testing.T) string { return fmt.Sprintf("client-test:%s:%d", t.Name(), time.Now().UnixNano()) }
+func unique(t *testing.T) string {
+	return fmt.Sprintf("client-test:%s:%d", t.Name(), time.Now().UnixNano())
+}
 
 func signedMapsToCaller(t *testing.T, l *devstack.Local) {
 	ctx := context.Background()
