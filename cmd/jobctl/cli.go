@@ -32,6 +32,7 @@ commands:
   dlq list                      dead letters: type, messageId, reason, attempts, when
   dlq redrive ID|--all          send dead letters back to their queue under the same messageId
   jobs get ID                   a job record
+  ` + enqueueUsage + `
 
 --stage defaults to $STAGE, else "local". AWS_ENDPOINT_URL is honoured.
 `
@@ -139,6 +140,9 @@ func validStage(s string) bool {
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
+	if args[0] == "enqueue" {
+		return a.enqueue(ctx, args[1:])
+	}
 	cmd := strings.Join(args[:min(2, len(args))], " ")
 	rest := args[min(2, len(args)):]
 	switch cmd {
