@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,26 +12,11 @@ import (
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
-// enqueueUsage and enqueueHelp describe `jobctl enqueue`.
-const (
-	enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]"
-	enqueueHelp  = "Enqueue a job through the API with the producer client (signed with SigV4 when AWS credentials\n" +
-		"are found, else unsigned to the local stack). key=value pairs are the job's args. --key sets the\n" +
-		"dedup key, --policy AllowAfterFailed|RejectIfFailed|RejectAlways the duplicate policy, --delay\n" +
-		"seconds (or a duration such as 5m). --idempotency-key repeats an earlier call safely. --api is\n" +
-		"the API's base URL (default $RUNSTWICE_API_URL; for stage local http://127.0.0.1:3000).\n" +
-		"--caller sends the request unsigned naming the caller (a name or an IAM ARN; local stack only).\n" +
-		"Exit 4 when the API refuses the job (duplicate policy, unknown type), 2 when it rejects the args."
-)
-
-// localAPI is where `make run` serves the API.
-const localAPI = "http://127.0.0.1:3000"
-
-// credentialsTimeout bounds the search for AWS credentials (an instance
-// metadata lookup off EC2 would otherwise wait).
-const credentialsTimeout = 5 * time.Second
+// enqueueUsage is the synopsis of `jobctl enqueue`.
+const enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]"
 
 // enqueueRequest is a parsed `jobctl enqueue` command line.
 type enqueueRequest struct {
@@ -123,7 +106,17 @@ func parseDelay(v string) (int, error) {
 	return 0, usagef("enqueue: --delay %q is not a number of seconds or a whole-second duration", v)
 }
 
-// enqueue is `jobctl enqueue`.
+// enqueue is `jobctl enqueue`: it enqueues a job through the API with the
+// producer client, signed with SigV4 (the AWS configuration chain; the local
+// stack's test identity for an API on this machine). key=value pairs are the
+// job's args. --key sets the dedup key, --policy the duplicate policy
+// (AllowAfterFailed, RejectIfFailed, RejectAlways), --delay seconds (or a
+// duration such as 5m). --idempotency-key repeats an earlier call safely.
+// --api is the API's base URL (default $RUNSTWICE_API_URL; for stage local
+// http://127.0.0.1:3000). --caller sends the request unsigned, naming the
+// caller (a name or an IAM ARN; the local stack only). Exit codes: 4 when the
+// API refuses the job (duplicate policy, unknown type), 2 when it rejects
+// the args or the command line is wrong, 1 for any other failure.
 func (a *app) enqueue(ctx context.Context, rest []string) error {
 	r, err := parseEnqueue(rest, a.getenv)
 	if err != nil {
@@ -133,7 +126,7 @@ func (a *app) enqueue(ctx context.Context, rest []string) error {
 		if a.stage != "local" {
 			return usagef("enqueue: --api URL is needed for stage %s (the stack's ApiUrl output)", a.stage)
 		}
-		r.api = localAPI
+		r.api = localapi.DefaultURL
 	}
 	c, how, err := a.producer(ctx, r)
 	if err != nil {
@@ -178,42 +171,26 @@ func (a *app) enqueue(ctx context.Context, rest []string) error {
 	return tw.Flush()
 }
 
+// isLocal tells an API on this machine (the local stack); tests replace it.
+var isLocal = localapi.IsLocal
+
 // producer is the client for r and how it authenticates: unsigned with
-// --caller; signed when AWS credentials are found; unsigned as the local
-// stack's default caller when none are and the API is on this machine.
+// --caller; signed as the local test identity for the local stack (whose
+// gateway refuses real AWS credentials); else signed with the standard AWS
+// configuration chain.
 func (a *app) producer(ctx context.Context, r enqueueRequest) (*client.Client, string, error) {
-	if r.hasCaller {
+	switch {
+	case r.hasCaller:
 		c, err := client.New(r.api, client.WithCaller(r.caller))
 		return c, "unsigned, X-Caller " + r.caller, err
+	case isLocal(r.api):
+		c, err := client.New(r.api, client.WithCredentials(localapi.Credentials(), localapi.Region))
+		return c, "signed (SigV4) as the local stack's test identity", err
 	}
 	cfg, err := awsx.Load(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	findCtx, cancel := context.WithTimeout(ctx, credentialsTimeout)
-	defer cancel()
-	creds, credErr := cfg.Credentials.Retrieve(findCtx)
-	if credErr == nil {
-		c, err := client.New(r.api, client.WithAWSConfig(cfg))
-		return c, "signed (SigV4) with access key " + creds.AccessKeyID, err
-	}
-	if !loopback(r.api) {
-		return nil, "", fmt.Errorf("enqueue: no AWS credentials to sign the request to %s: %w", r.api, credErr)
-	}
-	c, err := client.New(r.api, client.WithCaller(""))
-	return c, "unsigned (no AWS credentials found; the local stack's default caller)", err
-}
-
-// loopback reports whether u names this machine.
-func loopback(u string) bool {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
-	host := parsed.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	c, err := client.New(r.api, client.WithAWSConfig(cfg))
+	return c, "signed (SigV4) with the AWS configuration chain", err
 }

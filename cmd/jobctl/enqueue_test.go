@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/sigv4"
 )
 
@@ -108,8 +109,17 @@ func TestEnqueueSendsTheJobThroughTheClient(t *testing.T) {
 	}
 }
 
-func TestEnqueueSignsWhenCredentialsAreFound(t *testing.T) {
+// remote makes every API count as remote for the test (its fake listens on
+// loopback).
+func remote(t *testing.T) {
+	t.Helper()
+	isLocal = func(string) bool { return false }
+	t.Cleanup(func() { isLocal = localapi.IsLocal })
+}
+
+func TestEnqueueSignsWithTheConfigurationChain(t *testing.T) {
 	noAWSCredentials(t)
+	remote(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	srv, got := fakeEnqueueAPI(t, http.StatusAccepted, acceptedBody)
@@ -130,15 +140,16 @@ func TestEnqueueSignsWhenCredentialsAreFound(t *testing.T) {
 func TestEnqueueWithoutCredentials(t *testing.T) {
 	noAWSCredentials(t)
 	srv, got := fakeEnqueueAPI(t, http.StatusAccepted, acceptedBody)
-	// The local stack takes an unsigned request as its default caller.
+	// The local stack: signed as its test identity, whatever the environment holds.
 	code, out, stderr := jobctl("enqueue", "email.welcome.v1", "userId=u-1", "--api", srv.URL)
-	if code != exitOK || got.headers[0].Get("Authorization") != "" || got.headers[0].Get("X-Caller") != "" || !strings.Contains(out, "unsigned") {
-		t.Fatalf("exit %d, headers %v, out %s, stderr %s; want an unsigned request", code, got.headers, out, stderr)
+	if code != exitOK || len(got.signers) != 1 || got.signers[0] != "test" || !strings.Contains(out, "test identity") {
+		t.Fatalf("exit %d, signers %v, out %s, stderr %s; want a request signed as test", code, got.signers, out, stderr)
 	}
-	// A remote API needs a signature: nothing is sent.
-	code, _, stderr = jobctl("enqueue", "email.welcome.v1", "userId=u-1", "--api", "https://abc.execute-api.us-east-1.amazonaws.com")
-	if code != exitError || !strings.Contains(stderr, "no AWS credentials") {
-		t.Fatalf("remote without credentials: exit %d, stderr %s; want 1 and a clear message", code, stderr)
+	// A remote API needs credentials: nothing is sent without them.
+	remote(t)
+	code, _, stderr = jobctl("enqueue", "email.welcome.v1", "userId=u-1", "--api", srv.URL)
+	if code != exitError || !strings.Contains(stderr, "credentials") || len(got.headers) != 1 {
+		t.Fatalf("remote without credentials: exit %d, stderr %s, %d requests; want 1, a clear message and nothing sent", code, stderr, len(got.headers))
 	}
 }
 
