@@ -355,3 +355,16 @@ func TestBadInputIsAnError(t *testing.T) {
 		t.Fatalf("bad input reached the API: %d requests", len(reqs))
 	}
 }
+
+func TestWaitStopsWithTheContext(t *testing.T) {
+	f := newFakeAPI(t, answer{status: 200, body: `{"jobId":"j-1","state":"Scheduled"}`})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	j, err := fast(t, f).Wait(ctx, "j-1", time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) || j == nil || j.State != client.StateScheduled {
+		t.Fatalf("Wait = %+v, %v; want the last job read and the deadline", j, err)
+	}
+	if _, err := fast(t, f).Wait(context.Background(), "j-1", 0); err == nil {
+		t.Fatal("Wait with no interval: no error")
+	}
+}

@@ -245,21 +245,26 @@ func (c *Client) job(ctx context.Context, method, jobID string) (*Job, error) {
 }
 
 // Wait reads the job every interval until it has finished (a terminal
-// state) and returns it; it stops with the context.
+// state) and returns it. When the context ends first, it returns the job as
+// last read with the context's error.
 func (c *Client) Wait(ctx context.Context, jobID string, interval time.Duration) (*Job, error) {
 	if interval <= 0 {
 		return nil, fmt.Errorf("client: Wait interval %s must be positive", interval)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var last *Job
 	for {
 		j, err := c.Get(ctx, jobID)
-		if err != nil {
+		switch {
+		case err != nil && last != nil && ctx.Err() != nil:
+			return last, fmt.Errorf("client: job %s still %s: %w", jobID, last.State, ctx.Err())
+		case err != nil:
 			return nil, err
-		}
-		if j.State.Terminal() {
+		case j.State.Terminal():
 			return j, nil
 		}
+		last = j
 		select {
 		case <-ctx.Done():
 			return j, fmt.Errorf("client: job %s still %s: %w", jobID, j.State, ctx.Err())

@@ -20,6 +20,7 @@ import (
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/localapi/localapitest"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
@@ -27,32 +28,12 @@ import (
 // machine: the gateway verifying signatures, the enqueue function under the
 // runtime emulator, DynamoDB and SQS in moto, the e-mail worker.
 func TestAgainstTheLocalStack(t *testing.T) {
-	l := startLocalStack(t)
+	l := localapitest.Start(t)
 	t.Run("a signed request is accepted and maps to its caller", func(t *testing.T) { signedMapsToCaller(t, l) })
 	t.Run("a request signed with a wrong secret is refused with 403", func(t *testing.T) { wrongSecretRefused(t, l) })
 	t.Run("a retry after an injected 5xx yields one job", func(t *testing.T) { retryAfterInjected5xx(t, l) })
 	t.Run("two sessions of one role are one caller", func(t *testing.T) { sessionsOfOneRole(t, l) })
 	t.Run("cancel", func(t *testing.T) { cancel(t, l) })
-}
-
-func startLocalStack(t *testing.T) *devstack.Local {
-	t.Helper()
-	root, err := moto.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := moto.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	l, err := devstack.Start(ctx, devstack.Options{Root: root, StateDir: t.TempDir(), MotoPort: port, APIAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatalf("local stack: %v", err)
-	}
-	t.Cleanup(l.Stop)
-	return l
 }
 
 // signedAs is a client of the local stack signing as a local identity.

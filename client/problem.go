@@ -81,7 +81,9 @@ func (p *Problem) Error() string {
 		b.WriteString(": " + p.Detail)
 	}
 	for _, f := range p.Errors {
-		fmt.Fprintf(&b, "; %s %s", f.Field, f.Reason)
+		if !strings.Contains(p.Detail, f.Field) { // the API's detail usually names them
+			fmt.Fprintf(&b, "; %s %s", f.Field, f.Reason)
+		}
 	}
 	return b.String()
 }
