@@ -98,7 +98,9 @@ type Stack struct {
 
 // New instantiates t with opts without touching any endpoint: resolving a
 // reference to a table, queue or parameter then fails with
-// ErrNotProvisioned. Provision is New plus creating the resources.
+// ErrNotProvisioned. Like CloudFormation, it refuses parameters that fail
+// the template's Rules (a *RulesError). Provision is New plus creating the
+// resources.
 func New(t *Template, opts Options) (*Stack, error) {
 	if opts.StackName == "" {
 		opts.StackName = DefaultStackName
@@ -124,7 +126,11 @@ func New(t *Template, opts Options) (*Stack, error) {
 		}
 		params[k] = v
 	}
-	return &Stack{tmpl: t, opts: opts, params: params, created: map[string]Physical{}, busy: map[string]bool{}}, nil
+	s := &Stack{tmpl: t, opts: opts, params: params, created: map[string]Physical{}, busy: map[string]bool{}}
+	if err := s.CheckRules(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Provision creates every DynamoDB table, SQS queue and SSM parameter of t
@@ -132,7 +138,9 @@ func New(t *Template, opts Options) (*Stack, error) {
 // point-in-time recovery, queue attributes and redrive policies from the
 // template. Resources that already exist are reused (a table or queue of the
 // same name; a parameter keeps its stored value), so provisioning twice is
-// harmless.
+// harmless. Every other resource type (functions, roles, log groups, keys,
+// topics, alarms, the API) is not emulated and is skipped; resolving a
+// reference to one fails with ErrNotProvisioned.
 func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
 	s, err := New(t, opts)
 	if err != nil {
@@ -323,6 +331,9 @@ func (s *Stack) createTable(id string, props map[string]any) (Physical, error) {
 			},
 		}
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, gsi)
+	}
+	if truthy(props["DeletionProtectionEnabled"]) {
+		in.DeletionProtectionEnabled = aws.Bool(true)
 	}
 	if sse := asMap(props["SSESpecification"]); truthy(sse["SSEEnabled"]) {
 		in.SSESpecification = &ddbtypes.SSESpecification{Enabled: aws.Bool(true)}
