@@ -58,6 +58,7 @@ func NewGateway(fn Invoker) *Gateway {
 	return &Gateway{fn: fn, routes: []route{
 		{http.MethodPost, "/v1/jobs/", "type"},
 		{http.MethodGet, "/v1/jobs/", "jobId"},
+		{http.MethodDelete, "/v1/jobs/", "jobId"},
 	}}
 }
 
