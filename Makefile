@@ -28,7 +28,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke chromium
+.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke chromium smoke
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -84,6 +84,21 @@ ENV_FILE ?= events/env.json
 invoke: $(RIE_STAMP)
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=enqueue|email|dlq EVENT=events/<file>.json"; exit 2; }
 	$(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -env-file $(ENV_FILE)
+
+## smoke: STACK=<stack name> USER=<test user id> — opt-in, never in CI: read the
+## stack's outputs, enqueue a welcome mail for USER through the stack's API with
+## the signed producer client (the AWS configuration chain), wait for Succeeded
+## (TIMEOUT, default 2m), read the job back, check that every alarm of the stack
+## exists, is not in ALARM and notifies the alarm topic, and print a report.
+## API=<url> instead of STACK points it at an API alone (no outputs, no alarms),
+## e.g. the local stack: make smoke API=http://127.0.0.1:3000 USER=u-demo-2
+STACK ?=
+API ?=
+TIMEOUT ?= 2m
+smoke:
+	@test -n "$(STACK)$(API)" || { echo "usage: make smoke STACK=<stack name> USER=<test user id> [TIMEOUT=2m] (or API=<url> instead of STACK)"; exit 2; }
+	@test "$(origin USER)" = "command line" || { echo "make smoke: USER=<test user id> is required (a user in the stack's users table)"; exit 2; }
+	$(GO) run ./cmd/smoke $(if $(STACK),--stack "$(STACK)") $(if $(API),--api "$(API)") --user "$(USER)" --timeout "$(TIMEOUT)"
 
 ## chromium: headless Chromium from Debian's packages (`chromium` and
 ## `chromium-driver`) for the browser test of the local web view; installed

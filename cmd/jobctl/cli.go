@@ -21,6 +21,7 @@ const (
 	exitError    = 1
 	exitUsage    = 2
 	exitNotFound = 3
+	exitRefused  = 4 // understood and refused: the API rejected the job (duplicate policy, unknown type)
 )
 
 const usage = `usage: jobctl [--stage STAGE] [--json] COMMAND
@@ -31,6 +32,7 @@ commands:
   dlq list                      dead letters: type, messageId, reason, attempts, when
   dlq redrive ID|--all          send dead letters back to their queue under the same messageId
   jobs get ID                   a job record
+  ` + enqueueUsage + `
 
 --stage defaults to $STAGE, else "local". AWS_ENDPOINT_URL is honoured.
 `
@@ -46,6 +48,11 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
+
+// refusedError: exit code 4.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
 
 // app is one jobctl invocation.
 type app struct {
@@ -73,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	var ue *usageError
 	var nf *notFoundError
+	var rf *refusedError
 	switch {
 	case err == nil:
 		return exitOK
@@ -82,6 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case errors.As(err, &nf):
 		fmt.Fprintf(stderr, "jobctl: %s\n", nf.msg)
 		return exitNotFound
+	case errors.As(err, &rf):
+		fmt.Fprintf(stderr, "jobctl: refused: %s\n", rf.msg)
+		return exitRefused
 	}
 	fmt.Fprintf(stderr, "jobctl: %v\n", err)
 	return exitError
@@ -129,6 +140,9 @@ func validStage(s string) bool {
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
+	if args[0] == "enqueue" {
+		return a.enqueue(ctx, args[1:])
+	}
 	cmd := strings.Join(args[:min(2, len(args))], " ")
 	rest := args[min(2, len(args)):]
 	switch cmd {
