@@ -1,0 +1,115 @@
+//go:build integration
+
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
+)
+
+func ids(list []jobs.Summary) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.ID
+	}
+	return out
+}
+
+// TestList: filters select exactly what they say, states are derived from
+// the markers (one BatchGetItem), newest first.
+func TestList(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	start := w.clock.Now()
+	a := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-1") // Enqueued
+	w.clock.Advance(time.Minute)
+	b := w.failed(t, "caller-a", "welcome:u-2") // Failed
+	w.clock.Advance(time.Minute)
+	c := w.enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
+	if _, err := w.markers.Claim(ctx, c.MarkerKey(), ""); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	d := w.enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-4") // Processing
+	if _, err := w.markers.Lease(ctx, d.MarkerKey(), "w1", w.clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	w.counter.Reset()
+	all, err := w.lister.List(ctx, jobs.ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(all), []string{d.ID, c.ID, b.ID, a.ID}; !slices.Equal(got, want) {
+		t.Fatalf("List = %v; want newest first %v", got, want)
+	}
+	if w.counter.Get("DynamoDB.BatchGetItem") != 1 || w.counter.Get("DynamoDB.GetItem") != 0 {
+		t.Fatalf("calls %s; want one BatchGetItem for the markers", w.counter)
+	}
+	want := map[string]jobs.State{a.ID: jobs.StateEnqueued, b.ID: jobs.StateFailed, c.ID: jobs.StateSucceeded, d.ID: jobs.StateProcessing}
+	for _, s := range all {
+		if s.State != want[s.ID] {
+			t.Errorf("%s (%s) reads %s; want %s", s.ID, s.Key, s.State, want[s.ID])
+		}
+		if s.CreatedAt.IsZero() || s.Caller == "" || s.Key == "" {
+			t.Errorf("summary %+v lacks fields", s)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    jobs.ListFilter
+		want []string
+	}{
+		{"type", jobs.ListFilter{Type: email.PasswordReset.Name}, []string{c.ID}},
+		{"state", jobs.ListFilter{State: jobs.StateFailed}, []string{b.ID}},
+		{"type and state", jobs.ListFilter{Type: email.Welcome.Name, State: jobs.StateEnqueued}, []string{a.ID}},
+		{"since", jobs.ListFilter{Since: start.Add(2 * time.Minute)}, []string{d.ID, c.ID}},
+		{"since, exactly at a creation", jobs.ListFilter{Since: start.Add(time.Minute)}, []string{d.ID, c.ID, b.ID}},
+		{"nothing", jobs.ListFilter{Type: "email.none.v1"}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := w.lister.List(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids(got), tc.want) {
+				t.Fatalf("List(%+v) = %v; want %v", tc.f, ids(got), tc.want)
+			}
+		})
+	}
+}
+
+// TestAttributes: every attribute of the record, whatever it is, and not
+// found for an unknown or expired job.
+func TestAttributes(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	j := w.failed(t, "caller-a", "welcome:u-9")
+	attrs, err := w.lister.Attributes(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pk", "jobId", "caller", "type", "key", "state", "queue", "correlationId", "message",
+		"attempts", "lastErrorClass", "createdAt", "updatedAt", "runAt", "failedAt", "expiresAt"} {
+		if _, ok := attrs[name]; !ok {
+			t.Errorf("attribute %s missing from %v", name, attrs)
+		}
+	}
+	if attrs["state"] != string(jobs.StateFailed) {
+		t.Errorf("state = %v", attrs["state"])
+	}
+	if _, err := w.lister.Attributes(ctx, contract.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("unknown job: %v; want ErrNotFound", err)
+	}
+	w.clock.Advance(jobs.TerminalRetention + time.Second)
+	if _, err := w.lister.Attributes(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("expired job: %v; want ErrNotFound", err)
+	}
+}
