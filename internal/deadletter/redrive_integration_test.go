@@ -254,7 +254,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 // downSQS fails every send, as an SQS outage would.
 type downSQS struct{}
 
-func (downSQS) Send(context.Context, queue.Message) error { return errors.New("sqs: service unavailable") }
+func (downSQS) Send(context.Context, queue.Message) error {
+	return errors.New("sqs: service unavailable")
+}
 
 // TestRedriveSendFailureAndCrash: a failed send puts the job back to Failed
 // (the record never claims a message that is not in the queue); a redrive

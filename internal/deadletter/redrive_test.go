@@ -56,8 +56,14 @@ func (f *fakeLetters) Get(context.Context, string) (deadletter.Record, error) { 
 func (f *fakeLetters) Select(context.Context, deadletter.Filter) ([]deadletter.Record, error) {
 	return []deadletter.Record{f.rec}, nil
 }
-func (f *fakeLetters) MarkRedriven(context.Context, string) error { f.trace.Add("mark-redriven"); return nil }
-func (f *fakeLetters) MarkDropped(context.Context, string) error  { f.trace.Add("mark-dropped"); return nil }
+func (f *fakeLetters) MarkRedriven(context.Context, string) error {
+	f.trace.Add("mark-redriven")
+	return nil
+}
+func (f *fakeLetters) MarkDropped(context.Context, string) error {
+	f.trace.Add("mark-dropped")
+	return nil
+}
 
 type fakeLifecycle struct {
 	trace *markertest.Trace
