@@ -314,25 +314,29 @@ func (a *app) report(results []deadletter.Redriven, what string) error {
 }
 
 func (a *app) printResult(res deadletter.Redriven) {
-	job := ""
+	job := " (no job record)"
 	if res.JobState != "" {
-		job = fmt.Sprintf(" [job was %s]", res.JobState)
+		job = fmt.Sprintf(" (job was %s)", res.JobState)
 	}
 	switch res.Outcome {
 	case deadletter.Redrove:
-		fmt.Fprintf(a.stdout, "redriven    %s (%s) to the %s queue under the same messageId; its job is active again%s\n", res.ID, res.Type, res.Queue, job)
+		active := "; its job is active again"
+		if res.JobState == "" {
+			active = "; it has no job record to reactivate"
+		}
+		fmt.Fprintf(a.stdout, "redriven %s (%s) to the %s queue under the same messageId%s\n", res.ID, res.Type, res.Queue, active)
 	case deadletter.WouldRedrive:
 		fmt.Fprintf(a.stdout, "would redrive %s (%s) to the %s queue%s\n", res.ID, res.Type, res.Queue, job)
 	case deadletter.Dropped:
-		fmt.Fprintf(a.stdout, "dropped     %s (%s): kept with its reason; its job reads Failed%s\n", res.ID, res.Type, job)
+		fmt.Fprintf(a.stdout, "dropped %s (%s): kept with its reason; its job reads Failed%s\n", res.ID, res.Type, job)
 	case deadletter.WouldDrop:
-		fmt.Fprintf(a.stdout, "would drop  %s (%s)%s\n", res.ID, res.Type, job)
+		fmt.Fprintf(a.stdout, "would drop %s (%s)%s\n", res.ID, res.Type, job)
 	case deadletter.Superseded:
-		fmt.Fprintf(a.stdout, "superseded  %s (%s): job %s now holds its key; left alone (--force to redrive)\n", res.ID, res.Type, res.SupersededBy)
+		fmt.Fprintf(a.stdout, "superseded %s (%s): job %s now holds its key; left alone (--force to redrive)\n", res.ID, res.Type, res.SupersededBy)
 	case deadletter.Skipped:
-		fmt.Fprintf(a.stdout, "skipped     %s (%s): %s\n", res.ID, res.Type, res.Skipped)
+		fmt.Fprintf(a.stdout, "skipped %s (%s): %s\n", res.ID, res.Type, res.Skipped)
 	default:
-		fmt.Fprintf(a.stdout, "FAILED      %s (%s): %v\n", res.ID, res.Type, res.Err)
+		fmt.Fprintf(a.stdout, "FAILED %s (%s): %v\n", res.ID, res.Type, res.Err)
 	}
 }
 
