@@ -53,7 +53,9 @@ func newStage(t *testing.T) *stageWorld {
 	}
 	w.jobs = jobs.NewStore(w.db, names["JobsTable"], marker.NewDynamo(w.db, names["MarkersTable"]))
 	jobctl := cli(t, nil)
-	w.cli = func(args ...string) (int, string, string) { return jobctl(append([]string{"--stage", w.stage}, args...)...) }
+	w.cli = func(args ...string) (int, string, string) {
+		return jobctl(append([]string{"--stage", w.stage}, args...)...)
+	}
 	return w
 }
 
