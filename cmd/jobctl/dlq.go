@@ -32,12 +32,9 @@ func (a *app) deadLetters() *deadletter.Store {
 // filter reads --type, --since and --reason.
 func (a *app) filter(p cmdArgs) (deadletter.Filter, error) {
 	f := deadletter.Filter{Type: p.vals["type"], Reason: p.vals["reason"]}
-	if f.Type != "" && f.Type != deadletter.UnknownType {
-		if _, err := a.reg.Lookup(f.Type); err != nil {
-			if near, ok := a.reg.Nearest(f.Type); ok {
-				return f, usagef("--type %q is not a registered job type; did you mean %s?", f.Type, near)
-			}
-			return f, usagef("--type %q is not a registered job type (nor %q)", f.Type, deadletter.UnknownType)
+	if f.Type != deadletter.UnknownType {
+		if err := a.checkType(f.Type); err != nil {
+			return f, err
 		}
 	}
 	if p.set["since"] {
@@ -120,6 +117,17 @@ func (a *app) dlqList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
+// checkType refuses a --type that names no registered type ("" is none).
+func (a *app) checkType(name string) error {
+	if _, err := a.reg.Lookup(name); name == "" || err == nil {
+		return nil
+	}
+	if near, ok := a.reg.Nearest(name); ok {
+		return usagef("--type %q is not a registered job type; did you mean %s?", name, near)
+	}
+	return usagef("--type %q is not a registered job type (%s)", name, strings.Join(a.reg.Names(), ", "))
+}
+
 // sortedByCount returns the keys of counts, largest count first.
 func sortedByCount(counts map[string]int) []string {
 	keys := slices.Collect(maps.Keys(counts))
@@ -177,30 +185,39 @@ func (a *app) redriver(sender deadletter.Sender, store *deadletter.Store) *deadl
 	return r
 }
 
-func (a *app) dlqRedrive(ctx context.Context, args []string) error {
+// selectLetters parses `ID|--all [filters]` and the command's own flags,
+// lets check read them, then connects and reads the letters selected.
+func (a *app) selectLetters(ctx context.Context, args []string, flags map[string]bool, check func(cmdArgs) error) (cmdArgs, *deadletter.Store, []deadletter.Record, error) {
 	spec := maps.Clone(filterSpec)
-	for name, v := range map[string]bool{"all": false, "rate": true, "dry-run": false, "force": false} {
-		spec[name] = v
-	}
+	spec["all"] = false
+	maps.Copy(spec, flags)
 	p, err := parseArgs(args, spec)
+	if err == nil {
+		err = check(p)
+	}
+	var sel selection
+	if err == nil {
+		sel, err = a.parseSelection(p)
+	}
+	if err == nil {
+		err = a.connect(ctx)
+	}
 	if err != nil {
-		return err
-	}
-	rate := float64(defaultRate)
-	if p.set["rate"] {
-		if rate, err = parseRate(p.vals["rate"]); err != nil {
-			return err
-		}
-	}
-	sel, err := a.parseSelection(p)
-	if err != nil {
-		return err
-	}
-	if err := a.connect(ctx); err != nil {
-		return err
+		return p, nil, nil, err
 	}
 	store := a.deadLetters()
 	recs, err := a.letters(ctx, sel, store)
+	return p, store, recs, err
+}
+
+func (a *app) dlqRedrive(ctx context.Context, args []string) error {
+	rate := float64(defaultRate)
+	p, store, recs, err := a.selectLetters(ctx, args, map[string]bool{"rate": true, "dry-run": false, "force": false}, func(p cmdArgs) (err error) {
+		if p.set["rate"] {
+			rate, err = parseRate(p.vals["rate"])
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -225,23 +242,7 @@ func (a *app) dlqRedrive(ctx context.Context, args []string) error {
 }
 
 func (a *app) dlqDrop(ctx context.Context, args []string) error {
-	spec := maps.Clone(filterSpec)
-	for name, v := range map[string]bool{"all": false, "dry-run": false, "yes": false} {
-		spec[name] = v
-	}
-	p, err := parseArgs(args, spec)
-	if err != nil {
-		return err
-	}
-	sel, err := a.parseSelection(p)
-	if err != nil {
-		return err
-	}
-	if err := a.connect(ctx); err != nil {
-		return err
-	}
-	store := a.deadLetters()
-	recs, err := a.letters(ctx, sel, store)
+	p, store, recs, err := a.selectLetters(ctx, args, map[string]bool{"dry-run": false, "yes": false}, func(cmdArgs) error { return nil })
 	if err != nil {
 		return err
 	}

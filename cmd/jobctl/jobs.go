@@ -115,13 +115,8 @@ func (a *app) jobsList(ctx context.Context, args []string) error {
 		return usagef("jobs list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
 	f := jobs.ListFilter{Type: p.vals["type"]}
-	if f.Type != "" {
-		if _, err := a.reg.Lookup(f.Type); err != nil {
-			if near, ok := a.reg.Nearest(f.Type); ok {
-				return usagef("--type %q is not a registered job type; did you mean %s?", f.Type, near)
-			}
-			return usagef("--type %q is not a registered job type", f.Type)
-		}
+	if err := a.checkType(f.Type); err != nil {
+		return err
 	}
 	if s := p.vals["state"]; s != "" {
 		i := slices.IndexFunc(states, func(st jobs.State) bool { return strings.EqualFold(string(st), s) })
