@@ -245,7 +245,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "poison message not listed by jobctl dlq list", func() bool {
 		code, out, _ := e.run("dlq", "list", "--json")
-		var list struct{ Letters []struct{ Body, Reason string } }
+		var list struct {
+			Letters []struct{ Body, Reason string }
+		}
 		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
 			return false
 		}
