@@ -15,12 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
-func (a *app) lister() *jobs.Lister {
+func (a *app) lister() *joblist.Lister {
 	client := dynamodb.NewFromConfig(a.cfg)
-	return jobs.NewLister(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
+	return joblist.NewLister(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
 }
 
 func (a *app) jobsGet(ctx context.Context, args []string) error {
@@ -40,7 +41,7 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 	j, err := jobs.NewStore(client, a.res.JobsTable, markers).Get(ctx, id)
 	if err == nil {
 		var attrs map[string]any
-		if attrs, err = jobs.NewLister(client, a.res.JobsTable, markers).Attributes(ctx, id); err == nil {
+		if attrs, err = joblist.NewLister(client, a.res.JobsTable, markers).Attributes(ctx, id); err == nil {
 			return a.printJob(j.State, attrs)
 		}
 	}
@@ -114,7 +115,7 @@ func (a *app) jobsList(ctx context.Context, args []string) error {
 	if len(p.pos) != 0 {
 		return usagef("jobs list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
-	f := jobs.ListFilter{Type: p.vals["type"]}
+	f := joblist.Filter{Type: p.vals["type"]}
 	if err := a.checkType(f.Type); err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func (a *app) jobsList(ctx context.Context, args []string) error {
 	}
 	if a.json {
 		if list == nil {
-			list = []jobs.Summary{}
+			list = []joblist.Summary{}
 		}
 		return a.printJSON(list)
 	}

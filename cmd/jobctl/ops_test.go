@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -302,7 +303,7 @@ func TestJobsListAndGet(t *testing.T) {
 	failed := w.letter(t, email.Welcome.Name, "welcome:u-9", "permanent: bounce", time.Now())
 	active := w.enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-9")
 	code, out, stderr := w.cli("jobs", "list", "--json")
-	var all []jobs.Summary
+	var all []joblist.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].ID != active.MessageID {
 		t.Fatalf("jobs list: exit %d %s %s; want both, newest first", code, out, stderr)
 	}
@@ -315,7 +316,7 @@ func TestJobsListAndGet(t *testing.T) {
 		{[]string{"--state", "Enqueued", "--since", "1h"}, active.MessageID},
 	} {
 		code, out, stderr := w.cli(append([]string{"jobs", "list", "--json"}, tc.args...)...)
-		var got []jobs.Summary
+		var got []joblist.Summary
 		if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].ID != tc.want {
 			t.Errorf("jobs list %q: exit %d %s %s; want only %s", tc.args, code, out, stderr, tc.want)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
 
 // ttlNote is what jobctl can say of when a flip is seen: the TTL is the
@@ -68,9 +69,7 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	if err := a.connect(ctx); err != nil {
 		return err
 	}
-	src := toggle.NewSource(ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), nil)
-	src.Now = a.now
-	snap, err := src.Read(ctx, a.defaults())
+	snap, err := snapshot.Read(ctx, ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), a.defaults(), a.now())
 	if err != nil {
 		return err
 	}
@@ -125,7 +124,7 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *app) toggleRow(e toggle.Entry, at time.Time) toggleRow {
+func (a *app) toggleRow(e snapshot.Entry, at time.Time) toggleRow {
 	r := toggleRow{Type: e.Type, Parameter: toggle.ParameterName(a.stage, e.Type), Readable: e.Readable, Problem: e.Problem,
 		Default: onOff(e.Default), Effective: onOff(e.Effective), Expired: e.Expired, Reason: e.Reason,
 		LastModifiedUser: e.LastModifiedUser}

@@ -19,11 +19,10 @@ import (
 )
 
 // opsWorld is a jobs table, a markers table, the store that enqueue uses and
-// the operator's lifecycle and lister, on one clock.
+// the operator's lifecycle, on one clock.
 type opsWorld struct {
 	store     *jobs.Store
 	lifecycle *jobs.Lifecycle
-	lister    *jobs.Lister
 	markers   *marker.Dynamo
 	clock     *markertest.Clock
 	counter   *testenv.CallCounter
@@ -43,8 +42,6 @@ func newOpsWorld(t *testing.T) opsWorld {
 	w.store.Now = w.clock.Now
 	w.lifecycle = jobs.NewLifecycle(client, jobsTable)
 	w.lifecycle.Now = w.clock.Now
-	w.lister = jobs.NewLister(client, jobsTable, w.markers)
-	w.lister.Now = w.clock.Now
 	return w
 }
 

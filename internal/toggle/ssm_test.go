@@ -87,30 +87,3 @@ func TestUnreachableStaysClosed(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// TestReadWithMetadata reads a time-boxed value and SSM's record of who set
-// it from a real parameter store.
-func TestReadWithMetadata(t *testing.T) {
-	client := ssm.NewFromConfig(testenv.Moto(t).Config())
-	stage := testenv.Name(t, "meta")
-	v, err := toggle.Value{Enabled: false, Until: time.Now().Add(time.Hour), Reason: "SES incident 4711"}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	put(t, client, toggle.ParameterName(stage, email.Welcome.Name), v)
-	src := toggle.NewSource(client, toggle.Path(stage), nil)
-	snap, err := src.Read(context.Background(), map[string]bool{email.Welcome.Name: true, email.PartnerDigest.Name: false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w toggle.Entry
-	for _, e := range snap.Entries {
-		if e.Type == email.Welcome.Name {
-			w = e
-		}
-	}
-	if !w.Readable || w.Effective || w.Reason != "SES incident 4711" || w.Until.IsZero() || w.LastModifiedUser == "" || w.LastModified.IsZero() {
-		t.Fatalf("entry %+v; want off with its reason, until, and who changed it", w)
-	}
-	t.Logf("LastModifiedUser from the emulator: %q", w.LastModifiedUser)
-}

@@ -187,20 +187,27 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// read fetches every parameter under the path, following pagination.
+// read fetches every parameter under the path.
 func (s *Source) read(ctx context.Context) (map[string]string, error) {
+	return ReadAll(ctx, s.client, s.path)
+}
+
+// ReadAll fetches the raw value of every parameter directly under path (see
+// Path), by name relative to it, following pagination.
+func ReadAll(ctx context.Context, client SSMAPI, path string) (map[string]string, error) {
+	path = strings.TrimSuffix(path, "/")
 	values := map[string]string{}
-	in := &ssm.GetParametersByPathInput{Path: aws.String(s.path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}
+	in := &ssm.GetParametersByPathInput{Path: aws.String(path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}
 	for page := 0; ; page++ {
 		if page == 100 {
-			return nil, fmt.Errorf("toggle: more than 100 pages under %s", s.path)
+			return nil, fmt.Errorf("toggle: more than 100 pages under %s", path)
 		}
-		out, err := s.client.GetParametersByPath(ctx, in)
+		out, err := client.GetParametersByPath(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("toggle: read %s: %w", s.path, err)
+			return nil, fmt.Errorf("toggle: read %s: %w", path, err)
 		}
 		for _, p := range out.Parameters {
-			name := strings.TrimPrefix(aws.ToString(p.Name), s.path+"/")
+			name := strings.TrimPrefix(aws.ToString(p.Name), path+"/")
 			values[name] = aws.ToString(p.Value)
 		}
 		if aws.ToString(out.NextToken) == "" {

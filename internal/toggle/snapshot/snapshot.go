@@ -1,4 +1,9 @@
-package toggle
+// Package snapshot is the operator's view of the kill switches: every
+// type's stored value, default, effective state, expiry, reason, and who
+// changed it last (SSM's DescribeParameters, which only operators call: the
+// workers' role is never granted it, so this package is never linked into a
+// function).
+package snapshot
 
 import (
 	"context"
@@ -10,12 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-// MetadataAPI is what an operator's client also offers: who last changed a
-// parameter, and when. Workers never call it (one GetParametersByPath per
-// TTL is all they do); Read uses it when the Source's client has it.
-type MetadataAPI interface {
+// SSMAPI is the part of the SSM client Read uses: the values, and who last
+// changed each parameter, and when.
+type SSMAPI interface {
+	toggle.SSMAPI
 	DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, optFns ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
 }
 
@@ -54,22 +61,21 @@ type Snapshot struct {
 	Parameters int
 }
 
-// Read fetches the toggles now (no cache) and evaluates them for the given
-// types and defaults, with who last changed each when the client can
-// describe parameters. Unlike IsJobEnabled it returns SSM errors: an operator
-// must see them.
-func (s *Source) Read(ctx context.Context, defaults map[string]bool) (Snapshot, error) {
-	values, err := s.read(ctx)
+// Read fetches the toggles under path (see toggle.Path) now and evaluates
+// them at now for the given types and defaults, with who changed each last.
+// It returns SSM errors: an operator must see them.
+func Read(ctx context.Context, client SSMAPI, path string, defaults map[string]bool, now time.Time) (Snapshot, error) {
+	path = strings.TrimSuffix(path, "/")
+	values, err := toggle.ReadAll(ctx, client, path)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	meta := map[string]types.ParameterMetadata{}
-	if describer, ok := s.client.(MetadataAPI); ok && len(values) > 0 {
-		if meta, err = s.describe(ctx, describer); err != nil {
+	if len(values) > 0 {
+		if meta, err = describe(ctx, client, path); err != nil {
 			return Snapshot{}, err
 		}
 	}
-	now := s.now()
 	snap := Snapshot{At: now, Unknown: map[string]string{}, Parameters: len(values)}
 	names := make([]string, 0, len(defaults))
 	for n := range defaults {
@@ -80,7 +86,7 @@ func (s *Source) Read(ctx context.Context, defaults map[string]bool) (Snapshot, 
 		e := Entry{Type: n, Default: defaults[n], Effective: defaults[n]}
 		e.Stored, e.HasStored = values[n]
 		if e.HasStored {
-			v, err := ParseValue(e.Stored)
+			v, err := toggle.ParseValue(e.Stored)
 			if e.Readable = err == nil; e.Readable {
 				e.Enabled, e.Until, e.Reason = v.Enabled, v.Until, v.Reason
 				e.Expired, e.Effective = v.Expired(now), v.Effective(e.Default, now)
@@ -102,25 +108,25 @@ func (s *Source) Read(ctx context.Context, defaults map[string]bool) (Snapshot, 
 	return snap, nil
 }
 
-// describe reads the metadata of every parameter directly under the path.
-func (s *Source) describe(ctx context.Context, client MetadataAPI) (map[string]types.ParameterMetadata, error) {
+// describe reads the metadata of every parameter directly under path.
+func describe(ctx context.Context, client SSMAPI, path string) (map[string]types.ParameterMetadata, error) {
 	out := map[string]types.ParameterMetadata{}
 	p := ssm.NewDescribeParametersPaginator(client, &ssm.DescribeParametersInput{
 		ParameterFilters: []types.ParameterStringFilter{{
-			Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{s.path},
+			Key: aws.String("Path"), Option: aws.String("OneLevel"), Values: []string{path},
 		}},
 		MaxResults: aws.Int32(50),
 	})
 	for page := 0; p.HasMorePages(); page++ {
 		if page == 100 {
-			return nil, fmt.Errorf("toggle: more than 100 pages of metadata under %s", s.path)
+			return nil, fmt.Errorf("snapshot: more than 100 pages of metadata under %s", path)
 		}
 		res, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("toggle: describe %s: %w", s.path, err)
+			return nil, fmt.Errorf("snapshot: describe %s: %w", path, err)
 		}
 		for _, m := range res.Parameters {
-			out[strings.TrimPrefix(aws.ToString(m.Name), s.path+"/")] = m
+			out[strings.TrimPrefix(aws.ToString(m.Name), path+"/")] = m
 		}
 	}
 	return out, nil

@@ -1,4 +1,8 @@
-package jobs
+// Package joblist reads the jobs table for operators (`jobctl jobs list`
+// and `jobs get`): a scan with derived states, and every attribute of one
+// record. It is never linked into a function, whose roles are not granted
+// Scan.
+package joblist
 
 import (
 	"context"
@@ -11,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -50,29 +56,29 @@ func (l *Lister) now() time.Time {
 	return time.Now()
 }
 
-// ListFilter selects jobs; a zero field selects everything.
-type ListFilter struct {
+// Filter selects jobs; a zero field selects everything.
+type Filter struct {
 	Type  string
-	State State // the derived state
+	State jobs.State // the derived state
 	// Since keeps jobs created at or after it.
 	Since time.Time
 }
 
 // Summary is one job as listed: the record's fields with the derived state.
 type Summary struct {
-	ID             string    `json:"jobId" dynamodbav:"jobId"`
-	Type           string    `json:"type" dynamodbav:"type"`
-	Key            string    `json:"key" dynamodbav:"key"`
-	State          State     `json:"state" dynamodbav:"-"`
-	StoredState    State     `json:"storedState" dynamodbav:"state"`
-	Caller         string    `json:"caller" dynamodbav:"caller"`
-	Queue          string    `json:"queue" dynamodbav:"queue"`
-	CorrelationID  string    `json:"correlationId" dynamodbav:"correlationId"`
-	Attempts       int       `json:"attempts" dynamodbav:"attempts"`
-	LastErrorClass string    `json:"lastErrorClass,omitempty" dynamodbav:"lastErrorClass"`
-	CreatedAt      time.Time `json:"createdAt" dynamodbav:"-"`
-	UpdatedAt      time.Time `json:"updatedAt" dynamodbav:"-"`
-	RunAt          time.Time `json:"runAt" dynamodbav:"-"`
+	ID             string     `json:"jobId" dynamodbav:"jobId"`
+	Type           string     `json:"type" dynamodbav:"type"`
+	Key            string     `json:"key" dynamodbav:"key"`
+	State          jobs.State `json:"state" dynamodbav:"-"`
+	StoredState    jobs.State `json:"storedState" dynamodbav:"state"`
+	Caller         string     `json:"caller" dynamodbav:"caller"`
+	Queue          string     `json:"queue" dynamodbav:"queue"`
+	CorrelationID  string     `json:"correlationId" dynamodbav:"correlationId"`
+	Attempts       int        `json:"attempts" dynamodbav:"attempts"`
+	LastErrorClass string     `json:"lastErrorClass,omitempty" dynamodbav:"lastErrorClass"`
+	CreatedAt      time.Time  `json:"createdAt" dynamodbav:"-"`
+	UpdatedAt      time.Time  `json:"updatedAt" dynamodbav:"-"`
+	RunAt          time.Time  `json:"runAt" dynamodbav:"-"`
 }
 
 // summaryItem is what the scan decodes: the summary and its epoch-ms times.
@@ -87,9 +93,9 @@ type summaryItem struct {
 // List returns the jobs f selects, newest first. The type and time filters
 // are applied by the scan; the state filter after the states are derived,
 // with one BatchGetItem of markers per 100 jobs.
-func (l *Lister) List(ctx context.Context, f ListFilter) ([]Summary, error) {
+func (l *Lister) List(ctx context.Context, f Filter) ([]Summary, error) {
 	now := l.now()
-	cond := expression.Name(AttrPK).BeginsWith("job#")
+	cond := expression.Name(jobs.AttrPK).BeginsWith("job#")
 	if f.Type != "" {
 		cond = cond.And(expression.Name("type").Equal(expression.Value(f.Type)))
 	}
@@ -98,7 +104,7 @@ func (l *Lister) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	}
 	expr, err := expression.NewBuilder().WithFilter(cond).Build()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: list: %w", err)
+		return nil, fmt.Errorf("joblist: list: %w", err)
 	}
 	p := dynamodb.NewScanPaginator(l.client, &dynamodb.ScanInput{
 		TableName: aws.String(l.table), FilterExpression: expr.Filter(),
@@ -108,12 +114,12 @@ func (l *Lister) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("jobs: list %s: %w", l.table, err)
+			return nil, fmt.Errorf("joblist: list %s: %w", l.table, err)
 		}
 		for _, item := range page.Items {
 			var it summaryItem
 			if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-				return nil, fmt.Errorf("jobs: list: decode: %w", err)
+				return nil, fmt.Errorf("joblist: list: decode: %w", err)
 			}
 			if ddb.Expired(it.ExpiresAt, now) {
 				continue
@@ -148,13 +154,13 @@ func (l *Lister) derive(ctx context.Context, list []Summary, now time.Time) erro
 		}
 		var err error
 		if markers, err = l.markers.PeekBatch(ctx, keys); err != nil {
-			return fmt.Errorf("jobs: list: derive states: %w", err)
+			return fmt.Errorf("joblist: list: derive states: %w", err)
 		}
 	}
 	for i := range list {
 		s := &list[i]
 		m, has := markers[marker.Key{Handler: s.Type, MessageKey: s.ID}]
-		s.State = Derive(s.StoredState, s.RunAt, m, has, now)
+		s.State = jobs.Derive(s.StoredState, s.RunAt, m, has, now)
 		if has && s.Attempts == 0 {
 			s.Attempts = 1
 		}
@@ -164,20 +170,33 @@ func (l *Lister) derive(ctx context.Context, list []Summary, now time.Time) erro
 
 // Attributes returns every attribute the record of job jobID has, as stored
 // (numbers as attributevalue.Number, their text as stored), for an operator to read; a
-// missing or expired record is ErrNotFound.
+// missing or expired record is jobs.ErrNotFound.
 func (l *Lister) Attributes(ctx context.Context, jobID string) (map[string]any, error) {
-	item, err := liveItem(ctx, l.client, l.table, JobPK(jobID), l.now())
+	res, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(l.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.JobPK(jobID)}},
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("joblist: get %s: %w", jobID, err)
 	}
-	if item == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, jobID)
+	item := res.Item
+	var exp struct {
+		ExpiresAt int64 `dynamodbav:"expiresAt"`
+	}
+	if len(item) == 0 {
+		return nil, fmt.Errorf("%w: %s", jobs.ErrNotFound, jobID)
+	}
+	if err := attributevalue.UnmarshalMap(item, &exp); err != nil {
+		return nil, fmt.Errorf("joblist: decode %s: %w", jobID, err)
+	}
+	if ddb.Expired(exp.ExpiresAt, l.now()) {
+		return nil, fmt.Errorf("%w: %s", jobs.ErrNotFound, jobID)
 	}
 	out := map[string]any{}
 	if err := attributevalue.UnmarshalMapWithOptions(item, &out, func(o *attributevalue.DecoderOptions) {
 		o.UseNumber = true
 	}); err != nil {
-		return nil, fmt.Errorf("jobs: decode %s: %w", jobID, err)
+		return nil, fmt.Errorf("joblist: decode %s: %w", jobID, err)
 	}
 	return out, nil
 }
