@@ -26,6 +26,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
@@ -213,17 +214,17 @@ func (d *DeadLettersTable) Recent(ctx context.Context, n int) ([]DeadLetter, err
 
 // SSMAPI is the part of the SSM client SSMSwitches uses.
 type SSMAPI interface {
-	toggle.SSMAPI
+	snapshot.SSMAPI
 	PutParameter(ctx context.Context, in *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
 }
 
-// SSMSwitches are a stage's kill switches in SSM Parameter Store, read
-// through toggle.Source (no cache) and written as plain "on"/"off".
+// SSMSwitches are a stage's kill switches in SSM Parameter Store, read as an
+// operator sees them (toggle/snapshot, no cache) and written as plain
+// "on"/"off".
 type SSMSwitches struct {
 	client   SSMAPI
 	stage    string
 	defaults map[string]bool
-	src      *toggle.Source
 }
 
 // NewSSMSwitches returns the switches of stage for every type in reg.
@@ -232,14 +233,13 @@ func NewSSMSwitches(client SSMAPI, stage string, reg *contract.Registry) *SSMSwi
 	for _, t := range reg.Types() {
 		defaults[t.Name] = t.EnabledByDefault
 	}
-	known := func(name string) bool { _, ok := defaults[name]; return ok }
-	return &SSMSwitches{client: client, stage: stage, defaults: defaults, src: toggle.NewSource(client, toggle.Path(stage), known)}
+	return &SSMSwitches{client: client, stage: stage, defaults: defaults}
 }
 
 // List returns every registered switch by type name, then any parameter
 // under the path that names no registered type.
 func (s *SSMSwitches) List(ctx context.Context) ([]Switch, error) {
-	snap, err := s.src.Read(ctx, s.defaults)
+	snap, err := snapshot.Read(ctx, s.client, toggle.Path(s.stage), s.defaults, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("webview: %w", err)
 	}
@@ -247,7 +247,7 @@ func (s *SSMSwitches) List(ctx context.Context) ([]Switch, error) {
 	for _, e := range snap.Entries {
 		out = append(out, Switch{
 			Type: e.Type, Stored: e.Stored, HasStored: e.HasStored, Readable: e.Readable,
-			Default: e.Default, Effective: e.Effective,
+			Default: e.Default, Effective: e.Effective, Until: e.Until, Expired: e.Expired, Reason: e.Reason,
 		})
 	}
 	for _, name := range slices.Sorted(maps.Keys(snap.Unknown)) {

@@ -82,6 +82,11 @@ type Switch struct {
 	// Default is the registered default; Effective is what workers apply.
 	Default   bool
 	Effective bool
+	// Until is when a time-boxed value reverts to the default (zero:
+	// never); Expired, that it has; Reason, why it was set.
+	Until   time.Time
+	Expired bool
+	Reason  string
 	// Unknown marks a stored parameter that names no registered type (a
 	// typo); it has no button.
 	Unknown bool
