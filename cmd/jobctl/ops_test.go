@@ -34,6 +34,7 @@ type stageWorld struct {
 	db     *dynamodb.Client
 	sqs    *sqs.Client
 	jobs   *jobs.Store
+	rec    *jobs.Recorder
 	queues map[contract.Queue]testenv.Queue
 	table  string // dead letters
 	cli    func(args ...string) (int, string, string)
@@ -53,6 +54,7 @@ func newStage(t *testing.T) *stageWorld {
 		w.queues[q] = testenv.CreateQueue(t, w.sqs, "runstwice-"+w.stage+"-"+string(q), nil)
 	}
 	w.jobs = jobs.NewStore(w.db, names["JobsTable"], marker.NewDynamo(w.db, names["MarkersTable"]))
+	w.rec = jobs.NewRecorder(w.db, names["JobsTable"])
 	jobctl := cli(t, nil)
 	w.cli = func(args ...string) (int, string, string) {
 		return jobctl(append([]string{"--stage", w.stage}, args...)...)
@@ -82,7 +84,7 @@ func (w *stageWorld) enqueue(t *testing.T, typ, caller, key string) contract.Env
 func (w *stageWorld) letter(t *testing.T, typ, key, reason string, seen time.Time) string {
 	t.Helper()
 	env := w.enqueue(t, typ, "caller-a", key)
-	if err := w.jobs.MarkFailed(context.Background(), env.MessageID, "permanent"); err != nil {
+	if err := w.rec.MarkFailed(context.Background(), env.MessageID, jobs.Failure{Class: "permanent"}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

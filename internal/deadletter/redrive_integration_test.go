@@ -31,6 +31,7 @@ type opsWorld struct {
 	sqs       *sqs.Client
 	counter   *testenv.CallCounter
 	jobs      *jobs.Store
+	rec       *jobs.Recorder
 	markers   *marker.Dynamo
 	markersT  string
 	store     *deadletter.Store
@@ -56,6 +57,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 	}
 	w.markers = marker.NewDynamo(w.db, w.markersT)
 	w.jobs = jobs.NewStore(w.db, jobsT, w.markers)
+	w.rec = jobs.NewRecorder(w.db, jobsT)
 	w.store = deadletter.NewStore(w.db, deadT)
 	w.lifecycle = jobs.NewLifecycle(w.db, jobsT)
 	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.sqs, urls, ""), catalog.Registry())
@@ -69,7 +71,7 @@ func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) contract.
 	t.Helper()
 	ctx := context.Background()
 	env := w.enqueue(t, caller, key)
-	if err := w.jobs.MarkFailed(ctx, env.MessageID, deadletter.ClassPermanent); err != nil {
+	if err := w.rec.MarkFailed(ctx, env.MessageID, jobs.Failure{Class: deadletter.ClassPermanent}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

@@ -22,6 +22,7 @@ import (
 // the operator's lifecycle, on one clock.
 type opsWorld struct {
 	store     *jobs.Store
+	rec       *jobs.Recorder
 	lifecycle *jobs.Lifecycle
 	markers   *marker.Dynamo
 	clock     *markertest.Clock
@@ -39,6 +40,7 @@ func newOpsWorld(t *testing.T) opsWorld {
 	w.markers = marker.NewDynamo(client, markersTable)
 	w.markers.Now = w.clock.Now
 	w.store = jobs.NewStore(client, jobsTable, w.markers)
+	w.rec = jobs.NewRecorder(client, jobsTable)
 	w.store.Now = w.clock.Now
 	w.lifecycle = jobs.NewLifecycle(client, jobsTable)
 	w.lifecycle.Now = w.clock.Now
@@ -64,7 +66,7 @@ func (w opsWorld) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
 func (w opsWorld) failed(t *testing.T, caller, key string) jobs.Job {
 	t.Helper()
 	j := w.enqueue(t, email.Welcome.Name, caller, key)
-	if err := w.store.MarkFailedAfter(context.Background(), j.ID, "max-receives", 5); err != nil {
+	if err := w.rec.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	return j

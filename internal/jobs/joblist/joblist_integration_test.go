@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // lister, on one clock.
 type world struct {
 	store   *jobs.Store
+	rec     *jobs.Recorder
 	lister  *joblist.Lister
 	markers *marker.Dynamo
 	clock   *markertest.Clock
@@ -43,6 +44,7 @@ func newWorld(t *testing.T) world {
 	w.markers = marker.NewDynamo(client, markersTable)
 	w.markers.Now = w.clock.Now
 	w.store = jobs.NewStore(client, jobsTable, w.markers)
+	w.rec = jobs.NewRecorder(client, jobsTable)
 	w.store.Now = w.clock.Now
 	w.lister = joblist.NewLister(client, jobsTable, w.markers)
 	w.lister.Now = w.clock.Now
@@ -68,7 +70,7 @@ func (w world) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
 func (w world) failed(t *testing.T, caller, key string) jobs.Job {
 	t.Helper()
 	j := w.enqueue(t, email.Welcome.Name, caller, key)
-	if err := w.store.MarkFailedAfter(context.Background(), j.ID, "max-receives", 5); err != nil {
+	if err := w.rec.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	return j
