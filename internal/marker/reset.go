@@ -12,10 +12,6 @@ import (
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 
-// stateFailed is the state of a claim-then-effect marker whose effect failed
-// after its claim ("FAILED", marker.StateFailed where it is declared).
-const stateFailed State = "FAILED"
-
 // ResetFailed deletes k's marker if, and only if, it records a failed effect
 // (state FAILED), so a redriven claim-then-effect job runs its effect again.
 // It returns nil when there is no such marker: none at all, or one that is
@@ -23,7 +19,7 @@ const stateFailed State = "FAILED"
 // harmless.
 func (d *Dynamo) ResetFailed(ctx context.Context, k Key) error {
 	expr, err := expression.NewBuilder().WithCondition(
-		expression.Name(AttrState).Equal(expression.Value(stateFailed)),
+		expression.Name(AttrState).Equal(expression.Value(StateFailed)),
 	).Build()
 	if err != nil {
 		return fmt.Errorf("marker: reset failed: %w", err)
