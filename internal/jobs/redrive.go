@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -105,42 +103,13 @@ type dedupPointer struct {
 	ExpiresAt int64  `dynamodbav:"expiresAt"`
 }
 
-// liveItem reads the item pk with a consistent read; it returns nil when
-// there is none or it has expired (TTL deletion is never trusted).
-func liveItem(ctx context.Context, client interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}, table, pk string, now time.Time) (map[string]types.AttributeValue, error) {
-	res, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(table), Key: pkAV(pk), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jobs: get %s: %w", pk, err)
-	}
-	if len(res.Item) == 0 {
-		return nil, nil
-	}
-	var exp struct {
-		ExpiresAt int64 `dynamodbav:"expiresAt"`
-	}
-	if err := attributevalue.UnmarshalMap(res.Item, &exp); err != nil {
-		return nil, fmt.Errorf("jobs: decode %s: %w", pk, err)
-	}
-	if ddb.Expired(exp.ExpiresAt, now) {
-		return nil, nil
-	}
-	return res.Item, nil
-}
-
 // get reads one live item into out; ok is false when there is none.
 func (l *Lifecycle) get(ctx context.Context, pk string, out any) (bool, error) {
-	item, err := liveItem(ctx, l.client, l.table, pk, l.now())
-	if err != nil || item == nil {
-		return false, err
+	ok, err := ddb.GetLive(ctx, l.client, l.table, keyAV(pk), l.now(), out)
+	if err != nil {
+		return false, fmt.Errorf("jobs: get %s: %w", pk, err)
 	}
-	if err := attributevalue.UnmarshalMap(item, out); err != nil {
-		return false, fmt.Errorf("jobs: decode %s: %w", pk, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // Inspect reads job jobID's record and its key's dedup pointer, and writes
@@ -214,7 +183,7 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 	if !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("jobs: reactivate %s: %w", rv.JobID, err)
 	}
-	if failedAt(err, 0) {
+	if _, failed := ddb.ItemAt(err, 0); failed {
 		return fmt.Errorf("%w: %s is no longer Failed", ErrStateChanged, rv.JobID)
 	}
 	return fmt.Errorf("%w: %s", ErrSuperseded, rv.JobID)
@@ -256,28 +225,9 @@ func existsIn(s State) expression.ConditionBuilder {
 
 // update builds a conditional update of the item pk.
 func (l *Lifecycle) update(pk string, upd expression.UpdateBuilder, cond expression.ConditionBuilder) (*types.Update, error) {
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	u, err := ddb.Update(l.table, keyAV(pk), upd, cond, false)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: update %s: %w", pk, err)
 	}
-	return &types.Update{
-		TableName: aws.String(l.table), Key: pkAV(pk), UpdateExpression: expr.Update(),
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	}, nil
-}
-
-// pkAV is the table key of the item pk.
-func pkAV(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: pk}}
-}
-
-// failedAt reports whether item i of a cancelled transaction failed its
-// condition.
-func failedAt(err error, i int) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || i >= len(tce.CancellationReasons) {
-		return false
-	}
-	return aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
+	return u, nil
 }
