@@ -28,7 +28,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke
+.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke chromium smoke
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -88,6 +88,40 @@ invoke: $(RIE_STAMP)
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=enqueue|email|dlq EVENT=events/<file>.json [V=1]"; exit 2; }
 	@$(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -env-file $(ENV_FILE) $(if $(V),-v)
 
+## smoke: STACK=<stack name> USER=<test user id> — opt-in, never in CI: read the
+## stack's outputs, enqueue a welcome mail for USER through the stack's API with
+## the signed producer client (the AWS configuration chain), wait for Succeeded
+## (TIMEOUT, default 2m), read the job back, check that every alarm of the stack
+## exists, is not in ALARM and notifies the alarm topic, and print a report.
+## API=<url> instead of STACK points it at an API alone (no outputs, no alarms),
+## e.g. the local stack: make smoke API=http://127.0.0.1:3000 USER=u-demo-2
+STACK ?=
+API ?=
+TIMEOUT ?= 2m
+smoke:
+	@test -n "$(STACK)$(API)" || { echo "usage: make smoke STACK=<stack name> USER=<test user id> [TIMEOUT=2m] (or API=<url> instead of STACK)"; exit 2; }
+	@test "$(origin USER)" = "command line" || { echo "make smoke: USER=<test user id> is required (a user in the stack's users table)"; exit 2; }
+	$(GO) run ./cmd/smoke $(if $(STACK),--stack "$(STACK)") $(if $(API),--api "$(API)") --user "$(USER)" --timeout "$(TIMEOUT)"
+
+## chromium: headless Chromium from Debian's packages (`chromium` and
+## `chromium-driver`) for the browser test of the local web view; installed
+## only when $(CHROMIUM) is missing (with sudo unless root). Tested with
+## 156.0.8078.114-1~deb12u1 (Debian 12, bookworm-security). The Debian release
+## is the pin: its mirror keeps only the newest security build, so an exact
+## version string would stop installing at the next security update. The
+## browser test logs the version it ran.
+CHROMIUM := /usr/bin/chromium
+export RUNSTWICE_CHROMIUM := $(CHROMIUM)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	@echo "==> installing chromium and chromium-driver from Debian's packages"
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver 2>&1 \
+	  | sed -n -E '/^(Setting up chromium|E:)/p'
+	@dpkg-query -W -f='==> installed $${Package} $${Version}\n' chromium chromium-driver
+
 ## venv: the pinned Python tools (moto server, cfn-lint, SAM CLI) in ./.venv.
 venv: $(VENV)/.installed
 
@@ -111,12 +145,15 @@ unit:
 	$(GO) test -count=1 ./...
 
 ## integration: unit and integration tests; integration tests start moto.
-integration: venv $(RIE_STAMP)
+integration: venv $(RIE_STAMP) chromium
 	$(GO) test -count=1 -race -tags integration ./...
 
-## bench: the benchmarks (runner per-job cost with fakes).
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: what runstwice costs, as one table: the runner in-process (time
+## and allocations per job), the worker on moto (DynamoDB calls per job, time
+## per batch), the enqueue API under load through the local stack, and each
+## function's init time under the emulator. Targets are printed beside them.
+bench: venv $(RIE_STAMP)
+	@$(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) .devstack .aws-sam build

@@ -323,11 +323,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "poison message not listed by jobctl dlq list", func() bool {
 		code, out, _ := e.run("dlq", "list", "--json")
-		var letters []struct{ Body, Reason string }
-		if code != 0 || json.Unmarshal([]byte(out), &letters) != nil {
+		var list struct {
+			Letters []struct{ Body, Reason string }
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
 			return false
 		}
-		for _, l := range letters {
+		for _, l := range list.Letters {
 			if l.Body == "this is not a job" && strings.Contains(l.Reason, "invalid JSON") {
 				return true
 			}
@@ -337,8 +339,8 @@ func TestEndToEnd(t *testing.T) {
 
 	// A misspelled type is refused with a suggestion.
 	code, _, stderr := e.run("toggles", "set", "email.welcom.v1", "off")
-	if code != 2 || !strings.Contains(stderr, "did you mean email.welcome.v1") {
-		t.Fatalf("toggles set typo: exit %d %q; want 2 and a suggestion", code, stderr)
+	if code != 4 || !strings.Contains(stderr, "did you mean email.welcome.v1") {
+		t.Fatalf("toggles set typo: exit %d %q; want 4 (refused) and a suggestion", code, stderr)
 	}
 
 	// Switched off, a welcome job is parked, not sent; on again, sent once.

@@ -6,117 +6,187 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 )
 
-// Exit codes.
+// Exit codes (also in usage and the package comment).
 const (
 	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitNotFound = 3
+	exitError    = 1 // an AWS or runtime error: no credentials, no endpoint, a failed call
+	exitUsage    = 2 // the command line is wrong
+	exitNotFound = 3 // the job or dead letter does not exist
+	exitRefused  = 4 // understood and refused: a type not in the registry, a superseded letter not forced, a drop without --yes
 )
 
-const usage = `usage: jobctl [--stage STAGE] [--json] COMMAND
-
-commands:
-  toggles list                  every job type: stored value, default, effective state; typos flagged
-  toggles set TYPE on|off       flip a kill switch (takes effect within the toggle TTL, no deploy)
-  dlq list                      dead letters: type, messageId, reason, attempts, when
-  dlq redrive ID|--all          send dead letters back to their queue under the same messageId
-  jobs get ID                   a job record
-
---stage defaults to $STAGE, else "local". AWS_ENDPOINT_URL is honoured.
-`
-
 // usageError is a mistake in the command line: exit code 2.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	cmd *command // the command it is about, nil for the command line as a whole
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // notFoundError: exit code 3.
 type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
 
+// refusedError: exit code 4.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+func refusedf(format string, args ...any) error {
+	return &refusedError{msg: fmt.Sprintf(format, args...)}
+}
+
 // app is one jobctl invocation.
 type app struct {
 	stdout, stderr io.Writer
-	json           bool
-	stage          string
-	getenv         func(string) string
-	reg            *contract.Registry
-	cfg            aws.Config
-	res            resources
+	// stderrTTY reports that stderr is a terminal (progress lines redraw).
+	stderrTTY bool
+	json      bool
+	stage     string
+	// stageGiven: --stage, RUNSTWICE_STAGE or STAGE named the stage.
+	stageGiven bool
+	endpoint   string // --endpoint
+	getenv     func(string) string
+	now        func() time.Time
+	clk        clock // pacing and progress (realClock when nil)
+	// stateDir is where the local stack's files are looked for ("" = search
+	// from the working directory up).
+	stateDir string
+	reg      *contract.Registry
+	cfg      aws.Config
+	res      resources
 }
 
 // run executes args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: catalog.Registry(), stage: getenv("STAGE")}
-	rest, err := a.parseFlags(args)
-	if err == nil && len(rest) == 0 {
-		err = usagef("no command given")
-	}
-	if err == nil {
-		if a.cfg, err = awsx.Load(ctx); err == nil {
-			a.res = resolveResources(a.stage, getenv)
-			err = a.dispatch(ctx, rest)
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: catalog.Registry(), now: time.Now}
+	if f, ok := stderr.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil {
+			a.stderrTTY = fi.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	var ue *usageError
-	var nf *notFoundError
+	return a.main(ctx, args)
+}
+
+func (a *app) clock() clock {
+	if a.clk == nil {
+		return realClock{}
+	}
+	return a.clk
+}
+
+func (a *app) main(ctx context.Context, args []string) int {
+	rest, help, err := a.parseGlobal(args)
+	var cmd *command
+	if err == nil {
+		cmd, rest, err = find(rest, help)
+	}
+	switch {
+	case err != nil:
+	case help:
+		a.printHelp(cmd)
+		return exitOK
+	default:
+		err = cmd.run(a, ctx, rest)
+		var ue *usageError
+		if errors.As(err, &ue) && ue.cmd == nil {
+			ue.cmd = cmd
+		}
+	}
+	return a.exit(err)
+}
+
+// exit prints err (one line for a usage error, with the usage of its
+// command) and returns its exit code.
+func (a *app) exit(err error) int {
+	var (
+		ue *usageError
+		nf *notFoundError
+		rf *refusedError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "jobctl: %s\n\n%s", ue.msg, usage)
+		hint := "usage: jobctl [--stage S] [--json] COMMAND …; jobctl --help lists the commands"
+		if ue.cmd != nil {
+			hint = fmt.Sprintf("usage: jobctl %s; jobctl %s --help for more", ue.cmd.usage, ue.cmd.name)
+		}
+		fmt.Fprintf(a.stderr, "jobctl: %s (%s)\n", ue.msg, hint)
 		return exitUsage
 	case errors.As(err, &nf):
-		fmt.Fprintf(stderr, "jobctl: %s\n", nf.msg)
+		fmt.Fprintf(a.stderr, "jobctl: %s\n", nf.msg)
 		return exitNotFound
+	case errors.As(err, &rf):
+		fmt.Fprintf(a.stderr, "jobctl: refused: %s\n", rf.msg)
+		return exitRefused
 	}
-	fmt.Fprintf(stderr, "jobctl: %v\n", err)
+	fmt.Fprintf(a.stderr, "jobctl: %v\n", err)
 	return exitError
 }
 
-// parseFlags takes --stage and --json from anywhere in args (so
-// `jobctl toggles list --json` works) and returns the rest.
-func (a *app) parseFlags(args []string) ([]string, error) {
-	var rest []string
+// parseGlobal takes the global flags (--stage, --endpoint, --json, --help)
+// from anywhere in args, so `jobctl toggles list --json` works, and returns
+// the rest. help is set by --help, -h, or a leading "help".
+func (a *app) parseGlobal(args []string) (rest []string, help bool, err error) {
+	for _, env := range []string{"RUNSTWICE_STAGE", "STAGE"} {
+		if v := a.getenv(env); v != "" && a.stage == "" {
+			a.stage, a.stageGiven = v, true
+		}
+	}
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
-		switch {
-		case arg == "--json" || arg == "-json":
-			a.json = true
-		case arg == "--stage" || arg == "-stage":
-			if i+1 >= len(args) {
-				return nil, usagef("--stage needs a value")
+		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
+			if i == 0 && arg == "help" {
+				help = true
+				continue
 			}
-			i++
-			a.stage = args[i]
-		case strings.HasPrefix(arg, "--stage="):
-			a.stage = strings.TrimPrefix(arg, "--stage=")
-		case arg == "-h" || arg == "--help" || arg == "help":
-			return nil, usagef("help")
-		default:
 			rest = append(rest, arg)
+			continue
+		}
+		switch name {
+		case "json":
+			a.json = true
+		case "h", "help":
+			help = true
+		case "stage", "endpoint":
+			if !hasValue {
+				if i+1 >= len(args) {
+					return nil, false, usagef("--%s needs a value", name)
+				}
+				i++
+				value = args[i]
+			}
+			if name == "stage" {
+				a.stage, a.stageGiven = value, true
+			} else {
+				a.endpoint = value
+			}
+		default:
+			rest = append(rest, arg) // a command's own flag
 		}
 	}
 	if a.stage == "" {
 		a.stage = "local"
 	}
 	if !validStage(a.stage) {
-		return nil, usagef("invalid stage %q (letters, digits and '-')", a.stage)
+		return nil, false, usagef("invalid stage %q (letters, digits and '-')", a.stage)
 	}
-	return rest, nil
+	return rest, help, nil
 }
 
 func validStage(s string) bool {
@@ -128,24 +198,6 @@ func validStage(s string) bool {
 	return s != "" && len(s) <= 32
 }
 
-func (a *app) dispatch(ctx context.Context, args []string) error {
-	cmd := strings.Join(args[:min(2, len(args))], " ")
-	rest := args[min(2, len(args)):]
-	switch cmd {
-	case "toggles list":
-		return a.togglesList(ctx, rest)
-	case "toggles set":
-		return a.togglesSet(ctx, rest)
-	case "dlq list":
-		return a.dlqList(ctx, rest)
-	case "dlq redrive":
-		return a.dlqRedrive(ctx, rest)
-	case "jobs get":
-		return a.jobsGet(ctx, rest)
-	}
-	return usagef("unknown command %q", strings.Join(args, " "))
-}
-
 // printJSON writes v as indented JSON.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
@@ -153,9 +205,7 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func noArgs(cmd string, rest []string) error {
-	if len(rest) != 0 {
-		return usagef("%s takes no arguments, got %q", cmd, strings.Join(rest, " "))
-	}
-	return nil
+// warnf writes one warning line to stderr.
+func (a *app) warnf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "jobctl: warning: "+format+"\n", args...)
 }

@@ -50,8 +50,8 @@ func cli(t *testing.T, env map[string]string) func(args ...string) (int, string,
 func TestTogglesSetRefusesUnknownTypeWithSuggestion(t *testing.T) {
 	jobctl := cli(t, nil)
 	code, _, stderr := jobctl("--stage", testenv.Name(t, "s"), "toggles", "set", "email.partner-digets.v1", "on")
-	if code != exitUsage || !strings.Contains(stderr, "did you mean "+email.PartnerDigest.Name) {
-		t.Fatalf("exit %d, stderr %q; want 2 and a did-you-mean", code, stderr)
+	if code != exitRefused || !strings.Contains(stderr, "did you mean "+email.PartnerDigest.Name) {
+		t.Fatalf("exit %d, stderr %q; want 4 (refused) and a did-you-mean", code, stderr)
 	}
 	code, _, stderr = jobctl("toggles", "set", email.Welcome.Name, "maybe")
 	if code != exitUsage || !strings.Contains(stderr, "not on or off") {
@@ -63,7 +63,7 @@ func TestTogglesSetAndList(t *testing.T) {
 	stage := testenv.Name(t, "s")
 	jobctl := cli(t, nil)
 	code, out, stderr := jobctl("--stage", stage, "toggles", "set", email.Welcome.Name, "off")
-	if code != exitOK || !strings.Contains(out, "takes effect within 30s") {
+	if code != exitOK || !strings.Contains(out, ttlNote) || strings.Contains(out, "30s") {
 		t.Fatalf("set: exit %d out %q err %q", code, out, stderr)
 	}
 	// A typo an operator made by hand with the AWS CLI.
@@ -127,6 +127,8 @@ func TestDLQListAndRedrive(t *testing.T) {
 	// No QUEUE_URL_* in the environment: jobctl finds the stage's queues by
 	// the template's names, as it does against dev or prod.
 	stage := strings.ToLower(testenv.Name(t, "st"))
+	testenv.CreateTable(t, ddb, "runstwice-"+stage+"-jobs", "pk", "")
+	testenv.CreateTable(t, ddb, "runstwice-"+stage+"-markers", "HandlerName", "MessageKey")
 	var queue testenv.Queue
 	for _, q := range contract.Queues {
 		created := testenv.CreateQueue(t, sqsClient, "runstwice-"+stage+"-"+string(q), nil)

@@ -4,40 +4,218 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
-func (a *app) jobsGet(ctx context.Context, rest []string) error {
-	if len(rest) != 1 {
+func (a *app) lister() *joblist.Lister {
+	client := dynamodb.NewFromConfig(a.cfg)
+	return joblist.NewLister(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
+}
+
+func (a *app) jobsGet(ctx context.Context, args []string) error {
+	p, err := parseArgs(args, nil)
+	if err != nil {
+		return err
+	}
+	if len(p.pos) != 1 {
 		return usagef("jobs get needs one job ID")
 	}
-	client := dynamodb.NewFromConfig(a.cfg)
-	store := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
-	j, err := store.Get(ctx, rest[0])
-	if errors.Is(err, jobs.ErrNotFound) {
-		return &notFoundError{fmt.Sprintf("job %s not found in %s", rest[0], a.res.JobsTable)}
+	id := p.pos[0]
+	if err := a.connect(ctx); err != nil {
+		return err
 	}
+	client := dynamodb.NewFromConfig(a.cfg)
+	markers := marker.NewDynamo(client, a.res.MarkersTable)
+	j, err := jobs.NewStore(client, a.res.JobsTable, markers).Get(ctx, id)
+	if err == nil {
+		var attrs map[string]any
+		if attrs, err = joblist.NewLister(client, a.res.JobsTable, markers).Attributes(ctx, id); err == nil {
+			return a.printJob(j.State, attrs)
+		}
+	}
+	if errors.Is(err, jobs.ErrNotFound) {
+		return &notFoundError{fmt.Sprintf("job %s not found in %s", id, a.res.JobsTable)}
+	}
+	return err
+}
+
+// printJob prints the derived state and every attribute of the record (new
+// ones included), times as RFC 3339 beside their stored numbers.
+func (a *app) printJob(state jobs.State, attrs map[string]any) error {
+	delete(attrs, "pk")
+	if a.json {
+		out := map[string]any{"derivedState": state}
+		for k, v := range attrs {
+			if n, ok := v.(attributevalue.Number); ok {
+				if t, isTime := epochTime(k, string(n)); isTime {
+					out[k] = t
+					continue
+				}
+				if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+					out[k] = i
+					continue
+				}
+			}
+			out[k] = v
+		}
+		return a.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "state\t%s (derived; stored: %v)\n", state, attrs["state"])
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		if k == "state" {
+			continue
+		}
+		v := fmt.Sprint(attrs[k])
+		if t, ok := epochTime(k, v); ok {
+			v = t.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, shorten(v, 300))
+	}
+	return tw.Flush()
+}
+
+// epochTime reads an attribute named *At holding epoch seconds (expiresAt,
+// the TTL) or milliseconds (every other time of the record).
+func epochTime(name, v string) (time.Time, bool) {
+	if !strings.HasSuffix(name, "At") {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}, false
+	}
+	if name == jobs.AttrExpiresAt {
+		return time.Unix(n, 0).UTC(), true
+	}
+	return time.UnixMilli(n).UTC(), true
+}
+
+// states are the names --state takes.
+var states = []jobs.State{jobs.StatePending, jobs.StateEnqueued, jobs.StateScheduled, jobs.StateProcessing,
+	jobs.StateSucceeded, jobs.StateFailed, jobs.StateExpired, "Parked", "Cancelled"}
+
+func (a *app) jobsList(ctx context.Context, args []string) error {
+	p, err := parseArgs(args, map[string]bool{"type": true, "state": true, "since": true})
+	if err != nil {
+		return err
+	}
+	if len(p.pos) != 0 {
+		return usagef("jobs list takes no arguments, got %q", strings.Join(p.pos, " "))
+	}
+	f := joblist.Filter{Type: p.vals["type"]}
+	if err := a.checkType(f.Type); err != nil {
+		return err
+	}
+	if s := p.vals["state"]; s != "" {
+		i := slices.IndexFunc(states, func(st jobs.State) bool { return strings.EqualFold(string(st), s) })
+		if i < 0 {
+			return usagef("--state %q is not a job state (%s)", s, joinStates())
+		}
+		f.State = states[i]
+	}
+	if p.set["since"] {
+		if f.Since, err = a.parseSince(p.vals["since"]); err != nil {
+			return err
+		}
+	}
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	list, err := a.lister().List(ctx, f)
 	if err != nil {
 		return err
 	}
 	if a.json {
-		return a.printJSON(j)
+		if list == nil {
+			list = []joblist.Summary{}
+		}
+		return a.printJSON(list)
+	}
+	fmt.Fprintf(a.stdout, "%d job(s) in %s\n", len(list), a.res.JobsTable)
+	if len(list) == 0 {
+		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	for _, row := range [][2]string{
-		{"jobId", j.ID}, {"type", j.Type}, {"state", string(j.State)}, {"key", j.Key}, {"queue", j.Queue},
-		{"correlationId", j.CorrelationID}, {"attempts", fmt.Sprint(j.Attempts)}, {"lastErrorClass", j.LastErrorClass},
-		{"createdAt", j.CreatedAt.Format(time.RFC3339)}, {"runAt", j.RunAt.Format(time.RFC3339)}, {"updatedAt", j.UpdatedAt.Format(time.RFC3339)},
-	} {
-		if row[1] != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
-		}
+	fmt.Fprintln(tw, "JOB ID\tTYPE\tSTATE\tKEY\tCREATED\tATTEMPTS\tLAST ERROR")
+	for _, j := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.State, shorten(j.Key, 40),
+			j.CreatedAt.Format(time.RFC3339), j.Attempts, dash(j.LastErrorClass))
 	}
 	return tw.Flush()
+}
+
+func joinStates() string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseDuration is time.ParseDuration that also takes days ("3d").
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(strings.TrimSpace(s), "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// parseSince reads --since: a duration back from now (2h, 3d) or an RFC 3339
+// time.
+func (a *app) parseSince(s string) (time.Time, error) {
+	if d, err := parseDuration(s); err == nil && d > 0 {
+		return a.now().Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usagef("--since %q is neither a duration back from now (30m, 2h, 3d) nor an RFC 3339 time", s)
+}
+
+// jobsCancel cancels a job as an operator (any caller's): the tombstone
+// its workers see, then the record.
+func (a *app) jobsCancel(ctx context.Context, args []string) error {
+	p, err := parseArgs(args, nil)
+	if err != nil {
+		return err
+	}
+	if len(p.pos) != 1 {
+		return usagef("jobs cancel needs one job ID")
+	}
+	id := p.pos[0]
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	client := dynamodb.NewFromConfig(a.cfg)
+	j, err := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable)).Cancel(ctx, id, "")
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return &notFoundError{fmt.Sprintf("job %s not found in %s", id, a.res.JobsTable)}
+	case errors.Is(err, jobs.ErrConflict):
+		return refusedf("job %s is %s: it can no longer be cancelled", id, j.State)
+	case err != nil:
+		return err
+	}
+	if a.json {
+		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State})
+	}
+	fmt.Fprintf(a.stdout, "job %s %s: cancelled; it never runs\n", j.ID, j.Type)
+	return nil
 }

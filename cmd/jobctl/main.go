@@ -1,20 +1,31 @@
-// Command jobctl is the on-call tool for runstwice: flip kill switches, read
-// and redrive dead letters, look up a job.
+// Command jobctl is the on-call tool for runstwice: flip kill switches (also
+// for a while, with a reason), triage, redrive and drop dead letters, list
+// and read jobs.
 //
-//	jobctl [--stage S] [--json] toggles list
-//	jobctl [--stage S] [--json] toggles set TYPE on|off
-//	jobctl [--stage S] [--json] dlq list
-//	jobctl [--stage S] [--json] dlq redrive ID|--all
-//	jobctl [--stage S] [--json] jobs get ID
+//	jobctl [--stage S] [--endpoint URL] [--json] COMMAND
+//	  toggles list
+//	  toggles set TYPE on|off [--for DURATION] [--reason TEXT]
+//	  dlq list [--type T] [--since D] [--reason TEXT] [--status S]
+//	  dlq redrive ID|--all [--type T] [--since D] [--reason TEXT] [--rate N/s] [--dry-run] [--force]
+//	  dlq drop ID|--all [--type T] [--since D] [--reason TEXT] [--dry-run] --yes
+//	  jobs get ID
+//	  jobs list [--type T] [--state S] [--since D]
 //
-// It uses the standard AWS configuration chain and honours AWS_ENDPOINT_URL.
-// Table names and queue URLs come from the same environment variables the
-// functions use (JOBS_TABLE, DEAD_LETTERS_TABLE, MARKERS_TABLE,
-// QUEUE_URL_CRITICAL, …), else from .devstack/resources.json when it exists
+// `jobctl --help` (or `help`, or COMMAND --help) prints help on stdout.
+//
+// It uses the standard AWS configuration chain and honours AWS_ENDPOINT_URL,
+// with the EC2 metadata service off unless AWS_EC2_METADATA_DISABLED=false
+// (elsewhere it would hang). For stage local with no endpoint given it uses
+// the running local stack named by .devstack/stack.json (in the working
+// directory or above). Table names and queue URLs come from the same
+// environment variables the functions use (JOBS_TABLE, DEAD_LETTERS_TABLE,
+// MARKERS_TABLE, QUEUE_URL_CRITICAL, …), else from .devstack/resources.json
 // (the local stack), else from the stack's naming convention for the stage.
 //
-// Exit codes: 0 success, 1 an AWS or runtime error, 2 a usage error (unknown
-// command or job type, bad value), 3 not found.
+// Exit codes: 0 success; 1 an AWS or runtime error (no credentials, no
+// endpoint, a failed call); 2 a usage error; 3 not found; 4 refused (a type
+// not in the registry, a superseded letter without --force, a drop without
+// --yes, a letter that cannot be redriven).
 package main
 
 import (

@@ -16,17 +16,14 @@ type resources struct {
 	Queues           map[contract.Queue]string
 }
 
-// devstackFile is where the local stack writes what it created (logical id →
-// physical name or URL).
-const devstackFile = ".devstack/resources.json"
-
 // resolveResources finds the resources of a stage: the functions' environment
-// variables first, then the local stack's resources file (stage local), then
-// the template's naming convention.
-func resolveResources(stage string, getenv func(string) string) resources {
+// variables first, then the local stack's resources.json in stateDir (the
+// local stack writes what it created there: logical id → physical name or
+// URL; stage local only), then the template's naming convention.
+func resolveResources(stage, stateDir string, getenv func(string) string) resources {
 	physical := conventionalNames(stage)
-	if stage == "local" {
-		if b, err := os.ReadFile(filepath.Clean(devstackFile)); err == nil {
+	if stage == "local" && stateDir != "" {
+		if b, err := os.ReadFile(filepath.Join(stateDir, "resources.json")); err == nil {
 			var created map[string]string
 			if json.Unmarshal(b, &created) == nil {
 				for id, v := range created {

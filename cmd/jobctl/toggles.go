@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,7 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
+
+// ttlNote is what jobctl can say of when a flip is seen: the TTL is the
+// stack's, and jobctl cannot know it.
+const ttlNote = "within the workers' toggle TTL (the stack's ToggleTtl parameter)"
 
 func onOff(b bool) string {
 	if b {
@@ -26,8 +32,16 @@ type toggleRow struct {
 	Parameter string `json:"parameter"`
 	Stored    any    `json:"stored"` // the raw value, or null when missing
 	Readable  bool   `json:"readable"`
+	Problem   string `json:"problem,omitempty"`
 	Default   string `json:"default"`
 	Effective string `json:"effective"`
+	// Until is the expiry of a time-boxed value; Expired says it passed.
+	Until            *time.Time `json:"until,omitempty"`
+	TimeLeft         string     `json:"timeLeft,omitempty"`
+	Expired          bool       `json:"expired,omitempty"`
+	Reason           string     `json:"reason,omitempty"`
+	LastModifiedUser string     `json:"lastModifiedUser,omitempty"`
+	LastModified     *time.Time `json:"lastModified,omitempty"`
 }
 
 type unknownRow struct {
@@ -36,29 +50,37 @@ type unknownRow struct {
 	DidYouMean string `json:"didYouMean,omitempty"`
 }
 
-func (a *app) togglesList(ctx context.Context, rest []string) error {
-	if err := noArgs("toggles list", rest); err != nil {
-		return err
-	}
+func (a *app) defaults() map[string]bool {
 	defaults := map[string]bool{}
 	for _, t := range a.reg.Types() {
 		defaults[t.Name] = t.EnabledByDefault
 	}
-	src := toggle.NewSource(ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), nil)
-	snap, err := src.Read(ctx, defaults)
+	return defaults
+}
+
+func (a *app) togglesList(ctx context.Context, args []string) error {
+	p, err := parseArgs(args, nil)
 	if err != nil {
 		return err
 	}
-	var rows []toggleRow
-	for _, e := range snap.Entries {
-		r := toggleRow{Type: e.Type, Parameter: toggle.ParameterName(a.stage, e.Type), Readable: e.Readable,
-			Default: onOff(e.Default), Effective: onOff(e.Effective)}
-		if e.HasStored {
-			r.Stored = e.Stored
-		}
-		rows = append(rows, r)
+	if len(p.pos) != 0 {
+		return usagef("toggles list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
-	var unknown []unknownRow
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	snap, err := snapshot.Read(ctx, ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), a.defaults(), a.now())
+	if err != nil {
+		return err
+	}
+	if snap.Parameters == 0 {
+		a.warnNoParameters()
+	}
+	rows := make([]toggleRow, 0, len(snap.Entries))
+	for _, e := range snap.Entries {
+		rows = append(rows, a.toggleRow(e, snap.At))
+	}
+	unknown := []unknownRow{}
 	for name, v := range snap.Unknown {
 		u := unknownRow{Parameter: toggle.ParameterName(a.stage, name), Value: v}
 		if near, ok := a.reg.Nearest(name); ok {
@@ -66,21 +88,28 @@ func (a *app) togglesList(ctx context.Context, rest []string) error {
 		}
 		unknown = append(unknown, u)
 	}
-	slices.SortFunc(unknown, func(x, y unknownRow) int { return compare(x.Parameter, y.Parameter) })
+	slices.SortFunc(unknown, func(x, y unknownRow) int { return strings.Compare(x.Parameter, y.Parameter) })
 	if a.json {
 		return a.printJSON(map[string]any{"stage": a.stage, "toggles": rows, "unknown": unknown})
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tSTORED\tDEFAULT\tEFFECTIVE")
+	fmt.Fprintln(tw, "TYPE\tSTORED\tDEFAULT\tEFFECTIVE\tUNTIL\tREASON\tWHO")
 	for _, r := range rows {
 		stored := "(missing)"
 		if s, ok := r.Stored.(string); ok {
-			stored = s
+			stored = shorten(s, 24)
 			if !r.Readable {
 				stored += " (unreadable: default applies)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Type, stored, r.Default, r.Effective)
+		until := "-"
+		switch {
+		case r.Expired:
+			until = r.Until.Format(time.RFC3339) + " (expired: default applies)"
+		case r.Until != nil:
+			until = r.Until.Format(time.RFC3339) + " (" + r.TimeLeft + " left)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Type, stored, r.Default, r.Effective, until, dash(r.Reason), dash(r.LastModifiedUser))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -95,50 +124,118 @@ func (a *app) togglesList(ctx context.Context, rest []string) error {
 	return nil
 }
 
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+func (a *app) toggleRow(e snapshot.Entry, at time.Time) toggleRow {
+	r := toggleRow{Type: e.Type, Parameter: toggle.ParameterName(a.stage, e.Type), Readable: e.Readable, Problem: e.Problem,
+		Default: onOff(e.Default), Effective: onOff(e.Effective), Expired: e.Expired, Reason: e.Reason,
+		LastModifiedUser: e.LastModifiedUser}
+	if e.HasStored {
+		r.Stored = e.Stored
 	}
-	return 0
+	if !e.Until.IsZero() {
+		until := e.Until
+		r.Until = &until
+		if !e.Expired {
+			r.TimeLeft = until.Sub(at).Round(time.Second).String()
+		}
+	}
+	if !e.LastModified.IsZero() {
+		lm := e.LastModified.UTC()
+		r.LastModified = &lm
+	}
+	return r
 }
 
-func (a *app) togglesSet(ctx context.Context, rest []string) error {
-	if len(rest) != 2 {
+// warnNoParameters says that the stage has no toggle parameters at all,
+// which a deployed or local stack always has (the fail-closed types').
+func (a *app) warnNoParameters() {
+	a.warnf("no parameters under %s at %s: is the stage right? (a running stack has at least the fail-closed types' switches)",
+		toggle.Path(a.stage), a.endpointName())
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shorten(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (a *app) togglesSet(ctx context.Context, args []string) error {
+	p, err := parseArgs(args, map[string]bool{"for": true, "reason": true})
+	if err != nil {
+		return err
+	}
+	if len(p.pos) != 2 {
 		return usagef("toggles set needs TYPE and on|off")
 	}
-	name, value := rest[0], rest[1]
-	jt, err := a.reg.Lookup(name)
-	if err != nil {
-		if near, ok := a.reg.Nearest(name); ok {
-			return usagef("%q is not a registered job type; did you mean %s?", name, near)
-		}
-		return usagef("%q is not a registered job type; registered: %v", name, a.reg.Names())
-	}
+	name, value := p.pos[0], p.pos[1]
 	enabled, ok := toggle.Parse(value)
 	if !ok {
 		return usagef("value %q is not on or off (true/false, 1/0 also accepted)", value)
 	}
+	v := toggle.Value{Enabled: enabled, Reason: p.vals["reason"]}
+	if p.set["for"] {
+		d, err := parseDuration(p.vals["for"])
+		if err != nil || d <= 0 {
+			return usagef("--for %q is not a positive duration (e.g. 30m, 2h, 1d)", p.vals["for"])
+		}
+		v.Until = a.now().Add(d).UTC().Truncate(time.Second)
+	}
+	if p.set["reason"] && strings.TrimSpace(v.Reason) == "" {
+		return usagef("--reason is empty")
+	}
+	jt, err := a.reg.Lookup(name)
+	if err != nil {
+		if near, ok := a.reg.Nearest(name); ok {
+			return refusedf("%q is not a registered job type; did you mean %s?", name, near)
+		}
+		return refusedf("%q is not a registered job type; registered: %s", name, strings.Join(a.reg.Names(), ", "))
+	}
+	stored, err := v.Encode()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	client := ssm.NewFromConfig(a.cfg)
+	existing, err := client.GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(toggle.Path(a.stage)), MaxResults: aws.Int32(1)})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", toggle.Path(a.stage), err)
+	}
+	if len(existing.Parameters) == 0 {
+		a.warnNoParameters()
+	}
 	param := toggle.ParameterName(a.stage, jt.Name)
-	if _, err := ssm.NewFromConfig(a.cfg).PutParameter(ctx, &ssm.PutParameterInput{
-		Name: aws.String(param), Value: aws.String(onOff(enabled)), Type: types.ParameterTypeString, Overwrite: aws.Bool(true),
+	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{
+		Name: aws.String(param), Value: aws.String(stored), Type: types.ParameterTypeString, Overwrite: aws.Bool(true),
 		Description: aws.String("runstwice kill switch for " + jt.Name),
 	}); err != nil {
 		return fmt.Errorf("set %s: %w", param, err)
 	}
-	ttl := toggle.DefaultTTL
-	if v := a.getenv("TOGGLE_TTL"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			ttl = d
-		}
-	}
 	if a.json {
-		return a.printJSON(map[string]any{"type": jt.Name, "parameter": param, "effective": onOff(enabled), "takesEffectWithin": ttl.String()})
+		out := map[string]any{"type": jt.Name, "parameter": param, "value": stored, "enabled": onOff(enabled),
+			"default": onOff(jt.EnabledByDefault), "takesEffect": ttlNote}
+		if !v.Until.IsZero() {
+			out["until"] = v.Until
+		}
+		if v.Reason != "" {
+			out["reason"] = v.Reason
+		}
+		return a.printJSON(out)
 	}
-	fmt.Fprintf(a.stdout, "%s is now %s (%s)\ntakes effect within %s (the toggle TTL) in every running worker; no deploy needed\n",
-		jt.Name, onOff(enabled), param, ttl)
+	fmt.Fprintf(a.stdout, "%s is now %s (%s = %s)\n", jt.Name, onOff(enabled), param, stored)
+	if !v.Until.IsZero() {
+		fmt.Fprintf(a.stdout, "until %s (in %s); then it reverts to its default, %s, by itself\n",
+			v.Until.Format(time.RFC3339), v.Until.Sub(a.now()).Round(time.Second), onOff(jt.EnabledByDefault))
+	}
+	fmt.Fprintf(a.stdout, "takes effect %s in every running worker; no deploy needed\n", ttlNote)
 	if !enabled {
 		fmt.Fprintf(a.stdout, "while off, %s jobs are parked (re-queued with a delay), never dropped\n", jt.Name)
 	}

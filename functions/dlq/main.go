@@ -9,26 +9,19 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
 func main() {
-	log := obs.DefaultLogger()
-	c, err := build(context.Background(), log)
-	if err != nil {
-		log.Error("dlq function cannot start", "error", err)
-		os.Exit(1)
-	}
-	lambda.Start(c.Handle)
+	function.Main("dlq", build, func(h *deadletter.Consumer) any { return h.Handle })
 }
 
 func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) {
@@ -40,10 +33,7 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	// The queue URLs are part of the function's contract (redrive targets);
 	// checked here so a misconfigured stack fails at start.
 	env.QueueURLs()
-	if err := env.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err := awsx.Load(ctx)
+	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +41,7 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	markers := marker.NewDynamo(db, markersTable)
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
-		Jobs: jobs.NewStore(db, jobsTable, markers), JobNotFound: jobs.ErrNotFound,
+		Jobs:     jobs.NewRecorder(db, jobsTable),
 		Registry: catalog.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
 	})
 }

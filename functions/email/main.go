@@ -8,19 +8,18 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -30,13 +29,7 @@ import (
 )
 
 func main() {
-	log := obs.DefaultLogger()
-	r, err := build(context.Background(), log)
-	if err != nil {
-		log.Error("email function cannot start", "error", err)
-		os.Exit(1)
-	}
-	lambda.Start(r.Handle)
+	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
 }
 
 func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
@@ -53,10 +46,8 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
 	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
-	if err := env.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err := awsx.Load(ctx)
+	concurrency := env.Int("BATCH_CONCURRENCY", 10)
+	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +63,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		sender = smtprelay.New(smtpAddr, from)
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL, Metrics: metrics,
+		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL,
 	})
 	if err != nil {
 		return nil, err
@@ -81,8 +72,8 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	queues := queue.New(sqs.NewFromConfig(cfg), urls, dlqURL)
 	return runner.New(runner.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
-		Parker: queues, DeadLetterer: queues, Failures: jobs.NewStore(db, jobsTable, markers),
-		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives,
+		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
+		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -40,7 +41,15 @@ func TestBuildWiresEverything(t *testing.T) {
 	} {
 		t.Setenv(name, v)
 	}
-	if _, err := build(context.Background(), obs.NewLogger(io.Discard, "error")); err != nil {
+	r, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Every registered type has a handler here: the e-mail function is the
+	// worker of every work queue, so a type without one could never run.
+	for _, jt := range catalog.Types() {
+		if !r.Handles(jt.Name) {
+			t.Errorf("%s is registered but no function handles it: declare it with its handler (see docs/job-types.md)", jt.Name)
+		}
 	}
 }

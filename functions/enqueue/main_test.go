@@ -11,7 +11,7 @@ import (
 
 func TestBuildNeedsEveryVariable(t *testing.T) {
 	vars := map[string]string{
-		"IDEMPOTENCY_TABLE": "idem", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers",
+		"STAGE": "dev", "IDEMPOTENCY_TABLE": "idem", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers",
 		"QUEUE_URL_CRITICAL": "http://q/critical", "QUEUE_URL_DEFAULT": "http://q/default", "QUEUE_URL_BULK": "http://q/bulk",
 	}
 	t.Setenv("AWS_REGION", "us-east-1")
@@ -35,7 +35,7 @@ func TestBuildNeedsEveryVariable(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	h, err := build(context.Background(), log)
-	if err != nil || h.Registry == nil || h.Requests == nil || h.Jobs == nil || h.Queue == nil {
+	if err != nil || h.Registry == nil || h.Idempotency == nil || h.Jobs == nil || h.Queue == nil {
 		t.Fatalf("build: %+v, %v", h, err)
 	}
 }

@@ -33,6 +33,17 @@ func (f Format) String() string {
 	return "unknown"
 }
 
+// Example returns a value of the format, for error messages and docs.
+func (f Format) Example() string {
+	switch f {
+	case FormatCountry:
+		return "BD"
+	case FormatISOWeek:
+		return "2026-W48"
+	}
+	return "u-123"
+}
+
 var formatPatterns = map[Format]*regexp.Regexp{
 	FormatID:      regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`),
 	FormatCountry: regexp.MustCompile(`^[A-Z]{2}$`),
@@ -74,7 +85,7 @@ func (a ArgSpec) checkValue(v string) string {
 	case strings.IndexFunc(v, unicode.IsSpace) >= 0:
 		return "contains whitespace; args carry IDs only, never free text"
 	case !formatPatterns[a.Format].MatchString(v):
-		return "is not a valid " + a.Format.String()
+		return "is not a valid " + a.Format.String() + " (e.g. " + a.Format.Example() + ")"
 	}
 	return ""
 }
@@ -104,8 +115,14 @@ func ValidateArgs(specs []ArgSpec, args map[string]string) error {
 		}
 	}
 	slices.Sort(unknown)
-	for _, name := range unknown {
-		verr.add("args."+safeName(name), "is not an argument of this job type")
+	if len(unknown) > 0 {
+		names := make([]string, len(specs))
+		for i, s := range specs {
+			names[i] = s.Name
+		}
+		for _, name := range unknown {
+			verr.add("args."+safeName(name), "is not an argument of this job type; its args are %s", strings.Join(names, ", "))
+		}
 	}
 	return verr.orNil()
 }

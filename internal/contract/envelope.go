@@ -20,7 +20,7 @@ const Version = 1
 // real one is a few hundred bytes; anything near this limit is an abuse.
 const MaxEnvelopeBytes = 4096
 
-// Envelope is the SQS message body of every job (DESIGN §2). MessageID is the
+// Envelope is the SQS message body of every job (docs/contract.md). MessageID is the
 // job id. Args carries primitive IDs only: it is stored in plaintext in
 // queues, tables and logs.
 type Envelope struct {

@@ -26,12 +26,16 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
-func (e *ValidationError) Error() string {
+func (e *ValidationError) Error() string { return "invalid: " + e.Detail() }
+
+// Detail lists every field and why, for a person: "args.userId: is
+// required; key: must be a string".
+func (e *ValidationError) Detail() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
 		parts[i] = f.Field + ": " + f.Reason
 	}
-	return "invalid: " + strings.Join(parts, "; ")
+	return strings.Join(parts, "; ")
 }
 
 // Is reports that a ValidationError is a malformed input.

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -40,9 +41,9 @@ type MarkerPeeker interface {
 }
 
 // JobFailer marks a job Failed, conditionally: it never overwrites a
-// terminal state (*jobs.Store is one).
+// cancelled job (*jobs.Recorder is one).
 type JobFailer interface {
-	MarkFailed(ctx context.Context, jobID, errorClass string) error
+	MarkFailed(ctx context.Context, jobID string, f jobs.Failure) error
 }
 
 // Config wires a Consumer. Records and Markers are required.
@@ -51,10 +52,6 @@ type Config struct {
 	Markers MarkerPeeker
 	// Jobs marks jobs Failed (optional).
 	Jobs JobFailer
-	// JobNotFound is matched (errors.Is) against MarkFailed errors: a job
-	// without a record (sent outside the API, or expired) is no reason to
-	// retry the dead letter.
-	JobNotFound error
 	// Registry names the known types (required).
 	Registry *contract.Registry
 	Logger   *slog.Logger
@@ -167,11 +164,13 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 	// Marked on every run, not only the first: a run that crashed after
 	// Save must still get the job marked. MarkFailed is conditional.
 	if l.decoded && c.cfg.Jobs != nil {
-		if err := c.cfg.Jobs.MarkFailed(ctx, l.rec.JobID, l.class); err != nil {
-			if c.cfg.JobNotFound == nil || !errors.Is(err, c.cfg.JobNotFound) {
+		f := jobs.Failure{Class: l.class, Reason: l.rec.Reason, Attempts: l.rec.ReceiveCount}
+		if err := c.cfg.Jobs.MarkFailed(ctx, l.rec.JobID, f); err != nil {
+			if !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobs.ErrConflict) {
 				return fmt.Errorf("mark job failed: %w", err)
 			}
-			log.Info("dead letter has no job record; nothing to mark")
+			// Sent outside the API, expired, or cancelled meanwhile.
+			log.Info("dead letter has no job record to mark Failed", obs.KeyReason, obs.Redact(err))
 		}
 	}
 	return nil

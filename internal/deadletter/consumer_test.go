@@ -17,9 +17,12 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // fakeRecords is the dead-letters table in memory, with the same
@@ -46,22 +49,10 @@ func (f *fakeRecords) Save(_ context.Context, rec deadletter.Record, sqsID strin
 	return true, nil
 }
 
-type fakeJobs struct {
-	mu     sync.Mutex
-	failed map[string]string
-	calls  int
-	err    error
-}
-
-func (f *fakeJobs) MarkFailed(_ context.Context, id, class string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.err != nil {
-		return f.err
-	}
-	f.failed[id] = class
-	return nil
+// failedClass is the error class a job was marked Failed with, "" if none.
+func (h *harness) failedClass(jobID string) string {
+	f, _ := h.jobs.Failure(jobID)
+	return f.Class
 }
 
 type peekFails struct{ *marker.Memory }
@@ -70,11 +61,9 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 	return nil, errors.New("throttled")
 }
 
-var errNoJob = errors.New("no such job")
-
 type harness struct {
 	records *fakeRecords
-	jobs    *fakeJobs
+	jobs    *testkit.Jobs
 	markers *marker.Memory
 	logs    *bytes.Buffer
 	metrics *bytes.Buffer
@@ -84,11 +73,11 @@ type harness struct {
 func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 	t.Helper()
 	h := &harness{
-		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &fakeJobs{failed: map[string]string{}},
+		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &testkit.Jobs{Trace: &markertest.Trace{}},
 		markers: marker.NewMemory(), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{},
 	}
 	cfg := deadletter.Config{
-		Records: h.records, Markers: h.markers, Jobs: h.jobs, JobNotFound: errNoJob, Registry: catalog.Registry(),
+		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: catalog.Registry(),
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
 	}
 	if mutate != nil {
@@ -219,7 +208,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 			case rec.Status != deadletter.StatusDead:
 				t.Errorf("status %q", rec.Status)
 			}
-			if got := h.jobs.failed[tc.wantID]; got != tc.wantJobFailed {
+			if got := h.failedClass(tc.wantID); got != tc.wantJobFailed {
 				t.Errorf("job marked %q; want %q", got, tc.wantJobFailed)
 			}
 			if obstest.Count(h.metrics.String(), tc.wantType, obs.DeadLetters) != 1 {
@@ -276,8 +265,8 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusSucceeded {
 		t.Fatalf("status %q; want succeeded", rec.Status)
 	}
-	if strings.Contains(h.metrics.String(), "DeadLetters") || strings.Contains(h.logs.String(), `"alert":true`) || h.jobs.calls != 0 {
-		t.Fatalf("a succeeded job counted as a dead letter: metrics %s jobs %v", h.metrics, h.jobs.failed)
+	if strings.Contains(h.metrics.String(), "DeadLetters") || strings.Contains(h.logs.String(), `"alert":true`) || h.jobs.Trace.Has("mark-failed") {
+		t.Fatalf("a succeeded job counted as a dead letter: metrics %s jobs %s", h.metrics, h.jobs.Trace)
 	}
 }
 
@@ -296,8 +285,8 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusDead {
 		t.Fatalf("status %q; want dead", rec.Status)
 	}
-	if !strings.Contains(h.metrics.String(), `"DeadLetters":1`) || h.jobs.failed[env.MessageID] == "" {
-		t.Fatalf("not counted or job not marked Failed: metrics %s jobs %v", h.metrics, h.jobs.failed)
+	if obstest.Count(h.metrics.String(), env.Type, obs.DeadLetters) != 1 || h.failedClass(env.MessageID) == "" {
+		t.Fatalf("not counted or job not marked Failed: metrics %s jobs %s", h.metrics, h.jobs.Trace)
 	}
 }
 
@@ -306,15 +295,15 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 	h := newHarness(t, nil)
 	msg := moved(t, envelope(email.Welcome.Name), 6)
-	h.jobs.err = errors.New("throttled")
+	h.jobs.Err = errors.New("throttled")
 	if f := h.run(t, msg); len(f) != 1 {
 		t.Fatalf("failures %v; want a retry while the jobs table is down", f)
 	}
-	h.jobs.err = nil
+	h.jobs.Err = nil
 	if f := h.run(t, msg); len(f) != 0 {
 		t.Fatalf("failures %v", f)
 	}
-	if n := strings.Count(h.metrics.String(), `"DeadLetters":1`); n != 1 {
+	if n := obstest.Count(h.metrics.String(), email.Welcome.Name, obs.DeadLetters); n != 1 {
 		t.Fatalf("DeadLetters counted %d times; want 1", n)
 	}
 }
@@ -328,8 +317,8 @@ func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
 		wantRetry bool
 	}{
 		{"store down", func(h *harness) { h.records.err = errors.New("throttled") }, nil, true},
-		{"jobs table down", func(h *harness) { h.jobs.err = errors.New("throttled") }, nil, true},
-		{"job has no record", func(h *harness) { h.jobs.err = fmt.Errorf("wrapped: %w", errNoJob) }, nil, false},
+		{"jobs table down", func(h *harness) { h.jobs.Err = errors.New("throttled") }, nil, true},
+		{"job has no record", func(h *harness) { h.jobs.Err = fmt.Errorf("wrapped: %w", jobs.ErrNotFound) }, nil, false},
 		{"marker peek fails", nil, func(c *deadletter.Config) { c.Markers = peekFails{marker.NewMemory()} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

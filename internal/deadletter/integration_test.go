@@ -77,7 +77,7 @@ func newWorld(t *testing.T) *world {
 	w.jobs = jobs.NewStore(w.db, w.jobsTable, w.markers)
 	w.store = deadletter.NewStore(w.db, w.deadLetter)
 	c, err := deadletter.NewConsumer(deadletter.Config{
-		Records: w.store, Markers: w.markers, Jobs: w.jobs, JobNotFound: jobs.ErrNotFound, Registry: catalog.Registry(),
+		Records: w.store, Markers: w.markers, Jobs: jobs.NewRecorder(w.db, w.jobsTable), Registry: catalog.Registry(),
 		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
@@ -22,54 +24,160 @@ type Sender interface {
 // RedriveStore is what the redriver needs of the table (*Store is one).
 type RedriveStore interface {
 	Get(ctx context.Context, id string) (Record, error)
-	List(ctx context.Context, status Status) ([]Record, error)
+	Select(ctx context.Context, f Filter) ([]Record, error)
 	MarkRedriven(ctx context.Context, id string) error
+	MarkDropped(ctx context.Context, id string) error
+}
+
+// JobLifecycle keeps a redriven job's record true (*jobs.Lifecycle is one):
+// it reads whether the job may be revived, makes it active again before its
+// message is sent, and settles it once the send succeeded or failed.
+type JobLifecycle interface {
+	Inspect(ctx context.Context, jobID string) (jobs.Revival, error)
+	Reactivate(ctx context.Context, rv jobs.Revival, keepKeyOwner bool) error
+	Settle(ctx context.Context, jobID string, sent bool) error
+}
+
+// FailedMarkers clears the marker of a claim-then-effect job whose effect
+// failed after its claim, so a redrive runs the effect again
+// (*marker.Dynamo is one).
+type FailedMarkers interface {
+	ResetFailed(ctx context.Context, k marker.Key) error
 }
 
 // Redriver sends stored envelopes back to their type's queue under the same
-// messageId. That is safe whatever happened before: a job that already
-// succeeded is absorbed by its effect marker.
+// messageId, and keeps their jobs' records true. Sending again is safe
+// whatever happened before: a job that already succeeded is absorbed by its
+// effect marker.
 type Redriver struct {
 	store    RedriveStore
 	sender   Sender
 	registry *contract.Registry
+	// Jobs makes a redriven job active again and finds superseded letters.
+	// Without it the job record is left as it is (Failed), which lets
+	// AllowAfterFailed admit a twin: only tests that are about the queue
+	// leave it nil.
+	Jobs JobLifecycle
+	// Markers resets a FAILED marker before the re-send (nil: none is).
+	Markers FailedMarkers
 }
 
 // NewRedriver returns a redriver over store that sends with sender,
-// knowing the job types of registry.
+// knowing the job types of registry. Set Jobs and Markers before use.
 func NewRedriver(store RedriveStore, sender Sender, registry *contract.Registry) *Redriver {
 	return &Redriver{store: store, sender: sender, registry: registry}
 }
 
-// Redriven is the outcome of redriving one dead letter.
-type Redriven struct {
-	ID    string         `json:"id"`
-	Type  string         `json:"type"`
-	Queue contract.Queue `json:"queue,omitempty"`
-	// Skipped says why nothing was sent ("" when the envelope was sent).
-	Skipped string `json:"skipped,omitempty"`
-	// Err is why the redrive failed (RedriveAll only; Redrive returns it).
-	Err error `json:"-"`
+// Options change what Redrive and Drop do.
+type Options struct {
+	// DryRun reads and reports, and writes and sends nothing.
+	DryRun bool
+	// Force redrives a letter whose key a newer job has taken (the newer
+	// job keeps the key).
+	Force bool
 }
 
-// Redrive sends the dead letter id back to its type's queue with the same
-// body (so the same messageId) and the type and correlationId attributes,
-// then marks it redriven. A letter whose job already succeeded is skipped.
-// It returns an error matching ErrNotFound or ErrNotRedrivable when there is
-// nothing it can send.
+// Outcome is what became of one letter.
+type Outcome string
+
+// The outcomes.
+const (
+	Redrove      Outcome = "redriven"
+	WouldRedrive Outcome = "would-redrive" // dry run
+	Dropped      Outcome = "dropped"
+	WouldDrop    Outcome = "would-drop" // dry run
+	Superseded   Outcome = "superseded" // left alone: a newer job holds the key
+	Skipped      Outcome = "skipped"    // nothing to do; see Skipped
+	Failed       Outcome = "failed"     // see Err
+)
+
+// Redriven is the outcome of redriving (or dropping) one dead letter.
+type Redriven struct {
+	ID      string         `json:"id"`
+	Type    string         `json:"type"`
+	Queue   contract.Queue `json:"queue,omitempty"`
+	Outcome Outcome        `json:"outcome"`
+	// Skipped says why nothing was done ("" otherwise).
+	Skipped string `json:"skipped,omitempty"`
+	// SupersededBy is the newer job that holds the letter's key.
+	SupersededBy string `json:"supersededBy,omitempty"`
+	// JobState is the job record's stored state before the redrive ("" when
+	// there is no record).
+	JobState jobs.State `json:"jobState,omitempty"`
+	// Err is why the redrive failed (batch runs only; Redrive returns it).
+	Err error `json:"-"`
+	// Error is Err's text, for JSON.
+	Error string `json:"error,omitempty"`
+}
+
+func (r *Redriven) fail(err error) {
+	r.Outcome, r.Err = Failed, err
+	if err != nil {
+		r.Error = err.Error()
+	}
+}
+
+// Redrive sends the dead letter id back to its type's queue: see RedriveRecord.
+// It returns an error matching ErrNotFound when there is no such letter.
 func (r *Redriver) Redrive(ctx context.Context, id string) (Redriven, error) {
+	return r.RedriveWith(ctx, id, Options{})
+}
+
+// RedriveWith is Redrive with options.
+func (r *Redriver) RedriveWith(ctx context.Context, id string, opts Options) (Redriven, error) {
 	rec, err := r.store.Get(ctx, id)
 	if err != nil {
-		return Redriven{ID: id}, err
+		return Redriven{ID: id, Outcome: Failed}, err
 	}
-	return r.redrive(ctx, rec)
+	return r.RedriveRecord(ctx, rec, opts)
 }
 
-func (r *Redriver) redrive(ctx context.Context, rec Record) (Redriven, error) {
+// RedriveAll redrives every letter in status dead. Letters that cannot be
+// redriven are reported in their Redriven.Err and do not stop the others; the
+// error is only for a failure to list.
+func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
+	recs, err := r.store.Select(ctx, Filter{Status: StatusDead})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Redriven, 0, len(recs))
+	for _, rec := range recs {
+		res, err := r.RedriveRecord(ctx, rec, Options{})
+		if err != nil {
+			res.fail(err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// RedriveRecord sends rec's envelope back to its type's queue with the same
+// body (so the same messageId) and the type and correlationId attributes, and
+// makes its job active again. A letter whose job already succeeded is
+// skipped; one whose key a newer job has taken is left alone (Superseded)
+// unless opts.Force. It returns an error matching ErrNotRedrivable when there
+// is nothing it can send.
+//
+// The order, and what a crash at each point leaves (a second run of the
+// redrive repairs every case, and a message sent twice is absorbed by the
+// effect marker):
+//  1. read the job (no write): superseded or not revivable → stop here;
+//  2. reset a FAILED marker (else the re-sent job would be skipped as
+//     settled): a crash after it leaves a Failed job with no message, true;
+//  3. the record Failed → Pending, and the key pointed at the job again: a
+//     crash after it leaves Pending with no message, which keeps twins out and
+//     says the send is unconfirmed; the next enqueue of the key after the
+//     pending timeout re-sends the stored message under the same id;
+//  4. send: if it fails, Pending → Failed again (the record never claims a
+//     message that is not in the queue);
+//  5. Pending → Enqueued; 6. the letter is marked redriven.
+func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) (Redriven, error) {
 	out := Redriven{ID: rec.ID, Type: rec.Type}
-	if rec.Status == StatusSucceeded {
-		out.Skipped = "already succeeded"
-		return out, nil
+	switch rec.Status {
+	case StatusSucceeded:
+		return out.skip("already succeeded"), nil
+	case StatusDropped:
+		return out.skip("dropped"), nil
 	}
 	env, err := contract.Decode([]byte(rec.Body))
 	if err != nil {
@@ -80,31 +188,118 @@ func (r *Redriver) redrive(ctx context.Context, rec Record) (Redriven, error) {
 		return out, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
 	}
 	out.Type, out.Queue = t.Name, t.Queue
+	rv, stop, err := r.inspect(ctx, env.MessageID, opts, &out)
+	if err != nil || stop {
+		return out, err
+	}
+	if opts.DryRun {
+		out.Outcome = WouldRedrive
+		return out, nil
+	}
+	if r.Markers != nil {
+		if err := r.Markers.ResetFailed(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
+		}
+	}
+	if rv.Found {
+		err := r.Jobs.Reactivate(ctx, rv, rv.Superseded())
+		if errors.Is(err, jobs.ErrSuperseded) && opts.Force {
+			err = r.Jobs.Reactivate(ctx, rv, true)
+		}
+		if errors.Is(err, jobs.ErrSuperseded) { // a newer job took the key just now
+			return r.recheck(ctx, env.MessageID, out)
+		}
+		if err != nil {
+			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
+		}
+	}
 	err = r.sender.Send(ctx, queue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID})
 	if err != nil {
-		return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
+		err = fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
+		if rv.Found {
+			err = errors.Join(err, r.Jobs.Settle(ctx, env.MessageID, false))
+		}
+		return out, err
 	}
-	// Sent first, marked second: a crash in between leaves it "dead" and a
-	// second redrive sends a duplicate, which the marker absorbs.
+	if rv.Found {
+		if err := r.Jobs.Settle(ctx, env.MessageID, true); err != nil {
+			return out, err
+		}
+	}
 	if err := r.store.MarkRedriven(ctx, rec.ID); err != nil {
 		return out, err
 	}
+	out.Outcome = Redrove
 	return out, nil
 }
 
-// RedriveAll redrives every dead letter in status dead. Letters that cannot be
-// redriven are reported in their Redriven.Err and do not stop the others; the
-// error is only for a failure to list.
-func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
-	recs, err := r.store.List(ctx, StatusDead)
+// inspect reads the letter's job; stop reports that out is final (skipped or
+// superseded). Without a Jobs port, or without a record, nothing stops it.
+func (r *Redriver) inspect(ctx context.Context, jobID string, opts Options, out *Redriven) (rv jobs.Revival, stop bool, err error) {
+	if r.Jobs == nil {
+		return rv, false, nil
+	}
+	if rv, err = r.Jobs.Inspect(ctx, jobID); err != nil {
+		return rv, true, fmt.Errorf("deadletter: redrive %s: %w", out.ID, err)
+	}
+	out.JobState, out.SupersededBy = rv.State, rv.SupersededBy
+	switch {
+	case !rv.Found:
+		return rv, false, nil // nothing to keep true: the message alone goes back
+	case !rv.Revivable():
+		*out = out.skip(fmt.Sprintf("its job is %s", rv.State))
+		return rv, true, nil
+	case rv.Superseded() && !opts.Force:
+		out.Outcome = Superseded
+		return rv, true, nil
+	}
+	return rv, false, nil
+}
+
+// recheck reports a letter whose key a newer job took during the redrive.
+func (r *Redriver) recheck(ctx context.Context, jobID string, out Redriven) (Redriven, error) {
+	rv, err := r.Jobs.Inspect(ctx, jobID)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	out := make([]Redriven, 0, len(recs))
-	for _, rec := range recs {
-		res, err := r.redrive(ctx, rec)
-		res.Err = err
-		out = append(out, res)
+	out.Outcome, out.SupersededBy = Superseded, rv.SupersededBy
+	return out, nil
+}
+
+func (r Redriven) skip(why string) Redriven {
+	r.Outcome, r.Skipped = Skipped, why
+	return r
+}
+
+// Drop gives up on the dead letter rec: it is marked dropped (kept, with its
+// reason, until it expires) and its job reads Failed: a job left Pending by a
+// redrive that did not finish is put back to Failed. Only a letter in status
+// dead is dropped; others are skipped. With opts.DryRun nothing is written.
+func (r *Redriver) Drop(ctx context.Context, rec Record, opts Options) (Redriven, error) {
+	out := Redriven{ID: rec.ID, Type: rec.Type}
+	if rec.Status != StatusDead {
+		return out.skip(fmt.Sprintf("it is %s, not dead", rec.Status)), nil
 	}
+	jobID := rec.JobID
+	if r.Jobs != nil && jobID != "" {
+		rv, err := r.Jobs.Inspect(ctx, jobID)
+		if err != nil {
+			return out, fmt.Errorf("deadletter: drop %s: %w", rec.ID, err)
+		}
+		out.JobState = rv.State
+		if rv.State == jobs.StatePending && !opts.DryRun {
+			if err := r.Jobs.Settle(ctx, jobID, false); err != nil {
+				return out, fmt.Errorf("deadletter: drop %s: %w", rec.ID, err)
+			}
+		}
+	}
+	if opts.DryRun {
+		out.Outcome = WouldDrop
+		return out, nil
+	}
+	if err := r.store.MarkDropped(ctx, rec.ID); err != nil {
+		return out, err
+	}
+	out.Outcome = Dropped
 	return out, nil
 }

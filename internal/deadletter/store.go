@@ -50,7 +50,13 @@ const (
 	StatusSucceeded Status = "succeeded"
 	// StatusRedriven: the envelope was sent back to its queue.
 	StatusRedriven Status = "redriven"
+	// StatusDropped: a person decided it is not worth redriving; the record
+	// (and its reason) stays until it expires, and its job reads Failed.
+	StatusDropped Status = "dropped"
 )
+
+// Statuses lists every status.
+var Statuses = []Status{StatusDead, StatusSucceeded, StatusRedriven, StatusDropped}
 
 // Record is a stored dead letter.
 type Record struct {
@@ -82,12 +88,17 @@ type Record struct {
 	LastSeen      time.Time `dynamodbav:"lastSeen" json:"lastSeen"`
 	RedrivenAt    time.Time `dynamodbav:"redrivenAt,omitempty" json:"redrivenAt,omitzero"`
 	Redrives      int       `dynamodbav:"redrives,omitempty" json:"redrives,omitempty"`
+	DroppedAt     time.Time `dynamodbav:"droppedAt,omitempty" json:"droppedAt,omitzero"`
 	ExpiresAt     int64     `dynamodbav:"expiresAt" json:"-"`
 }
 
 // ErrNotFound is returned (wrapped) for a dead letter that does not exist or
 // has expired.
 var ErrNotFound = errors.New("deadletter: not found")
+
+// ErrNotDead is returned (wrapped) by MarkDropped for a letter that is no
+// longer waiting for a person (redriven, succeeded or already dropped).
+var ErrNotDead = errors.New("deadletter: not a dead letter any more")
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
 type DynamoAPI interface {
@@ -238,10 +249,37 @@ func (s *Store) MarkRedriven(ctx context.Context, id string) error {
 	upd := expression.Set(expression.Name(AttrStatus), expression.Value(string(StatusRedriven))).
 		Set(expression.Name("redrivenAt"), expression.Value(now)).
 		Add(expression.Name("redrives"), expression.Value(1))
-	expr, err := expression.NewBuilder().WithUpdate(upd).
-		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).Build()
+	return s.mark(ctx, id, upd, expression.AttributeExists(expression.Name(AttrPK)), "redriven")
+}
+
+// MarkDropped records that a person dropped the dead letter id: it is kept
+// (reason and all) until it expires, but no longer counts as waiting. Only a
+// letter in status dead can be dropped; any other returns an error matching
+// ErrNotDead.
+func (s *Store) MarkDropped(ctx context.Context, id string) error {
+	now := s.now().UTC()
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(string(StatusDropped))).
+		Set(expression.Name("droppedAt"), expression.Value(now))
+	cond := expression.AttributeExists(expression.Name(AttrPK)).
+		And(expression.Name(AttrStatus).Equal(expression.Value(string(StatusDead))))
+	err := s.mark(ctx, id, upd, cond, "dropped")
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	// The condition failed: tell a missing letter from one in another status.
+	rec, gerr := s.Get(ctx, id)
+	if gerr != nil {
+		return gerr
+	}
+	return fmt.Errorf("%w: %s is %s", ErrNotDead, id, rec.Status)
+}
+
+// mark applies upd to the letter id under cond; a failed condition returns
+// an error matching ErrNotFound.
+func (s *Store) mark(ctx context.Context, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, what string) error {
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
-		return fmt.Errorf("deadletter: mark redriven: %w", err)
+		return fmt.Errorf("deadletter: mark %s: %w", what, err)
 	}
 	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
@@ -255,9 +293,46 @@ func (s *Store) MarkRedriven(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return fmt.Errorf("deadletter: mark %s redriven: %w", id, err)
+		return fmt.Errorf("deadletter: mark %s %s: %w", id, what, err)
 	}
 	return nil
+}
+
+// Filter selects dead letters; a zero field selects everything.
+type Filter struct {
+	// Status keeps letters in that status ("" for any).
+	Status Status
+	// Type keeps letters of that job type (exactly; "unknown" for bodies
+	// that name no registered type).
+	Type string
+	// Since keeps letters last seen at or after it.
+	Since time.Time
+	// Reason keeps letters whose reason contains it, ignoring case.
+	Reason string
+}
+
+// Match reports whether f selects rec.
+func (f Filter) Match(rec Record) bool {
+	switch {
+	case f.Status != "" && rec.Status != f.Status:
+		return false
+	case f.Type != "" && rec.Type != f.Type:
+		return false
+	case !f.Since.IsZero() && rec.LastSeen.Before(f.Since):
+		return false
+	case f.Reason != "" && !strings.Contains(strings.ToLower(rec.Reason), strings.ToLower(f.Reason)):
+		return false
+	}
+	return true
+}
+
+// Select lists the live dead letters f selects, oldest first.
+func (s *Store) Select(ctx context.Context, f Filter) ([]Record, error) {
+	recs, err := s.List(ctx, f.Status)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(recs, func(r Record) bool { return !f.Match(r) }), nil
 }
 
 func (s *Store) decodeLive(item map[string]types.AttributeValue) (Record, bool, error) {

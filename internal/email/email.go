@@ -1,5 +1,5 @@
 // Package email is the e-mail use case of runstwice: one runner.Handler per
-// e-mail job type (DESIGN §2), the Users port with its DynamoDB adapter, the
+// e-mail job type (docs/job-types.md), the Users port with its DynamoDB adapter, the
 // Sender port with an SES v2 and an SMTP adapter, and the embedded text and
 // HTML templates.
 //

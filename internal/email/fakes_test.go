@@ -1,11 +1,9 @@
 package email_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -17,10 +15,9 @@ import (
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // fakeUsers is the Users port in memory.
@@ -89,117 +86,46 @@ func (f *fakeSender) messages() []email.Message {
 	return slices.Clone(f.sent)
 }
 
-type toggles map[string]bool
-
-func (t toggles) IsJobEnabled(_ context.Context, jobType string, def bool) bool {
-	if v, ok := t[jobType]; ok {
-		return v
-	}
-	return def
-}
-
-// nullQueues parks and dead-letters into slices.
-type nullQueues struct {
-	mu     sync.Mutex
-	parked []string
-	dead   []string
-}
-
-func (q *nullQueues) Park(_ context.Context, _ contract.Queue, _ contract.Envelope, body string, _ time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.parked = append(q.parked, body)
-	return nil
-}
-
-func (q *nullQueues) DeadLetter(_ context.Context, msg events.SQSMessage, reason string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.dead = append(q.dead, reason)
-	return nil
-}
-
-// harness is the real runner with the real e-mail handlers on fakes.
+// harness is the real runner (testkit's, on its fakes) with the real
+// e-mail handlers on the fake users and sender.
 type harness struct {
+	*testkit.Harness
 	tr      *markertest.Trace
 	users   *fakeUsers
 	sender  *fakeSender
 	markers markertest.Traced
-	queues  *nullQueues
-	logs    *lockedBuffer
-	metrics *lockedBuffer
-	r       *runner.Runner
+	logs    *testkit.Buffer
+	metrics *testkit.Buffer
 }
 
 const baseURL = "https://app.example.test/base"
 
 func newHarness(t testing.TB, users ...email.User) *harness {
 	t.Helper()
-	h := &harness{tr: &markertest.Trace{}, queues: &nullQueues{}, logs: &lockedBuffer{}, metrics: &lockedBuffer{}}
+	h := &harness{tr: &markertest.Trace{}}
 	h.users = newFakeUsers(h.tr, users...)
 	h.sender = &fakeSender{tr: h.tr}
-	h.markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.tr}
-	metrics := obs.NewMetrics(h.metrics)
-	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL, Metrics: metrics})
+	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(runner.Config{
-		Registry: catalog.Registry(), Handlers: handlers,
-		Toggles: toggles{email.PartnerDigest.Name: true}, Markers: h.markers,
-		Parker: h.queues, DeadLetterer: h.queues, ParkDelay: time.Second,
-		Logger: obs.NewLogger(h.logs, "debug"), Metrics: metrics,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.r = r
+	h.Harness = testkit.NewHarness(t, catalog.Registry(), handlers, func(c *runner.Config) { c.ParkDelay = time.Second })
+	// One trace for the runner's fakes and the users and sender.
+	h.tr = h.Harness.Trace
+	h.users.tr, h.sender.tr = h.tr, h.tr
+	h.Harness.Switches.Set(email.PartnerDigest.Name, true)
+	h.markers, h.logs, h.metrics = h.Harness.Markers, h.Harness.Logs, h.Harness.Metrics
 	return h
 }
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)
 
 // run handles one batch and returns the ids SQS must retry.
 func (h *harness) run(t testing.TB, msgs ...events.SQSMessage) []string {
 	t.Helper()
-	resp, err := h.r.Handle(context.Background(), events.SQSEvent{Records: msgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, 0, len(resp.BatchItemFailures))
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
+	return h.Run(t, msgs...)
 }
 
-var seq int
-
 func envelope(jobType string, args map[string]string) contract.Envelope {
-	seq++
-	return contract.Envelope{
-		V: 1, MessageID: contract.DeriveMessageID("email-test", fmt.Sprint(seq, time.Now().UnixNano())), Type: jobType,
-		Key: fmt.Sprintf("k-%d", seq), CorrelationID: fmt.Sprintf("c-%d", seq), Args: args,
-		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-	}
+	return testkit.Envelope(jobType, args)
 }
 
 // jobFor returns a valid envelope of jobType for user id.
@@ -217,17 +143,22 @@ func jobFor(jobType, id string) contract.Envelope {
 }
 
 func record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
-	t.Helper()
-	body, err := env.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return events.SQSMessage{
-		MessageId: "sqs-" + env.MessageID, Body: string(body),
-		Attributes: map[string]string{"ApproximateReceiveCount": fmt.Sprint(receiveCount)},
-	}
+	return testkit.Record(t, env, receiveCount)
 }
 
 var linkPattern = regexp.MustCompile(`https://app\.example\.test/base/[^\s"<]*`)
 
 var errSMTPDown = errors.New("relay unreachable")
+
+// sentFor counts the mails sent for a job (a mail's ID is its job id).
+func (f *fakeSender) sentFor(jobID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.sent {
+		if m.ID == jobID {
+			n++
+		}
+	}
+	return n
+}

@@ -108,8 +108,8 @@ func TestFailedSendDoesNotClaim(t *testing.T) {
 				if h.tr.Count("release") != 1 {
 					t.Fatalf("lease not released; trace %q", h.tr)
 				}
-				if !tc.wantRetry && len(h.queues.dead) != 1 {
-					t.Fatalf("permanent failure not dead-lettered: %v", h.queues.dead)
+				if !tc.wantRetry && h.Queues.DeadCount() != 1 {
+					t.Fatalf("permanent failure not dead-lettered: %d", h.Queues.DeadCount())
 				}
 			})
 		}
@@ -169,8 +169,10 @@ func TestConfirmedMeanwhileIsNoop(t *testing.T) {
 	}
 	job := runner.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
 	job.Type, _ = catalog.Registry().Lookup(email.PartnerVerification.Name)
-	if err := handlers[email.PartnerVerification.Name].Handle(context.Background(), job); err != nil {
-		t.Fatal(err)
+	err = handlers[email.PartnerVerification.Name].Handle(context.Background(), job)
+	var noop *runner.NoOpError
+	if !errors.As(err, &noop) || !strings.Contains(noop.Reason, "confirmed meanwhile") {
+		t.Fatalf("Handle = %v; want a no-op with its reason", err)
 	}
 	if len(h.sender.messages()) != 0 {
 		t.Fatal("mailed an address confirmed meanwhile")
@@ -301,11 +303,12 @@ func TestUserLoadFailureRetries(t *testing.T) {
 
 func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 	h := newHarness(t, email.User{ID: "u-1", Email: "not an address"})
-	if failed := h.run(t, record(t, jobFor(email.Welcome.Name, "u-1"), 1)); len(failed) != 0 {
+	msg := record(t, jobFor(email.Welcome.Name, "u-1"), 1)
+	if failed := h.run(t, msg); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
-	if len(h.queues.dead) != 1 || !strings.Contains(h.queues.dead[0], "not a plain address") {
-		t.Fatalf("dead letters %v; want the bad address reported", h.queues.dead)
+	if r, ok := h.Queues.DeadReason(msg.MessageId); !ok || !strings.Contains(r, "not a plain address") || strings.Contains(r, "not an address") {
+		t.Fatalf("dead letter %q; want the bad address reported without the address", r)
 	}
 }
 

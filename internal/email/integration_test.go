@@ -37,6 +37,7 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -57,14 +58,14 @@ type stack struct {
 	users   string
 	urls    map[contract.Queue]string
 	dlq     testenv.Queue
-	logs    *lockedBuffer
-	metrics *lockedBuffer
+	logs    *testkit.Buffer
+	metrics *testkit.Buffer
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	moto := testenv.Moto(t)
-	s := &stack{moto: moto, counter: testenv.NewCallCounter(), logs: &lockedBuffer{}, metrics: &lockedBuffer{}}
+	s := &stack{moto: moto, counter: testenv.NewCallCounter(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{}}
 	cfg := moto.Config(s.counter.Option)
 	s.db, s.sqs, s.ssm, s.ses = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg), sesv2.NewFromConfig(cfg)
 	s.markers, s.users = testenv.Name(t, "markers"), testenv.Name(t, "users")
@@ -109,10 +110,10 @@ func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
 		o.sender = ses.New(s.ses, mailFrom)
 	}
 	if o.toggles == nil {
-		o.toggles = toggles{}
+		o.toggles = &testkit.Switches{}
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000", Metrics: metrics,
+		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "twin")) + "@example.com"
 			id := "u-" + strings.TrimPrefix(strings.ToLower(testenv.Name(t, "twin")), "twin-")
 			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != email.PartnerVerification.Name})
-			a, b := s.runner(t, runnerOpts{toggles: toggles{email.PartnerDigest.Name: true}}), s.runner(t, runnerOpts{toggles: toggles{email.PartnerDigest.Name: true}})
+			a, b := s.runner(t, runnerOpts{toggles: digestOn()}), s.runner(t, runnerOpts{toggles: digestOn()})
 			msg := record(t, jobFor(typ, id), 1)
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -400,4 +401,11 @@ func deleteAll(t *testing.T, s *stack, url string, msgs []sqstypes.Message) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// digestOn is a kill switch with the fail-closed digest switched on.
+func digestOn() *testkit.Switches {
+	s := &testkit.Switches{}
+	s.Set(email.PartnerDigest.Name, true)
+	return s
 }

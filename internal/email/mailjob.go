@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
 )
 
@@ -29,8 +28,6 @@ type Config struct {
 	Sender Sender
 	// BaseURL is APP_BASE_URL, the absolute http(s) URL links are built on.
 	BaseURL string
-	// Metrics counts quiet no-ops as JobsSkipped (optional).
-	Metrics *obs.Metrics
 	// VerificationTTL and ResetTTL are the token lifetimes (defaults above).
 	VerificationTTL time.Duration
 	ResetTTL        time.Duration
@@ -147,13 +144,13 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 		return fmt.Errorf("email: load user %s: %w", userID, err)
 	}
 	if !ok {
-		return h.noop(log, job, "user not found")
+		return h.noop("user not found")
 	}
 	if reason := h.job.skip(u); reason != "" {
-		return h.noop(log, job, reason)
+		return h.noop(reason)
 	}
 	if strings.TrimSpace(u.Email) == "" {
-		return h.noop(log, job, "user has no e-mail address")
+		return h.noop("user has no e-mail address")
 	}
 	addr, err := mail.ParseAddress(u.Email)
 	if err != nil || addr.Name != "" {
@@ -179,7 +176,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 		tok := Token{Hash: hash, Purpose: h.job.purpose, ExpiresAt: h.cfg.Now().Add(ttl)}
 		if err := h.cfg.Users.SetToken(ctx, userID, tok, h.job.purpose == PurposeVerification); err != nil {
 			if errors.Is(err, ErrUserGone) {
-				return h.noop(log, job, "user deleted or confirmed meanwhile")
+				return h.noop("user deleted or confirmed meanwhile")
 			}
 			return fmt.Errorf("email: store token for %s: %w", userID, err)
 		}
@@ -199,12 +196,10 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	return nil
 }
 
-// noop is a successful job that needed no mail: logged and counted, and the
-// runner claims its marker.
-func (h *handler) noop(log *slog.Logger, job runner.Job, reason string) error {
-	log.Info("no mail needed; job done without sending", "reason", reason)
-	h.cfg.Metrics.Count(obs.JobsSkipped, job.Envelope.Type, 1)
-	return nil
+// noop is a successful job that needed no mail: the runner claims its
+// marker, counts it as skipped and records the reason on the job.
+func (h *handler) noop(reason string) error {
+	return runner.NoOp("no mail needed: " + reason)
 }
 
 func displayName(u User) string {

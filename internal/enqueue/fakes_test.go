@@ -64,17 +64,16 @@ func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Re
 	return idempotency.Result{Outcome: idempotency.Acquired, Lock: lock}, nil
 }
 
-func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempotency.Response, with ...types.TransactWriteItem) error {
+func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempotency.Response, with ...idempotency.Companion) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, ok := w.requests[lock.PK]
 	if !ok || r.owner != lock.Owner || r.resp != nil {
 		return idempotency.ErrLockLost
 	}
-	for _, it := range with {
-		pk := it.Update.Key[jobs.AttrPK].(*types.AttributeValueMemberS).Value
-		j, ok := w.jobs[strings.TrimPrefix(pk, "job#")]
-		if !ok || j.State == jobs.StateFailed {
+	for _, c := range with {
+		j, ok := w.jobs[c.(promotion).jobID]
+		if !ok || j.State == jobs.StateFailed || j.State == jobs.StateCancelled {
 			return idempotency.ErrCompanionFailed
 		}
 		j.State = j.QueuedState()
@@ -127,10 +126,31 @@ func (w *world) Get(_ context.Context, id string) (jobs.Job, error) {
 	return j, nil
 }
 
-func (w *world) PromoteItem(job jobs.Job) (types.TransactWriteItem, error) {
-	return types.TransactWriteItem{Update: &types.Update{Key: map[string]types.AttributeValue{
-		jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.JobPK(job.ID)},
-	}}}, nil
+// promotion is the fake's companion write: promote jobID.
+type promotion struct{ jobID string }
+
+func (promotion) TransactItem() (types.TransactWriteItem, error) {
+	return types.TransactWriteItem{}, nil
+}
+
+func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job.ID} }
+
+// Cancel plays jobs.Store.Cancel on the world's records.
+func (w *world) Cancel(_ context.Context, id, caller string) (jobs.Job, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.jobs[id]
+	switch {
+	case !ok || j.Caller != caller:
+		return jobs.Job{}, jobs.ErrNotFound
+	case j.State == jobs.StateCancelled:
+		return j, nil
+	case j.State.Terminal() || j.State == jobs.StateProcessing:
+		return j, jobs.ErrConflict
+	}
+	j.State = jobs.StateCancelled
+	w.jobs[id] = j
+	return j, nil
 }
 
 func (w *world) Send(_ context.Context, m queue.Message) error {

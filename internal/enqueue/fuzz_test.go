@@ -32,10 +32,10 @@ var fuzzSeeds = []string{
 	`{"args":{"userId":"u-1"}} x`, `{"args":{"userId":"u-1"},"args":{"userId":"u-2"}}`,
 }
 
-// FuzzDecodeRequest: the decoder never panics, and whatever it accepts is a
+// FuzzDecodeBody: the decoder never panics, and whatever it accepts is a
 // valid job: args valid for the type, a valid key, a delay in range, a known
 // policy, and an envelope that encodes.
-func FuzzDecodeRequest(f *testing.F) {
+func FuzzDecodeBody(f *testing.F) {
 	reg := catalog.Registry()
 	for _, s := range fuzzSeeds {
 		for _, name := range reg.Names() {
@@ -47,7 +47,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		req, err := enqueue.DecodeRequest(jt, body)
+		req, err := enqueue.DecodeBody(jt, body)
 		if err != nil {
 			if _, ok := err.(*contract.ValidationError); !ok {
 				t.Fatalf("error %T %v is not a *contract.ValidationError", err, err)

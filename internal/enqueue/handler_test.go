@@ -21,7 +21,7 @@ import (
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: catalog.Registry(), Requests: w, Jobs: w, Queue: w,
+		Registry: catalog.Registry(), Idempotency: w, Jobs: w, Queue: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }
@@ -318,7 +318,7 @@ func TestMalformedCatalog(t *testing.T) {
 
 func TestDecodeRequestDefaults(t *testing.T) {
 	jt, _ := catalog.Registry().Lookup(email.PartnerDigest.Name)
-	req, err := enqueue.DecodeRequest(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
+	req, err := enqueue.DecodeBody(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

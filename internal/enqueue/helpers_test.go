@@ -184,7 +184,8 @@ func malformedCatalog() []malformed {
 		{"bad jobId on GET", get("not-a-uuid"), 400},
 		{"upper-case jobId on GET", get("6F0C1C8E-3A4B-5D2E-9F10-2B7A1E5C4D33"), 400},
 		{"unknown job on GET", get("6f0c1c8e-3a4b-5d2e-9f10-2b7a1e5c4d33"), 404},
-		{"DELETE", request(http.MethodDelete, "/v1/jobs/"+welcome, ""), 405},
+		{"PUT", request(http.MethodPut, "/v1/jobs/"+welcome, ""), 405},
+		{"DELETE of a non-id", request(http.MethodDelete, "/v1/jobs/"+welcome, ""), 400},
 		{"unknown path", request(http.MethodGet, "/v2/things", ""), 404},
 		{"nested path", request(http.MethodPost, "/v1/jobs/"+welcome+"/extra", welcomeU1), 404},
 	}

@@ -42,6 +42,9 @@ type Problem struct {
 	// ExistingJobID and Policy explain a 409 duplicate-policy rejection.
 	ExistingJobID string `json:"existingJobId,omitempty"`
 	Policy        string `json:"policy,omitempty"`
+	// State is the job's state when it forbids the request (a 409 to a
+	// cancel).
+	State string `json:"state,omitempty"`
 	// CorrelationID is the request's correlation id, for support.
 	CorrelationID string `json:"correlationId,omitempty"`
 
@@ -61,6 +64,7 @@ const (
 	ProblemKeyMismatch     = "idempotency-key-reused"
 	ProblemInFlight        = "request-in-flight"
 	ProblemDuplicate       = "duplicate-job-rejected"
+	ProblemNotCancellable  = "job-not-cancellable"
 	ProblemUnavailable     = "service-unavailable"
 	ProblemInternal        = "internal-error"
 )
@@ -92,10 +96,11 @@ func retryAfter(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 }
 
+// mustJSON renders v as a JSON body, ending with a newline.
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil { // only plain structs of strings and numbers are rendered
-		return `{"type":"` + ProblemTypePrefix + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"response encoding failed"}`
+		return `{"type":"` + ProblemTypePrefix + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"response encoding failed"}` + "\n"
 	}
-	return string(b)
+	return string(b) + "\n"
 }

@@ -4,12 +4,16 @@
 package envvar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/contract"
 )
 
@@ -89,6 +93,16 @@ func (e *Env) QueueURLs() map[contract.Queue]string {
 		urls[q] = e.Required(QueueURLEnv(q))
 	}
 	return urls
+}
+
+// Config returns every problem found so far, or else the AWS SDK
+// configuration from the standard chain (awsx.Load): the last step of every
+// function's start.
+func (e *Env) Config(ctx context.Context) (aws.Config, error) {
+	if err := e.Err(); err != nil {
+		return aws.Config{}, err
+	}
+	return awsx.Load(ctx)
 }
 
 // Err returns every problem found so far, or nil.

@@ -1,5 +1,5 @@
 // Package idempotency is the request-level idempotency layer of the enqueue
-// endpoint (DESIGN §2, §3): the first response to a request carrying an
+// endpoint (docs/api.md): the first response to a request carrying an
 // Idempotency-Key is stored and replayed for every retry of the same request.
 //
 // The rules:
@@ -29,6 +29,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/ddb"
 )
 
 // Defaults.
@@ -195,5 +197,5 @@ type Result struct {
 // PK returns the record key of (caller, key). The caller is escaped so that a
 // '#' in it cannot make two pairs share a key.
 func PK(caller, key string) string {
-	return strings.NewReplacer("%", "%25", "#", "%23").Replace(caller) + "#" + key
+	return ddb.EscapeKeyPart(caller) + "#" + key
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -32,7 +30,7 @@ const (
 	AttrOwner       = "owner"
 	AttrFingerprint = "fingerprint"
 	AttrLockedUntil = "lockedUntil"
-	AttrExpiresAt   = "expiresAt"
+	AttrExpiresAt   = ddb.AttrExpiresAt
 )
 
 // Errors of Complete.
@@ -44,6 +42,13 @@ var (
 	// failed its condition, so nothing was written. Complete again without it.
 	ErrCompanionFailed = errors.New("idempotency: companion write failed its condition")
 )
+
+// Companion is a write of another store committed atomically with a
+// completion (the job's promotion): Complete puts it in the same
+// transaction.
+type Companion interface {
+	TransactItem() (types.TransactWriteItem, error)
+}
 
 // Store is the idempotency-keys table. Call NewStore.
 type Store struct {
@@ -62,12 +67,7 @@ func NewStore(client DynamoAPI, table string) *Store {
 	return &Store{client: client, table: table}
 }
 
-func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
+func (s *Store) now() time.Time { return ddb.Now(s.Now) }
 
 func (s *Store) lockTimeout() time.Duration {
 	if s.LockTimeout > 0 {
@@ -83,7 +83,8 @@ func (s *Store) retention() time.Duration {
 	return DefaultRetention
 }
 
-// record is a request as stored.
+// record is a request as stored. Owner stays on a completed record, so a
+// completion retried after a lost response finds its own work.
 type record struct {
 	PK          string `dynamodbav:"pk"`
 	State       State  `dynamodbav:"state"`
@@ -95,55 +96,61 @@ type record struct {
 	ExpiresAt int64 `dynamodbav:"expiresAt"` // epoch seconds (TTL)
 }
 
-func keyAV(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: pk}}
-}
+func keyAV(pk string) map[string]types.AttributeValue { return ddb.KeyS(AttrPK, pk) }
 
-// maxBeginAttempts bounds Begin's read-write loop under contention.
+// maxBeginAttempts bounds Begin's write-decide loop under contention.
 const maxBeginAttempts = 3
 
-// Begin starts a request from caller with key and fingerprint. A completed
-// request is a replay and costs one consistent read and no write; a new one
-// costs the read and one conditional put.
+// Begin starts a request from caller with key and fingerprint. It writes the
+// lock first, conditionally, and reads nothing: a new request costs one
+// conditional put; for a known key the failed put returns the stored record
+// (a replay costs that one call and no write), and a crashed request's
+// expired lock is taken over with a second put conditional on its owner. A
+// put whose response was lost and that the SDK retried finds its own lock
+// and is Acquired, never "in flight" behind itself.
 func (s *Store) Begin(ctx context.Context, caller, key, fingerprint string) (Result, error) {
 	pk := PK(caller, key)
+	cond := ddb.AbsentOrExpired(AttrPK, s.now())
 	for range maxBeginAttempts {
-		old, ok, err := s.get(ctx, pk)
-		if err != nil {
-			return Result{}, err
-		}
 		now := s.now()
-		cond := expression.AttributeNotExists(expression.Name(AttrPK)).
-			Or(expression.Name(AttrExpiresAt).LessThanEqual(expression.Value(now.Unix())))
-		if ok {
-			if r, decided := s.decide(old, fingerprint, now); decided {
-				return r, nil
-			}
-			// A crashed request's lock expired: take over from that owner.
-			cond = expression.Name(AttrOwner).Equal(expression.Value(old.Owner)).
-				And(expression.Name(AttrState).Equal(expression.Value(StateInProgress)))
-		}
 		lock := Lock{PK: pk, Owner: newOwner(), Fingerprint: fingerprint, LockedUntil: now.Add(s.lockTimeout())}
 		rec := record{
 			PK: pk, State: StateInProgress, Fingerprint: fingerprint, Owner: lock.Owner,
 			LockedUntil: lock.LockedUntil.UnixMilli(), CreatedAt: now.UnixMilli(),
 			ExpiresAt: now.Add(s.retention()).Unix(),
 		}
-		put, err := s.put(rec, cond)
+		// Our own lock (a retried put) also passes.
+		put, err := ddb.Put(s.table, rec, cond.Or(expression.Name(AttrOwner).Equal(expression.Value(lock.Owner))), true)
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("idempotency: %w", err)
 		}
-		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression,
-			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
-		})
+		_, err = s.client.PutItem(ctx, ddb.PutInput(put))
 		if err == nil {
 			return Result{Outcome: Acquired, Lock: lock}, nil
 		}
 		if !ddb.IsConditionFailed(err) {
 			return Result{}, fmt.Errorf("idempotency: lock %s: %w", pk, err)
 		}
-		// Another request won the race: read what it wrote.
+		var old record
+		ok, derr := ddb.DecodeLive(ddb.OldItem(err), now, &old)
+		if derr != nil {
+			return Result{}, fmt.Errorf("idempotency: %w", derr)
+		}
+		if !ok && ddb.OldItem(err) == nil { // not returned: read it
+			if ok, err = ddb.GetLive(ctx, s.client, s.table, keyAV(pk), now, &old); err != nil {
+				return Result{}, fmt.Errorf("idempotency: get %s: %w", pk, err)
+			}
+		}
+		if !ok { // gone meanwhile: try again
+			cond = ddb.AbsentOrExpired(AttrPK, now)
+			continue
+		}
+		if r, decided := s.decide(old, fingerprint, now); decided {
+			return r, nil
+		}
+		// A crashed request's lock expired: take over from that owner.
+		cond = expression.Name(AttrOwner).Equal(expression.Value(old.Owner)).
+			And(expression.Name(AttrState).Equal(expression.Value(StateInProgress)))
 	}
 	return Result{Outcome: InFlight, RetryAfter: time.Second}, nil
 }
@@ -163,45 +170,10 @@ func (s *Store) decide(old record, fingerprint string, now time.Time) (Result, b
 	return Result{}, false
 }
 
-// get reads a record (consistent); ok is false when absent or expired.
-func (s *Store) get(ctx context.Context, pk string) (record, bool, error) {
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyAV(pk), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return record{}, false, fmt.Errorf("idempotency: get %s: %w", pk, err)
-	}
-	if len(out.Item) == 0 {
-		return record{}, false, nil
-	}
-	var r record
-	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
-		return record{}, false, fmt.Errorf("idempotency: decode %s: %w", pk, err)
-	}
-	if ddb.Expired(r.ExpiresAt, s.now()) {
-		return record{}, false, nil
-	}
-	return r, true, nil
-}
-
-func (s *Store) put(rec record, cond expression.ConditionBuilder) (*types.Put, error) {
-	item, err := attributevalue.MarshalMap(rec)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency: encode: %w", err)
-	}
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("idempotency: condition: %w", err)
-	}
-	return &types.Put{
-		TableName: aws.String(s.table), Item: item, ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	}, nil
-}
-
+// ownerCond holds while lock's owner holds the record: in progress, or
+// completed by this very owner (a completion retried after a lost response).
 func ownerCond(lock Lock) expression.ConditionBuilder {
-	return expression.Name(AttrOwner).Equal(expression.Value(lock.Owner)).
-		And(expression.Name(AttrState).Equal(expression.Value(StateInProgress)))
+	return expression.Name(AttrOwner).Equal(expression.Value(lock.Owner))
 }
 
 // Complete stores resp as the response of the request holding lock,
@@ -210,21 +182,18 @@ func ownerCond(lock Lock) expression.ConditionBuilder {
 // the completion (one TransactWriteItems instead of a PutItem); when one of
 // them fails its condition nothing is written and the error matches
 // ErrCompanionFailed. A lost lock returns ErrLockLost.
-func (s *Store) Complete(ctx context.Context, lock Lock, resp Response, with ...types.TransactWriteItem) error {
+func (s *Store) Complete(ctx context.Context, lock Lock, resp Response, with ...Companion) error {
 	now := s.now()
 	rec := record{
-		PK: lock.PK, State: StateCompleted, Fingerprint: lock.Fingerprint, Response: resp,
+		PK: lock.PK, State: StateCompleted, Fingerprint: lock.Fingerprint, Owner: lock.Owner, Response: resp,
 		CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(s.retention()).Unix(),
 	}
-	put, err := s.put(rec, ownerCond(lock))
+	put, err := ddb.Put(s.table, rec, ownerCond(lock), false)
 	if err != nil {
-		return err
+		return fmt.Errorf("idempotency: %w", err)
 	}
 	if len(with) == 0 {
-		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression,
-			ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues,
-		})
+		_, err = s.client.PutItem(ctx, ddb.PutInput(put))
 		if ddb.IsConditionFailed(err) {
 			return fmt.Errorf("idempotency: complete %s: %w", lock.PK, ErrLockLost)
 		}
@@ -233,42 +202,38 @@ func (s *Store) Complete(ctx context.Context, lock Lock, resp Response, with ...
 		}
 		return nil
 	}
-	items := append(append(make([]types.TransactWriteItem, 0, len(with)+1), with...), types.TransactWriteItem{Put: put})
+	items := make([]types.TransactWriteItem, 0, len(with)+1)
+	for _, c := range with {
+		it, err := c.TransactItem()
+		if err != nil {
+			return fmt.Errorf("idempotency: complete %s: %w", lock.PK, err)
+		}
+		items = append(items, it)
+	}
+	items = append(items, types.TransactWriteItem{Put: put})
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	switch {
 	case err == nil:
 		return nil
 	case !ddb.IsConditionFailed(err):
 		return fmt.Errorf("idempotency: complete %s: %w", lock.PK, err)
-	case ownReasonFailed(err, len(with)):
+	}
+	if _, own := ddb.ItemAt(err, len(with)); own {
 		return fmt.Errorf("idempotency: complete %s: %w", lock.PK, ErrLockLost)
 	}
 	return fmt.Errorf("idempotency: complete %s: %w: %w", lock.PK, ErrCompanionFailed, err)
-}
-
-// ownReasonFailed reports whether the transaction item at index i (the
-// completion) is the one whose condition failed.
-func ownReasonFailed(err error, i int) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || i >= len(tce.CancellationReasons) {
-		return false
-	}
-	return aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
 }
 
 // Release gives up the lock without storing a response (validation failures
 // never get here; 5xx responses and requests that must stay retryable do), so
 // the key can be used again at once. A lock already lost is not an error.
 func (s *Store) Release(ctx context.Context, lock Lock) error {
-	expr, err := expression.NewBuilder().WithCondition(ownerCond(lock)).Build()
+	in, err := ddb.DeleteInput(s.table, keyAV(lock.PK), ownerCond(lock).
+		And(expression.Name(AttrState).Equal(expression.Value(StateInProgress))))
 	if err != nil {
 		return fmt.Errorf("idempotency: release: %w", err)
 	}
-	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: keyAV(lock.PK), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil && !ddb.IsConditionFailed(err) {
+	if _, err = s.client.DeleteItem(ctx, in); err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("idempotency: release %s: %w", lock.PK, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -60,8 +61,9 @@ func TestBeginCompleteReplay(t *testing.T) {
 		t.Fatalf("replay = %+v, %v", rp, err)
 	}
 	t.Logf("AWS calls for a replay: %s", counter)
-	if counter.Get("DynamoDB.GetItem") != 1 || counter.Sum("DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems") != 0 {
-		t.Fatalf("replay calls: %s; want 1 read, 0 writes", counter)
+	// The lock's conditional put fails and returns the stored record.
+	if counter.Get("DynamoDB.PutItem") != 1 || counter.Sum("DynamoDB.GetItem", "DynamoDB.DeleteItem", "DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems") != 0 {
+		t.Fatalf("replay calls: %s; want 1 call, the failed conditional put", counter)
 	}
 	// The record expires after 24 h: the key is new again.
 	c.Advance(idempotency.DefaultRetention + time.Second)
@@ -120,10 +122,7 @@ func TestCompleteWithCompanion(t *testing.T) {
 
 	// A companion that fails (the job record does not exist) writes nothing.
 	r, _ := s.Begin(ctx, "caller-a", "k", "fp")
-	promote, err := js.PromoteItem(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	promote := js.Promotion(job)
 	if err := s.Complete(ctx, r.Lock, idempotency.Response{Status: 202}, promote); !errors.Is(err, idempotency.ErrCompanionFailed) {
 		t.Fatalf("Complete with failing companion = %v; want ErrCompanionFailed", err)
 	}
@@ -167,5 +166,42 @@ func TestConcurrentBeginOneWinner(t *testing.T) {
 	}
 	if acquired != 1 {
 		t.Fatalf("%d acquired; want 1", acquired)
+	}
+}
+
+// A write whose response was lost and that the SDK retried meets the item
+// its first try wrote: the lock is this request's own (never "in flight"
+// behind itself), and a completion committed with its companion is done.
+func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
+	moto := testenv.Moto(t)
+	lost := testenv.NewLostResponses("DynamoDB.PutItem", "DynamoDB.TransactWriteItems")
+	client := dynamodb.NewFromConfig(moto.ConfigWithRetries(lost.Option))
+	idem, jobsTable := testenv.Name(t, "idem"), testenv.Name(t, "jobs")
+	testenv.CreateTable(t, client, idem, idempotency.AttrPK, "")
+	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
+	s := idempotency.NewStore(client, idem)
+	js := jobs.NewStore(client, jobsTable, nil)
+	ctx := context.Background()
+
+	r, err := s.Begin(ctx, "caller-a", "k", "fp")
+	if err != nil || r.Outcome != idempotency.Acquired || lost.Lost() != 1 {
+		t.Fatalf("Begin with its response lost = %+v, %v (lost %d); want Acquired", r.Outcome, err, lost.Lost())
+	}
+	now := time.Now()
+	job := jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
+	d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved || lost.Lost() != 2 {
+		t.Fatalf("Reserve with its response lost = %+v, %v; want Reserved (its own write), not a resume", d.Outcome, err)
+	}
+	lost2 := testenv.NewLostResponses("DynamoDB.TransactWriteItems")
+	s2 := idempotency.NewStore(dynamodb.NewFromConfig(moto.ConfigWithRetries(lost2.Option)), idem)
+	if err := s2.Complete(ctx, r.Lock, idempotency.Response{Status: 202}, js.Promotion(job)); err != nil || lost2.Lost() != 1 {
+		t.Fatalf("Complete with its response lost = %v; want nil", err)
+	}
+	if rp, _ := s.Begin(ctx, "caller-a", "k", "fp"); rp.Outcome != idempotency.Replay {
+		t.Fatalf("after the completion = %v; want a replay", rp.Outcome)
+	}
+	if got, _ := js.Get(ctx, job.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("job after the completion = %s; want Enqueued", got.State)
 	}
 }

@@ -1,22 +1,23 @@
 // Package jobs is the job record and the enqueue-level dedup of runstwice:
 // one job per (caller, type, natural key) while it is active, and a
 // DuplicatePolicy that decides what happens after it reached a terminal
-// state.
+// state. See docs/storage.md and docs/api.md.
 //
 // The jobs table holds two kinds of item, both keyed by the string `pk`:
 //
-//   - `job#<id>`: the job record (type, key, caller, state, timestamps, last
-//     error class, and the encoded message, so a job whose send was not
+//   - `job#<id>`: the job record (type, key, caller, stored state,
+//     timestamps, attempts, last error class, last outcome and its reason,
+//     trace id, and the encoded message, so a job whose send was not
 //     confirmed can be sent again under the same id);
 //   - `dedup#<caller>#<type>#<key>`: the dedup pointer to the active or last
 //     job with that natural key.
 //
-// State is derived, not copied (DESIGN §4). The record is written at enqueue
-// (Pending, then Enqueued or Scheduled once SQS accepted the message) and when
-// a job fails (Failed). Everything else comes from the effect marker of the
-// job (marker.Key{Handler: type, MessageKey: jobId}): an unexpired lease means
-// Processing, a claimed marker means Succeeded. See Derive for the full rule,
-// Expired included.
+// State is derived, not copied: the record is written at enqueue, when a job
+// is parked, when it fails, when it is cancelled or redriven, and when a
+// handler reports that no work was needed; everything else comes from the
+// job's effect marker (marker.Key{Handler: type, MessageKey: jobId}). The
+// whole lifecycle is one state machine: Transition (what a write may do to a
+// stored state) and Derive (what a caller sees).
 package jobs
 
 import (
@@ -26,52 +27,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
-// State is a job's state as a caller sees it.
-type State string
-
-// The job states.
-const (
-	// StatePending: the job is reserved under its key but SQS has not yet
-	// confirmed its message (the enqueue is in flight, or crashed, or SQS
-	// failed). A retry of the same request, or after PendingTimeout any
-	// request for the same key, sends the message again under the same id.
-	StatePending State = "Pending"
-	// StateEnqueued: the message is in its queue.
-	StateEnqueued State = "Enqueued"
-	// StateScheduled: the message is in its queue with a delay that has not
-	// yet passed.
-	StateScheduled State = "Scheduled"
-	// StateProcessing: a worker holds an unexpired lease on the job's marker.
-	StateProcessing State = "Processing"
-	// StateSucceeded: the job's marker is claimed: its effect is done.
-	StateSucceeded State = "Succeeded"
-	// StateFailed: the job went to the dead-letter queue (MarkFailed).
-	StateFailed State = "Failed"
-	// StateExpired: the job was neither processed nor failed within the
-	// queue's retention (QueueRetention after its run time): its message can
-	// no longer be in the queue.
-	StateExpired State = "Expired"
-)
-
-// Active reports whether a job in state s still holds its key: Pending,
-// Enqueued, Scheduled or Processing.
-func (s State) Active() bool {
-	switch s {
-	case StatePending, StateEnqueued, StateScheduled, StateProcessing:
-		return true
-	}
-	return false
-}
-
-// Terminal reports whether s is final: Succeeded, Failed or Expired.
-func (s State) Terminal() bool {
-	switch s {
-	case StateSucceeded, StateFailed, StateExpired:
-		return true
-	}
-	return false
-}
-
 // DuplicatePolicy decides whether a new job may be created under a key whose
 // last job is terminal. While that job is active no policy creates a second
 // one.
@@ -80,10 +35,10 @@ type DuplicatePolicy string
 // The duplicate policies.
 const (
 	// AllowAfterFailed (the default) allows a new job after any terminal
-	// state.
+	// state: Succeeded, Failed, Cancelled or Expired.
 	AllowAfterFailed DuplicatePolicy = "AllowAfterFailed"
-	// RejectIfFailed rejects a new job after Failed, allows it after
-	// Succeeded or Expired.
+	// RejectIfFailed rejects a new job after Failed, allows it after the
+	// other terminal states.
 	RejectIfFailed DuplicatePolicy = "RejectIfFailed"
 	// RejectAlways rejects a new job after any terminal state.
 	RejectAlways DuplicatePolicy = "RejectAlways"
@@ -121,12 +76,14 @@ func (p DuplicatePolicy) Allows(prev State) bool {
 
 // Retention periods.
 const (
-	// QueueRetention is the work queues' message retention (the SQS maximum):
-	// a job neither processed nor failed this long after its run time is
-	// Expired.
-	QueueRetention = 14 * 24 * time.Hour
+	// QueueRetention is the work queues' message retention (template.yaml,
+	// MessageRetentionPeriod; a template test keeps them equal): a job
+	// neither processed nor failed this long after its run time can no
+	// longer have a message in its queue and is Expired — unless it is
+	// parked, whose message is sent again at every park.
+	QueueRetention = 4 * 24 * time.Hour
 	// TerminalRetention is how long a record is kept after it became
-	// terminal (DESIGN §4: 14 days).
+	// terminal.
 	TerminalRetention = 14 * 24 * time.Hour
 	// DefaultPendingTimeout is how long a Pending job belongs to the request
 	// that reserved it (the enqueue function's timeout); after it any request
@@ -134,7 +91,8 @@ const (
 	DefaultPendingTimeout = 30 * time.Second
 )
 
-// Job is a job record with its derived state.
+// Job is a job record with its derived state, as GET /v1/jobs/{jobId} shows
+// it to its caller.
 type Job struct {
 	// ID is the job id, which is the message id.
 	ID string `json:"jobId"`
@@ -150,11 +108,19 @@ type Job struct {
 	Queue string `json:"queue"`
 	// CorrelationID is the correlation id of the enqueue request.
 	CorrelationID string `json:"correlationId"`
-	// Attempts is the number of deliveries recorded (by MarkFailedAfter);
-	// at least 1 once a worker touched the job.
+	// TraceID is the X-Ray trace id of the enqueue request, when traced.
+	TraceID string `json:"traceId,omitempty"`
+	// Attempts is the number of deliveries recorded when the job failed (the
+	// SQS receive count); at least 1 once a worker touched the job.
 	Attempts int `json:"attempts"`
-	// LastErrorClass names the class of the error that failed the job.
+	// LastErrorClass names the class of the error that failed the job (and
+	// the provider's error code), never its message.
 	LastErrorClass string `json:"lastErrorClass,omitempty"`
+	// LastOutcome is the last outcome a worker recorded: parked, noop,
+	// dead-lettered, cancelled, redriven.
+	LastOutcome string `json:"lastOutcome,omitempty"`
+	// LastReason says why, e.g. "no mail needed: user not found".
+	LastReason string `json:"lastReason,omitempty"`
 	// CreatedAt is when the job was reserved.
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when the record was last written.
@@ -171,6 +137,9 @@ type Job struct {
 	stored State
 }
 
+// Stored is the state the record holds, before derivation.
+func (j Job) Stored() State { return j.stored }
+
 // Delay is how long after creation the message becomes visible.
 func (j Job) Delay() time.Duration { return max(j.RunAt.Sub(j.CreatedAt), 0) }
 
@@ -186,34 +155,13 @@ func (j Job) QueuedState() State {
 // MarkerKey is the key of the job's effect marker.
 func (j Job) MarkerKey() marker.Key { return marker.Key{Handler: j.Type, MessageKey: j.ID} }
 
-// Derive returns the state of a job whose record says stored, whose message
-// becomes visible at runAt, and whose marker m exists when hasMarker, at now:
-//
-//   - a claimed marker: Succeeded (the effect is done, whatever the record says);
-//   - a record marked Failed: Failed;
-//   - an unexpired lease: Processing;
-//   - no marker (or an expired lease) and now ≥ runAt + QueueRetention: Expired;
-//   - Scheduled whose runAt has passed: Enqueued;
-//   - otherwise the record's state (Pending, Enqueued, Scheduled).
-func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
-	switch {
-	case hasMarker && m.Processed():
-		return StateSucceeded
-	case stored == StateFailed:
-		return StateFailed
-	case hasMarker && m.LeaseActive(now):
-		return StateProcessing
-	case !now.Before(runAt.Add(QueueRetention)):
-		return StateExpired
-	case stored == StateScheduled && !now.Before(runAt):
-		return StateEnqueued
-	}
-	return stored
-}
-
 // ErrNotFound is returned (wrapped) when a job does not exist or its record
-// has expired.
+// has expired (or, to a caller, when it is another caller's job).
 var ErrNotFound = errors.New("jobs: job not found")
+
+// ErrConflict is returned (wrapped, with the job) when a job is in a state
+// the operation cannot leave: cancelling a job that already ran.
+var ErrConflict = errors.New("jobs: job is in a state that does not allow this")
 
 // Outcome is what Reserve decided.
 type Outcome int

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -8,14 +9,13 @@ import (
 )
 
 func TestPolicyAllows(t *testing.T) {
-	states := []State{StatePending, StateEnqueued, StateScheduled, StateProcessing, StateSucceeded, StateFailed, StateExpired}
 	want := map[DuplicatePolicy]map[State]bool{
-		AllowAfterFailed: {StateSucceeded: true, StateFailed: true, StateExpired: true},
-		RejectIfFailed:   {StateSucceeded: true, StateExpired: true},
+		AllowAfterFailed: {StateSucceeded: true, StateFailed: true, StateCancelled: true, StateExpired: true},
+		RejectIfFailed:   {StateSucceeded: true, StateCancelled: true, StateExpired: true},
 		RejectAlways:     {},
 	}
 	for _, p := range Policies {
-		for _, s := range states {
+		for _, s := range States {
 			if got := p.Allows(s); got != want[p][s] {
 				t.Errorf("%s.Allows(%s) = %v; want %v", p, s, got, want[p][s])
 			}
@@ -44,52 +44,89 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
+// Every derived state: what a caller sees from the record's stored state,
+// the run time and the marker.
 func TestDerive(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	none := marker.Record{}
 	done := marker.Record{State: marker.StateDone}
+	failed := marker.Record{State: marker.StateFailed}
+	tomb := marker.Record{State: marker.StateCancelled}
 	leased := marker.Record{State: marker.StateLeased, LeaseUntil: now.Add(time.Minute)}
 	lapsed := marker.Record{State: marker.StateLeased, LeaseUntil: now.Add(-time.Minute)}
+	old := now.Add(-QueueRetention - time.Hour)
 	tests := []struct {
-		name      string
-		stored    State
-		runAt     time.Time
-		m         marker.Record
-		hasMarker bool
-		want      State
+		name   string
+		stored State
+		runAt  time.Time
+		m      marker.Record
+		want   State
 	}{
-		{"enqueued", StateEnqueued, now, marker.Record{}, false, StateEnqueued},
-		{"pending", StatePending, now, marker.Record{}, false, StatePending},
-		{"scheduled in future", StateScheduled, now.Add(time.Minute), marker.Record{}, false, StateScheduled},
-		{"scheduled due", StateScheduled, now.Add(-time.Minute), marker.Record{}, false, StateEnqueued},
-		{"leased", StateEnqueued, now, leased, true, StateProcessing},
-		{"lease lapsed", StateEnqueued, now, lapsed, true, StateEnqueued},
-		{"claimed", StateEnqueued, now, done, true, StateSucceeded},
-		{"pending but claimed", StatePending, now, done, true, StateSucceeded},
-		{"failed", StateFailed, now, marker.Record{}, false, StateFailed},
-		{"failed but claimed", StateFailed, now, done, true, StateSucceeded},
-		{"failed long ago", StateFailed, now.Add(-30 * 24 * time.Hour), marker.Record{}, false, StateFailed},
-		{"expired", StateEnqueued, now.Add(-QueueRetention), marker.Record{}, false, StateExpired},
-		{"expired scheduled", StateScheduled, now.Add(-QueueRetention - time.Hour), marker.Record{}, false, StateExpired},
-		{"old but claimed", StateEnqueued, now.Add(-QueueRetention - time.Hour), done, true, StateSucceeded},
-		{"not yet expired", StateEnqueued, now.Add(-QueueRetention + time.Second), marker.Record{}, false, StateEnqueued},
+		{"enqueued", StateEnqueued, now, none, StateEnqueued},
+		{"pending", StatePending, now, none, StatePending},
+		{"scheduled in future", StateScheduled, now.Add(time.Minute), none, StateScheduled},
+		{"scheduled due", StateScheduled, now.Add(-time.Minute), none, StateEnqueued},
+		{"leased", StateEnqueued, now, leased, StateProcessing},
+		{"lease lapsed", StateEnqueued, now, lapsed, StateEnqueued},
+		{"claimed", StateEnqueued, now, done, StateSucceeded},
+		{"pending but claimed", StatePending, now, done, StateSucceeded},
+		{"parked", StateParked, now, none, StateParked},
+		{"parked for weeks never expires", StateParked, now.Add(-10 * QueueRetention), none, StateParked},
+		{"parked, switch back on, running", StateParked, now, leased, StateProcessing},
+		{"parked, then ran", StateParked, old, done, StateSucceeded},
+		{"failed", StateFailed, now, none, StateFailed},
+		{"failed, then redriven and done", StateFailed, now, done, StateSucceeded},
+		{"failed long ago", StateFailed, now.Add(-30 * 24 * time.Hour), none, StateFailed},
+		{"effect failed after its claim", StateEnqueued, now, failed, StateFailed},
+		{"cancelled record", StateCancelled, now, none, StateCancelled},
+		{"tombstone before the record followed", StateEnqueued, now, tomb, StateCancelled},
+		{"cancelled long ago", StateCancelled, old, tomb, StateCancelled},
+		{"expired", StateEnqueued, now.Add(-QueueRetention), none, StateExpired},
+		{"expired scheduled", StateScheduled, old, none, StateExpired},
+		{"expired pending", StatePending, old, none, StateExpired},
+		{"old but claimed", StateEnqueued, old, done, StateSucceeded},
+		{"not yet expired", StateEnqueued, now.Add(-QueueRetention + time.Second), none, StateEnqueued},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Derive(tt.stored, tt.runAt, tt.m, tt.hasMarker, now); got != tt.want {
+			if got := Derive(tt.stored, tt.runAt, tt.m, tt.m.State != "", now); got != tt.want {
 				t.Fatalf("Derive = %s; want %s", got, tt.want)
 			}
 		})
 	}
 }
 
-func TestStateClasses(t *testing.T) {
-	for _, s := range []State{StatePending, StateEnqueued, StateScheduled, StateProcessing} {
-		if !s.Active() || s.Terminal() {
-			t.Errorf("%s: active=%v terminal=%v", s, s.Active(), s.Terminal())
+// Every transition of the stored state, allowed or refused: a stale worker
+// never overwrites a terminal record.
+func TestTransition(t *testing.T) {
+	stored := []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateFailed, StateCancelled}
+	events := []Event{EventSent, EventSentDelayed, EventParked, EventFailed, EventCancelled, EventRedriven}
+	want := map[State]map[Event]State{
+		StatePending:   {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
+		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
+		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
+		StateParked:    {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
+		StateFailed:    {EventFailed: StateFailed, EventRedriven: StateEnqueued},
+		StateCancelled: {EventCancelled: StateCancelled},
+	}
+	for _, from := range stored {
+		for _, ev := range events {
+			got, ok := Transition(from, ev)
+			w, wantOK := want[from][ev]
+			if ok != wantOK || got != w {
+				t.Errorf("Transition(%s, %s) = %s, %v; want %s, %v", from, ev, got, ok, w, wantOK)
+			}
+			if ok != slices.Contains(Sources(ev), from) {
+				t.Errorf("Sources(%s) disagrees with Transition about %s", ev, from)
+			}
 		}
 	}
-	for _, s := range []State{StateSucceeded, StateFailed, StateExpired} {
-		if s.Active() || !s.Terminal() {
+}
+
+func TestStateClasses(t *testing.T) {
+	for _, s := range States {
+		active := slices.Contains([]State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing}, s)
+		if s.Active() != active || s.Terminal() == active {
 			t.Errorf("%s: active=%v terminal=%v", s, s.Active(), s.Terminal())
 		}
 	}
@@ -106,17 +143,18 @@ func TestDedupPKIsUnambiguous(t *testing.T) {
 	}
 }
 
-func TestCleanErrorClass(t *testing.T) {
+func TestCleanText(t *testing.T) {
 	tests := map[string]string{
 		"":                        "unknown",
 		"permanent":               "permanent",
-		"bad class\n":             "bad_class_",
+		" transient Throttling ":  "transient Throttling",
+		"bad\nclass":              "bad_class",
 		"ü":                       "_",
-		string(make([]byte, 100)): string(make([]byte, 0)) + "________________________________________________________________",
+		string(make([]byte, 100)): "________________________________________________________________",
 	}
 	for in, want := range tests {
-		if got := cleanErrorClass(in); got != want {
-			t.Errorf("cleanErrorClass(%q) = %q; want %q", in, got, want)
+		if got := cleanText(in, 64, "unknown"); got != want {
+			t.Errorf("cleanText(%q) = %q; want %q", in, got, want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 type fixture struct {
 	store   *jobs.Store
+	rec     *jobs.Recorder
 	markers *marker.Dynamo
 	clock   *markertest.Clock
 	counter *testenv.CallCounter
@@ -41,8 +42,10 @@ func newFixture(t *testing.T) fixture {
 	m.Now = c.Now
 	s := jobs.NewStore(client, jobsTable, m)
 	s.Now = c.Now
+	r := jobs.NewRecorder(client, jobsTable)
+	r.Now = c.Now
 	counter.Reset()
-	return fixture{store: s, markers: m, clock: c, counter: counter}
+	return fixture{store: s, rec: r, markers: m, clock: c, counter: counter}
 }
 
 func (f fixture) job(caller, key string, delay time.Duration) jobs.Job {
@@ -67,8 +70,12 @@ func TestReserveLifecycle(t *testing.T) {
 	if err != nil || got.State != jobs.StatePending || got.Caller != "caller-a" || got.Message == "" {
 		t.Fatalf("Get pending = %+v, %v", got, err)
 	}
-	// The owner retrying finds its own pending job.
-	if d, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
+	// The owner retrying (a new try of the request, moments later) finds
+	// its own pending job.
+	f.clock.Advance(time.Millisecond)
+	retry := j
+	retry.CreatedAt, retry.RunAt = f.clock.Now(), f.clock.Now()
+	if d, err := f.store.Reserve(ctx, retry, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
 		t.Fatalf("own retry = %+v, %v; want own resume", d, err)
 	}
 	// Another request for the key waits while the job is fresh, then resumes it.
@@ -121,15 +128,16 @@ func TestMarkFailed(t *testing.T) {
 	if err := f.store.Promote(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.MarkFailedAfter(ctx, j.ID, "max receives\n", 5); err != nil {
+	if err := f.rec.MarkFailed(ctx, j.ID, jobs.Failure{Class: "transient", Reason: "failed on its final attempt (5)", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)
-	if err := f.store.MarkFailed(ctx, j.ID, "other"); err != nil {
+	if err := f.rec.MarkFailed(ctx, j.ID, jobs.Failure{Class: "max\nreceives", Reason: "exceeded maxReceiveCount (5 receives)", Attempts: 5}); err != nil {
 		t.Fatalf("second MarkFailed: %v; want nil (idempotent)", err)
 	}
 	got, err := f.store.Get(ctx, j.ID)
-	if err != nil || got.State != jobs.StateFailed || got.LastErrorClass != "max_receives_" || got.Attempts != 5 || got.FailedAt == nil {
+	if err != nil || got.State != jobs.StateFailed || got.LastErrorClass != "max_receives" || got.Attempts != 5 || got.FailedAt == nil ||
+		got.LastOutcome != jobs.OutcomeDeadLettered || got.LastReason != "exceeded maxReceiveCount (5 receives)" {
 		t.Fatalf("failed job = %+v, %v", got, err)
 	}
 	// Promote never resurrects a failed job.
@@ -139,7 +147,7 @@ func TestMarkFailed(t *testing.T) {
 	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateFailed {
 		t.Fatalf("promote overwrote Failed: %s", got.State)
 	}
-	if err := f.store.MarkFailed(ctx, contract.NewMessageID(), "x"); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.rec.MarkFailed(ctx, contract.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
 	}
 	// A failed record expires TerminalRetention later; reads honour it.
@@ -199,14 +207,142 @@ func TestReserveConcurrent(t *testing.T) {
 	t.Logf("AWS calls for %d concurrent reserves: %s", n, f.counter)
 }
 
-// TestReserveCost: a new job is one consistent read and one write.
+// TestReserveCost: a new job is one write and no read; a dedup hit is the
+// failed write (which returns the pointer) and one read of the job and its
+// marker together.
 func TestReserveCost(t *testing.T) {
 	f := newFixture(t)
-	if _, err := f.store.Reserve(context.Background(), f.job("caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil {
+	ctx := context.Background()
+	first := f.job("caller-a", "welcome:u-5", 0)
+	if _, err := f.store.Reserve(ctx, first, jobs.AllowAfterFailed); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("AWS calls for a new reserve: %s", f.counter)
-	if f.counter.Get("DynamoDB.GetItem") != 1 || f.counter.Get("DynamoDB.TransactWriteItems") != 1 {
-		t.Fatalf("calls: %s; want 1 GetItem + 1 TransactWriteItems", f.counter)
+	if f.counter.Total() != 1 || f.counter.Get("DynamoDB.TransactWriteItems") != 1 {
+		t.Fatalf("calls: %s; want 1 TransactWriteItems and nothing else", f.counter)
+	}
+	if err := f.store.Promote(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	f.counter.Reset()
+	if d, err := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
+		t.Fatalf("dedup hit = %+v, %v", d, err)
+	}
+	t.Logf("AWS calls for a dedup hit: %s", f.counter)
+	if f.counter.Total() != 2 || f.counter.Get("DynamoDB.BatchGetItem") != 1 {
+		t.Fatalf("calls: %s; want the failed transaction and 1 BatchGetItem", f.counter)
+	}
+}
+
+// A parked job reads Parked, never expires while it is parked, and keeps its
+// key: no twin is admitted however long its switch stays off.
+func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-park", 0)
+	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	// Parked again and again (every park delay) for weeks.
+	for day := range 4 * int(jobs.QueueRetention/(24*time.Hour)) {
+		prev, err := f.rec.MarkParked(ctx, j.ID)
+		if err != nil || (day > 0 && prev != jobs.StateParked) {
+			t.Fatalf("park on day %d = %s, %v", day, prev, err)
+		}
+		f.clock.Advance(24 * time.Hour)
+	}
+	got, err := f.store.Get(ctx, j.ID)
+	if err != nil || got.State != jobs.StateParked || got.LastOutcome != jobs.OutcomeParked {
+		t.Fatalf("after weeks parked: %+v, %v; want Parked", got, err)
+	}
+	d, err := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+		t.Fatalf("a second enqueue of a parked key = %+v, %v; want a duplicate of the parked job", d, err)
+	}
+	// A parked job that is cancelled is not parked again.
+	if _, err := f.store.Cancel(ctx, j.ID, "caller-a"); err != nil {
+		t.Fatal(err)
+	}
+	if prev, err := f.rec.MarkParked(ctx, j.ID); prev != jobs.StateCancelled || !errors.Is(err, jobs.ErrConflict) {
+		t.Fatalf("park after cancel = %s, %v; want Cancelled and ErrConflict", prev, err)
+	}
+}
+
+// Cancel writes the tombstone the workers see, and the record follows.
+func TestCancel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-cancel", 0)
+	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Promote(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Cancel(ctx, j.ID, "caller-b"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("another caller's cancel = %v; want ErrNotFound", err)
+	}
+	for range 2 { // repeating it is a success
+		got, err := f.store.Cancel(ctx, j.ID, "caller-a")
+		if err != nil || got.State != jobs.StateCancelled {
+			t.Fatalf("cancel = %+v, %v", got, err)
+		}
+	}
+	m, ok, _ := f.markers.Peek(ctx, j.MarkerKey())
+	if !ok || m.State != marker.StateCancelled {
+		t.Fatalf("marker after cancel = %+v; want a tombstone", m)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateCancelled || got.LastOutcome != jobs.OutcomeCancelled {
+		t.Fatalf("record after cancel = %+v", got)
+	}
+	// Cancelled is terminal: a new job may follow under AllowAfterFailed
+	// and RejectIfFailed, not under RejectAlways.
+	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+		t.Fatalf("RejectAlways after Cancelled = %v", d.Outcome)
+	}
+	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
+		t.Fatalf("RejectIfFailed after Cancelled = %v", d.Outcome)
+	}
+
+	// What ran (or runs) cannot be cancelled.
+	done := f.job("caller-a", "welcome:u-done", 0)
+	running := f.job("caller-a", "welcome:u-running", 0)
+	for _, x := range []jobs.Job{done, running} {
+		if _, err := f.store.Reserve(ctx, x, jobs.AllowAfterFailed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.markers.Lease(ctx, running.MarkerKey(), "w", f.clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for x, want := range map[string]jobs.State{done.ID: jobs.StateSucceeded, running.ID: jobs.StateProcessing} {
+		if got, err := f.store.Cancel(ctx, x, "caller-a"); !errors.Is(err, jobs.ErrConflict) || got.State != want {
+			t.Fatalf("cancel of a %s job = %s, %v; want ErrConflict", want, got.State, err)
+		}
+	}
+}
+
+// A no-op's reason is recorded on the job.
+func TestRecordOutcome(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j := f.job("caller-a", "welcome:u-noop", 0)
+	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rec.RecordOutcome(ctx, j.ID, jobs.OutcomeNoop, "no mail needed: user not found"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.store.Get(ctx, j.ID); got.LastOutcome != jobs.OutcomeNoop || got.LastReason != "no mail needed: user not found" {
+		t.Fatalf("record = %+v", got)
+	}
+	if err := f.rec.RecordOutcome(ctx, contract.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("outcome of an unknown job = %v; want ErrNotFound", err)
 	}
 }

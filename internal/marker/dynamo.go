@@ -2,11 +2,12 @@ package marker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -27,7 +28,7 @@ type DynamoAPI interface {
 type Dynamo struct {
 	client DynamoAPI
 	table  string
-	// Retention is how long a claimed marker lives (DefaultRetention if 0).
+	// Retention is how long a settled marker lives (DefaultRetention if 0).
 	Retention time.Duration
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
@@ -38,12 +39,8 @@ func NewDynamo(client DynamoAPI, table string) *Dynamo {
 	return &Dynamo{client: client, table: table}
 }
 
-func (d *Dynamo) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
+// Table is the table's name.
+func (d *Dynamo) Table() string { return d.table }
 
 func (d *Dynamo) retention() time.Duration {
 	if d.Retention > 0 {
@@ -52,7 +49,8 @@ func (d *Dynamo) retention() time.Duration {
 	return DefaultRetention
 }
 
-func keyAV(k Key) map[string]types.AttributeValue {
+// KeyAV is the table key of k.
+func KeyAV(k Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		AttrHandler:    &types.AttributeValueMemberS{Value: k.Handler},
 		AttrMessageKey: &types.AttributeValueMemberS{Value: k.MessageKey},
@@ -64,13 +62,13 @@ func keyAV(k Key) map[string]types.AttributeValue {
 func (d *Dynamo) Peek(ctx context.Context, k Key) (Record, bool, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
-		Key:            keyAV(k),
+		Key:            KeyAV(k),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Record{}, false, fmt.Errorf("marker: peek %s/%s: %w", k.Handler, k.MessageKey, err)
 	}
-	return d.decodeLive(out.Item)
+	return d.Decode(out.Item)
 }
 
 // maxBatchGet is DynamoDB's limit of keys per BatchGetItem.
@@ -87,7 +85,7 @@ func (d *Dynamo) PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, err
 		for _, k := range keys[start:min(start+maxBatchGet, len(keys))] {
 			if !seen[k] { // BatchGetItem refuses duplicate keys
 				seen[k] = true
-				chunk = append(chunk, keyAV(k))
+				chunk = append(chunk, KeyAV(k))
 			}
 		}
 		req := map[string]types.KeysAndAttributes{d.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
@@ -105,7 +103,7 @@ func (d *Dynamo) PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, err
 				return nil, fmt.Errorf("marker: peek batch: %w", err)
 			}
 			for _, item := range out.Responses[d.table] {
-				rec, ok, err := d.decodeLive(item)
+				rec, ok, err := d.Decode(item)
 				if err != nil {
 					return nil, err
 				}
@@ -136,106 +134,119 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Conditions shared by the writes.
+func stateIs(s State) expression.ConditionBuilder {
+	return expression.Name(AttrState).Equal(expression.Value(s))
+}
+
+func ownedBy(owner string) expression.ConditionBuilder {
+	return expression.Name(AttrOwner).Equal(expression.Value(owner))
+}
+
+func absentOrExpired(now time.Time) expression.ConditionBuilder {
+	return ddb.AbsentOrExpired(AttrHandler, now)
+}
+
 // Lease takes the lease on k for owner until the given time. It succeeds when
 // there is no marker, when the previous lease expired, or when owner already
-// holds it. Otherwise it returns the marker found with ErrProcessed or
-// ErrLeaseHeld: a failed lease doubles as a peek.
+// holds it. Otherwise it returns the marker found with ErrProcessed,
+// ErrCancelled, ErrFailed or ErrLeaseHeld: a failed lease doubles as a peek.
 func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error) {
-	now := d.now()
+	now := ddb.Now(d.Now)
 	rec := Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, ExpiresAt: until.Add(d.retention())}
-	// Free when absent, expired, or leased with an expired lease or by owner.
-	cond := absentOrExpired(now).Or(expression.And(
-		expression.Name(AttrState).Equal(expression.Value(StateLeased)),
-		expression.Or(
-			expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
-			expression.Name(AttrOwner).Equal(expression.Value(owner)),
-		),
-	))
-	_, err := d.put(ctx, rec, cond, true)
-	if err == nil {
-		return rec, nil
-	}
-	if !ddb.IsConditionFailed(err) {
+	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Or(
+		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
+		ownedBy(owner),
+	)))
+	old, failed, err := d.put(ctx, rec, cond)
+	switch {
+	case err != nil:
 		return Record{}, fmt.Errorf("marker: lease %s/%s: %w", k.Handler, k.MessageKey, err)
+	case failed:
+		return old, settledErr(old)
 	}
-	old, ok, derr := d.oldOrPeek(ctx, k, err)
-	if derr != nil {
-		return Record{}, derr
-	}
-	if ok && old.Processed() {
-		return old, ErrProcessed
-	}
-	return old, ErrLeaseHeld
+	return rec, nil
 }
 
 // Claim records k as processed and reports whether this call wrote the
 // marker (false: it was already processed). With owner "" it is the plain
 // conditional put (attribute_not_exists): a failed condition means already
-// processed and is no error. With an owner it completes that owner's lease: it succeeds when
-// the owner still holds the lease (or there is no marker), returns nil when
-// the marker is already claimed, and ErrLeaseLost when another worker took
-// the lease over.
+// processed and is no error. With an owner it completes that owner's lease:
+// it succeeds when the owner still holds the lease (or there is no marker),
+// returns false and nil when the marker is already settled, and
+// ErrLeaseLost when another worker took the lease over. A claim whose
+// response was lost and that the SDK retried finds its own marker and wins.
 func (d *Dynamo) Claim(ctx context.Context, k Key, owner string) (bool, error) {
-	now := d.now()
-	rec := Record{Key: k, State: StateDone, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	now := ddb.Now(d.Now)
 	cond := absentOrExpired(now)
-	if owner != "" {
-		cond = cond.Or(expression.And(
-			expression.Name(AttrState).Equal(expression.Value(StateLeased)),
-			expression.Name(AttrOwner).Equal(expression.Value(owner)),
-		))
-	}
-	_, err := d.put(ctx, rec, cond, owner != "")
-	if err == nil {
-		return true, nil
-	}
-	if !ddb.IsConditionFailed(err) {
-		return false, fmt.Errorf("marker: claim %s/%s: %w", k.Handler, k.MessageKey, err)
-	}
 	if owner == "" {
-		return false, nil // already exists: already processed
+		owner = "claim:" + token()
+	} else {
+		cond = cond.Or(stateIs(StateLeased).And(ownedBy(owner)))
 	}
-	old, ok, derr := d.oldOrPeek(ctx, k, err)
-	if derr != nil {
-		return false, derr
-	}
-	if ok && old.Processed() {
+	rec := Record{Key: k, State: StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	old, failed, err := d.put(ctx, rec, cond)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("marker: claim %s/%s: %w", k.Handler, k.MessageKey, err)
+	case !failed:
+		return true, nil
+	case old.State == StateDone && old.Owner == owner:
+		return true, nil // this very claim, retried after its response was lost
+	case old.Settled():
 		return false, nil
 	}
 	return false, ErrLeaseLost
+}
+
+// Fail turns owner's claim of k into StateFailed: a claim-then-effect job
+// whose effect failed after its claim. Only a redrive clears it. It returns
+// ErrLeaseLost when owner does not hold the claim.
+func (d *Dynamo) Fail(ctx context.Context, k Key, owner string) error {
+	now := ddb.Now(d.Now)
+	rec := Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	_, failed, err := d.put(ctx, rec, ownedBy(owner).And(expression.Or(stateIs(StateDone), stateIs(StateFailed))))
+	switch {
+	case err != nil:
+		return fmt.Errorf("marker: fail %s/%s: %w", k.Handler, k.MessageKey, err)
+	case failed:
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Tombstone marks k cancelled, so its effect never runs: it succeeds when
+// there is no marker, when a lease on it expired, or when it is already
+// cancelled. Otherwise it returns the marker found with ErrProcessed,
+// ErrFailed or ErrLeaseHeld (the job is running).
+func (d *Dynamo) Tombstone(ctx context.Context, k Key) (Record, error) {
+	now := ddb.Now(d.Now)
+	rec := Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	cond := absentOrExpired(now).Or(stateIs(StateCancelled)).Or(stateIs(StateLeased).And(
+		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
+	old, failed, err := d.put(ctx, rec, cond)
+	switch {
+	case err != nil:
+		return Record{}, fmt.Errorf("marker: cancel %s/%s: %w", k.Handler, k.MessageKey, err)
+	case failed:
+		return old, settledErr(old)
+	}
+	return rec, nil
 }
 
 // Release gives up owner's lease on k so a retry need not wait for it to
 // expire. It deletes the marker only while owner still holds the lease; if
 // not, there is nothing of owner's to release and it returns nil.
 func (d *Dynamo) Release(ctx context.Context, k Key, owner string) error {
-	expr, err := expression.NewBuilder().WithCondition(expression.And(
-		expression.Name(AttrState).Equal(expression.Value(StateLeased)),
-		expression.Name(AttrOwner).Equal(expression.Value(owner)),
-	)).Build()
+	in, err := ddb.DeleteInput(d.table, KeyAV(k), stateIs(StateLeased).And(ownedBy(owner)))
 	if err != nil {
 		return fmt.Errorf("marker: release: %w", err)
 	}
-	_, err = d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       keyAV(k),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
+	_, err = d.client.DeleteItem(ctx, in)
 	if err == nil || ddb.IsConditionFailed(err) {
 		return nil
 	}
 	return fmt.Errorf("marker: release %s/%s: %w", k.Handler, k.MessageKey, err)
-}
-
-// oldOrPeek returns the item a failed condition returned, or reads it when
-// the service did not return it.
-func (d *Dynamo) oldOrPeek(ctx context.Context, k Key, condErr error) (Record, bool, error) {
-	if item := ddb.OldItem(condErr); item != nil {
-		return d.decodeLive(item)
-	}
-	return d.Peek(ctx, k)
 }
 
 // item is a marker as stored.
@@ -249,14 +260,9 @@ type item struct {
 	ExpiresAt   int64  `dynamodbav:"expiresAt"` // epoch seconds (TTL)
 }
 
-func absentOrExpired(now time.Time) expression.ConditionBuilder {
-	return expression.AttributeNotExists(expression.Name(AttrHandler)).
-		Or(expression.Name(AttrExpiresAt).LessThanEqual(expression.Value(now.Unix())))
-}
-
-// put writes rec under cond; returnOld asks for the old item on a failed
-// condition, so the failure doubles as a peek.
-func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionBuilder, returnOld bool) (*dynamodb.PutItemOutput, error) {
+// put writes rec under cond. failed reports a failed condition, with the
+// item that failed it (read when the service did not return it).
+func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionBuilder) (old Record, failed bool, err error) {
 	it := item{
 		HandlerName: rec.Key.Handler, MessageKey: rec.Key.MessageKey, State: rec.State, Owner: rec.Owner,
 		ExpiresAt: rec.ExpiresAt.Unix(),
@@ -267,37 +273,30 @@ func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionB
 	if !rec.ProcessedAt.IsZero() {
 		it.ProcessedAt = rec.ProcessedAt.UTC().Format(time.RFC3339Nano)
 	}
-	av, err := attributevalue.MarshalMap(it)
+	p, err := ddb.Put(d.table, it, cond, true)
 	if err != nil {
-		return nil, fmt.Errorf("marker: encode: %w", err)
+		return Record{}, false, err
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("marker: condition: %w", err)
+	_, err = d.client.PutItem(ctx, ddb.PutInput(p))
+	if err == nil || !ddb.IsConditionFailed(err) {
+		return Record{}, false, err
 	}
-	in := &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      av,
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
+	if av := ddb.OldItem(err); av != nil {
+		old, _, err = d.Decode(av)
+		return old, true, err
 	}
-	if returnOld {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return d.client.PutItem(ctx, in)
+	old, _, err = d.Peek(ctx, rec.Key)
+	return old, true, err
 }
 
-// decodeLive decodes an item; ok is false for no item or an expired one.
-func (d *Dynamo) decodeLive(av map[string]types.AttributeValue) (Record, bool, error) {
-	if len(av) == 0 {
-		return Record{}, false, nil
-	}
+// Decode decodes a marker item; ok is false for no item or an expired one.
+func (d *Dynamo) Decode(av map[string]types.AttributeValue) (Record, bool, error) {
 	var it item
-	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return Record{}, false, fmt.Errorf("marker: decode: %w", err)
+	ok, err := ddb.DecodeLive(av, ddb.Now(d.Now), &it)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("marker: %w", err)
 	}
-	if ddb.Expired(it.ExpiresAt, d.now()) {
+	if !ok {
 		return Record{}, false, nil
 	}
 	r := Record{Key: Key{Handler: it.HandlerName, MessageKey: it.MessageKey}, State: it.State, Owner: it.Owner}
@@ -314,4 +313,11 @@ func (d *Dynamo) decodeLive(av map[string]types.AttributeValue) (Record, bool, e
 		r.ProcessedAt, _ = time.Parse(time.RFC3339Nano, it.ProcessedAt)
 	}
 	return r, true, nil
+}
+
+// token returns a random token that names one claim.
+func token() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b)
 }

@@ -1,6 +1,7 @@
 // Package marker is the effect-level idempotency record: one item per
-// (handler, message key) that says a job's effect has been done, or is being
-// done by a lease holder.
+// (handler, message key) that says a job's effect has been done, is being
+// done by a lease holder, failed after its claim, or must never run
+// (cancelled). See docs/contract.md.
 //
 // The rules:
 //   - Claim is a conditional put. A failed condition means "already
@@ -8,8 +9,12 @@
 //   - A lease is a conditional write with an owner and an expiry (the Lambda
 //     deadline), so a concurrent twin does not run the effect at the same
 //     time and a crashed holder never blocks forever.
-//   - Completion and release are conditional on the owner: a holder whose
-//     lease expired can never overwrite a newer holder's work.
+//   - Completion, failure and release are conditional on the owner: a holder
+//     whose lease expired can never overwrite a newer holder's work.
+//   - A write whose response was lost and that the SDK retried finds its own
+//     item: the retry is a success, never a conflict with itself.
+//   - A cancelled job's marker is a tombstone: peeks see it and the job is
+//     skipped like an already-processed one.
 //   - Reads treat an item past its expiresAt as absent; they never trust TTL
 //     deletion, which can lag by days.
 package marker
@@ -31,8 +36,8 @@ const (
 	AttrExpiresAt   = "expiresAt"
 )
 
-// DefaultRetention is how long a claimed marker lives: longer than queue
-// retention (14 days) plus the DLQ redrive window.
+// DefaultRetention is how long a settled marker lives: longer than queue
+// retention plus the DLQ redrive window.
 const DefaultRetention = 30 * 24 * time.Hour
 
 // Key names one marker: the handler (the job type) and the message key (the
@@ -51,12 +56,19 @@ const (
 	StateLeased State = "LEASED"
 	// StateDone: the effect is done (claimed).
 	StateDone State = "DONE"
+	// StateFailed: a claim-then-effect job's effect failed after its claim;
+	// the job is dead-lettered and only a redrive (which clears this
+	// marker) runs it again.
+	StateFailed State = "FAILED"
+	// StateCancelled: the job was cancelled before it ran; it never runs.
+	StateCancelled State = "CANCELLED"
 )
 
 // Record is a marker as read.
 type Record struct {
-	Key         Key
-	State       State
+	Key   Key
+	State State
+	// Owner is the lease holder, or the claimer of a settled marker.
 	Owner       string
 	LeaseUntil  time.Time
 	ProcessedAt time.Time
@@ -66,20 +78,44 @@ type Record struct {
 // Processed reports whether the effect is recorded as done.
 func (r Record) Processed() bool { return r.State == StateDone }
 
+// Settled reports whether no worker may run the job's effect: it is done,
+// failed after its claim, or cancelled.
+func (r Record) Settled() bool {
+	return r.State == StateDone || r.State == StateFailed || r.State == StateCancelled
+}
+
 // LeaseActive reports whether a lease is held and not yet expired at now.
 func (r Record) LeaseActive(now time.Time) bool {
 	return r.State == StateLeased && now.Before(r.LeaseUntil)
 }
 
-// Errors returned by Lease and Claim. Callers match them with errors.Is.
+// Errors returned by the stores. Callers match them with errors.Is.
 var (
-	// ErrProcessed: Lease found the marker already claimed. The effect must
-	// not run again.
+	// ErrProcessed: the marker is already claimed. The effect must not run
+	// again.
 	ErrProcessed = errors.New("marker: already processed")
-	// ErrLeaseHeld: Lease found another owner's unexpired lease. Retry later.
+	// ErrCancelled: the job was cancelled. Its effect must never run.
+	ErrCancelled = errors.New("marker: job cancelled")
+	// ErrFailed: a claim-then-effect job's effect failed after its claim; it
+	// waits for a redrive.
+	ErrFailed = errors.New("marker: effect failed after claim")
+	// ErrLeaseHeld: another owner holds an unexpired lease. Retry later.
 	ErrLeaseHeld = errors.New("marker: lease held by another worker")
-	// ErrLeaseLost: Claim with an owner found that another worker took over
-	// after this owner's lease expired. The effect this owner ran stands; the
-	// newer holder completes the marker.
+	// ErrLeaseLost: another worker took over after this owner's lease
+	// expired. The effect this owner ran stands; the newer holder completes
+	// the marker.
 	ErrLeaseLost = errors.New("marker: lease lost to another worker")
 )
+
+// settledErr is the error a write that must not overwrite old returns.
+func settledErr(old Record) error {
+	switch old.State {
+	case StateDone:
+		return ErrProcessed
+	case StateCancelled:
+		return ErrCancelled
+	case StateFailed:
+		return ErrFailed
+	}
+	return ErrLeaseHeld
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/ddb"
 )
 
 // Memory is an in-memory marker store with the same rules as Dynamo, for unit
@@ -12,7 +14,7 @@ import (
 type Memory struct {
 	mu    sync.Mutex
 	items map[Key]Record
-	// Retention is how long a claimed marker lives (DefaultRetention if 0).
+	// Retention is how long a settled marker lives (DefaultRetention if 0).
 	Retention time.Duration
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
@@ -22,13 +24,6 @@ type Memory struct {
 
 // NewMemory returns an empty store.
 func NewMemory() *Memory { return &Memory{items: map[Key]Record{}} }
-
-func (m *Memory) now() time.Time {
-	if m.Now != nil {
-		return m.Now()
-	}
-	return time.Now()
-}
 
 func (m *Memory) retention() time.Duration {
 	if m.Retention > 0 {
@@ -47,84 +42,114 @@ func (m *Memory) live(k Key, now time.Time) (Record, bool) {
 	return r, true
 }
 
-// Peek reads one marker.
-func (m *Memory) Peek(_ context.Context, k Key) (Record, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.Err != nil {
-		return Record{}, false, m.Err
-	}
-	r, ok := m.live(k, m.now())
-	return r, ok, nil
-}
-
-// PeekBatch reads many markers.
-func (m *Memory) PeekBatch(_ context.Context, keys []Key) (map[Key]Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.Err != nil {
-		return nil, m.Err
-	}
-	now := m.now()
-	out := make(map[Key]Record, len(keys))
-	for _, k := range keys {
-		if r, ok := m.live(k, now); ok {
-			out[k] = r
-		}
-	}
-	return out, nil
-}
-
-// Lease takes the lease on k for owner until the given time.
-func (m *Memory) Lease(_ context.Context, k Key, owner string, until time.Time) (Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.Err != nil {
-		return Record{}, m.Err
-	}
-	now := m.now()
-	if old, ok := m.live(k, now); ok {
-		switch {
-		case old.Processed():
-			return old, ErrProcessed
-		case old.State == StateLeased && old.Owner != owner && old.LeaseActive(now):
-			return old, ErrLeaseHeld
-		}
-	}
-	rec := Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, ExpiresAt: until.Add(m.retention())}
-	m.items[k] = rec
-	return rec, nil
-}
-
-// Claim records k as processed; see Dynamo.Claim for the rules.
-func (m *Memory) Claim(_ context.Context, k Key, owner string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.Err != nil {
-		return false, m.Err
-	}
-	now := m.now()
-	if old, ok := m.live(k, now); ok {
-		switch {
-		case owner == "" || old.Processed():
-			return false, nil
-		case old.Owner != owner:
-			return false, ErrLeaseLost
-		}
-	}
-	m.items[k] = Record{Key: k, State: StateDone, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
-	return true, nil
-}
-
-// Release gives up owner's lease on k.
-func (m *Memory) Release(_ context.Context, k Key, owner string) error {
+// do runs f under the lock with the current time, unless Err is set.
+func (m *Memory) do(f func(now time.Time) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Err != nil {
 		return m.Err
 	}
-	if old, ok := m.items[k]; ok && old.State == StateLeased && old.Owner == owner {
-		delete(m.items, k)
+	return f(ddb.Now(m.Now))
+}
+
+// Peek reads one marker.
+func (m *Memory) Peek(_ context.Context, k Key) (r Record, ok bool, err error) {
+	err = m.do(func(now time.Time) error { r, ok = m.live(k, now); return nil })
+	return r, ok, err
+}
+
+// PeekBatch reads many markers.
+func (m *Memory) PeekBatch(_ context.Context, keys []Key) (map[Key]Record, error) {
+	out := make(map[Key]Record, len(keys))
+	err := m.do(func(now time.Time) error {
+		for _, k := range keys {
+			if r, ok := m.live(k, now); ok {
+				out[k] = r
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return out, nil
+}
+
+// Lease takes the lease on k for owner until the given time; see
+// Dynamo.Lease.
+func (m *Memory) Lease(_ context.Context, k Key, owner string, until time.Time) (rec Record, err error) {
+	err = m.do(func(now time.Time) error {
+		if old, ok := m.live(k, now); ok && (old.State != StateLeased || (old.Owner != owner && old.LeaseActive(now))) {
+			rec = old
+			return settledErr(old)
+		}
+		rec = Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, ExpiresAt: until.Add(m.retention())}
+		m.items[k] = rec
+		return nil
+	})
+	return rec, err
+}
+
+// Claim records k as processed; see Dynamo.Claim.
+func (m *Memory) Claim(_ context.Context, k Key, owner string) (won bool, err error) {
+	err = m.do(func(now time.Time) error {
+		if old, ok := m.live(k, now); ok && !(owner != "" && old.Owner == owner && (old.State == StateLeased || old.State == StateDone)) {
+			if old.Settled() {
+				return nil
+			}
+			return ErrLeaseLost
+		}
+		m.items[k] = Record{Key: k, State: StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
+		won = true
+		return nil
+	})
+	return won, err
+}
+
+// Fail turns owner's claim into StateFailed; see Dynamo.Fail.
+func (m *Memory) Fail(_ context.Context, k Key, owner string) error {
+	return m.do(func(now time.Time) error {
+		old, ok := m.live(k, now)
+		if !ok || old.Owner != owner || (old.State != StateDone && old.State != StateFailed) {
+			return ErrLeaseLost
+		}
+		old.State = StateFailed
+		m.items[k] = old
+		return nil
+	})
+}
+
+// Tombstone marks k cancelled; see Dynamo.Tombstone.
+func (m *Memory) Tombstone(_ context.Context, k Key) (rec Record, err error) {
+	err = m.do(func(now time.Time) error {
+		if old, ok := m.live(k, now); ok && old.State != StateCancelled && (old.State != StateLeased || old.LeaseActive(now)) {
+			rec = old
+			return settledErr(old)
+		}
+		rec = Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
+		m.items[k] = rec
+		return nil
+	})
+	return rec, err
+}
+
+// Release gives up owner's lease on k.
+func (m *Memory) Release(_ context.Context, k Key, owner string) error {
+	return m.do(func(time.Time) error {
+		if old, ok := m.items[k]; ok && old.State == StateLeased && old.Owner == owner {
+			delete(m.items, k)
+		}
+		return nil
+	})
+}
+
+// ResetFailed deletes k when it is in StateFailed (a redrive runs the effect
+// again); see Dynamo.ResetFailed.
+func (m *Memory) ResetFailed(_ context.Context, k Key) error {
+	return m.do(func(time.Time) error {
+		if old, ok := m.items[k]; ok && old.State == StateFailed {
+			delete(m.items, k)
+		}
+		return nil
+	})
 }

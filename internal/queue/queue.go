@@ -39,6 +39,9 @@ type Message struct {
 	CorrelationID string
 	// Delay postpones delivery (at most MaxDelay).
 	Delay time.Duration
+	// TraceHeader is the X-Ray trace header to carry to the worker (the
+	// AWSTraceHeader system attribute), "" for none.
+	TraceHeader string
 }
 
 // Sender sends job messages. Its zero value is not usable; call New.
@@ -71,12 +74,18 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 	if m.CorrelationID != "" {
 		attrs[contract.AttrCorrelationID] = stringAttr(m.CorrelationID)
 	}
-	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
+	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(url),
 		MessageBody:       aws.String(m.Body),
 		DelaySeconds:      int32(min(max(m.Delay, 0), MaxDelay) / time.Second),
 		MessageAttributes: attrs,
-	})
+	}
+	if m.TraceHeader != "" {
+		in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+			string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)},
+		}
+	}
+	_, err := s.client.SendMessage(ctx, in)
 	if err != nil {
 		return fmt.Errorf("queue: send to %s: %w", m.Queue, err)
 	}
@@ -86,7 +95,8 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 // Park re-sends a disabled job's body unchanged (so under the same job id) to
 // its queue after delay: it neither runs nor burns its receive count.
 func (s *Sender) Park(ctx context.Context, queue contract.Queue, env contract.Envelope, body string, delay time.Duration) error {
-	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay})
+	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay,
+		TraceHeader: TraceHeader(ctx)})
 	if err != nil {
 		return fmt.Errorf("park %s: %w", env.MessageID, err)
 	}
@@ -127,6 +137,30 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 		return fmt.Errorf("queue: dead-letter %s: %w", msg.MessageId, err)
 	}
 	return nil
+}
+
+// traceKey carries a trace header in a context (WithTraceHeader).
+type traceKey struct{}
+
+// WithTraceHeader returns ctx carrying the X-Ray trace header of the job
+// being handled, so the messages sent for it (a park) keep the trace.
+func WithTraceHeader(ctx context.Context, header string) context.Context {
+	if header == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceKey{}, header)
+}
+
+// TraceHeader returns the trace header WithTraceHeader put in ctx, or "".
+func TraceHeader(ctx context.Context) string {
+	v, _ := ctx.Value(traceKey{}).(string)
+	return v
+}
+
+// RecordTraceHeader returns the X-Ray trace header an SQS record carries
+// (the AWSTraceHeader system attribute), or "".
+func RecordTraceHeader(msg events.SQSMessage) string {
+	return msg.Attributes[string(types.MessageSystemAttributeNameAWSTraceHeader)]
 }
 
 // ReceiveCount is the SQS receive count of a delivery (1 for the first, and

@@ -8,10 +8,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // swappable lets each benchmark iteration start from an empty marker store.
@@ -31,8 +31,8 @@ func BenchmarkRunnerBatch10(b *testing.B) {
 			store := &swappable{marker.NewMemory()}
 			noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
 			r, err := runner.New(runner.Config{
-				Registry: reg, Handlers: map[string]runner.Handler{email.Welcome.Name: noop},
-				Toggles: toggles{}, Markers: store, Parker: newFakeQueues(nil),
+				Registry: reg, Handlers: map[string]runner.Handler{notify.Name: noop},
+				Toggles: &testkit.Switches{}, Markers: store, Parker: &testkit.Queues{},
 				Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 			})
 			if err != nil {
@@ -40,7 +40,7 @@ func BenchmarkRunnerBatch10(b *testing.B) {
 			}
 			var ev events.SQSEvent
 			for range 10 {
-				ev.Records = append(ev.Records, record(b, welcome(), 1))
+				ev.Records = append(ev.Records, testkit.Record(b, notifyJob(), 1))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()

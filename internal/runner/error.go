@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // PermanentError marks a failure that no retry can fix (bad input, a state
@@ -31,6 +33,21 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// NoOpError is what a handler returns when the work turned out unnecessary
+// (the user was deleted, the address is already confirmed): a successful
+// job that did nothing. The runner claims its marker like any success,
+// counts it as skipped, and records the reason on the job record, so GET
+// shows why nothing happened. Create it with NoOp.
+type NoOpError struct {
+	Reason string
+}
+
+func (e *NoOpError) Error() string { return "no work needed: " + e.Reason }
+
+// NoOp reports that the job needs no work, and why ("no mail needed: user
+// not found"). The reason is stored and shown: IDs only, no personal data.
+func NoOp(reason string) error { return &NoOpError{Reason: reason} }
+
 // ErrBusy is returned for a record whose marker is leased by a concurrent
 // twin: it is retried after the visibility timeout, by when the twin has
 // claimed (and the retry is a duplicate) or its lease has expired.
@@ -42,14 +59,17 @@ func isCancellation(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// ErrorClass names the kind of failure for job records and logs, never the
-// message itself (which may hold details that do not belong in a table).
+// ErrorClass names the kind of failure for job records, logs and metrics,
+// with the provider's error code when there is one ("transient
+// ThrottlingException", "permanent MessageRejected"), never the message
+// itself.
 func ErrorClass(err error) string {
+	class := "transient"
 	switch {
 	case err == nil:
 		return ""
 	case IsPermanent(err):
-		return "permanent"
+		class = "permanent"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline"
 	case errors.Is(err, context.Canceled):
@@ -57,5 +77,8 @@ func ErrorClass(err error) string {
 	case errors.Is(err, ErrBusy):
 		return "busy"
 	}
-	return "transient"
+	if code := obs.ErrorCode(err); code != "" {
+		return class + " " + code
+	}
+	return class
 }

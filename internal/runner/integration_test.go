@@ -19,11 +19,11 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -86,7 +86,7 @@ func (s *stack) runner(t *testing.T, reg *contract.Registry, handler runner.Hand
 func batch(t *testing.T, n int) events.SQSEvent {
 	var ev events.SQSEvent
 	for range n {
-		ev.Records = append(ev.Records, record(t, welcome(), 1))
+		ev.Records = append(ev.Records, testkit.Record(t, notifyJob(), 1))
 	}
 	return ev
 }
@@ -188,14 +188,14 @@ func TestCallsPerJob(t *testing.T) {
 func TestParkSendsDelayedCopy(t *testing.T) {
 	s := newStack(t)
 	if _, err := s.ssm.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(s.stage, email.Welcome.Name)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
+		Name: aws.String(toggle.ParameterName(s.stage, notify.Name)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	h := &countingHandler{effects: map[string]int{}}
 	r := s.runner(t, registry(t, true), h)
-	env := welcome()
-	msg := record(t, env, 3)
+	env := notifyJob()
+	msg := testkit.Record(t, env, 3)
 	if resp, _ := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v; a parked job succeeds so its original is deleted", resp.BatchItemFailures)
 	}
@@ -217,7 +217,7 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 	if rc := got[0].Attributes["ApproximateReceiveCount"]; rc != "1" {
 		t.Fatalf("parked copy receive count %s; want a fresh 1 (parking never burns the receive count)", rc)
 	}
-	if a := got[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
+	if a := got[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != notify.Name {
 		t.Fatalf("parked copy lost its type attribute: %v", got[0].MessageAttributes)
 	}
 }
@@ -227,7 +227,7 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 func TestPoisonMessageReachesDLQWithReason(t *testing.T) {
 	s := newStack(t)
 	r := s.runner(t, registry(t, true), &countingHandler{effects: map[string]int{}})
-	msg := rawRecord(`{"v":1,"type":"email.welcome.v1"}`, 1)
+	msg := testkit.RawRecord(`{"v":1,"type":"test.notify.v1"}`, 1)
 	msg.EventSourceARN = s.queues[contract.QueueDefault].ARN
 	if resp, _ := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v; a poison message is not retried", resp.BatchItemFailures)

@@ -2,18 +2,32 @@ package runner
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
+// Job is what a Handler gets: the validated envelope and its type.
+type Job struct {
+	Envelope contract.Envelope
+	Type     contract.JobType
+	// Attempt is the SQS receive count of this delivery (1 for the first).
+	Attempt int
+	// Logger carries jobId, type, key, correlationId, traceId and the
+	// request id.
+	Logger *slog.Logger
+}
+
 // Handler runs one job type's work: load what the effect needs, then the
-// effect. Work that turns out unnecessary (user deleted, address already
-// confirmed) returns nil: a successful no-op whose marker is still claimed.
-// Return Permanent(err) for a failure no retry can fix.
+// effect. It may run concurrently with other records of the batch. Work that
+// turns out unnecessary (user deleted, address already confirmed) returns
+// NoOp(reason): a success whose marker is still claimed. Return
+// Permanent(err) for a failure no retry can fix; any other error is retried.
 type Handler interface {
 	Handle(ctx context.Context, job Job) error
 }
@@ -34,23 +48,28 @@ type Markers interface {
 	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
 	Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error)
 	Claim(ctx context.Context, k marker.Key, owner string) (bool, error)
+	Fail(ctx context.Context, k marker.Key, owner string) error
 	Release(ctx context.Context, k marker.Key, owner string) error
 }
 
 // Parker re-sends a disabled job to its queue after delay, under the same
-// messageId, so it neither runs nor burns its receive count.
+// messageId, so it neither runs nor burns its receive count
+// (internal/queue.Sender).
 type Parker interface {
 	Park(ctx context.Context, queue contract.Queue, env contract.Envelope, body string, delay time.Duration) error
 }
 
 // DeadLetterer sends a message that can never succeed straight to the
-// dead-letter queue with the reason attached.
+// dead-letter queue with the reason attached (internal/queue.Sender).
 type DeadLetterer interface {
 	DeadLetter(ctx context.Context, msg events.SQSMessage, reason string) error
 }
 
-// FailureRecorder marks a job Failed on its final attempt, before the error is
-// returned and the queue's redrive moves the message to the DLQ.
-type FailureRecorder interface {
-	MarkFailed(ctx context.Context, jobID, errorClass string) error
+// JobRecorder writes what the runner learns onto the job record
+// (internal/jobs.Recorder): parked, failed on its final attempt, done
+// without work.
+type JobRecorder interface {
+	MarkParked(ctx context.Context, jobID string) (jobs.State, error)
+	MarkFailed(ctx context.Context, jobID string, f jobs.Failure) error
+	RecordOutcome(ctx context.Context, jobID, outcome, reason string) error
 }

@@ -1,18 +1,31 @@
 // Package runner is the per-record pipeline every job goes through, with no
-// exceptions (DESIGN §2):
+// exceptions (docs/contract.md, "The runner"):
 //
 //  1. decode and validate the envelope; malformed or unknown type is a
 //     permanent failure, sent to the DLQ with its reason;
-//  2. kill switch; a disabled job is parked (re-sent with a delay under the
-//     same messageId) and the original succeeds;
-//  3. peek the marker (one consistent BatchGetItem for the whole batch);
-//     already processed succeeds without touching anything else;
+//  2. kill switch; a disabled job is parked (its record says Parked, and the
+//     message is re-sent with a delay under the same messageId) and the
+//     original succeeds;
+//  3. peek the markers (one consistent BatchGetItem for the whole batch);
+//     already processed or cancelled succeeds without touching anything
+//     else;
 //  4. lease (per type) so a concurrent twin does not run the effect too;
 //  5. load and 6. effect (the type's Handler);
-//  7. claim the marker under a context cancellation cannot stop;
+//  7. claim the marker under a context cancellation cannot stop, with its
+//     own short deadline, retried within the invocation; "already exists" is
+//     success;
 //  8. failures: transient ones become batch item failures (SQS retries
 //     them), permanent ones go straight to the DLQ, the final attempt marks
-//     the job Failed first; a cancelled context is a retry, not a failure.
+//     the job Failed first; a cancelled context is a retry, not a failure;
+//  9. an effect that completed is never re-run on purpose: when its claim
+//     still fails, the record is reported done, logged and counted
+//     (ClaimFailed). Under claim-then-effect an effect that fails after its
+//     claim is dead-lettered and its marker says FAILED until a redrive.
+//
+// The records of a batch run concurrently (bounded by Config.Concurrency)
+// after the one batched peek, so a batch takes about as long as its slowest
+// record. Each record ends with exactly one outcome: one log line, its
+// metrics (outcome.go) and, for a retry, a batch item failure.
 package runner
 
 import (
@@ -20,15 +33,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // Defaults of Config.
@@ -40,19 +55,16 @@ const (
 	// batch response always gets back: work still running then is
 	// cancelled and retried, work not started is not started.
 	DefaultDeadlineMargin = 2 * time.Second
+	// DefaultWriteTimeout bounds each claim, release and failure write,
+	// which run under a context cancellation cannot stop.
+	DefaultWriteTimeout = 3 * time.Second
+	// DefaultClaimAttempts is how often a claim is tried within the
+	// invocation before the effect is reported done without it.
+	DefaultClaimAttempts = 3
 )
 
-// Job is what a Handler gets: the validated envelope and its type.
-type Job struct {
-	Envelope contract.Envelope
-	Type     contract.JobType
-	// Attempt is the SQS receive count of this delivery (1 for the first).
-	Attempt int
-	// Logger carries correlationId, messageId, type and the request id.
-	Logger *slog.Logger
-}
-
-// Config wires a Runner. Registry, Handlers, Toggles and Markers are required.
+// Config wires a Runner. Registry, Handlers, Toggles, Markers and Parker are
+// required.
 type Config struct {
 	Registry *contract.Registry
 	// Handlers maps a type name to its Handler. A registered type with no
@@ -64,19 +76,29 @@ type Config struct {
 	// DeadLetterer receives permanent failures. Without one they stay batch
 	// item failures and reach the DLQ through the queue's redrive policy.
 	DeadLetterer DeadLetterer
-	// Failures marks jobs Failed on their final attempt (optional).
-	Failures FailureRecorder
+	// Jobs records parks, final failures and no-op reasons on job records
+	// (optional).
+	Jobs JobRecorder
 	// ParkDelay is how long a disabled job waits before it is looked at again
 	// (DefaultParkDelay if 0, capped at 900 s).
 	ParkDelay time.Duration
 	// MaxReceiveCount is the work queues' redrive maxReceiveCount: the
 	// delivery with this receive count is the final attempt.
 	MaxReceiveCount int
+	// Concurrency bounds how many records of a batch run at once (the batch
+	// size if 0).
+	Concurrency int
 	// DeadlineMargin is kept free before the invocation's deadline
 	// (DefaultDeadlineMargin if 0).
 	DeadlineMargin time.Duration
-	Logger         *slog.Logger
-	Metrics        *obs.Metrics
+	// WriteTimeout bounds each claim, release and failure write
+	// (DefaultWriteTimeout if 0).
+	WriteTimeout time.Duration
+	// ClaimAttempts is how often a claim is tried (DefaultClaimAttempts if
+	// 0).
+	ClaimAttempts int
+	Logger        *slog.Logger
+	Metrics       *obs.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -112,6 +134,12 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.DeadlineMargin <= 0 {
 		cfg.DeadlineMargin = DefaultDeadlineMargin
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.ClaimAttempts <= 0 {
+		cfg.ClaimAttempts = DefaultClaimAttempts
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -121,34 +149,39 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg}, nil
 }
 
-// outcome is what happened to one record.
-type outcome int
-
-const (
-	pending outcome = iota
-	succeeded
-	duplicate
-	parked
-	deadLettered
-	retry
-)
+// Handles reports whether this runner has a handler for the job type.
+func (r *Runner) Handles(jobType string) bool { return r.cfg.Handlers[jobType] != nil }
 
 // item is one record on its way through the pipeline.
 type item struct {
-	msg    events.SQSMessage
-	env    contract.Envelope
-	typ    contract.JobType
-	key    marker.Key
-	log    *slog.Logger
-	result outcome
+	msg  events.SQSMessage
+	env  contract.Envelope
+	typ  contract.JobType
+	key  marker.Key
+	log  *slog.Logger
+	seen marker.Record // the batch peek's marker, when hasSeen
+	// hasSeen: the peek found a marker; peeked: the peek ran.
+	hasSeen, peeked bool
+	// disabled: the type's kill switch is off.
+	disabled bool
+	out      outcome
+}
+
+// metricType is the type dimension of the record's metrics: its type when
+// it names a registered one, else "unknown".
+func (it *item) metricType() string {
+	if it.typ.Name != "" {
+		return it.typ.Name
+	}
+	return "unknown"
 }
 
 // Handle runs a batch and reports the records SQS must retry. It never
 // returns an error: every record's fate is in the response, so one bad
 // record never fails its neighbours.
 func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	base := obs.WithRequest(ctx, r.cfg.Logger)
 	defer r.cfg.Metrics.Flush()
+	base := obs.WithRequest(ctx, r.cfg.Logger)
 	// Leases last until the real deadline; the work stops a margin before
 	// it, so the response (and with it every success) reaches SQS.
 	leaseUntil := r.leaseUntil(ctx)
@@ -158,53 +191,75 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		defer cancel()
 	}
 	items := make([]item, len(ev.Records))
-	keys := make([]marker.Key, 0, len(ev.Records))
+	// One random token per invocation names each record's lease and claim
+	// (token:index): unique across workers, cheap per record.
+	batch := uuid.NewString()
+	var toPeek []*item
 	for i := range ev.Records {
 		it := &items[i]
 		it.msg = ev.Records[i]
-		if !r.decode(ctx, base, it) || !r.enabled(ctx, it) {
+		if !r.decode(ctx, base, it) {
 			continue
 		}
-		keys = append(keys, it.key)
-	}
-
-	// 3. Peek: one consistent read for the whole batch. A failed peek is not
-	// fatal: the lease and the claim are conditional and still converge.
-	var seen map[marker.Key]marker.Record
-	if len(keys) > 0 {
-		var err error
-		if seen, err = r.cfg.Markers.PeekBatch(ctx, keys); err != nil {
-			base.Warn("marker peek failed; continuing on conditional writes", "error", err)
+		// Step 2 before the peek: a parked record needs no read.
+		if it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault); !it.disabled {
+			toPeek = append(toPeek, it)
 		}
 	}
+	killpoint.At(killpoint.AfterDecode)
+	r.peek(ctx, base, toPeek)
+
+	limit := r.cfg.Concurrency
+	if limit <= 0 {
+		limit = len(items)
+	}
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range items {
+		it := &items[i]
+		if it.out.kind != kindPending {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				// Nothing starts after the deadline margin.
+				it.out = outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
+				return
+			}
+			it.out = r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
+		}()
+	}
+	wg.Wait()
 
 	var resp events.SQSEventResponse
 	for i := range items {
-		it := &items[i]
-		if it.result == pending {
-			if rec, ok := seen[it.key]; ok && rec.Processed() {
-				it.result = duplicate
-				it.log.Info("job already processed; skipped")
-				r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
-			} else {
-				it.result = r.run(ctx, it, leaseUntil)
-			}
-		}
-		if it.result == retry {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})
-		}
+		r.finish(ctx, &items[i], &resp)
 	}
+	killpoint.At(killpoint.BeforeResponse)
 	return resp, nil
 }
 
-// decode runs step 1. It reports whether the record goes on.
+// decode runs step 1 for one record and reports whether it goes on.
 func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	env, err := contract.Decode([]byte(it.msg.Body))
 	if err == nil {
-		// The messageId logged is the job id; the SQS message id is the
-		// batch item identifier.
-		it.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type)
+		// The messageId of the envelope is the job id; the SQS message id
+		// is the batch item identifier.
+		attrs := []slog.Attr{slog.String(obs.KeyJobID, env.MessageID), slog.String(obs.KeyType, env.Type),
+			slog.String(obs.KeyKey, env.Key), slog.String(obs.KeyCorrelationID, env.CorrelationID),
+			slog.String("sqsMessageId", it.msg.MessageId)}
+		if trace := obs.TraceRoot(queueTraceHeader(it.msg)); trace != "" {
+			attrs = append(attrs, slog.String(obs.KeyTraceID, trace))
+		}
+		it.log = slog.New(base.Handler().WithAttrs(attrs))
 		it.typ, err = r.cfg.Registry.Validate(env)
+		if t, lerr := r.cfg.Registry.Lookup(env.Type); lerr == nil {
+			it.typ = t // the type dimension, even when its args are invalid
+		}
 	} else {
 		it.log = base.With("sqsMessageId", it.msg.MessageId)
 	}
@@ -212,11 +267,7 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		err = fmt.Errorf("%w: no handler for %s in this function", contract.ErrUnknownType, env.Type)
 	}
 	if err != nil {
-		jobType := "unknown"
-		if _, lerr := r.cfg.Registry.Lookup(env.Type); lerr == nil {
-			jobType = env.Type
-		}
-		it.result = r.deadLetter(ctx, it, jobType, err)
+		it.out = r.deadLetter(ctx, it, err)
 		return false
 	}
 	it.env = env
@@ -224,150 +275,26 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	return true
 }
 
-// enabled runs step 2. It reports whether the record goes on.
-func (r *Runner) enabled(ctx context.Context, it *item) bool {
-	if r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault) {
-		return true
-	}
-	r.cfg.Metrics.Count(obs.JobsSkipped, it.typ.Name, 1)
-	if err := r.cfg.Parker.Park(ctx, it.typ.Queue, it.env, it.msg.Body, r.cfg.ParkDelay); err != nil {
-		it.log.Error("job disabled by its kill switch and could not be parked; retrying", "error", err)
-		it.result = retry
-		return false
-	}
-	it.log.Warn("job disabled by its kill switch; parked", "delay", r.cfg.ParkDelay.String())
-	r.cfg.Metrics.Count(obs.JobsParked, it.typ.Name, 1)
-	it.result = parked
-	return false
-}
-
-// run runs steps 4 to 8 for one record.
-func (r *Runner) run(ctx context.Context, it *item, leaseUntil time.Time) outcome {
-	if ctx.Err() != nil {
-		return r.fail(ctx, it, ctx.Err())
-	}
-	// Claim and release must happen even when the invocation's context is
-	// cancelled after the effect: the effect has happened.
-	bg := context.WithoutCancel(ctx)
-	owner := ""
-	if it.typ.Lease {
-		owner = uuid.NewString()
-		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
-			switch {
-			case errors.Is(err, marker.ErrProcessed):
-				it.log.Info("job already processed; skipped")
-				r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
-				return duplicate
-			case errors.Is(err, marker.ErrLeaseHeld):
-				return r.fail(ctx, it, ErrBusy)
-			}
-			return r.fail(ctx, it, err)
-		}
-	}
-	job := Job{Envelope: it.env, Type: it.typ, Attempt: queue.ReceiveCount(it.msg), Logger: it.log}
-	handler := r.cfg.Handlers[it.typ.Name]
-
-	if it.typ.Bias == contract.ClaimThenEffect {
-		won, err := r.cfg.Markers.Claim(bg, it.key, owner)
-		if err != nil && !errors.Is(err, marker.ErrLeaseLost) {
-			r.release(bg, it, owner)
-			return r.fail(ctx, it, err)
-		}
-		if !won || err != nil {
-			it.log.Info("job already claimed; skipped")
-			r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
-			return duplicate
-		}
-		if err := handler.Handle(ctx, job); err != nil {
-			// Claimed first, so a retry would skip it: the effect is lost
-			// unless a person looks. Never drop it silently.
-			return r.deadLetter(ctx, it, it.typ.Name, fmt.Errorf("effect failed after claim (claim-then-effect): %w", err))
-		}
-		return r.succeed(it)
-	}
-
-	if err := handler.Handle(ctx, job); err != nil {
-		r.release(bg, it, owner)
-		return r.fail(ctx, it, err)
-	}
-	won, err := r.cfg.Markers.Claim(bg, it.key, owner)
-	if err != nil {
-		if errors.Is(err, marker.ErrLeaseLost) {
-			// Our lease expired and a twin took over; our effect stands and
-			// the twin completes the marker. Duplicates over loss.
-			it.log.Warn("lease lost before claim; effect may have run twice", "error", err)
-			return r.succeed(it)
-		}
-		// The effect ran but is not recorded: a retry repeats it
-		// (duplicates over loss). The lease expires by itself.
-		return r.fail(ctx, it, fmt.Errorf("claim after effect: %w", err))
-	}
-	if !won {
-		// A twin claimed first (no lease, or ours expired): the effect ran
-		// twice. Duplicates over loss, counted as such.
-		it.log.Warn("marker already claimed by a twin; effect may have run twice")
-		r.cfg.Metrics.Count(obs.JobsDuplicate, it.typ.Name, 1)
-		return duplicate
-	}
-	return r.succeed(it)
-}
-
-func (r *Runner) succeed(it *item) outcome {
-	it.log.Info("job succeeded")
-	r.cfg.Metrics.Count(obs.JobsSucceeded, it.typ.Name, 1)
-	return succeeded
-}
-
-func (r *Runner) release(ctx context.Context, it *item, owner string) {
-	if owner == "" {
+// peek runs step 3 for the whole batch with one read. A failed peek is not
+// fatal: the lease is conditional and doubles as a peek, so records of types
+// with a lease go on; the others are retried rather than run blind.
+func (r *Runner) peek(ctx context.Context, base *slog.Logger, its []*item) {
+	if len(its) == 0 {
 		return
 	}
-	if err := r.cfg.Markers.Release(ctx, it.key, owner); err != nil {
-		it.log.Warn("lease release failed; it expires by itself", "error", err)
+	keys := make([]marker.Key, len(its))
+	for i, it := range its {
+		keys[i] = it.key
 	}
-}
-
-// fail decides the fate of a failed record (step 8).
-func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
-	switch {
-	case IsPermanent(err):
-		return r.deadLetter(ctx, it, it.typ.Name, err)
-	case isCancellation(ctx, err):
-		it.log.Warn("job interrupted by the deadline; retrying", "error", err)
-		return retry
-	case errors.Is(err, ErrBusy):
-		it.log.Info("job leased by a concurrent twin; retrying later")
-		return retry
+	seen, err := r.cfg.Markers.PeekBatch(ctx, keys)
+	if err != nil {
+		base.Warn("marker peek failed; records with a lease go on, the others are retried", obs.KeyError, obs.Redact(err))
+		return
 	}
-	attempt := queue.ReceiveCount(it.msg)
-	if attempt >= r.cfg.MaxReceiveCount {
-		it.log.Error("job failed on its final attempt", "error", err, "attempt", attempt)
-		if r.cfg.Failures != nil {
-			if ferr := r.cfg.Failures.MarkFailed(context.WithoutCancel(ctx), it.env.MessageID, ErrorClass(err)); ferr != nil {
-				it.log.Error("could not mark job Failed", "error", ferr)
-			}
-		}
-	} else {
-		it.log.Warn("job failed; retrying", "error", err, "attempt", attempt)
+	for _, it := range its {
+		it.seen, it.hasSeen = seen[it.key]
+		it.peeked = true
 	}
-	r.cfg.Metrics.Count(obs.JobsFailed, it.typ.Name, 1)
-	return retry
-}
-
-// deadLetter sends a record that can never succeed to the DLQ with its
-// reason. If that send fails the record is retried, never dropped.
-func (r *Runner) deadLetter(ctx context.Context, it *item, jobType string, reason error) outcome {
-	r.cfg.Metrics.Count(obs.JobsFailed, jobType, 1)
-	if r.cfg.DeadLetterer == nil {
-		it.log.Error("job failed permanently; leaving it to the redrive policy", "error", reason)
-		return retry
-	}
-	if err := r.cfg.DeadLetterer.DeadLetter(context.WithoutCancel(ctx), it.msg, reason.Error()); err != nil {
-		it.log.Error("job failed permanently and could not be dead-lettered; retrying", "error", reason, "sendError", err)
-		return retry
-	}
-	it.log.Error("job failed permanently; sent to the dead-letter queue", "error", reason)
-	return deadLettered
 }
 
 // leaseUntil is the Lambda deadline: a crash never holds the lease longer.

@@ -5,8 +5,12 @@
 //
 // The rules, so that a fail-closed type can never start by accident:
 //   - a missing parameter gives the registry default;
-//   - an unreadable value gives the default, and is flagged;
+//   - an unreadable value gives the default, and is flagged (logged and
+//     counted as UnreadableToggle, once per refresh);
 //   - SSM unreachable gives the last value read, else the default;
+//   - a value with an expiry ("until") gives the default once it has passed,
+//     judged at each decision against the clock, so a value read before an
+//     SSM outage still expires on time;
 //   - a parameter that names no registered type (a typo) is logged and
 //     counted as UnknownToggle.
 package toggle
@@ -64,13 +68,14 @@ type Source struct {
 	TTL time.Duration
 	// Logger receives warnings about typos, unreadable values and SSM errors.
 	Logger *slog.Logger
-	// Metrics counts UnknownToggle.
+	// Metrics counts UnknownToggle and UnreadableToggle (the function
+	// flushes it at the end of each invocation).
 	Metrics *obs.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 
 	mu        sync.Mutex
-	values    map[string]string
+	values    map[string]parsed
 	loaded    bool
 	fetchedAt time.Time
 	lastErr   error
@@ -104,24 +109,28 @@ func (s *Source) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// parsed is one parameter as read: its value, or why it is unreadable.
+type parsed struct {
+	value Value
+	err   error
+}
+
 // IsJobEnabled reports whether jobType may run; def is the registry default,
-// used when the parameter is missing or unreadable, or SSM has never answered.
+// used when the parameter is missing or unreadable, when its expiry has
+// passed, or when SSM has never answered. The expiry is judged now, not when
+// the value was read.
 func (s *Source) IsJobEnabled(ctx context.Context, jobType string, def bool) bool {
 	values := s.current(ctx)
-	raw, ok := values[jobType]
-	if !ok {
-		return def
+	p, ok := values[jobType]
+	if !ok || p.err != nil {
+		return def // an unreadable value is flagged once per refresh, in current
 	}
-	enabled, ok := Parse(raw)
-	if !ok {
-		return def // flagged once per refresh, in current
-	}
-	return enabled
+	return p.value.Effective(def, s.now())
 }
 
 // current returns the cached values, refreshing them when the TTL has passed.
 // On an SSM error it keeps the last values read (none, at first).
-func (s *Source) current(ctx context.Context) map[string]string {
+func (s *Source) current(ctx context.Context) map[string]parsed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -131,21 +140,28 @@ func (s *Source) current(ctx context.Context) map[string]string {
 	// Whatever happens, wait a TTL before asking again: SSM errors must not
 	// turn every invocation into a call.
 	s.fetchedAt = now
-	values, err := s.read(ctx)
+	raw, err := s.read(ctx)
 	if err != nil {
 		s.lastErr = err
 		s.logger().Warn("toggles unreadable; keeping the last values read, else the defaults",
 			"error", err, "path", s.path, "haveLastValues", s.loaded)
 		return s.values
 	}
+	values := make(map[string]parsed, len(raw))
+	for name, v := range raw {
+		p := parsed{}
+		p.value, p.err = ParseValue(v)
+		values[name] = p
+	}
 	s.values, s.loaded, s.lastErr = values, true, nil
-	for _, name := range sortedKeys(values) {
-		if _, ok := Parse(values[name]); !ok {
+	for _, name := range sortedKeys(raw) {
+		if err := values[name].err; err != nil {
 			s.logger().Warn("toggle value unreadable; the registry default applies",
-				obs.KeyType, name, "value", values[name], "parameter", s.path+"/"+name)
+				obs.KeyType, name, "value", clip(raw[name]), "parameter", s.path+"/"+name, obs.KeyError, err)
+			s.Metrics.Count(obs.UnreadableToggle, name, 1)
 		}
 	}
-	for _, name := range s.unknown(values) {
+	for _, name := range s.unknown(raw) {
 		s.logger().Warn("toggle parameter names no registered job type (typo?)", "parameter", s.path+"/"+name)
 		s.Metrics.Count(obs.UnknownToggle, name, 1)
 	}
@@ -171,20 +187,27 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// read fetches every parameter under the path, following pagination.
+// read fetches every parameter under the path.
 func (s *Source) read(ctx context.Context) (map[string]string, error) {
+	return ReadAll(ctx, s.client, s.path)
+}
+
+// ReadAll fetches the raw value of every parameter directly under path (see
+// Path), by name relative to it, following pagination.
+func ReadAll(ctx context.Context, client SSMAPI, path string) (map[string]string, error) {
+	path = strings.TrimSuffix(path, "/")
 	values := map[string]string{}
-	in := &ssm.GetParametersByPathInput{Path: aws.String(s.path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}
+	in := &ssm.GetParametersByPathInput{Path: aws.String(path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}
 	for page := 0; ; page++ {
 		if page == 100 {
-			return nil, fmt.Errorf("toggle: more than 100 pages under %s", s.path)
+			return nil, fmt.Errorf("toggle: more than 100 pages under %s", path)
 		}
-		out, err := s.client.GetParametersByPath(ctx, in)
+		out, err := client.GetParametersByPath(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("toggle: read %s: %w", s.path, err)
+			return nil, fmt.Errorf("toggle: read %s: %w", path, err)
 		}
 		for _, p := range out.Parameters {
-			name := strings.TrimPrefix(aws.ToString(p.Name), s.path+"/")
+			name := strings.TrimPrefix(aws.ToString(p.Name), path+"/")
 			values[name] = aws.ToString(p.Value)
 		}
 		if aws.ToString(out.NextToken) == "" {
@@ -192,54 +215,4 @@ func (s *Source) read(ctx context.Context) (map[string]string, error) {
 		}
 		in.NextToken = out.NextToken
 	}
-}
-
-// Entry is one toggle as an operator sees it.
-type Entry struct {
-	Type      string
-	Stored    string // the raw parameter value, "" when missing
-	HasStored bool
-	Readable  bool // Stored parses as a toggle value
-	Default   bool
-	Effective bool
-}
-
-// Snapshot is every toggle under the path, for `jobctl toggles list`.
-type Snapshot struct {
-	Entries []Entry
-	// Unknown lists parameters under the path that name no registered type.
-	Unknown map[string]string
-}
-
-// Read fetches the toggles now (no cache) and evaluates them for the given
-// types and defaults. Unlike IsJobEnabled it returns SSM errors: an operator
-// must see them.
-func (s *Source) Read(ctx context.Context, defaults map[string]bool) (Snapshot, error) {
-	values, err := s.read(ctx)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	snap := Snapshot{Unknown: map[string]string{}}
-	names := make([]string, 0, len(defaults))
-	for n := range defaults {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		e := Entry{Type: n, Default: defaults[n], Effective: defaults[n]}
-		e.Stored, e.HasStored = values[n]
-		if e.HasStored {
-			var v bool
-			if v, e.Readable = Parse(e.Stored); e.Readable {
-				e.Effective = v
-			}
-		}
-		snap.Entries = append(snap.Entries, e)
-	}
-	for n, v := range values {
-		if _, ok := defaults[n]; !ok {
-			snap.Unknown[n] = v
-		}
-	}
-	return snap, nil
 }

@@ -204,33 +204,6 @@ func TestPagination(t *testing.T) {
 	}
 }
 
-func TestReadSnapshot(t *testing.T) {
-	f := &fakeSSM{params: map[string]string{
-		"/runstwice/test/toggles/" + welcome:              "off",
-		"/runstwice/test/toggles/" + digest:               "garbage",
-		"/runstwice/test/toggles/email.partner-digets.v1": "true",
-	}}
-	s, _, _ := newSource(f)
-	snap, err := s.Read(context.Background(), map[string]bool{welcome: true, digest: false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Entry{
-		{Type: digest, Stored: "garbage", HasStored: true, Readable: false, Default: false, Effective: false},
-		{Type: welcome, Stored: "off", HasStored: true, Readable: true, Default: true, Effective: false},
-	}
-	if fmt.Sprint(snap.Entries) != fmt.Sprint(want) {
-		t.Fatalf("entries = %+v; want %+v", snap.Entries, want)
-	}
-	if snap.Unknown["email.partner-digets.v1"] != "true" || len(snap.Unknown) != 1 {
-		t.Fatalf("unknown = %v", snap.Unknown)
-	}
-	f.err = errors.New("AccessDenied")
-	if _, err := s.Read(context.Background(), nil); err == nil {
-		t.Fatal("Read must return SSM errors to the operator")
-	}
-}
-
 func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
 	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + digest: "yes!"}}
 	s, _, _ := newSource(f)
@@ -243,5 +216,156 @@ func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "toggle value unreadable"); n != 1 {
 		t.Fatalf("flagged %d times in one TTL; want once:\n%s", n, logs.String())
+	}
+}
+
+func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
+	f := &fakeSSM{params: map[string]string{
+		"/runstwice/test/toggles/" + digest:  `{"enabled":true,"untill":"2030-01-01T00:00:00Z"}`,
+		"/runstwice/test/toggles/" + welcome: "off",
+	}}
+	s, c, metrics := newSource(f)
+	ctx := context.Background()
+	for range 50 {
+		if s.IsJobEnabled(ctx, digest, false) {
+			t.Fatal("a misspelt JSON value enabled a fail-closed type")
+		}
+	}
+	s.Metrics.Flush()
+	if n := obstest.Count(metrics.String(), digest, obs.UnreadableToggle); n != 1 {
+		t.Fatalf("UnreadableToggle = %d after 50 checks in one TTL; want 1:\n%s", n, metrics)
+	}
+	if n := obstest.Count(metrics.String(), welcome, obs.UnreadableToggle); n != 0 {
+		t.Fatalf("a readable value counted as unreadable:\n%s", metrics)
+	}
+	metrics.Reset()
+	c.Advance(DefaultTTL)
+	s.IsJobEnabled(ctx, digest, false)
+	s.Metrics.Flush()
+	if n := obstest.Count(metrics.String(), digest, obs.UnreadableToggle); n != 1 {
+		t.Fatalf("UnreadableToggle = %d after the next refresh; want 1 again:\n%s", n, metrics)
+	}
+}
+
+// TestTimeBoxedSwitchReverts: past "until" a switch goes back to the type's
+// registered default by itself, between two refreshes as well as after one,
+// and never to the opposite of what was set.
+func TestTimeBoxedSwitchReverts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  string
+		def  bool
+		set  bool
+	}{
+		{"fail-open type switched off for 2s comes back on", welcome, true, false},
+		{"fail-closed type switched on for 2s goes back off", digest, false, true},
+		{"fail-closed type switched off for 2s stays off", digest, false, false},
+		{"fail-open type switched on for 2s stays on", welcome, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeSSM{}
+			s, c, _ := newSource(f)
+			s.TTL = 5 * time.Second
+			v, err := Value{Enabled: tc.set, Until: c.Now().Add(2 * time.Second), Reason: "test"}.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.params = map[string]string{"/runstwice/test/toggles/" + tc.typ: v}
+			ctx := context.Background()
+			if got := s.IsJobEnabled(ctx, tc.typ, tc.def); got != tc.set {
+				t.Fatalf("during the time box: %v; want %v", got, tc.set)
+			}
+			c.Advance(1999 * time.Millisecond)
+			if got := s.IsJobEnabled(ctx, tc.typ, tc.def); got != tc.set {
+				t.Fatalf("just before until: %v; want %v", got, tc.set)
+			}
+			c.Advance(time.Millisecond)
+			if got := s.IsJobEnabled(ctx, tc.typ, tc.def); got != tc.def {
+				t.Fatalf("at until (cached value, no refresh yet): %v; want the default %v", got, tc.def)
+			}
+			c.Advance(time.Minute) // refreshed: the stored value is still the expired one
+			if got := s.IsJobEnabled(ctx, tc.typ, tc.def); got != tc.def {
+				t.Fatalf("after a refresh: %v; want the default %v", got, tc.def)
+			}
+			if f.calls != 2 {
+				t.Fatalf("%d SSM calls; want 2 (the expiry needs no extra read)", f.calls)
+			}
+		})
+	}
+}
+
+// TestExpiredValueReadBeforeOutageReverts: a time-boxed value read before SSM
+// became unreachable still expires on time: the last values read are kept,
+// and their expiry is judged at each decision.
+func TestExpiredValueReadBeforeOutageReverts(t *testing.T) {
+	f := &fakeSSM{}
+	s, c, _ := newSource(f)
+	v, _ := Value{Enabled: true, Until: c.Now().Add(2 * time.Second), Reason: "backfill"}.Encode()
+	f.params = map[string]string{"/runstwice/test/toggles/" + digest: v}
+	ctx := context.Background()
+	if !s.IsJobEnabled(ctx, digest, false) {
+		t.Fatal("fail-closed type not on during its time box")
+	}
+	f.err = errors.New("dial tcp: i/o timeout")
+	c.Advance(DefaultTTL + time.Second) // a refresh fails: the last values stay
+	if s.IsJobEnabled(ctx, digest, false) {
+		t.Fatal("an expired value kept a fail-closed type on through an SSM outage")
+	}
+	if f.calls != 2 {
+		t.Fatalf("%d SSM calls; want 2 (the failed refresh included)", f.calls)
+	}
+}
+
+func TestParseValue(t *testing.T) {
+	until := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		raw  string
+		want Value
+		ok   bool
+	}{
+		{"off", Value{}, true},
+		{" TRUE ", Value{Enabled: true}, true},
+		{`{"enabled":false,"until":"2026-12-01T10:00:00Z","reason":"SES incident 4711"}`, Value{Until: until, Reason: "SES incident 4711"}, true},
+		{`{"enabled":true,"until":"2026-12-01T11:00:00+01:00"}`, Value{Enabled: true, Until: until}, true},
+		{` {"enabled":true} `, Value{Enabled: true}, true},
+		{`{"enabled":"false"}`, Value{}, false},
+		{`{"until":"2026-12-01T10:00:00Z"}`, Value{}, false},
+		{`{"enabled":false,"until":"tomorrow"}`, Value{}, false},
+		{`{"enabled":false,"untill":"2026-12-01T10:00:00Z"}`, Value{}, false},
+		{`{"enabled":false} {}`, Value{}, false},
+		{`{"enabled":false`, Value{}, false},
+		{"maybe", Value{}, false},
+	} {
+		got, err := ParseValue(tc.raw)
+		if (err == nil) != tc.ok || (tc.ok && (got.Enabled != tc.want.Enabled || !got.Until.Equal(tc.want.Until) || got.Reason != tc.want.Reason)) {
+			t.Errorf("ParseValue(%q) = %+v, %v; want %+v, ok=%v", tc.raw, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrUnreadable) {
+			t.Errorf("ParseValue(%q) error %v does not match ErrUnreadable", tc.raw, err)
+		}
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	for _, v := range []Value{
+		{Enabled: true},
+		{Enabled: false},
+		{Enabled: false, Reason: `quotes " and <html> & ünïcode`},
+		{Enabled: true, Until: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Reason: "SES incident 4711"},
+	} {
+		raw, err := v.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseValue(raw)
+		if err != nil || back.Enabled != v.Enabled || !back.Until.Equal(v.Until) || back.Reason != v.Reason {
+			t.Errorf("%+v -> %q -> %+v, %v", v, raw, back, err)
+		}
+	}
+	if raw, _ := (Value{Enabled: true}).Encode(); raw != "on" {
+		t.Errorf("a plain value encodes as %q; want on", raw)
+	}
+	if _, err := (Value{Reason: strings.Repeat("x", MaxReason+1)}).Encode(); err == nil {
+		t.Error("an overlong reason was accepted")
 	}
 }

@@ -66,7 +66,8 @@ func TestGatewayDefaultCallerAndRoutes(t *testing.T) {
 		{"GET", "/v1/jobs/abc", 200},
 		{"GET", "/v1/jobs/", 404},
 		{"GET", "/v1/jobs/a/b", 404},
-		{"DELETE", "/v1/jobs/abc", 404},
+		{"DELETE", "/v1/jobs/abc", 200},
+		{"PUT", "/v1/jobs/abc", 404},
 		{"GET", "/", 404},
 	} {
 		rec := httptest.NewRecorder()

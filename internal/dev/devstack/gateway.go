@@ -58,6 +58,7 @@ func NewGateway(fn Invoker) *Gateway {
 	return &Gateway{fn: fn, routes: []route{
 		{http.MethodPost, "/v1/jobs/", "type"},
 		{http.MethodGet, "/v1/jobs/", "jobId"},
+		{http.MethodDelete, "/v1/jobs/", "jobId"},
 	}}
 }
 
@@ -91,7 +92,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"message":"Request Entity Too Large"}`)
 		return
 	}
-	ev := g.event(r, rt, param, body)
+	iam, ok := authorize(w, r, body)
+	if !ok {
+		return
+	}
+	ev := g.event(r, rt, param, body, iam)
 	payload, err := json.Marshal(ev)
 	if err == nil {
 		payload, err = g.fn.Invoke(r.Context(), payload)
@@ -127,14 +132,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // event builds the payload v2 event API Gateway would send.
-func (g *Gateway) event(r *http.Request, rt route, param string, body []byte) events.APIGatewayV2HTTPRequest {
+func (g *Gateway) event(r *http.Request, rt route, param string, body []byte, iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) events.APIGatewayV2HTTPRequest {
 	headers := map[string]string{}
 	for k, vs := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(vs, ",")
-	}
-	caller := r.Header.Get(CallerHeader)
-	if caller == "" {
-		caller = DefaultCaller
 	}
 	delete(headers, strings.ToLower(CallerHeader))
 	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
@@ -155,7 +156,7 @@ func (g *Gateway) event(r *http.Request, rt route, param string, body []byte) ev
 			RouteKey:   rt.method + " " + rt.prefix + "{" + rt.param + "}",
 			Time:       now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
 			TimeEpoch:  now.UnixMilli(),
-			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: iamAuthorizer(caller)},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: iam},
 			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: ip, UserAgent: r.UserAgent()},
 		},
 	}
@@ -165,16 +166,4 @@ func (g *Gateway) event(r *http.Request, rt route, param string, body []byte) ev
 		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 	}
 	return ev
-}
-
-// iamAuthorizer is what API Gateway puts in requestContext.authorizer.iam for
-// a request signed by the IAM user named caller.
-func iamAuthorizer(caller string) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
-	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-		AccessKey: "ASIALOCALEXAMPLE",
-		AccountID: LocalAccount,
-		CallerID:  "AIDALOCAL:" + caller,
-		UserARN:   "arn:aws:iam::" + LocalAccount + ":user/" + caller,
-		UserID:    "AIDALOCAL" + caller,
-	}
 }

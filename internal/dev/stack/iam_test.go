@@ -19,7 +19,7 @@ import (
 // in-module packages (go list -deps), parses them (no build) and collects
 // the interface methods whose first non-context parameter is
 // *<svc>.<Op>Input, for the services the function's own main package builds
-// a client of (mains only wire adapters, DESIGN §1: a function that builds
+// a client of (mains only wire adapters: a function that builds
 // no SQS client cannot call SQS). TransactWriteItems is authorized per
 // element (PutItem, UpdateItem, DeleteItem, ConditionCheckItem), so its
 // actions come from the types.Put/Update/Delete/ConditionCheck literals in
@@ -162,11 +162,48 @@ func inputParam(ft *ast.FuncType, imports map[string]string) (svc, op string, ok
 }
 
 // runtimeActions are granted for the Lambda service, not called by the code:
-// writing the function's logs and polling its SQS event sources.
+// writing the function's logs, polling its SQS event sources and sending
+// its X-Ray trace segments (Tracing: Active; X-Ray has no resource-level
+// permissions, so these are the only actions granted on "*").
 var (
-	logActions  = map[string]bool{"logs:CreateLogStream": true, "logs:PutLogEvents": true}
-	pollActions = map[string]bool{"sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true, "sqs:ChangeMessageVisibility": true}
+	logActions   = map[string]bool{"logs:CreateLogStream": true, "logs:PutLogEvents": true}
+	pollActions  = map[string]bool{"sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true, "sqs:ChangeMessageVisibility": true}
+	traceActions = map[string]bool{"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true}
 )
+
+// scopedWildcards are the actions that may name a wildcard resource, each
+// with the StringEquals condition key that must then pin the request to a
+// parameter of the function's environment: SES authorises ses:SendEmail
+// against the sender's identity and, while the account is in the SES
+// sandbox, against every recipient's identity too, so the grant names every
+// identity of the account for mail from the function's own sender only.
+var scopedWildcards = map[string]string{"ses:SendEmail": "ses:FromAddress"}
+
+// wildcardScoped reports whether every action of st is a scoped wildcard
+// action whose condition names a parameter in envRefs.
+func wildcardScoped(st statement, envRefs map[string]bool) bool {
+	for _, a := range st.actions {
+		key, ok := scopedWildcards[a]
+		if !ok {
+			return false
+		}
+		ref, _ := asMap(asMap(asMap(st.raw["Condition"])["StringEquals"])[key])["Ref"].(string)
+		if ref == "" || !envRefs[ref] {
+			return false
+		}
+	}
+	return len(st.actions) > 0
+}
+
+// onlyTraceActions reports whether every action of st is a trace action.
+func onlyTraceActions(st statement) bool {
+	for _, a := range st.actions {
+		if !traceActions[a] {
+			return false
+		}
+	}
+	return len(st.actions) > 0
+}
 
 type statement struct {
 	sid       string
@@ -280,6 +317,7 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 		return []string{err.Error()}
 	}
 	props, _ := t.FunctionProperties(fnID)
+	tracing := str(props["Tracing"]) == "Active"
 	envRefs := map[string]bool{}
 	refs(EnvironmentVariables(props), envRefs)
 	ownLogs := map[string]bool{}
@@ -317,10 +355,13 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 		stRefs := map[string]bool{}
 		for _, r := range st.resources {
 			if s, ok := r.(string); ok {
+				if s == "*" && tracing && onlyTraceActions(st) {
+					continue
+				}
 				bad("%s: literal resource %q (name resources by !GetAtt or !Sub of the template's own names)", name, s)
 				continue
 			}
-			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") {
+			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") && !wildcardScoped(st, envRefs) {
 				bad("%s: wildcard resource %v", name, sub)
 			}
 			refs(r, stRefs)
@@ -334,6 +375,10 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 				continue
 			case logActions[a]:
 				allowed = ownLogs
+			case traceActions[a]:
+				if !tracing {
+					bad("%s: grants %s but the function has no Tracing: Active", name, a)
+				}
 			case pollActions[a] && len(sources) > 0:
 				allowed = sources
 			default:

@@ -5,6 +5,8 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,8 +86,10 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Attributes["VisibilityTimeout"] != "180" {
-				t.Errorf("visibility %s", out.Attributes["VisibilityTimeout"])
+			for _, attr := range []string{"VisibilityTimeout", "MessageRetentionPeriod"} {
+				if want := scalarString(tmpl.Resources[id].Properties[attr]); out.Attributes[attr] != want {
+					t.Errorf("%s %s, template %s", attr, out.Attributes[attr], want)
+				}
 			}
 			var rp struct {
 				Target string `json:"deadLetterTargetArn"`
@@ -98,6 +102,41 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 				t.Errorf("redrive %+v, want %s/5", rp, dlq.ARN)
 			}
 		})
+	}
+
+	// The DLQ accepts letters from exactly the three work queues: the ARNs
+	// the template builds from their names are the queues' real ARNs (moto
+	// does not keep RedriveAllowPolicy, so this reads what was sent).
+	allow, err := st.Resolve(tmpl.Resources["DeadLetterQueue"].Properties["RedriveAllowPolicy"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workARNs []string
+	for _, id := range []string{"CriticalQueue", "DefaultQueue", "BulkQueue"} {
+		p, _ := st.Physical(id)
+		workARNs = append(workARNs, p.ARN)
+	}
+	sources := strs(asMap(allow)["sourceQueueArns"])
+	slices.Sort(sources)
+	slices.Sort(workARNs)
+	if str(asMap(allow)["redrivePermission"]) != "byQueue" || !slices.Equal(sources, workARNs) {
+		t.Errorf("DLQ redrive allow policy %v, want byQueue from %v", allow, workARNs)
+	}
+
+	// Exactly the tables, queues and parameters are created; every other
+	// resource type (keys, log groups, alarms, the API, functions) is skipped.
+	var want []string
+	for _, typ := range []string{TypeTable, TypeQueue, TypeParameter} {
+		want = append(want, tmpl.IDs(typ)...)
+	}
+	slices.Sort(want)
+	if got := SortedIDs(st.Resources()); !slices.Equal(got, want) {
+		t.Errorf("created %v, want %v", got, want)
+	}
+	for _, id := range []string{"AlarmTopicKey", "ApiAccessLogGroup", "DeadLetterPresentAlarm"} {
+		if _, err := st.GetAtt(id, "Arn"); !errors.Is(err, ErrNotProvisioned) {
+			t.Errorf("GetAtt %s.Arn: %v, want ErrNotProvisioned", id, err)
+		}
 	}
 
 	par, err := ps.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String("/runstwice/local/toggles/email.partner-digest.v1")})

@@ -21,7 +21,9 @@ var ErrNotProvisioned = errors.New("stack: resource not provisioned")
 
 // Resolve evaluates every intrinsic function in v (Ref, Fn::GetAtt, Fn::Sub,
 // Fn::Join, Fn::Select, Fn::Split, Fn::If, Fn::Equals, Fn::Not, Fn::And,
-// Fn::Or, Condition) against the stack's parameters and resources.
+// Fn::Or, Condition, and the rule functions Fn::Contains,
+// Fn::EachMemberEquals, Fn::EachMemberIn) against the stack's parameters
+// and resources.
 func (s *Stack) Resolve(v any) (any, error) {
 	out, err := s.resolve(v)
 	if err != nil {
@@ -210,6 +212,9 @@ func (s *Stack) intrinsic(name string, arg any) (any, error) {
 			}
 			return false, nil
 		}
+	}
+	if v, ok, err := s.ruleFunction(name, arg); ok {
+		return v, err
 	}
 	return nil, fmt.Errorf("stack: intrinsic %s is not supported", name)
 }

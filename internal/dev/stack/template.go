@@ -42,6 +42,9 @@ type Template struct {
 	Globals   map[string]map[string]any
 	Resources map[string]Resource
 	Outputs   map[string]any
+	// Rules is the Rules section: parameter checks CloudFormation runs
+	// before it creates or updates anything (see CheckRules).
+	Rules map[string]any
 }
 
 // Parameter is a template parameter.
@@ -50,6 +53,9 @@ type Parameter struct {
 	// Default is the default value as a string ("" when there is none).
 	Default    string
 	HasDefault bool
+	// AllowedPattern is the regular expression a value must match ("" for
+	// none).
+	AllowedPattern string
 }
 
 // Resource is one entry of the Resources section.
@@ -58,6 +64,10 @@ type Resource struct {
 	Condition  string
 	Properties map[string]any
 	Metadata   map[string]any
+	// DeletionPolicy and UpdateReplacePolicy are the resource attributes of
+	// the same names ("" when absent, which CloudFormation treats as Delete).
+	DeletionPolicy      string
+	UpdateReplacePolicy string
 }
 
 // Load reads and parses the template file at path.
@@ -96,10 +106,11 @@ func Parse(data []byte) (*Template, error) {
 		Globals:    map[string]map[string]any{},
 		Resources:  map[string]Resource{},
 		Outputs:    asMap(top["Outputs"]),
+		Rules:      asMap(top["Rules"]),
 	}
 	for name, v := range asMap(top["Parameters"]) {
 		m := asMap(v)
-		p := Parameter{Type: str(m["Type"])}
+		p := Parameter{Type: str(m["Type"]), AllowedPattern: str(m["AllowedPattern"])}
 		if d, ok := m["Default"]; ok {
 			p.Default, p.HasDefault = scalarString(d), true
 		}
@@ -119,6 +130,9 @@ func Parse(data []byte) (*Template, error) {
 			Condition:  str(m["Condition"]),
 			Properties: asMap(m["Properties"]),
 			Metadata:   asMap(m["Metadata"]),
+
+			DeletionPolicy:      str(m["DeletionPolicy"]),
+			UpdateReplacePolicy: str(m["UpdateReplacePolicy"]),
 		}
 	}
 	return t, nil

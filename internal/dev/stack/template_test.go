@@ -41,7 +41,7 @@ var wantFunctions = []struct {
 	}},
 }
 
-// wantTables is the storage contract of DESIGN §4.
+// wantTables is the storage contract (docs/deploy.md, Data).
 var wantTables = []struct {
 	id, hash, rang string
 	ttl            bool
@@ -163,7 +163,8 @@ func checkFunctions(t *Template, root string) []string {
 // checkQueues: SSE on every queue; a redrive policy to a queue of the
 // template on every queue that is not itself a dead-letter target; a
 // visibility timeout of at least 6 × the timeout of each function consuming
-// it; ReportBatchItemFailures on every SQS event source.
+// it plus that event source's batching window (AWS's rule for SQS event
+// sources); ReportBatchItemFailures on every SQS event source.
 func checkQueues(t *Template) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -195,9 +196,9 @@ func checkQueues(t *Template) []string {
 			if num(asMap(ev["ScalingConfig"])["MaximumConcurrency"]) < 2 {
 				bad("%s event %s: ScalingConfig.MaximumConcurrency must be set (>= 2)", fn, name)
 			}
-			timeout := num(props["Timeout"])
-			if vis := num(t.Resources[q].Properties["VisibilityTimeout"]); vis < 6*timeout {
-				bad("%s: VisibilityTimeout %d < 6 × %s timeout %d", q, vis, fn, timeout)
+			timeout, window := num(props["Timeout"]), num(ev["MaximumBatchingWindowInSeconds"])
+			if vis := num(t.Resources[q].Properties["VisibilityTimeout"]); vis < 6*timeout+window {
+				bad("%s: VisibilityTimeout %d < 6 × %s timeout %d + batching window %d", q, vis, fn, timeout, window)
 			}
 		}
 	}
@@ -228,8 +229,8 @@ func checkQueues(t *Template) []string {
 	return problems
 }
 
-// checkTables: the five tables of DESIGN §4 with their keys, on-demand, SSE,
-// point-in-time recovery, TTL on expiresAt where the design names it.
+// checkTables: the five tables with their keys, on-demand, SSE, point-in-time
+// recovery, TTL on expiresAt where the storage contract names it.
 func checkTables(t *Template) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -270,7 +271,7 @@ func checkTables(t *Template) []string {
 	}
 	for _, id := range t.IDs(TypeTable) {
 		if !seen[id] {
-			bad("%s: a table DESIGN §4 does not name (add it to wantTables)", id)
+			bad("%s: a table the storage contract does not name (add it to wantTables)", id)
 		}
 	}
 	sort.Strings(problems)
@@ -310,7 +311,8 @@ func checkToggles(t *Template) []string {
 	return problems
 }
 
-// checkAlarms: the alarms of DESIGN §6, each notifying the alarm topic.
+// checkAlarms: the alarms docs/deploy.md lists, each notifying the alarm
+// topic.
 func checkAlarms(t *Template) []string {
 	var problems []string
 	found := map[string]bool{}
@@ -328,7 +330,7 @@ func checkAlarms(t *Template) []string {
 		}
 		key := str(p["MetricName"]) + "@" + queue
 		for _, m := range list(p["Metrics"]) {
-			if e := str(asMap(m)["Expression"]); strings.Contains(e, "DeadLetters") {
+			if e := subString(asMap(m)["Expression"]); strings.Contains(e, "DeadLetters") {
 				key = "DeadLetters"
 			}
 		}
@@ -439,12 +441,7 @@ func TestChecksCatchMistakes(t *testing.T) {
 		t.Fatalf("no statement %s in %s", sid, role)
 		return nil
 	}
-	tests := []struct {
-		name   string
-		check  func(*testing.T, *Template) []string
-		mutate func(*Template)
-		want   string
-	}{
+	catchesMistakes(t, []mutation{
 		{"action the code does not call", policy, func(tm *Template) {
 			s := stmt(tm, "EmailFunctionRole", "Users")
 			s["Action"] = append(list(s["Action"]), "dynamodb:DeleteTable")
@@ -484,7 +481,22 @@ func TestChecksCatchMistakes(t *testing.T) {
 			delete(tm.Resources["MarkersTable"].Properties, "PointInTimeRecoverySpecification")
 		}, "MarkersTable: point-in-time recovery"},
 		{"fail-closed type without toggle", toggles, func(tm *Template) { delete(tm.Resources, "PartnerDigestToggle") }, "fail-closed type email.partner-digest.v1"},
-	}
+	})
+}
+
+// mutation is one mistake a check must catch: mutate a fresh copy of the
+// template, and check must report a problem containing want.
+type mutation struct {
+	name   string
+	check  func(*testing.T, *Template) []string
+	mutate func(*Template)
+	want   string
+}
+
+// catchesMistakes runs each mutation: the check passes on the unchanged
+// template and reports the mistake on the mutated one.
+func catchesMistakes(t *testing.T, tests []mutation) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl, _ := loadTemplate(t)

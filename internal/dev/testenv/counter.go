@@ -71,3 +71,14 @@ func (c *CallCounter) String() string {
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
 }
+
+// Total returns every call counted.
+func (c *CallCounter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}

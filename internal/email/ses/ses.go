@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/runner"
@@ -38,9 +39,11 @@ func utf8Content(s string) *types.Content {
 	return &types.Content{Data: aws.String(s), Charset: aws.String("UTF-8")}
 }
 
-// Send sends m as a simple message with a text and an HTML body. A request SES
-// rejects for this message (bad request, rejected message) is permanent;
-// anything else (throttling, outage) is retried.
+// Send sends m as a simple message with a text and an HTML body. A send SES
+// refuses for good (not authorised, an unverified identity, a rejected or
+// malformed message) is permanent and says what to fix; anything else
+// (throttling, outage) is retried. An error SES answered is a *SendError:
+// its code, never SES's message text, which can quote addresses.
 func (s *SES) Send(ctx context.Context, m email.Message) error {
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(s.from),
@@ -59,12 +62,82 @@ func (s *SES) Send(ctx context.Context, m email.Message) error {
 		in.ConfigurationSetName = aws.String(s.ConfigurationSet)
 	}
 	if _, err := s.client.SendEmail(ctx, in); err != nil {
-		var bad *types.BadRequestException
-		var rejected *types.MessageRejected
-		if errors.As(err, &bad) || errors.As(err, &rejected) {
-			return runner.Permanent(fmt.Errorf("ses: send %s: %w", m.ID, err))
-		}
-		return fmt.Errorf("ses: send %s: %w", m.ID, err)
+		return classify(m.ID, err)
 	}
 	return nil
+}
+
+// notAuthorised is what to fix when SES refuses to authorise a send.
+const notAuthorised = "SES did not authorise the send: verify the sender identity (MAIL_FROM or its domain) in SES; " +
+	"while the account is in the SES sandbox, verify every recipient too; " +
+	"and check that the function's role grants ses:SendEmail for this sender"
+
+// permanentCodes are the SES v2 error codes no retry fixes, each with what an
+// operator must fix.
+var permanentCodes = map[string]string{
+	"AccessDenied":           notAuthorised,
+	"AccessDeniedException":  notAuthorised,
+	"NotAuthorized":          notAuthorised,
+	"NotAuthorizedException": notAuthorised,
+	"UnauthorizedOperation":  notAuthorised,
+	"MailFromDomainNotVerifiedException": "the custom MAIL FROM domain of the sender identity is not verified in SES: " +
+		"publish its MX and SPF records or stop using a custom MAIL FROM domain",
+	"MessageRejected": "SES rejected the message: while the account is in the SES sandbox every recipient must be a verified identity; " +
+		"otherwise SES refused its content",
+	"BadRequestException": "SES refused the request as invalid (a sender, recipient or content it does not accept)",
+}
+
+// SendError is a send SES answered with an error: the error code, and what
+// to fix when no retry can. It never carries SES's message text, which can
+// quote e-mail addresses. It implements smithy.APIError, so callers read the
+// code as from any SDK error.
+type SendError struct {
+	// MessageID is the id of the message that was not sent.
+	MessageID string
+	// Code is SES's error code, e.g. AccessDeniedException.
+	Code string
+	// Fix says what to change; empty when a retry may succeed.
+	Fix string
+	// Fault says whether SES blamed the request or itself.
+	Fault smithy.ErrorFault
+}
+
+func (e *SendError) Error() string {
+	msg := "ses: send " + e.MessageID + ": " + e.Code
+	if e.Fix != "" {
+		msg += ": " + e.Fix
+	}
+	return msg
+}
+
+// Redacted reports that the error's text carries no SES message: it is
+// kept as it is in logs and dead-letter reasons (obs.Redact).
+func (e *SendError) Redacted() bool { return true }
+
+// ErrorCode returns SES's error code.
+func (e *SendError) ErrorCode() string { return e.Code }
+
+// ErrorMessage returns what to fix (never SES's own message).
+func (e *SendError) ErrorMessage() string { return e.Fix }
+
+// ErrorFault returns whether SES blamed the client or the server.
+func (e *SendError) ErrorFault() smithy.ErrorFault { return e.Fault }
+
+var _ smithy.APIError = (*SendError)(nil)
+
+// classify turns a SendEmail error into a *SendError (permanent when its
+// code is in permanentCodes) when SES answered with one; a failure before
+// any answer (network, deadline) keeps its cause and is retried.
+func classify(id string, err error) error {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return fmt.Errorf("ses: send %s: %w", id, err)
+	}
+	se := &SendError{MessageID: id, Code: api.ErrorCode(), Fault: api.ErrorFault()}
+	fix, permanent := permanentCodes[se.Code]
+	if !permanent {
+		return se
+	}
+	se.Fix = fix
+	return runner.Permanent(se)
 }

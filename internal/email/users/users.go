@@ -15,7 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 )
 
-// Attribute names of the users table (DESIGN §4). UserID is the hash key.
+// Attribute names of the users table (docs/storage.md). UserID is the hash key.
 const (
 	AttrUserID         = "userId"
 	AttrEmail          = "email"
@@ -51,9 +51,7 @@ type userItem struct {
 	EmailConfirmed bool   `dynamodbav:"emailConfirmed"`
 }
 
-func userKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrUserID: &types.AttributeValueMemberS{Value: id}}
-}
+func userKey(id string) map[string]types.AttributeValue { return ddb.KeyS(AttrUserID, id) }
 
 // Get loads a user with a consistent read, projecting only what a mail needs
 // (never the token attributes).
@@ -98,19 +96,11 @@ func (d *Table) SetToken(ctx context.Context, userID string, tok email.Token, on
 	upd := expression.Set(expression.Name(AttrTokenHash), expression.Value(tok.Hash)).
 		Set(expression.Name(AttrTokenPurpose), expression.Value(string(tok.Purpose))).
 		Set(expression.Name(AttrTokenExpiresAt), expression.Value(ddb.Epoch(tok.ExpiresAt)))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	u, err := ddb.Update(d.table, userKey(userID), upd, cond, false)
 	if err != nil {
-		return fmt.Errorf("users: token expression: %w", err)
+		return fmt.Errorf("users: token: %w", err)
 	}
-	_, err = d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       userKey(userID),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil {
+	if _, err = d.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil {
 		if ddb.IsConditionFailed(err) {
 			return fmt.Errorf("%w: %s", email.ErrUserGone, userID)
 		}

@@ -22,6 +22,8 @@ type Store interface {
 	Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error)
 	Claim(ctx context.Context, k marker.Key, owner string) (bool, error)
 	Release(ctx context.Context, k marker.Key, owner string) error
+	Fail(ctx context.Context, k marker.Key, owner string) error
+	Tombstone(ctx context.Context, k marker.Key) (marker.Record, error)
 }
 
 // Clock is a settable clock shared by a store and the suite.
@@ -250,6 +252,100 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		}
 		if got, _ := s.PeekBatch(ctx, []marker.Key{k}); len(got) != 0 {
 			t.Fatal("PeekBatch returned an expired marker")
+		}
+	})
+
+	t.Run("ARetriedWriteFindsItsOwnItem", func(t *testing.T) {
+		// The SDK retries a write whose response was lost; the retry fails
+		// its condition against the item the first try wrote. That is a
+		// success, never a conflict with itself.
+		s, clock := setup(t)
+		k := key()
+		for range 2 {
+			if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+				t.Fatalf("repeated lease: %v", err)
+			}
+		}
+		for i := range 2 {
+			if won, err := s.Claim(ctx, k, "a"); err != nil || !won {
+				t.Fatalf("claim try %d = %v, %v; want won (its own marker)", i, won, err)
+			}
+		}
+		if won, err := s.Claim(ctx, k, "b"); err != nil || won {
+			t.Fatalf("another owner's claim = %v, %v; want false, nil (already processed)", won, err)
+		}
+	})
+
+	t.Run("TombstoneStopsTheJob", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		for range 2 { // repeating a cancel is a success
+			if _, err := s.Tombstone(ctx, k); err != nil {
+				t.Fatalf("tombstone: %v", err)
+			}
+		}
+		r, ok, err := s.Peek(ctx, k)
+		if err != nil || !ok || r.State != marker.StateCancelled || !r.Settled() || r.Processed() {
+			t.Fatalf("peek = %+v %v %v; want a settled, unprocessed tombstone", r, ok, err)
+		}
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrCancelled) {
+			t.Fatalf("lease on a tombstone = %v; want ErrCancelled", err)
+		}
+		if won, err := s.Claim(ctx, k, ""); err != nil || won {
+			t.Fatalf("claim on a tombstone = %v, %v; want false, nil", won, err)
+		}
+		if r, _, _ := s.Peek(ctx, k); r.State != marker.StateCancelled {
+			t.Fatalf("tombstone overwritten: %+v", r)
+		}
+	})
+
+	t.Run("TombstoneRefusesWhatRanOrRuns", func(t *testing.T) {
+		s, clock := setup(t)
+		done, running, crashed := key(), key(), key()
+		if _, err := s.Claim(ctx, done, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Tombstone(ctx, done); !errors.Is(err, marker.ErrProcessed) {
+			t.Fatalf("cancel of a processed job = %v; want ErrProcessed", err)
+		}
+		if _, err := s.Lease(ctx, running, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Tombstone(ctx, running); !errors.Is(err, marker.ErrLeaseHeld) {
+			t.Fatalf("cancel of a running job = %v; want ErrLeaseHeld", err)
+		}
+		if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if _, err := s.Tombstone(ctx, crashed); err != nil {
+			t.Fatalf("cancel after a crashed holder's lease expired = %v; want nil", err)
+		}
+	})
+
+	t.Run("FailAfterClaimWaitsForRedrive", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, marker.ErrLeaseLost) {
+			t.Fatalf("fail by a non-owner = %v; want ErrLeaseLost", err)
+		}
+		for range 2 {
+			if err := s.Fail(ctx, k, "a"); err != nil {
+				t.Fatalf("fail by the owner: %v", err)
+			}
+		}
+		r, _, _ := s.Peek(ctx, k)
+		if r.State != marker.StateFailed || !r.Settled() || r.Processed() {
+			t.Fatalf("after fail = %+v; want FAILED, settled, not processed", r)
+		}
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrFailed) {
+			t.Fatalf("lease on a failed marker = %v; want ErrFailed", err)
 		}
 	})
 }

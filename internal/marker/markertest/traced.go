@@ -77,3 +77,15 @@ func (m Traced) Release(ctx context.Context, k marker.Key, owner string) error {
 	m.Trace.Add("release")
 	return m.Memory.Release(ctx, k, owner)
 }
+
+// Fail records "fail" and marks the claim failed.
+func (m Traced) Fail(ctx context.Context, k marker.Key, owner string) error {
+	m.Trace.Add("fail")
+	return m.Memory.Fail(ctx, k, owner)
+}
+
+// Tombstone records "tombstone" and cancels the job.
+func (m Traced) Tombstone(ctx context.Context, k marker.Key) (marker.Record, error) {
+	m.Trace.Add("tombstone")
+	return m.Memory.Tombstone(ctx, k)
+}

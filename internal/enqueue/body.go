@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,14 +20,14 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
-// MaxBodyBytes is the largest accepted request body (DESIGN §3).
+// MaxBodyBytes is the largest accepted request body (docs/api.md).
 const MaxBodyBytes = 16 << 10
 
 // MaxDelaySeconds is the largest delaySeconds (the SQS maximum).
 const MaxDelaySeconds = 900
 
-// Request is a decoded, validated POST /v1/jobs/{type} body.
-type Request struct {
+// Body is a decoded, validated POST /v1/jobs/{type} body.
+type Body struct {
 	// Args are the job's arguments, valid for its type.
 	Args map[string]string
 	// Key is the natural idempotency key: the body's "key", or the type's
@@ -43,14 +42,14 @@ type Request struct {
 // bodyFields are the fields a request body may have.
 var bodyFields = []string{"args", "key", "delaySeconds", "duplicatePolicy"}
 
-// DecodeRequest parses and validates a request body for job type t: one JSON
+// DecodeBody parses and validates a request body for job type t: one JSON
 // object of valid UTF-8 with only the fields args (a flat object of string
 // IDs valid for t), key, delaySeconds (an integer 0–900) and duplicatePolicy.
 // Every error it returns is a *contract.ValidationError naming each bad field.
-func DecodeRequest(t contract.JobType, body []byte) (Request, error) {
+func DecodeBody(t contract.JobType, body []byte) (Body, error) {
 	top, err := decodeObject(body)
 	if err != nil {
-		return Request{}, invalid("body", err.Error())
+		return Body{}, invalid("body", err.Error())
 	}
 	verr := &contract.ValidationError{}
 	add := func(field, reason string) {
@@ -64,19 +63,19 @@ func DecodeRequest(t contract.JobType, body []byte) (Request, error) {
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
-		add(printable(name), "is not a field of the request (want args, key, delaySeconds, duplicatePolicy)")
+		add(printable(name), "is not a field of the body; the fields are args, key, delaySeconds and duplicatePolicy")
 	}
 
-	req := Request{Policy: jobs.AllowAfterFailed}
+	req := Body{Policy: jobs.AllowAfterFailed}
 	argsOK := false
 	if raw, ok := top["args"]; !ok {
-		add("args", "is required (an object of string IDs)")
+		add("args", "is required: an object of string IDs, e.g. "+exampleArgs(t))
 	} else if args, fields := decodeArgs(raw); len(fields) > 0 {
 		verr.Fields = append(verr.Fields, fields...)
 	} else if err := t.ValidateArgs(args); err != nil {
 		var ve *contract.ValidationError
 		if !errors.As(err, &ve) {
-			return Request{}, fmt.Errorf("enqueue: validate args: %w", err)
+			return Body{}, fmt.Errorf("enqueue: validate args: %w", err)
 		}
 		verr.Fields = append(verr.Fields, ve.Fields...)
 	} else {
@@ -121,7 +120,7 @@ func DecodeRequest(t contract.JobType, body []byte) (Request, error) {
 		}
 	}
 	if len(verr.Fields) > 0 {
-		return Request{}, verr
+		return Body{}, verr
 	}
 	return req, nil
 }
@@ -285,84 +284,11 @@ func checkContentType(h map[string]string) error {
 	return nil
 }
 
-// MaxCallerLen bounds a caller id.
-const MaxCallerLen = 512
-
-// Caller returns the authenticated principal of a request: the IAM user ARN
-// API Gateway puts in requestContext.authorizer.iam (or its account id and
-// caller id when there is no ARN), else "jwt:" and the JWT authorizer's sub
-// claim (prefixed so that no token subject can pose as an IAM principal). ok
-// is false when there is none, or it is not printable ASCII of at most
-// MaxCallerLen bytes.
-func Caller(rc events.APIGatewayV2HTTPRequestContext) (string, bool) {
-	a := rc.Authorizer
-	if a == nil {
-		return "", false
+// exampleArgs shows the args of t as a JSON object, for error details.
+func exampleArgs(t contract.JobType) string {
+	parts := make([]string, len(t.Args))
+	for i, a := range t.Args {
+		parts[i] = fmt.Sprintf("%q:%q", a.Name, a.Format.Example())
 	}
-	c := ""
-	switch {
-	case a.IAM != nil && a.IAM.UserARN != "":
-		c = a.IAM.UserARN
-	case a.IAM != nil && a.IAM.AccountID != "" && (a.IAM.CallerID != "" || a.IAM.UserID != ""):
-		id := a.IAM.CallerID
-		if id == "" {
-			id = a.IAM.UserID
-		}
-		c = "iam:" + a.IAM.AccountID + ":" + id
-	case a.JWT != nil && a.JWT.Claims["sub"] != "":
-		c = "jwt:" + a.JWT.Claims["sub"]
-	}
-	if c == "" || len(c) > MaxCallerLen {
-		return "", false
-	}
-	for i := 0; i < len(c); i++ {
-		if c[i] < 0x20 || c[i] > 0x7e {
-			return "", false
-		}
-	}
-	return c, true
-}
-
-// route is a matched request route.
-type route struct {
-	method string // "GET" or "POST"; "" for a path that matched with another method
-	param  string // {type} or {jobId}
-}
-
-// jobsPrefix is the path both routes share.
-const jobsPrefix = "/v1/jobs/"
-
-// matchRoute matches the request against POST /v1/jobs/{type} and GET
-// /v1/jobs/{jobId}. ok is false for any other path; route.method is "" for
-// the right path with another method.
-func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
-	method := strings.ToUpper(req.RequestContext.HTTP.Method)
-	path := req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
-	}
-	if method == "" { // a hand-written event may carry only the route key
-		method, _, _ = strings.Cut(req.RouteKey, " ")
-	}
-	i := strings.Index(path, jobsPrefix)
-	if i < 0 || (i > 0 && path[:i] != "/"+req.RequestContext.Stage) {
-		return route{}, false
-	}
-	seg, err := url.PathUnescape(path[i+len(jobsPrefix):])
-	if err != nil || seg == "" || strings.Contains(seg, "/") {
-		return route{}, false
-	}
-	switch method {
-	case "POST":
-		if p := req.PathParameters["type"]; p != "" {
-			seg = p
-		}
-	case "GET":
-		if p := req.PathParameters["jobId"]; p != "" {
-			seg = p
-		}
-	default:
-		method = ""
-	}
-	return route{method: method, param: seg}, true
+	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -1,0 +1,413 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/internal/marker"
+)
+
+// stageWorld is a stage's tables and queues on moto, named as the template
+// names them, so jobctl finds them by --stage alone.
+type stageWorld struct {
+	stage  string
+	db     *dynamodb.Client
+	sqs    *sqs.Client
+	jobs   *jobs.Store
+	rec    *jobs.Recorder
+	queues map[contract.Queue]testenv.Queue
+	table  string // dead letters
+	cli    func(args ...string) (int, string, string)
+}
+
+func newStage(t *testing.T) *stageWorld {
+	t.Helper()
+	cfg := testenv.Moto(t).Config()
+	w := &stageWorld{stage: strings.ToLower(testenv.Name(t, "ops")), db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg),
+		queues: map[contract.Queue]testenv.Queue{}}
+	names := conventionalNames(w.stage)
+	testenv.CreateTable(t, w.db, names["JobsTable"], jobs.AttrPK, "")
+	testenv.CreateTable(t, w.db, names["MarkersTable"], marker.AttrHandler, marker.AttrMessageKey)
+	testenv.CreateTable(t, w.db, names["DeadLettersTable"], deadletter.AttrPK, "")
+	w.table = names["DeadLettersTable"]
+	for _, q := range contract.Queues {
+		w.queues[q] = testenv.CreateQueue(t, w.sqs, "runstwice-"+w.stage+"-"+string(q), nil)
+	}
+	w.jobs = jobs.NewStore(w.db, names["JobsTable"], marker.NewDynamo(w.db, names["MarkersTable"]))
+	w.rec = jobs.NewRecorder(w.db, names["JobsTable"])
+	jobctl := cli(t, nil)
+	w.cli = func(args ...string) (int, string, string) {
+		return jobctl(append([]string{"--stage", w.stage}, args...)...)
+	}
+	return w
+}
+
+// enqueue creates an Enqueued job as the enqueue function does.
+func (w *stageWorld) enqueue(t *testing.T, typ, caller, key string) contract.Envelope {
+	t.Helper()
+	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: typ, Key: key, CorrelationID: "corr-1",
+		Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
+	body, _ := env.Encode()
+	now := time.Now()
+	d, err := w.jobs.Reserve(context.Background(), jobs.Job{ID: env.MessageID, Caller: caller, Type: typ, Key: key,
+		Queue: string(contract.QueueDefault), CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("reserve: %v %v", d.Outcome, err)
+	}
+	if err := w.jobs.Promote(context.Background(), d.Job); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// letter makes a failed job with a dead letter last seen at seen.
+func (w *stageWorld) letter(t *testing.T, typ, key, reason string, seen time.Time) string {
+	t.Helper()
+	env := w.enqueue(t, typ, "caller-a", key)
+	if err := w.rec.MarkFailed(context.Background(), env.MessageID, jobs.Failure{Class: "permanent"}); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := env.Encode()
+	store := deadletter.NewStore(w.db, w.table)
+	store.Now = func() time.Time { return seen }
+	if _, err := store.Save(context.Background(), deadletter.Record{ID: env.MessageID, JobID: env.MessageID, Type: typ,
+		Body: string(body), Reason: reason, ReceiveCount: 1, Status: deadletter.StatusDead}, "sqs-"+env.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	return env.MessageID
+}
+
+func (w *stageWorld) queuedIDs(t *testing.T) []string {
+	t.Helper()
+	var ids []string
+	for _, q := range contract.Queues {
+		for {
+			msgs := testenv.Receive(t, w.sqs, w.queues[q].URL, 0)
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				env, err := contract.Decode([]byte(aws.ToString(m.Body)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, env.MessageID)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (w *stageWorld) state(t *testing.T, id string) jobs.State {
+	t.Helper()
+	j, err := w.jobs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.State
+}
+
+func sorted(ids ...string) []string { slices.Sort(ids); return ids }
+
+type listed struct {
+	Count    int                 `json:"count"`
+	ByType   map[string]int      `json:"byType"`
+	ByReason map[string]int      `json:"byReason"`
+	Letters  []deadletter.Record `json:"letters"`
+}
+
+type redriveOut struct {
+	Counts  map[string]int        `json:"counts"`
+	Results []deadletter.Redriven `json:"results"`
+}
+
+func resultIDs(rs []deadletter.Redriven, o deadletter.Outcome) []string {
+	var ids []string
+	for _, r := range rs {
+		if r.Outcome == o {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestDLQFiltersSelectExactly: --type, --since and --reason select exactly
+// the letters they say, in list, dry run and redrive alike; a redriven job
+// reads Enqueued, the others stay Failed.
+func TestDLQFiltersSelectExactly(t *testing.T) {
+	w := newStage(t)
+	now := time.Now()
+	welcome, reset := email.Welcome.Name, email.PasswordReset.Name
+	wBounceNew := w.letter(t, welcome, "welcome:u-1", "permanent: SES MessageRejected (bounce)", now.Add(-10*time.Minute))
+	wBounceOld := w.letter(t, welcome, "welcome:u-2", "permanent: SES MessageRejected (bounce)", now.Add(-5*time.Hour))
+	wMax := w.letter(t, welcome, "welcome:u-3", "exceeded maxReceiveCount (5 receives)", now.Add(-time.Minute))
+	rBounce := w.letter(t, reset, "password-reset:u-4", "permanent: SES BOUNCE", now.Add(-20*time.Minute))
+	rMax := w.letter(t, reset, "password-reset:u-5", "exceeded maxReceiveCount (5 receives)", now.Add(-3*time.Hour))
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, sorted(wBounceNew, wBounceOld, wMax, rBounce, rMax)},
+		{[]string{"--type", welcome}, sorted(wBounceNew, wBounceOld, wMax)},
+		{[]string{"--reason", "bounce"}, sorted(wBounceNew, wBounceOld, rBounce)},
+		{[]string{"--since", "2h"}, sorted(wBounceNew, wMax, rBounce)},
+		{[]string{"--type", welcome, "--reason", "BOUNCE", "--since", "2h"}, sorted(wBounceNew)},
+		{[]string{"--type", deadletter.UnknownType}, nil},
+	} {
+		code, out, stderr := w.cli(append([]string{"dlq", "list", "--json"}, tc.args...)...)
+		if code != exitOK {
+			t.Fatalf("dlq list %q: exit %d %s", tc.args, code, stderr)
+		}
+		var got listed
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("dlq list %q: %v\n%s", tc.args, err, out)
+		}
+		var ids []string
+		for _, r := range got.Letters {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, tc.want) || got.Count != len(tc.want) {
+			t.Errorf("dlq list %q = %v; want %v", tc.args, ids, tc.want)
+		}
+	}
+	// Counts at the top of the table output.
+	_, text, _ := w.cli("dlq", "list")
+	for _, want := range []string{"5 dead letters", "BY TYPE", "3  " + welcome, "2  " + reset, "BY REASON", "2  exceeded maxReceiveCount (5 receives)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("dlq list output lacks %q:\n%s", want, text)
+		}
+	}
+
+	filter := []string{"--all", "--reason", "bounce", "--since", "2h"}
+	code, out, stderr := w.cli(append([]string{"dlq", "redrive", "--json", "--dry-run"}, filter...)...)
+	var dry redriveOut
+	if code != exitOK || json.Unmarshal([]byte(out), &dry) != nil {
+		t.Fatalf("dry run: exit %d %s %s", code, out, stderr)
+	}
+	if got := resultIDs(dry.Results, deadletter.WouldRedrive); !slices.Equal(got, sorted(wBounceNew, rBounce)) {
+		t.Fatalf("dry run would redrive %v; want %v", got, sorted(wBounceNew, rBounce))
+	}
+	if got := w.queuedIDs(t); len(got) != 0 {
+		t.Fatalf("the dry run sent %v", got)
+	}
+	code, out, stderr = w.cli(append([]string{"dlq", "redrive", "--json", "--rate", "0"}, filter...)...)
+	var real redriveOut
+	if code != exitOK || json.Unmarshal([]byte(out), &real) != nil {
+		t.Fatalf("redrive: exit %d %s %s", code, out, stderr)
+	}
+	if got := resultIDs(real.Results, deadletter.Redrove); !slices.Equal(got, sorted(wBounceNew, rBounce)) {
+		t.Fatalf("redriven %v; want %v", got, sorted(wBounceNew, rBounce))
+	}
+	if got := w.queuedIDs(t); !slices.Equal(got, sorted(wBounceNew, rBounce)) {
+		t.Fatalf("queues hold %v; want exactly %v", got, sorted(wBounceNew, rBounce))
+	}
+	for id, want := range map[string]jobs.State{wBounceNew: jobs.StateEnqueued, rBounce: jobs.StateEnqueued,
+		wBounceOld: jobs.StateFailed, wMax: jobs.StateFailed, rMax: jobs.StateFailed} {
+		if got := w.state(t, id); got != want {
+			t.Errorf("job %s reads %s; want %s", id, got, want)
+		}
+	}
+	// What is left is what the filter did not select.
+	_, out, _ = w.cli("dlq", "list", "--json")
+	var left listed
+	_ = json.Unmarshal([]byte(out), &left)
+	if left.Count != 3 {
+		t.Fatalf("%d dead letters left; want 3", left.Count)
+	}
+}
+
+// TestDLQSupersededAndDrop: a superseded letter is refused (exit 4) and
+// left alone until --force; drop needs --yes and leaves the job Failed.
+func TestDLQSupersededAndDrop(t *testing.T) {
+	w := newStage(t)
+	old := w.letter(t, email.Welcome.Name, "welcome:u-7", "permanent: bounce", time.Now())
+	newer := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-7")
+	code, out, stderr := w.cli("dlq", "redrive", old)
+	if code != exitRefused || !strings.Contains(out, "superseded "+old) || !strings.Contains(out, newer.MessageID) || !strings.Contains(stderr, "--force") {
+		t.Fatalf("superseded redrive: exit %d\n%s%s", code, out, stderr)
+	}
+	if got := w.queuedIDs(t); len(got) != 0 || w.state(t, old) != jobs.StateFailed {
+		t.Fatalf("a superseded letter was touched: queued %v, job %s", got, w.state(t, old))
+	}
+	if code, out, stderr := w.cli("dlq", "redrive", old, "--force"); code != exitOK || !strings.Contains(out, "redriven "+old) {
+		t.Fatalf("forced: exit %d\n%s%s", code, out, stderr)
+	}
+
+	drop := w.letter(t, email.Welcome.Name, "welcome:u-8", "permanent: mailbox unknown", time.Now())
+	code, out, stderr = w.cli("dlq", "drop", drop)
+	if code != exitRefused || !strings.Contains(out, "would drop "+drop) || !strings.Contains(stderr, "--yes") {
+		t.Fatalf("drop without --yes: exit %d\n%s%s", code, out, stderr)
+	}
+	if rec, _ := deadletter.NewStore(w.db, w.table).Get(context.Background(), drop); rec.Status != deadletter.StatusDead {
+		t.Fatalf("drop without --yes changed the letter to %s", rec.Status)
+	}
+	if code, out, stderr := w.cli("dlq", "drop", drop, "--yes"); code != exitOK || !strings.Contains(out, "dropped "+drop) {
+		t.Fatalf("drop --yes: exit %d\n%s%s", code, out, stderr)
+	}
+	rec, _ := deadletter.NewStore(w.db, w.table).Get(context.Background(), drop)
+	if rec.Status != deadletter.StatusDropped || rec.Reason != "permanent: mailbox unknown" || w.state(t, drop) != jobs.StateFailed {
+		t.Fatalf("after drop: letter %+v, job %s", rec, w.state(t, drop))
+	}
+	if code, _, _ := w.cli("dlq", "drop", "no-such-letter", "--yes"); code != exitNotFound {
+		t.Fatalf("drop of a missing letter: exit %d; want %d", code, exitNotFound)
+	}
+}
+
+// TestDLQRateMeasured redrives letters at --rate 20/s through moto and
+// reports the rate measured on the wall clock. Pacing makes it never faster
+// than the rate; the bound checked is only that (a run can be slower on a
+// loaded machine): the ±20% proof is TestRateHolds, on a fake clock.
+func TestDLQRateMeasured(t *testing.T) {
+	w := newStage(t)
+	const n, rate = 21, 20.0
+	for i := range n {
+		w.letter(t, email.Welcome.Name, fmt.Sprintf("welcome:r-%d", i), "permanent: bounce", time.Now())
+	}
+	start := time.Now()
+	code, out, stderr := w.cli("dlq", "redrive", "--all", "--rate", "20/s")
+	elapsed := time.Since(start)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("redriven %d", n)) {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	measured := float64(n-1) / elapsed.Seconds()
+	t.Logf("%d letters at --rate 20/s: %s, %.1f/s measured (sends paced %.0f ms apart)", n, elapsed.Round(time.Millisecond), measured, 1000/rate)
+	if measured > rate*1.2 {
+		t.Fatalf("measured %.1f/s; the pacing lets at most %.0f/s", measured, rate)
+	}
+}
+
+func TestJobsListAndGet(t *testing.T) {
+	w := newStage(t)
+	failed := w.letter(t, email.Welcome.Name, "welcome:u-9", "permanent: bounce", time.Now())
+	active := w.enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-9")
+	code, out, stderr := w.cli("jobs", "list", "--json")
+	var all []joblist.Summary
+	if code != exitOK || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].ID != active.MessageID {
+		t.Fatalf("jobs list: exit %d %s %s; want both, newest first", code, out, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--state", "failed"}, failed},
+		{[]string{"--type", email.PasswordReset.Name}, active.MessageID},
+		{[]string{"--state", "Enqueued", "--since", "1h"}, active.MessageID},
+	} {
+		code, out, stderr := w.cli(append([]string{"jobs", "list", "--json"}, tc.args...)...)
+		var got []joblist.Summary
+		if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].ID != tc.want {
+			t.Errorf("jobs list %q: exit %d %s %s; want only %s", tc.args, code, out, stderr, tc.want)
+		}
+	}
+	code, out, _ = w.cli("jobs", "get", failed)
+	for _, want := range []string{"state", "Failed (derived; stored: Failed)", "caller", "caller-a", "key", "welcome:u-9", "lastErrorClass", "failedAt", "expiresAt", "correlationId"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("jobs get lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	code, out, _ = w.cli("jobs", "get", failed, "--json")
+	var got map[string]any
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || got["derivedState"] != "Failed" || got["key"] != "welcome:u-9" {
+		t.Fatalf("jobs get --json: %s", out)
+	}
+	if code, _, _ := w.cli("jobs", "get", contract.NewMessageID()); code != exitNotFound {
+		t.Fatalf("jobs get of a missing job: exit %d", code)
+	}
+}
+
+// TestTimeBoxedSet: toggles set --for --reason writes the JSON value, and
+// list shows until, time left, reason and who.
+func TestTimeBoxedSet(t *testing.T) {
+	w := newStage(t)
+	code, out, stderr := w.cli("toggles", "set", email.Welcome.Name, "off", "--for", "30m", "--reason", "SES incident 4711")
+	if code != exitOK || !strings.Contains(out, "reverts to its default, on") || !strings.Contains(out, ttlNote) {
+		t.Fatalf("set: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = w.cli("toggles", "list", "--json")
+	var got struct {
+		Toggles []toggleRow `json:"toggles"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	i := slices.IndexFunc(got.Toggles, func(r toggleRow) bool { return r.Type == email.Welcome.Name })
+	r := got.Toggles[i]
+	if r.Effective != "off" || r.Reason != "SES incident 4711" || r.Until == nil || r.TimeLeft == "" || r.LastModifiedUser == "" {
+		t.Fatalf("row %+v; want off for 30m with its reason and who", r)
+	}
+	if left := time.Until(*r.Until); left < 29*time.Minute || left > 31*time.Minute {
+		t.Fatalf("until %s is not 30 minutes away", r.Until)
+	}
+	_, text, _ := w.cli("toggles", "list")
+	if !strings.Contains(text, "SES incident 4711") || !strings.Contains(text, "left)") {
+		t.Fatalf("table lacks the reason or the time left:\n%s", text)
+	}
+	// Neither flag: the plain value.
+	if code, out, _ := w.cli("toggles", "set", email.Welcome.Name, "on", "--json"); code != exitOK || !strings.Contains(out, `"value": "on"`) {
+		t.Fatalf("plain set: %d %s", code, out)
+	}
+}
+
+// TestStageWithoutParametersWarns: a stage with no parameters at all (here
+// --stage prod against the emulator) is flagged on stderr.
+func TestStageWithoutParametersWarns(t *testing.T) {
+	jobctl := cli(t, nil)
+	stage := strings.ToLower(testenv.Name(t, "empty"))
+	code, out, stderr := jobctl("--stage", stage, "toggles", "list")
+	if code != exitOK || !strings.Contains(stderr, "no parameters under /runstwice/"+stage+"/toggles") || !strings.Contains(out, "TYPE") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+}
+
+// TestFindsLocalStack: with no endpoint and no credentials in the
+// environment, jobctl uses the local stack that .devstack/stack.json names
+// while its process runs, and says so in one line.
+func TestFindsLocalStack(t *testing.T) {
+	moto := testenv.Moto(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".devstack", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := json.Marshal(stackInfo{Endpoint: moto.Endpoint, APIURL: "http://127.0.0.1:1", Stage: "local", Region: testenv.Region, PID: os.Getpid()})
+	if err := os.WriteFile(filepath.Join(dir, ".devstack", "stack.json"), info, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_REGION", "STAGE", "RUNSTWICE_STAGE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Chdir(filepath.Join(dir, ".devstack", "sub")) // found from below, too
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"toggles", "list"}, &out, &errOut, os.Getenv)
+	if code != exitOK || !strings.Contains(errOut.String(), "using the local stack at "+moto.Endpoint) || !strings.Contains(out.String(), email.Welcome.Name) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
+	}
+	if lines := strings.Count(errOut.String(), "using the local stack"); lines != 1 {
+		t.Fatalf("said it %d times", lines)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/client"
+)
+
+// fakeStack is a deployed stack's outputs and alarm names.
+type fakeStack struct {
+	outputs map[string]string
+	alarms  []string
+	err     error
+}
+
+func (f fakeStack) Outputs(context.Context, string) (map[string]string, error) {
+	return f.outputs, f.err
+}
+func (f fakeStack) AlarmNames(context.Context, string) ([]string, error) { return f.alarms, f.err }
+
+// fakeAlarms are CloudWatch's alarms.
+type fakeAlarms struct {
+	alarms []Alarm
+	prefix *string
+}
+
+func (f fakeAlarms) Alarms(_ context.Context, prefix string) ([]Alarm, error) {
+	if f.prefix != nil {
+		*f.prefix = prefix
+	}
+	var out []Alarm
+	for _, a := range f.alarms {
+		if strings.HasPrefix(a.Name, prefix) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+const topic = "arn:aws:sns:us-east-1:123456789012:alarms"
+
+func TestAlarmChecks(t *testing.T) {
+	ok := func(name string) Alarm { return Alarm{Name: name, State: "OK", Actions: []string{topic}} }
+	names := []string{"s-dlq-received", "s-dead-letters", "s-enqueue-5xx"}
+	for _, tc := range []struct {
+		name   string
+		stack  fakeStack
+		alarms []Alarm
+		status Status
+		detail string
+	}{
+		{"all present and quiet", fakeStack{alarms: names}, []Alarm{ok("s-dlq-received"), ok("s-dead-letters"), ok("s-enqueue-5xx"), ok("other-x")},
+			Pass, "3 of 3 exist"},
+		{"no data yet is fine and said", fakeStack{alarms: names}, []Alarm{ok("s-dlq-received"), ok("s-dead-letters"), {Name: "s-enqueue-5xx", State: "INSUFFICIENT_DATA", Actions: []string{topic}}},
+			Pass, "1 without data yet: s-enqueue-5xx"},
+		{"one missing", fakeStack{alarms: names}, []Alarm{ok("s-dlq-received"), ok("s-enqueue-5xx")}, Fail, "2 of 3"},
+		{"one in ALARM", fakeStack{alarms: names}, []Alarm{ok("s-dlq-received"), ok("s-dead-letters"), {Name: "s-enqueue-5xx", State: "ALARM", Actions: []string{topic}}},
+			Fail, "2 of 3"},
+		{"one notifies nobody", fakeStack{alarms: names}, []Alarm{ok("s-dlq-received"), ok("s-dead-letters"), {Name: "s-enqueue-5xx", State: "OK"}},
+			Fail, "2 of 3"},
+		{"no alarms declared", fakeStack{}, nil, Fail, "declares no alarms"},
+		{"stack unreadable", fakeStack{err: errors.New("AccessDenied")}, nil, Fail, "AccessDenied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var prefix string
+			rep := &Report{Outputs: map[string]string{"AlarmTopicArn": topic}}
+			checkAlarms(context.Background(), Config{StackName: "s", Stack: tc.stack, Alarms: fakeAlarms{alarms: tc.alarms, prefix: &prefix}}, rep)
+			last := rep.Checks[len(rep.Checks)-1]
+			if last.Status != tc.status || !strings.Contains(last.Detail, tc.detail) || rep.OK() != (tc.status == Pass) {
+				t.Fatalf("checks %+v; want the last %s containing %q", rep.Checks, tc.status, tc.detail)
+			}
+			if len(tc.stack.alarms) > 0 && prefix != "s-" {
+				t.Fatalf("described alarms with prefix %q; want the names' common prefix", prefix)
+			}
+		})
+	}
+}
+
+func TestCommonPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"s-a"}, "s-a"},
+		{[]string{"stack-dlq-received", "stack-dead-letters", "stack-enqueue-5xx"}, "stack-"},
+		{[]string{"a", "b"}, ""},
+	} {
+		if got := commonPrefix(tc.names); got != tc.want {
+			t.Errorf("commonPrefix(%v) = %q; want %q", tc.names, got, tc.want)
+		}
+	}
+}
+
+// fakeJobAPI creates job j-1 and then reports it in the given states, one
+// per read (the last repeats).
+func fakeJobAPI(t *testing.T, states ...string) *httptest.Server {
+	t.Helper()
+	var reads atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.welcome.v1","state":"Enqueued"}`)
+			return
+		}
+		s := states[min(int(reads.Add(1))-1, len(states)-1)]
+		_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.welcome.v1","key":"other","state":"`+s+`","lastReason":"dead-lettered"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestJobFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		states []string
+		check  string
+		detail string
+	}{
+		{"the job failed", []string{"Enqueued", "Failed"}, "succeeded", `reason "dead-lettered"`},
+		{"the job never finished", []string{"Enqueued"}, "succeeded", "still Enqueued"},
+		{"the job read back is another", []string{"Succeeded"}, "read back", "want j-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeJobAPI(t, tc.states...)
+			rep, err := Run(context.Background(), Config{API: srv.URL, User: "u-1", Timeout: 50 * time.Millisecond, Poll: time.Millisecond,
+				Client: func(api string) (*client.Client, error) { return client.New(api, client.WithCaller("smoke")) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found bool
+			for _, c := range rep.Checks {
+				if c.Name == tc.check {
+					found = c.Status == Fail && strings.Contains(c.Detail, tc.detail)
+				}
+			}
+			if !found || rep.OK() {
+				t.Fatalf("checks %+v; want %q to fail with %q", rep.Checks, tc.check, tc.detail)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--stack", "s"},
+		{"--user", "u-1"},
+		{"--user", "u-1", "--api", "http://127.0.0.1:1", "extra"},
+		{"--user", "u-1", "--api", "http://127.0.0.1:1", "--timeout", "0s"},
+		{"--bogus"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || errOut.Len() == 0 {
+			t.Errorf("smoke %v: exit %d, stderr %q; want 2 and a message", args, code, errOut.String())
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
+)
+
+// benchType is the job type every section runs: a welcome-like job whose
+// lease is on or off.
+func benchType(lease bool) contract.JobType {
+	return contract.JobType{
+		Name: "bench.notify.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
+		Queue: contract.QueueDefault, EnabledByDefault: true, Lease: lease, KeyPrefix: "notify", KeyArgs: []string{"userId"},
+	}
+}
+
+// batchOf returns n fresh SQS records of jt.
+func batchOf(jt contract.JobType, n int) events.SQSEvent {
+	var ev events.SQSEvent
+	for range n {
+		body, err := testkit.EnvelopeFor(jt).Encode()
+		if err != nil {
+			panic(err)
+		}
+		ev.Records = append(ev.Records, testkit.RawRecord(string(body), 1))
+	}
+	return ev
+}
+
+// Runner measures the whole pipeline in-process (decode, validate, switch,
+// one batch peek, lease, effect, claim, logs and metrics) over batches of
+// 10 fresh records with in-memory fakes: time and allocations per job.
+func Runner() []Row {
+	var rows []Row
+	for _, lease := range []bool{false, true} {
+		mode := map[bool]string{false: "seed", true: "lease"}[lease]
+		jt := benchType(lease)
+		reg, _ := contract.NewRegistry(jt)
+		store := &swappable{marker.NewMemory()}
+		noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
+		r, err := runner.New(runner.Config{
+			Registry: reg, Handlers: map[string]runner.Handler{jt.Name: noop},
+			Toggles: &testkit.Switches{}, Markers: store, Parker: &testkit.Queues{},
+			Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
+		})
+		if err != nil {
+			panic(err)
+		}
+		ev := batchOf(jt, 10)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		res := testing.Benchmark(func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				store.Memory = marker.NewMemory()
+				_, _ = r.Handle(ctx, ev)
+			}
+		})
+		cancel()
+		nsPerJob := float64(res.NsPerOp()) / 10
+		allocsPerJob := float64(res.AllocsPerOp()) / 10
+		rows = append(rows,
+			Row{"runner", "in-process, " + mode + " mode: time per job", fmt.Sprintf("%.1f µs", nsPerJob/1000), "≤ 20 µs", nsPerJob <= 20_000},
+			Row{"runner", "in-process, " + mode + " mode: allocations per job", fmt.Sprintf("%.1f", allocsPerJob), "≤ 50", allocsPerJob <= 50},
+		)
+	}
+	return rows
+}
+
+// swappable lets each iteration start from an empty marker store.
+type swappable struct{ *marker.Memory }

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
+)
+
+// EffectTime is the simulated effect of every job in the worker section
+// (an SES send takes about this).
+const EffectTime = 25 * time.Millisecond
+
+// Worker measures the worker against DynamoDB on moto at endpoint: the
+// DynamoDB calls per job of a first delivery and of a duplicate, in seed and
+// lease mode, and the time per batch of 10 jobs whose effect takes
+// EffectTime (the median of rounds batches each).
+func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
+	counter := testenv.NewCallCounter()
+	cfg := moto.Config(endpoint, moto.Region)
+	cfg.APIOptions = append(cfg.APIOptions, counter.Option)
+	db := dynamodb.NewFromConfig(cfg)
+	table := fmt.Sprintf("bench-markers-%d", time.Now().UnixNano())
+	if err := createMarkers(ctx, db, table); err != nil {
+		return nil, err
+	}
+	var rows []Row
+	for _, lease := range []bool{false, true} {
+		mode := map[bool]string{false: "seed", true: "lease"}[lease]
+		jt := benchType(lease)
+		reg, _ := contract.NewRegistry(jt)
+		effect := runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+			select {
+			case <-time.After(EffectTime):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		r, err := runner.New(runner.Config{
+			Registry: reg, Handlers: map[string]runner.Handler{jt.Name: effect},
+			Toggles: &testkit.Switches{}, Markers: marker.NewDynamo(db, table), Parker: &testkit.Queues{},
+			Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
+		})
+		if err != nil {
+			return nil, err
+		}
+		var first, dup []time.Duration
+		var firstCalls, dupCalls, jobs int
+		for range rounds {
+			ev := batchOf(jt, 10)
+			d, calls, err := timeBatch(ctx, r, ev, counter)
+			if err != nil {
+				return nil, err
+			}
+			first, firstCalls = append(first, d), firstCalls+calls
+			d, calls, err = timeBatch(ctx, r, ev, counter)
+			if err != nil {
+				return nil, err
+			}
+			dup, dupCalls, jobs = append(dup, d), dupCalls+calls, jobs+10
+		}
+		wantFirst := map[bool]float64{false: 1.1, true: 2.1}[lease]
+		fc, dc := float64(firstCalls)/float64(jobs), float64(dupCalls)/float64(jobs)
+		rows = append(rows,
+			Row{"worker", mode + " mode: DynamoDB calls per job, first delivery", perJob(firstCalls, jobs), fmt.Sprintf("≤ %.1f", wantFirst), fc <= wantFirst+1e-9},
+			Row{"worker", mode + " mode: DynamoDB calls per job, duplicate", perJob(dupCalls, jobs), "≤ 0.1", dc <= 0.1+1e-9},
+		)
+		if lease {
+			mf, md := median(first), median(dup)
+			rows = append(rows,
+				Row{"worker", fmt.Sprintf("lease mode: batch of 10, %s effect, first delivery", EffectTime), ms(mf), fmt.Sprintf("≤ %s (2.5 × the effect)", ms(EffectTime*5/2)), mf <= EffectTime*5/2},
+				Row{"worker", "lease mode: batch of 10 duplicates", ms(md), "≤ 15 ms", md <= 15*time.Millisecond},
+			)
+		}
+	}
+	return rows, nil
+}
+
+// timeBatch runs one batch and returns its wall time and DynamoDB calls.
+func timeBatch(ctx context.Context, r *runner.Runner, ev events.SQSEvent, counter *testenv.CallCounter) (time.Duration, int, error) {
+	counter.Reset()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := r.Handle(ctx, ev)
+	d := time.Since(start)
+	if err == nil && len(resp.BatchItemFailures) > 0 {
+		err = fmt.Errorf("bench: %d records failed", len(resp.BatchItemFailures))
+	}
+	n := 0
+	for _, op := range []string{"GetItem", "BatchGetItem", "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"} {
+		n += counter.Get("DynamoDB." + op)
+	}
+	return d, n, err
+}
+
+func createMarkers(ctx context.Context, db *dynamodb.Client, table string) error {
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(marker.AttrHandler), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(marker.AttrMessageKey), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(marker.AttrHandler), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(marker.AttrMessageKey), KeyType: types.KeyTypeRange},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("bench: create %s: %w", table, err)
+	}
+	return nil
+}

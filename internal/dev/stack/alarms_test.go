@@ -1,0 +1,302 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// The checks of this file keep the alarms deliverable and watching what can
+// go wrong: docs/deploy.md's alarm table is their reading.
+
+const (
+	typeAlarm = "AWS::CloudWatch::Alarm"
+	typeKey   = "AWS::KMS::Key"
+)
+
+// subString returns the template string of v when v is a plain string or a
+// !Sub without variables ("" otherwise).
+func subString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	s, _ := asMap(v)["Fn::Sub"].(string)
+	return s
+}
+
+// statements returns the statements of a policy document.
+func statements(doc any) []map[string]any {
+	var out []map[string]any
+	for _, s := range list(asMap(doc)["Statement"]) {
+		out = append(out, asMap(s))
+	}
+	return out
+}
+
+// principalServices returns the service principals of a statement.
+func principalServices(st map[string]any) []string {
+	switch v := asMap(st["Principal"])["Service"].(type) {
+	case string:
+		return []string{v}
+	case []any:
+		return strs(v)
+	}
+	return nil
+}
+
+// stmtActions returns a statement's actions.
+func stmtActions(st map[string]any) []string {
+	if a, ok := st["Action"].(string); ok {
+		return []string{a}
+	}
+	return strs(st["Action"])
+}
+
+// condition returns st.Condition[op][key].
+func condition(st map[string]any, op, key string) any {
+	return asMap(asMap(st["Condition"])[op])[key]
+}
+
+// checkAlarmTopicKey: alarms reach people. The alarm topic is encrypted with
+// a customer managed key of the template (with rotation) whose policy lets
+// CloudWatch alarms of this stack (aws:SourceAccount, aws:SourceArn) and
+// EventBridge use it for this topic (kms:GenerateDataKey*, kms:Decrypt), and
+// keeps the account as its administrator. The AWS managed alias/aws/sns key
+// cannot be given to CloudWatch: every alarm notification would be dropped.
+func checkAlarmTopicKey(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	topic, ok := t.Resources["AlarmTopic"]
+	if !ok {
+		return []string{"missing AlarmTopic"}
+	}
+	kmsRef := topic.Properties["KmsMasterKeyId"]
+	keyID, _ := asMap(kmsRef)["Ref"].(string)
+	if keyID == "" {
+		keyID = getAttID(kmsRef, "Arn")
+	}
+	key, ok := t.Resources[keyID]
+	if !ok || key.Type != typeKey {
+		bad("AlarmTopic: KmsMasterKeyId %v is not a customer managed %s of the template: CloudWatch cannot use an AWS managed key such as alias/aws/sns, so every alarm notification would be dropped", kmsRef, typeKey)
+		return problems
+	}
+	if !truthy(key.Properties["EnableKeyRotation"]) {
+		bad("%s: EnableKeyRotation is not true", keyID)
+	}
+	topicName := subString(topic.Properties["TopicName"])
+	topicArn := "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:" + topicName
+	const alarmArns = "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:${AWS::StackName}-*"
+	admin := false
+	for _, svc := range []string{"cloudwatch.amazonaws.com", "events.amazonaws.com"} {
+		found := false
+		for _, st := range statements(key.Properties["KeyPolicy"]) {
+			if str(st["Effect"]) != "Allow" || !slices.Contains(principalServices(st), svc) {
+				continue
+			}
+			found = true
+			acts := stmtActions(st)
+			if !slices.Contains(acts, "kms:Decrypt") || !(slices.Contains(acts, "kms:GenerateDataKey*") || slices.Contains(acts, "kms:GenerateDataKey")) {
+				bad("%s: the statement for %s must allow kms:GenerateDataKey* and kms:Decrypt (has %v)", keyID, svc, acts)
+			}
+			if got := subString(condition(st, "StringEquals", "kms:EncryptionContext:aws:sns:topicArn")); got != topicArn {
+				bad("%s: the statement for %s must be limited to the alarm topic (StringEquals kms:EncryptionContext:aws:sns:topicArn %q, has %q)", keyID, svc, topicArn, got)
+			}
+			if svc != "cloudwatch.amazonaws.com" {
+				continue
+			}
+			if r, _ := asMap(condition(st, "StringEquals", "aws:SourceAccount"))["Ref"].(string); r != "AWS::AccountId" {
+				bad("%s: the statement for CloudWatch must carry StringEquals aws:SourceAccount !Ref AWS::AccountId", keyID)
+			}
+			if got := subString(condition(st, "ArnLike", "aws:SourceArn")); got != alarmArns {
+				bad("%s: the statement for CloudWatch must carry ArnLike aws:SourceArn %q (has %q)", keyID, alarmArns, got)
+			}
+		}
+		if !found {
+			bad("%s: its key policy does not let %s use it: alarm notifications would be dropped", keyID, svc)
+		}
+	}
+	for _, st := range statements(key.Properties["KeyPolicy"]) {
+		p := subString(asMap(st["Principal"])["AWS"])
+		if str(st["Effect"]) == "Allow" && p == "arn:${AWS::Partition}:iam::${AWS::AccountId}:root" && slices.Contains(stmtActions(st), "kms:*") {
+			admin = true
+		}
+	}
+	if !admin {
+		bad("%s: its key policy must keep the account (arn:${AWS::Partition}:iam::${AWS::AccountId}:root) as administrator, or nobody can manage the key", keyID)
+	}
+	for _, id := range t.IDs(typeAlarm) {
+		if !strings.HasPrefix(subString(t.Resources[id].Properties["AlarmName"]), "${AWS::StackName}-") {
+			bad("%s: AlarmName must be !Sub \"${AWS::StackName}-...\", or the key policy's aws:SourceArn does not cover it", id)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// insightsQuery matches a Metrics Insights query of one of the stack's own
+// counters: the sum over every type, of this stack's stage only.
+var insightsQuery = regexp.MustCompile(`^SELECT\s+SUM\((\w+)\)\s+FROM\s+SCHEMA\(\s*` + obs.Namespace + `\s*,\s*stage\s*,\s*type\s*\)\s+WHERE\s+stage\s*=\s*'\$\{Stage\}'$`)
+
+// checkMetricAlarms: an alarm on each of the worker's counters that mean
+// trouble (DeadLetters, ClaimFailed, UnknownToggle, UnreadableToggle), each
+// a Metrics Insights query of the namespace's [stage, type] schema filtered
+// to this stack's Stage, so dev and prod in one account never share an
+// alarm; no alarm queries the namespace without that filter.
+func checkMetricAlarms(t *Template) []string {
+	var problems []string
+	found := map[string]bool{}
+	for _, id := range t.IDs(typeAlarm) {
+		for _, m := range list(t.Resources[id].Properties["Metrics"]) {
+			expr := subString(asMap(m)["Expression"])
+			if !strings.Contains(expr, obs.Namespace) {
+				continue
+			}
+			match := insightsQuery.FindStringSubmatch(strings.TrimSpace(expr))
+			if match == nil {
+				problems = append(problems, fmt.Sprintf("%s: query %q must be SELECT SUM(<metric>) FROM SCHEMA(%s, stage, type) WHERE stage = '${Stage}' (in a !Sub)", id, expr, obs.Namespace))
+				continue
+			}
+			if truthy(asMap(m)["ReturnData"]) {
+				found[match[1]] = true
+			}
+		}
+	}
+	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle} {
+		if !found[metric] {
+			problems = append(problems, "missing alarm on "+obs.Namespace+"/"+metric+" of this stage")
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// isAlarmOnZero reports whether alarm props fire on any value above 0.
+func isAlarmOnZero(p map[string]any) bool {
+	return num(p["Threshold"]) == 0 && str(p["ComparisonOperator"]) == "GreaterThanThreshold"
+}
+
+// checkFunctionAlarms: a failing function is seen. Every function has an
+// AWS/Lambda Errors and a Throttles alarm (any in 5 minutes); the DLQ has an
+// alarm on messages present (visible + in flight, metric math) throughout 15
+// minutes, because SQS leaves a message received three or more times out of
+// ApproximateAgeOfOldestMessage: a dead letter the dlq function keeps failing
+// on never ages, so the age alarm alone never fires.
+func checkFunctionAlarms(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	lambda := map[string]bool{}
+	for _, id := range t.IDs(typeAlarm) {
+		p := t.Resources[id].Properties
+		if str(p["Namespace"]) != "AWS/Lambda" {
+			continue
+		}
+		dims := list(p["Dimensions"])
+		if len(dims) != 1 || str(asMap(dims[0])["Name"]) != "FunctionName" {
+			bad("%s: an AWS/Lambda alarm must have the one dimension FunctionName", id)
+			continue
+		}
+		fn, _ := asMap(asMap(dims[0])["Value"])["Ref"].(string)
+		if !isAlarmOnZero(p) || str(p["Statistic"]) != "Sum" || num(p["Period"])*num(p["EvaluationPeriods"]) > 300 {
+			bad("%s: must fire on a Sum above 0 within 5 minutes", id)
+		}
+		lambda[str(p["MetricName"])+"@"+fn] = true
+	}
+	for _, fn := range t.IDs(TypeFunction) {
+		for _, metric := range []string{"Errors", "Throttles"} {
+			if !lambda[metric+"@"+fn] {
+				bad("%s: no AWS/Lambda %s alarm (FunctionName !Ref %s)", fn, metric, fn)
+			}
+		}
+	}
+	if !dlqPresentAlarm(t) {
+		bad("DeadLetterQueue: no alarm on messages present (ApproximateNumberOfMessagesVisible + ApproximateNumberOfMessagesNotVisible, metric math) in every datapoint of 15 minutes")
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// dlqPresentAlarm reports whether an alarm sums the DLQ's visible and
+// in-flight messages and fires when the sum stays above 0 for 15 minutes.
+func dlqPresentAlarm(t *Template) bool {
+	for _, id := range t.IDs(typeAlarm) {
+		p := t.Resources[id].Properties
+		ids := map[string]string{} // metric name → query id
+		period, expr := 0, ""
+		for _, m := range list(p["Metrics"]) {
+			mm := asMap(m)
+			stat := asMap(mm["MetricStat"])
+			metric := asMap(stat["Metric"])
+			dims := list(metric["Dimensions"])
+			if str(metric["Namespace"]) == "AWS/SQS" && len(dims) == 1 && getAttID(asMap(dims[0])["Value"], "QueueName") == "DeadLetterQueue" {
+				ids[str(metric["MetricName"])] = str(mm["Id"])
+				period = num(stat["Period"])
+			}
+			if e := str(mm["Expression"]); e != "" && truthy(mm["ReturnData"]) {
+				expr = e
+			}
+		}
+		vis, inFlight := ids["ApproximateNumberOfMessagesVisible"], ids["ApproximateNumberOfMessagesNotVisible"]
+		terms := strings.Split(strings.ReplaceAll(expr, " ", ""), "+")
+		sort.Strings(terms)
+		want := []string{vis, inFlight}
+		sort.Strings(want)
+		n := num(p["EvaluationPeriods"])
+		if vis != "" && inFlight != "" && slices.Equal(terms, want) && isAlarmOnZero(p) &&
+			period*n == 900 && num(p["DatapointsToAlarm"]) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// dashboardSearch matches a SEARCH of the stack's own namespace in the
+// dashboard body: the schema's dimensions and the search terms.
+var dashboardSearch = regexp.MustCompile(`SEARCH\('\{` + obs.Namespace + `,([^}]*)\}([^']*)'`)
+
+// checkDashboard: the dashboard body is valid JSON; every search of the
+// stack's metrics names the stage dimension and this stack's Stage, and
+// every counter the worker writes is on it.
+func checkDashboard(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	d, ok := t.Resources["Dashboard"]
+	if !ok {
+		return []string{"missing Dashboard"}
+	}
+	sub, _ := asMap(d.Properties["DashboardBody"])["Fn::Sub"].([]any)
+	if len(sub) != 2 {
+		return []string{"Dashboard: DashboardBody must be !Sub [body, {names}]"}
+	}
+	body := str(sub[0])
+	plain := regexp.MustCompile(`\$\{[^}]*\}`).ReplaceAllString(body, "x")
+	var v any
+	if err := json.Unmarshal([]byte(plain), &v); err != nil {
+		bad("Dashboard: DashboardBody is not valid JSON: %v", err)
+	}
+	shown := map[string]bool{}
+	for _, m := range dashboardSearch.FindAllStringSubmatch(body, -1) {
+		dims, terms := m[1], m[2]
+		if !strings.HasPrefix(dims, "stage,") || !strings.Contains(terms, `stage=\"${Stage}\"`) {
+			bad("Dashboard: search {%s,%s}%s must have the stage dimension and stage=\\\"${Stage}\\\"", obs.Namespace, dims, terms)
+		}
+		if name := regexp.MustCompile(`MetricName=\\"(\w+)\\"`).FindStringSubmatch(terms); name != nil {
+			shown[name[1]] = true
+		}
+	}
+	if strings.Count(body, "{"+obs.Namespace+",") != len(dashboardSearch.FindAllString(body, -1)) {
+		bad("Dashboard: a metric of %s is shown other than through a SEARCH with the stage filter", obs.Namespace)
+	}
+	for _, metric := range []string{obs.JobsSucceeded, obs.JobsDuplicate, obs.JobsSkipped, obs.JobsParked, obs.JobsFailed,
+		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ColdStart} {
+		if !shown[metric] {
+			bad("Dashboard: %s/%s is not shown", obs.Namespace, metric)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}

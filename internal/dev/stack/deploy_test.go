@@ -1,0 +1,360 @@
+package stack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The checks of this file keep a first `sam deploy` to production safe:
+// no placeholder reaches it, its data survives, its calls leave a record,
+// its traces are written, and its mail is authorised in the SES sandbox too.
+
+// realValues are production values for every parameter whose default is an
+// example.com placeholder.
+var realValues = map[string]string{"MailFrom": "no-reply@mail.runstwice.dev", "AppBaseUrl": "https://app.runstwice.dev"}
+
+// ruleOutcome instantiates t with params and returns the failed rules'
+// descriptions (nil when the rules pass) or an error for anything else.
+func ruleOutcome(t *Template, params map[string]string) ([]string, error) {
+	_, err := New(t, Options{Params: params})
+	var re *RulesError
+	if errors.As(err, &re) {
+		var out []string
+		for _, f := range re.Failures {
+			out = append(out, f.Description)
+		}
+		return out, nil
+	}
+	return nil, err
+}
+
+// checkRules: no placeholder reaches production. The template's Rules
+// refuse a stage other than dev and local whose parameters keep an
+// example.com default (every such parameter, named in the refusal), and
+// ApiAuth=JWT without JwtIssuer or JwtAudience (each named); dev and local
+// deploy with the defaults, and production with real values.
+func checkRules(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	prodParams := func(extra map[string]string) map[string]string {
+		p := map[string]string{"Stage": "prod"}
+		maps.Copy(p, realValues)
+		maps.Copy(p, extra)
+		return p
+	}
+	type want struct {
+		name   string
+		params map[string]string
+		refuse []string // parameters the refusal must name; nil: accepted
+	}
+	cases := []want{
+		{"dev keeps the defaults", map[string]string{"Stage": "dev"}, nil},
+		{"local keeps the defaults", map[string]string{"Stage": "local"}, nil},
+		{"prod with real values", prodParams(nil), nil},
+		{"JWT with issuer and audience", prodParams(map[string]string{"ApiAuth": "JWT", "JwtIssuer": "https://auth.runstwice.dev", "JwtAudience": "jobs"}), nil},
+		{"JWT without issuer", prodParams(map[string]string{"ApiAuth": "JWT", "JwtAudience": "jobs"}), []string{"JwtIssuer"}},
+		{"JWT without audience", prodParams(map[string]string{"ApiAuth": "JWT", "JwtIssuer": "https://auth.runstwice.dev"}), []string{"JwtAudience"}},
+		{"JWT in dev without either", map[string]string{"Stage": "dev", "ApiAuth": "JWT"}, []string{"JwtIssuer", "JwtAudience"}},
+	}
+	for _, name := range SortedIDs(t.Parameters) {
+		p := t.Parameters[name]
+		if !strings.Contains(p.Default, "example.com") {
+			continue
+		}
+		if _, ok := realValues[name]; !ok {
+			bad("parameter %s has an example.com default: add a production value to realValues", name)
+			continue
+		}
+		params := prodParams(nil)
+		delete(params, name) // back to its default
+		cases = append(cases, want{"prod keeps the " + name + " placeholder", params, []string{name}})
+		cases = append(cases, want{"staging keeps the " + name + " placeholder", map[string]string{"Stage": "staging"}, []string{name}})
+	}
+	for _, c := range cases {
+		got, err := ruleOutcome(t, c.params)
+		switch {
+		case err != nil:
+			bad("%s: %v", c.name, err)
+		case c.refuse == nil && got != nil:
+			bad("%s: refused (%v), want accepted", c.name, got)
+		case c.refuse != nil && got == nil:
+			bad("%s: accepted, want the Rules to refuse it naming %v", c.name, c.refuse)
+		}
+		for _, param := range c.refuse {
+			if got != nil && !slices.ContainsFunc(got, func(d string) bool { return strings.Contains(d, param) }) {
+				bad("%s: no refusal names %s (got %q)", c.name, param, got)
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// stageStack instantiates t for stage with production values.
+func stageStack(t *Template, stage string) (*Stack, error) {
+	params := map[string]string{"Stage": stage}
+	maps.Copy(params, realValues)
+	return New(t, Options{Params: params})
+}
+
+// checkTableRetention: data survives a `sam delete` or a replacement. Every
+// table has DeletionPolicy and UpdateReplacePolicy Retain, and deletion
+// protection on in every stage but dev and local.
+func checkTableRetention(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	for _, id := range t.IDs(TypeTable) {
+		r := t.Resources[id]
+		if r.DeletionPolicy != "Retain" || r.UpdateReplacePolicy != "Retain" {
+			bad("%s: DeletionPolicy %q, UpdateReplacePolicy %q: both must be Retain, or a `sam delete` or a replacement drops its data", id, r.DeletionPolicy, r.UpdateReplacePolicy)
+		}
+		for stage, want := range map[string]bool{"dev": false, "local": false, "prod": true, "staging": true} {
+			st, err := stageStack(t, stage)
+			if err != nil {
+				bad("%s: stage %s: %v", id, stage, err)
+				continue
+			}
+			got, err := st.Resolve(r.Properties["DeletionProtectionEnabled"])
+			if err != nil || truthy(got) != want {
+				bad("%s: DeletionProtectionEnabled in stage %s is %v (%v), want %v", id, stage, got, err, want)
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// wantAccessLog is what every access log record carries: the request, the
+// caller, the route, the answer, the latency, the integration's error and
+// the client address.
+var wantAccessLog = map[string]string{
+	"requestId":               "$context.requestId",
+	"caller":                  "$context.identity.userArn",
+	"routeKey":                "$context.routeKey",
+	"status":                  "$context.status",
+	"responseLatency":         "$context.responseLatency",
+	"integrationErrorMessage": "$context.integrationErrorMessage",
+	"ip":                      "$context.identity.sourceIp",
+}
+
+// checkAccessLogs: the HTTP API stage writes a JSON access log record per
+// request (a 403 from IAM auth included) to a log group of the template with
+// a retention.
+func checkAccessLogs(t *Template) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	for _, id := range t.IDs("AWS::ApiGatewayV2::Stage") {
+		als := asMap(t.Resources[id].Properties["AccessLogSettings"])
+		lg := getAttID(als["DestinationArn"], "Arn")
+		if r, ok := t.Resources[lg]; !ok || r.Type != TypeLogGroup {
+			bad("%s: AccessLogSettings.DestinationArn must be !GetAtt <log group>.Arn of the template", id)
+		} else if num(r.Properties["RetentionInDays"]) <= 0 {
+			bad("%s: the access log group %s has no RetentionInDays", id, lg)
+		}
+		var record map[string]any
+		if err := json.Unmarshal([]byte(str(als["Format"])), &record); err != nil {
+			bad("%s: AccessLogSettings.Format is not a JSON object: %v", id, err)
+			continue
+		}
+		for _, k := range SortedIDs(wantAccessLog) {
+			if got := str(record[k]); got != wantAccessLog[k] {
+				bad("%s: access log field %q is %q, want %q", id, k, got, wantAccessLog[k])
+			}
+		}
+	}
+	if len(t.IDs("AWS::ApiGatewayV2::Stage")) == 0 {
+		bad("no AWS::ApiGatewayV2::Stage")
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkTracing: every function has X-Ray active tracing and its explicit
+// role lets it write its segments (xray:PutTraceSegments,
+// xray:PutTelemetryRecords).
+func checkTracing(t *Template) []string {
+	var problems []string
+	for _, fn := range t.IDs(TypeFunction) {
+		props, _ := t.FunctionProperties(fn)
+		if got := str(props["Tracing"]); got != "Active" {
+			problems = append(problems, fmt.Sprintf("%s: Tracing is %q, want Active", fn, got))
+		}
+		stmts, err := roleStatements(t, fn)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		granted := map[string]bool{}
+		for _, st := range stmts {
+			for _, a := range st.actions {
+				granted[a] = true
+			}
+		}
+		for _, a := range SortedIDs(traceActions) {
+			if !granted[a] {
+				problems = append(problems, fmt.Sprintf("%s: its role does not grant %s: with Tracing Active its segments would be refused", fn, a))
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// checkSendMail: mail sends in the SES sandbox too. The e-mail function's
+// ses:SendEmail grant names every identity of the account
+// (identity/*) with a ses:FromAddress condition naming MailFrom: in the
+// sandbox SES also authorises each send against the recipient's verified
+// identity, so a grant on the sender's identity alone is refused there with
+// AccessDenied.
+func checkSendMail(t *Template) []string {
+	stmts, err := roleStatements(t, "EmailFunction")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	const identities = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"
+	for _, st := range stmts {
+		if !slices.Contains(st.actions, "ses:SendEmail") {
+			continue
+		}
+		var res []string
+		for _, r := range st.resources {
+			res = append(res, subString(r))
+		}
+		from, _ := asMap(asMap(asMap(st.raw["Condition"])["StringEquals"])["ses:FromAddress"])["Ref"].(string)
+		if !slices.Equal(res, []string{identities}) || from != "MailFrom" {
+			return []string{fmt.Sprintf("EmailFunction: ses:SendEmail must be granted on %s with StringEquals ses:FromAddress !Ref MailFrom (has %v, condition %q): in the SES sandbox every recipient's identity is authorised too", identities, res, from)}
+		}
+		return nil
+	}
+	return []string{"EmailFunction: no statement grants ses:SendEmail"}
+}
+
+// overridesRe matches one Name="value" of a parameter_overrides string.
+var overridesRe = regexp.MustCompile(`(\w+)=\\"([^"\\]*)\\"`)
+
+// TestSamconfigProdShowsWhatToFillIn reads samconfig.toml: the default and
+// dev environments deploy as they are; prod as shipped is refused by the
+// template's Rules (it still has the placeholders), and its commented
+// parameter_overrides names every value to fill in, with FILL-IN values
+// that the parameters' patterns refuse, so uncommenting it unedited fails
+// too.
+func TestSamconfigProdShowsWhatToFillIn(t *testing.T) {
+	tmpl, root := loadTemplate(t)
+	data, err := os.ReadFile(filepath.Join(root, "samconfig.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, active, commented := "", map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = strings.Trim(line, "[]")
+		}
+		body, isComment := strings.CutPrefix(line, "#")
+		if !strings.HasPrefix(strings.TrimSpace(body), "parameter_overrides") || !strings.HasSuffix(section, ".deploy.parameters") {
+			continue
+		}
+		env := strings.TrimSuffix(section, ".deploy.parameters")
+		if isComment {
+			commented[env] = body
+		} else {
+			active[env] = body
+		}
+	}
+	parse := func(s string) map[string]string {
+		out := map[string]string{}
+		for _, m := range overridesRe.FindAllStringSubmatch(s, -1) {
+			out[m[1]] = m[2]
+		}
+		return out
+	}
+	for _, env := range []string{"default", "dev", "prod"} {
+		params := parse(active[env])
+		if params["Stage"] == "" {
+			t.Errorf("%s: parameter_overrides sets no Stage: %q", env, active[env])
+			continue
+		}
+		got, err := ruleOutcome(tmpl, params)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", env, err)
+		case env != "prod" && got != nil:
+			t.Errorf("%s: refused by the Rules: %v", env, got)
+		case env == "prod" && got == nil:
+			t.Errorf("prod as shipped deploys with placeholders %v; want the Rules to refuse it", params)
+		}
+	}
+	fill := parse(commented["prod"])
+	for _, name := range []string{"Stage", "MailFrom", "AppBaseUrl", "AlarmEmail"} {
+		if _, ok := fill[name]; !ok {
+			t.Errorf("prod's commented parameter_overrides does not show %s: %q", name, commented["prod"])
+		}
+	}
+	for name, v := range fill {
+		if v != "FILL-IN" {
+			continue
+		}
+		p, ok := tmpl.Parameters[name]
+		if !ok || p.AllowedPattern == "" || regexp.MustCompile(p.AllowedPattern).MatchString(v) {
+			t.Errorf("%s=FILL-IN would deploy: give the parameter an AllowedPattern that refuses it", name)
+		}
+	}
+}
+
+// TestDeployDocsCoverTheTemplate keeps docs/deploy.md whole: every
+// parameter has a row in its parameter table, every alarm one in its alarm
+// table, every rule one in its rules table, and the queue table states each
+// queue's visibility timeout and retention as the template has them.
+func TestDeployDocsCoverTheTemplate(t *testing.T) {
+	tmpl, root := loadTemplate(t)
+	data, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	rows := func(section string) string {
+		_, after, ok := strings.Cut(doc, "\n## "+section+"\n")
+		if !ok {
+			t.Fatalf("docs/deploy.md has no section %q", section)
+		}
+		body, _, _ := strings.Cut(after, "\n## ")
+		return body
+	}
+	params, alarms, rules, queues := rows("Parameters"), rows("Alarms"), rows("What the template refuses"), rows("Queues and timings")
+	for _, name := range SortedIDs(tmpl.Parameters) {
+		if !strings.Contains(params, "| `"+name+"` |") {
+			t.Errorf("parameter %s has no row in docs/deploy.md's parameter table", name)
+		}
+	}
+	for _, id := range tmpl.IDs(typeAlarm) {
+		name := strings.Replace(subString(tmpl.Resources[id].Properties["AlarmName"]), "${AWS::StackName}", "<stack>", 1)
+		if !strings.Contains(alarms, "`"+name+"`") {
+			t.Errorf("alarm %s (%s) has no row in docs/deploy.md's alarm table", id, name)
+		}
+	}
+	for _, name := range SortedIDs(tmpl.Rules) {
+		if !strings.Contains(rules, "| `"+name+"` |") {
+			t.Errorf("rule %s has no row in docs/deploy.md", name)
+		}
+	}
+	for _, id := range tmpl.IDs(TypeQueue) {
+		p := tmpl.Resources[id].Properties
+		name := strings.TrimPrefix(subString(p["QueueName"]), "${AWS::StackName}-")
+		if name == "dlq" {
+			name = "DLQ"
+		}
+		row := fmt.Sprintf("| %s | %d s | %d days |", name, num(p["VisibilityTimeout"]), int(retention(p).Hours()/24))
+		if !strings.Contains(queues, row) {
+			t.Errorf("queue %s: docs/deploy.md's queue table lacks %q", id, row)
+		}
+	}
+}

@@ -1,0 +1,277 @@
+package webview
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/toggle/snapshot"
+)
+
+// FromStack returns the AWS-backed sources of a provisioned stack: its
+// JobsTable, MarkersTable and DeadLettersTable, and the switches of its
+// Stage for every type in the catalog. mail is the mail log (nil: none; a
+// nil pointer inside a non-nil interface is not nil).
+func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
+	names := map[string]string{}
+	for _, id := range []string{"JobsTable", "MarkersTable", "DeadLettersTable"} {
+		p, ok := st.Physical(id)
+		if !ok {
+			return Sources{}, fmt.Errorf("webview: the stack has no %s", id)
+		}
+		names[id] = p.Name
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	return Sources{
+		Jobs:        NewJobsTable(db, names["JobsTable"], names["MarkersTable"]),
+		Mail:        mail,
+		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"]),
+		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), catalog.Registry()),
+	}, nil
+}
+
+// JobsDynamoAPI is the part of the DynamoDB client JobsTable uses.
+type JobsDynamoAPI interface {
+	jobs.DynamoAPI
+	marker.DynamoAPI
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// JobsTable lists jobs from the jobs table: a Scan for the job records
+// (fine for a local stack, never for a production table), then each of the
+// newest through jobs.Store.Get, which derives its state from its marker.
+type JobsTable struct {
+	client JobsDynamoAPI
+	table  string
+	store  *jobs.Store
+}
+
+// NewJobsTable returns the lister of jobsTable, whose markers are in
+// markersTable.
+func NewJobsTable(client JobsDynamoAPI, jobsTable, markersTable string) *JobsTable {
+	return &JobsTable{client: client, table: jobsTable, store: jobs.NewStore(client, jobsTable, marker.NewDynamo(client, markersTable))}
+}
+
+// deriveConcurrency bounds the parallel Gets of Recent.
+const deriveConcurrency = 4
+
+// Recent returns the n newest jobs (by creation time) with their derived
+// states. A record whose state cannot be derived is listed with its stored
+// state and the error as its reason.
+func (t *JobsTable) Recent(ctx context.Context, n int) ([]Job, error) {
+	expr, err := expression.NewBuilder().
+		WithFilter(expression.Name(jobs.AttrPK).BeginsWith(jobs.JobPK(""))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("webview: jobs scan: %w", err)
+	}
+	var recs []Job
+	p := dynamodb.NewScanPaginator(t.client, &dynamodb.ScanInput{
+		TableName: aws.String(t.table), FilterExpression: expr.Filter(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("webview: scan %s: %w", t.table, err)
+		}
+		for _, item := range page.Items {
+			recs = append(recs, scannedJob(item))
+		}
+	}
+	slices.SortFunc(recs, func(a, b Job) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	recs = recs[:min(n, len(recs))]
+	out := make([]*Job, len(recs))
+	sem := make(chan struct{}, deriveConcurrency)
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = t.derive(ctx, rec)
+		})
+	}
+	wg.Wait()
+	list := make([]Job, 0, len(out))
+	for _, j := range out {
+		if j != nil {
+			list = append(list, *j)
+		}
+	}
+	return list, nil
+}
+
+// derive completes a scanned record with its derived state; nil when the
+// record has expired or vanished since the scan.
+func (t *JobsTable) derive(ctx context.Context, rec Job) *Job {
+	j, err := t.store.Get(ctx, rec.ID)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return nil
+	case err != nil:
+		rec.LastReason = strings.TrimSpace(rec.LastReason + " (state not derived: " + err.Error() + ")")
+		return &rec
+	}
+	rec.Type, rec.Key, rec.Caller, rec.State = j.Type, j.Key, j.Caller, string(j.State)
+	rec.Attempts, rec.LastErrorClass = j.Attempts, j.LastErrorClass
+	rec.CreatedAt, rec.UpdatedAt, rec.RunAt = j.CreatedAt, j.UpdatedAt, j.RunAt
+	return &rec
+}
+
+// scannedJob reads a job record attribute by attribute, so a missing or
+// mistyped attribute leaves its field empty instead of hiding the job.
+func scannedJob(item map[string]types.AttributeValue) Job {
+	id := attrS(item, jobs.AttrJobID)
+	if id == "" {
+		id = strings.TrimPrefix(attrS(item, jobs.AttrPK), jobs.JobPK(""))
+	}
+	return Job{
+		ID: id, Type: attrS(item, "type"), Key: attrS(item, "key"), Caller: attrS(item, "caller"),
+		State: attrS(item, jobs.AttrState), Attempts: int(attrN(item, "attempts")),
+		LastErrorClass: attrS(item, "lastErrorClass"), LastOutcome: attrS(item, "lastOutcome"),
+		LastReason: attrS(item, "lastReason"), TraceID: attrS(item, "traceId"),
+		CreatedAt: fromMillis(attrN(item, "createdAt")), UpdatedAt: fromMillis(attrN(item, "updatedAt")),
+		RunAt: fromMillis(attrN(item, "runAt")),
+	}
+}
+
+// fromMillis reads an epoch-milliseconds attribute; 0 is the zero time.
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func attrS(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func attrN(item map[string]types.AttributeValue, name string) int64 {
+	if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+// DeadLettersTable lists the dead-letters table through deadletter.Store.
+type DeadLettersTable struct {
+	store *deadletter.Store
+}
+
+// NewDeadLettersTable returns the lister of table.
+func NewDeadLettersTable(client deadletter.DynamoAPI, table string) *DeadLettersTable {
+	return &DeadLettersTable{store: deadletter.NewStore(client, table)}
+}
+
+// Recent returns the n most recently seen dead letters, whatever their
+// status.
+func (d *DeadLettersTable) Recent(ctx context.Context, n int) ([]DeadLetter, error) {
+	recs, err := d.store.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("webview: %w", err)
+	}
+	slices.SortFunc(recs, func(a, b deadletter.Record) int {
+		return cmp.Or(b.LastSeen.Compare(a.LastSeen), strings.Compare(a.ID, b.ID))
+	})
+	out := make([]DeadLetter, 0, min(n, len(recs)))
+	for _, r := range recs[:min(n, len(recs))] {
+		out = append(out, DeadLetter{
+			ID: r.ID, JobID: r.JobID, Type: r.Type, Reason: r.Reason, Status: string(r.Status),
+			SourceQueue:  r.SourceQueue[strings.LastIndex(r.SourceQueue, ":")+1:],
+			ReceiveCount: r.ReceiveCount, Occurrences: r.Occurrences, FirstSeen: r.FirstSeen, LastSeen: r.LastSeen,
+		})
+	}
+	return out, nil
+}
+
+// SSMAPI is the part of the SSM client SSMSwitches uses.
+type SSMAPI interface {
+	snapshot.SSMAPI
+	PutParameter(ctx context.Context, in *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
+}
+
+// SSMSwitches are a stage's kill switches in SSM Parameter Store, read as an
+// operator sees them (toggle/snapshot, no cache) and written as plain
+// "on"/"off".
+type SSMSwitches struct {
+	client   SSMAPI
+	stage    string
+	defaults map[string]bool
+}
+
+// NewSSMSwitches returns the switches of stage for every type in reg.
+func NewSSMSwitches(client SSMAPI, stage string, reg *contract.Registry) *SSMSwitches {
+	defaults := map[string]bool{}
+	for _, t := range reg.Types() {
+		defaults[t.Name] = t.EnabledByDefault
+	}
+	return &SSMSwitches{client: client, stage: stage, defaults: defaults}
+}
+
+// List returns every registered switch by type name, then any parameter
+// under the path that names no registered type.
+func (s *SSMSwitches) List(ctx context.Context) ([]Switch, error) {
+	snap, err := snapshot.Read(ctx, s.client, toggle.Path(s.stage), s.defaults, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("webview: %w", err)
+	}
+	out := make([]Switch, 0, len(snap.Entries)+len(snap.Unknown))
+	for _, e := range snap.Entries {
+		out = append(out, Switch{
+			Type: e.Type, Stored: e.Stored, HasStored: e.HasStored, Readable: e.Readable,
+			Default: e.Default, Effective: e.Effective, Until: e.Until, Expired: e.Expired, Reason: e.Reason,
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(snap.Unknown)) {
+		out = append(out, Switch{Type: name, Stored: snap.Unknown[name], HasStored: true, Unknown: true})
+	}
+	return out, nil
+}
+
+// Set overwrites jobType's parameter with "on" or "off". A type that is not
+// registered is ErrUnknownType.
+func (s *SSMSwitches) Set(ctx context.Context, jobType string, enabled bool) error {
+	if _, ok := s.defaults[jobType]; !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownType, jobType)
+	}
+	value := "off"
+	if enabled {
+		value = "on"
+	}
+	name := toggle.ParameterName(s.stage, jobType)
+	_, err := s.client.PutParameter(ctx, &ssm.PutParameterInput{
+		Name: aws.String(name), Value: aws.String(value), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("webview: put %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+//go:build integration
+
+package webview_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/chromedp"
+
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/dev/webview"
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/toggle"
+)
+
+// update rewrites the screenshot the README shows:
+//
+//	go test -tags integration -run TestIntegrationBrowser ./internal/dev/webview -update
+var update = flag.Bool("update", false, "write the page's screenshot to docs/img/local-view.png")
+
+// screenshotPath is the README's screenshot, relative to the repository root.
+const screenshotPath = "docs/img/local-view.png"
+
+// chromiumFlags keep headless Chromium off the network: without them it
+// stalls on calls this machine cannot make.
+var chromiumFlags = []string{
+	"headless", "no-sandbox", "disable-gpu", "disable-quic", "no-first-run",
+	"disable-background-networking", "disable-component-update", "disable-sync",
+	"no-default-browser-check",
+}
+
+// chromium returns the browser the Makefile installs, or fails the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("RUNSTWICE_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no Chromium at %s (%v): run `make chromium` (Debian's chromium and chromium-driver)", path, err)
+	}
+	return path
+}
+
+// mailLog is a fixed webview.MailLog (the stack's recorder lives in devstack).
+type mailLog []webview.Mail
+
+func (m mailLog) Recent(n int) []webview.Mail { return m[:min(n, len(m))] }
+
+// enqueueHandler is the enqueue function's handler wired as
+// functions/enqueue/main.go wires it, from the stack's function environment.
+func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
+	t.Helper()
+	env, err := l.st.FunctionEnv("EnqueueFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &enqueue.Handler{
+		Registry:    catalog.Registry(),
+		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
+		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
+		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[contract.Queue]string{
+			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
+			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
+			contract.QueueBulk:     env["QUEUE_URL_BULK"],
+		}, ""),
+		Logger: obs.NewLogger(io.Discard, "error"),
+	}
+}
+
+// enqueueJob POSTs /v1/jobs/{type} through the handler as API Gateway would
+// and returns the job id.
+func enqueueJob(t *testing.T, h *enqueue.Handler, jobType, key, body string) string {
+	t.Helper()
+	path := "/v1/jobs/" + jobType
+	resp, err := h.Handle(context.Background(), events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: path, Body: body,
+		Headers: map[string]string{"content-type": "application/json", "idempotency-key": key},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Stage: "$default", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost, Path: path},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:user/local-user"},
+			},
+		},
+	})
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("enqueue %s: %d %s %v", jobType, resp.StatusCode, resp.Body, err)
+	}
+	var out struct {
+		JobID string `json:"jobId"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &out); err != nil || out.JobID == "" {
+		t.Fatalf("enqueue answer %s: %v", resp.Body, err)
+	}
+	return out.JobID
+}
+
+func TestIntegrationBrowser(t *testing.T) {
+	exe := chromium(t)
+	l := provisionLocal(t)
+	ctx := context.Background()
+
+	// Jobs through the real enqueue handler: one stays Enqueued, one is
+	// claimed (Succeeded, as after a worker), one failed into the DLQ.
+	h := enqueueHandler(t, l)
+	welcome := enqueueJob(t, h, "email.welcome.v1", "k-welcome", `{"args":{"userId":"u-demo-1"}}`)
+	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-2","roleCode":"city-partner","countryCode":"BD"}}`)
+	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-gone","countryCode":"BD"}}`)
+	markers := marker.NewDynamo(l.db, l.table("MarkersTable"))
+	if _, err := markers.Claim(ctx, marker.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadletter.NewStore(l.db, l.table("DeadLettersTable")).Save(ctx, deadletter.Record{
+		ID: reset, JobID: reset, Type: "email.password-reset.v1", Body: "{}", Reason: "permanent: user u-gone does not exist",
+		ReceiveCount: 1, Status: deadletter.StatusDead, SourceQueue: "arn:aws:sqs:us-east-1:123456789012:runstwice-local-critical",
+	}, "sqs-1"); err != nil {
+		t.Fatal(err)
+	}
+	mail := mailLog{{To: "demo2@example.com", Subject: "Confirm your partner account", JobID: verify, Time: time.Now(),
+		Link: "http://127.0.0.1:3000/verify?token=EXAMPLE"}}
+
+	src, err := webview.FromStack(l.cfg, l.st, mail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/_local/", webview.New(src, webview.Options{Stage: "local"}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000)}
+	for _, f := range chromiumFlags {
+		opts = append(opts, chromedp.Flag(f, true))
+	}
+	// A guard against a hung browser, not a timing assertion.
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(bctx, opts...)
+	defer cancelAlloc()
+	cctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	// text reads an element's visible text; do runs steps; both fail the test
+	// on an error.
+	text := func(what string, sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(cctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("%s (%s): %v", what, sel, err)
+		}
+		return v
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(cctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	do("load the page",
+		chromedp.Navigate(srv.URL+"/_local/?refresh=0"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-job="`+welcome+`"]`)))
+	if v, err := chromedp.CallBrowser(cctx, browser.GetVersion, cdp.Empty{}); err == nil {
+		t.Logf("browser: %s", v.Product)
+	}
+	if title, err := chromedp.Run(cctx, chromedp.Title()); err != nil || title != "runstwice · local" {
+		t.Errorf("title %q, %v", title, err)
+	}
+	welcomeSwitch := `tr[data-switch="email.welcome.v1"]`
+	for _, c := range []struct{ what, sel, want string }{
+		{"the enqueued job", `tr[data-job="` + welcome + `"]`, "Enqueued"},
+		{"the enqueued job", `tr[data-job="` + welcome + `"]`, "email.welcome.v1"},
+		{"the claimed job", `tr[data-job="` + verify + `"]`, "Succeeded"},
+		{"the failed job", `tr[data-job="` + reset + `"]`, "Failed"},
+		{"the dead letter", `tr[data-letter="` + reset + `"]`, "permanent: user u-gone does not exist"},
+		{"the mail", `#mail`, "demo2@example.com"},
+		{"the welcome switch", welcomeSwitch, "turn off"},
+	} {
+		if got := text(c.what, c.sel); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q lacks %q", c.what, got, c.want)
+		}
+	}
+
+	do("flip the welcome switch",
+		chromedp.Click(chromedp.CSS(`form[data-type="email.welcome.v1"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(welcomeSwitch+` .switch.off`)))
+	if row := text("the flipped switch", welcomeSwitch); !strings.Contains(row, "turn on") {
+		t.Errorf("after the flip the switch row reads %q", row)
+	}
+	if loc, err := chromedp.Run(cctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/_local/?refresh=0#switches") {
+		t.Errorf("redirected to %s (%v); want the page, reload still off", loc, err)
+	}
+	p, err := l.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(toggle.ParameterName("local", "email.welcome.v1"))})
+	if err != nil || aws.ToString(p.Parameter.Value) != "off" {
+		t.Fatalf("stored switch after the flip: %v %v", p, err)
+	}
+
+	do("scroll to the top", chromedp.ScrollIntoView(chromedp.CSS("header")))
+	shot, err := chromedp.Run(cctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 400 {
+		t.Fatalf("screenshot is %v", b)
+	}
+	out := filepath.Join(t.ArtifactDir(), "local-view.png")
+	if *update {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = filepath.Join(root, screenshotPath)
+	}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%dx%d)", out, img.Bounds().Dx(), img.Bounds().Dy())
+}

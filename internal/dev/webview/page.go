@@ -1,0 +1,168 @@
+package webview
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed templates/page.html assets/style.css
+var files embed.FS
+
+// assetFS is what {prefix}assets/ serves.
+var assetFS = func() fs.FS {
+	sub, err := fs.Sub(files, "assets")
+	if err != nil {
+		panic(err) // the directory is embedded above
+	}
+	return sub
+}()
+
+var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"when":  when,
+	"lower": strings.ToLower,
+}).ParseFS(files, "templates/page.html"))
+
+// section is one part of the page: its rows, or why there are none.
+type section[T any] struct {
+	Rows []T
+	// Wired is false when the source is nil.
+	Wired bool
+	// Err is the source's error, shown in place of the rows.
+	Err string
+}
+
+// stateCount is how many listed jobs are in one state.
+type stateCount struct {
+	State string
+	N     int
+}
+
+// pageData is what the template renders.
+type pageData struct {
+	Prefix  string
+	Stage   string
+	Now     time.Time
+	Refresh int // seconds; 0: no automatic reload
+	// RefreshOff is true when ?refresh=0 turned the reload off.
+	RefreshOff  bool
+	Limit       int
+	Jobs        section[Job]
+	JobStates   []stateCount
+	Mail        section[Mail]
+	DeadLetters section[DeadLetter]
+	Switches    section[Switch]
+}
+
+// Ago says how long before the page's time t was, e.g. "12s ago".
+func (p pageData) Ago(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := p.Now.Sub(t)
+	switch {
+	case d < 0:
+		return "in " + roughly(-d)
+	case d < time.Second:
+		return "just now"
+	}
+	return roughly(d) + " ago"
+}
+
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// when formats a time for the page, in UTC; the zero time is "".
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// page serves GET {prefix}: every section, read concurrently.
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	d := pageData{Prefix: h.opts.Prefix, Stage: h.opts.Stage, Now: h.opts.Now(), Limit: h.opts.Limit}
+	if h.opts.Refresh > 0 {
+		d.Refresh = max(int(h.opts.Refresh/time.Second), 1)
+	}
+	if r.URL.Query().Get("refresh") == "0" {
+		d.Refresh, d.RefreshOff = 0, true
+	}
+	n := h.opts.Limit
+	var wg sync.WaitGroup
+	if s := h.src.Jobs; s != nil {
+		wg.Go(func() { d.Jobs = read(h, "jobs", func() ([]Job, error) { return s.Recent(ctx, n) }) })
+	}
+	if s := h.src.Mail; s != nil {
+		wg.Go(func() { d.Mail = read(h, "mail", func() ([]Mail, error) { return s.Recent(n), nil }) })
+	}
+	if s := h.src.DeadLetters; s != nil {
+		wg.Go(func() {
+			d.DeadLetters = read(h, "dead letters", func() ([]DeadLetter, error) { return s.Recent(ctx, n) })
+		})
+	}
+	if s := h.src.Switches; s != nil {
+		wg.Go(func() { d.Switches = read(h, "switches", func() ([]Switch, error) { return s.List(ctx) }) })
+	}
+	wg.Wait()
+	d.JobStates = countStates(d.Jobs.Rows)
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, d); err != nil {
+		h.opts.Logger.Error("webview: render", "error", err)
+		http.Error(w, "cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// read runs one source; its error is logged and shown in its section.
+func read[T any](h *handler, what string, f func() ([]T, error)) section[T] {
+	rows, err := f()
+	if err != nil {
+		h.opts.Logger.Warn("webview: read "+what, "error", err)
+		return section[T]{Wired: true, Err: err.Error()}
+	}
+	if len(rows) > h.opts.Limit {
+		rows = rows[:h.opts.Limit]
+	}
+	return section[T]{Rows: rows, Wired: true}
+}
+
+// countStates counts the listed jobs per state, most frequent first.
+func countStates(jobs []Job) []stateCount {
+	counts := map[string]int{}
+	for _, j := range jobs {
+		counts[j.State]++
+	}
+	out := make([]stateCount, 0, len(counts))
+	for s, n := range counts {
+		out = append(out, stateCount{State: s, N: n})
+	}
+	slices.SortFunc(out, func(a, b stateCount) int {
+		if a.N != b.N {
+			return b.N - a.N
+		}
+		return strings.Compare(a.State, b.State)
+	})
+	return out
+}

@@ -1,0 +1,290 @@
+package enqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
+)
+
+// post validates a POST /v1/jobs/{type} and runs it under the request
+// layer. Validation failures return a problem before anything is stored.
+func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, caller, typeName, corr string) (events.APIGatewayV2HTTPResponse, *Problem) {
+	jt, err := h.Registry.Lookup(typeName)
+	if err != nil {
+		detail := "unknown job type " + printable(typeName)
+		if near, ok := h.Registry.Nearest(typeName); ok {
+			detail += "; did you mean " + near + "?"
+		} else {
+			detail += "; the job types are " + strings.Join(h.Registry.Names(), ", ")
+		}
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusNotFound, ProblemUnknownType, detail)
+	}
+	log = log.With(obs.KeyType, jt.Name)
+	body, err := requestBody(req)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes))
+	case err != nil:
+		return events.APIGatewayV2HTTPResponse{}, validation("body", "is marked base64 but is not valid base64")
+	}
+	if err := checkContentType(req.Headers); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
+	}
+	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
+	idemKey, err := idempotency.ParseKey(rawKey)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, validation("header "+HeaderIdempotencyKey,
+			strings.TrimPrefix(err.Error(), idempotency.ErrInvalidKey.Error()+": ")+
+				"; send 1-255 printable ASCII characters that name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
+	}
+	in, err := DecodeBody(jt, body)
+	if err != nil {
+		var ve *contract.ValidationError
+		if errors.As(err, &ve) {
+			p := newProblem(http.StatusBadRequest, ProblemValidation, "the body is invalid: "+ve.Detail())
+			p.Errors = ve.Fields
+			return events.APIGatewayV2HTTPResponse{}, p
+		}
+		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusInternalServerError, ProblemInternal, "internal error")
+	}
+	fp, err := idempotency.Fingerprint(http.MethodPost, jobsPrefix+jt.Name, body)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
+	}
+	trace := traceHeader(ctx, req.Headers)
+	return h.runOnce(ctx, log, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+		return h.enqueue(ctx, log, lock, jt, in, caller, idemKey, corr, trace)
+	})
+}
+
+func validation(field, reason string) *Problem {
+	p := newProblem(http.StatusBadRequest, ProblemValidation, field+" "+reason)
+	p.Errors = []contract.FieldError{{Field: field, Reason: reason}}
+	return p
+}
+
+// runOnce runs do under the request layer: a replay, a mismatch or a request
+// in flight never calls it. do returns the response and whether it is stored
+// under the key; when it is not (a 5xx, a transient conflict) and do did not
+// finish the lock itself, the lock is released so the key stays usable.
+func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, caller, key, fp, corr string,
+	do func(idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool),
+) (events.APIGatewayV2HTTPResponse, *Problem) {
+	res, err := h.Idempotency.Begin(ctx, caller, key, fp)
+	if err != nil {
+		log.Error("enqueue: idempotency begin", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), nil
+	}
+	switch res.Outcome {
+	case idempotency.Replay:
+		r := res.Response
+		hdr := make(map[string]string, len(r.Headers)+1)
+		for k, v := range r.Headers {
+			hdr[k] = v
+		}
+		hdr[HeaderReplayed] = "true"
+		return events.APIGatewayV2HTTPResponse{StatusCode: r.Status, Headers: hdr, Body: r.Body}, nil
+	case idempotency.Mismatch:
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
+			"this Idempotency-Key was used for a different request; use a new key")
+	case idempotency.InFlight:
+		p := newProblem(http.StatusConflict, ProblemInFlight, "a request with this Idempotency-Key is still being processed; retry later")
+		p.retryAfter = res.RetryAfter
+		return events.APIGatewayV2HTTPResponse{}, p
+	}
+	resp, store := do(res.Lock)
+	if !store {
+		if err := h.Idempotency.Release(ctx, res.Lock); err != nil {
+			log.Warn("enqueue: release idempotency lock", obs.KeyError, obs.Redact(err))
+		}
+	}
+	return resp, nil
+}
+
+// accepted is the body of a 202 or 200 answer to an enqueue.
+type accepted struct {
+	JobID         string     `json:"jobId"`
+	Type          string     `json:"type"`
+	State         jobs.State `json:"state"`
+	Key           string     `json:"key"`
+	Deduplicated  bool       `json:"deduplicated"`
+	CorrelationID string     `json:"correlationId"`
+}
+
+func jobResponse(status int, job jobs.Job, state jobs.State, dedup bool, corr string) idempotency.Response {
+	return idempotency.Response{
+		Status: status,
+		Headers: map[string]string{
+			HeaderContentType: ContentTypeJSON, HeaderLocation: jobsPrefix + job.ID, HeaderCorrelationID: corr,
+		},
+		Body: mustJSON(accepted{JobID: job.ID, Type: job.Type, State: state, Key: job.Key, Deduplicated: dedup, CorrelationID: job.CorrelationID}),
+	}
+}
+
+func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{StatusCode: r.Status, Headers: r.Headers, Body: r.Body}
+}
+
+// enqueue runs the enqueue layer under a held request lock. It reports
+// whether it finished the lock (stored a response); if not, runOnce
+// releases it.
+func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotency.Lock, jt contract.JobType, in Body,
+	caller, idemKey, corr, trace string,
+) (events.APIGatewayV2HTTPResponse, bool) {
+	now := h.now().UTC()
+	id := contract.DeriveMessageID(caller, idemKey)
+	log = log.With(obs.KeyJobID, id)
+	env := contract.Envelope{
+		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
+	}
+	body, err := env.Encode()
+	if err != nil {
+		var ve *contract.ValidationError
+		if errors.As(err, &ve) {
+			p := newProblem(http.StatusBadRequest, ProblemValidation, "the job message is invalid: "+ve.Detail())
+			p.Errors = ve.Fields
+			return p.response(corr), false
+		}
+		log.Error("enqueue: encode", obs.KeyError, obs.Redact(err))
+		return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), false
+	}
+	job := jobs.Job{
+		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
+		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: now.Add(in.Delay),
+	}
+	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
+	if err != nil {
+		log.Error("enqueue: reserve", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	log.Debug("enqueue: decision", "outcome", d.Outcome.String(), "own", d.Own, "existingJobId", d.Job.ID)
+	if d.Own && !sameJob(d.Job, env) {
+		// The job id comes from (caller, Idempotency-Key), so a job under
+		// this id that is not this request's job means the key was used
+		// before for another request whose record is gone (it expired, or
+		// that request failed before it was stored).
+		return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
+			"this Idempotency-Key was already used for a different job; use a new key").response(corr), false
+	}
+	switch d.Outcome {
+	case jobs.Reserved, jobs.Resume:
+		return h.sendAndFinish(ctx, log, lock, d, corr)
+	case jobs.Duplicate:
+		status := http.StatusOK
+		if d.Own {
+			status = http.StatusAccepted
+		}
+		return h.finish(ctx, log, lock, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), corr)
+	case jobs.Rejected:
+		p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
+			"job %s with key %q is %s and duplicatePolicy %s rejects a new one", d.Job.ID, d.Job.Key, d.Job.State, in.Policy))
+		p.ExistingJobID, p.Policy, p.CorrelationID = d.Job.ID, string(in.Policy), corr
+		r := p.response(corr)
+		return h.finish(ctx, log, lock, idempotency.Response{Status: r.StatusCode, Headers: r.Headers, Body: r.Body}, corr)
+	case jobs.Busy:
+		p := newProblem(http.StatusConflict, ProblemInFlight, "another request is creating a job with this key; retry later")
+		p.retryAfter = d.RetryAfter
+		return p.response(corr), false
+	}
+	log.Error("enqueue: unknown decision", "outcome", int(d.Outcome))
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), false
+}
+
+// sendAndFinish sends the message of a reserved or pending job and then, in
+// one transaction, promotes the job and stores the response.
+func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+	job := d.Job
+	delay := min(max(job.RunAt.Sub(h.now()), 0), MaxDelaySeconds*time.Second)
+	err := h.Queue.Send(ctx, queue.Message{
+		Queue: contract.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: delay,
+		TraceHeader: sqsTraceHeader(job.TraceID),
+	})
+	if err != nil {
+		log.Warn("enqueue: send failed; the key stays retryable", obs.KeyError, obs.Redact(err))
+		p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the job queue did not accept the message; retry with the same Idempotency-Key")
+		p.retryAfter = time.Second
+		return p.response(corr), false
+	}
+	status, dedup := http.StatusAccepted, false
+	if !d.Own {
+		status, dedup = http.StatusOK, true
+	}
+	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
+	err = h.Idempotency.Complete(ctx, lock, resp, h.Jobs.Promotion(job))
+	if errors.Is(err, idempotency.ErrCompanionFailed) {
+		// The record is no longer Pending/queued (it failed meanwhile): store
+		// the response alone.
+		err = h.Idempotency.Complete(ctx, lock, resp)
+	}
+	switch {
+	case errors.Is(err, idempotency.ErrLockLost):
+		log.Warn("enqueue: lock lost; the request that took over answers the same", obs.KeyError, obs.Redact(err))
+		return toAPI(resp), true
+	case err != nil:
+		// The message is in SQS but neither record says so. A retry with the
+		// same key sends the same message id again, which the marker absorbs.
+		log.Error("enqueue: complete after send", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	log.Info("enqueue: job queued", "status", status, "state", string(job.QueuedState()))
+	return toAPI(resp), true
+}
+
+// finish stores resp under the request's key and returns it.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, resp idempotency.Response, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+	err := h.Idempotency.Complete(ctx, lock, resp)
+	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
+		log.Error("enqueue: complete", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	return toAPI(resp), true
+}
+
+// sameJob reports whether job (found under the request's job id) is the job
+// env describes: same type, natural key and args.
+func sameJob(job jobs.Job, env contract.Envelope) bool {
+	if job.Type != env.Type || job.Key != env.Key {
+		return false
+	}
+	if job.Message == "" {
+		return true
+	}
+	stored, err := contract.Decode([]byte(job.Message))
+	return err == nil && maps.Equal(stored.Args, env.Args)
+}
+
+// traceHeader is the X-Ray trace header of the request: the Lambda
+// invocation's (whose segment is then the parent), else the X-Amzn-Trace-Id
+// header API Gateway (or the local stack) passed on; "" when untraced.
+func traceHeader(ctx context.Context, h map[string]string) string {
+	if t := obs.TraceHeader(ctx); obs.TraceRoot(t) != "" {
+		return t
+	}
+	if t, ok := header(h, "X-Amzn-Trace-Id"); ok && obs.TraceRoot(t) != "" {
+		return t
+	}
+	return ""
+}
+
+// sqsTraceHeader is the AWSTraceHeader that carries a job's trace to its
+// worker.
+func sqsTraceHeader(traceID string) string {
+	if traceID == "" {
+		return ""
+	}
+	return "Root=" + traceID
+}

@@ -1,0 +1,57 @@
+package enqueue
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// jobsPrefix is the path every route shares.
+const jobsPrefix = "/v1/jobs/"
+
+// routesList names the routes in problem details.
+const routesList = "POST /v1/jobs/{type}, GET /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}"
+
+// route is a matched request route.
+type route struct {
+	// method is POST, GET or DELETE; "" for the right path with another
+	// method, whose allowed methods are in allow.
+	method string
+	allow  string
+	param  string // {type} or {jobId}
+}
+
+// matchRoute matches the request against POST /v1/jobs/{type}, GET
+// /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}. ok is false for any other
+// path; route.method is "" for the right path with another method.
+func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
+	method := strings.ToUpper(req.RequestContext.HTTP.Method)
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	if method == "" { // a hand-written event may carry only the route key
+		method, _, _ = strings.Cut(req.RouteKey, " ")
+	}
+	i := strings.Index(path, jobsPrefix)
+	if i < 0 || (i > 0 && path[:i] != "/"+req.RequestContext.Stage) {
+		return route{}, false
+	}
+	seg, err := url.PathUnescape(path[i+len(jobsPrefix):])
+	if err != nil || seg == "" || strings.Contains(seg, "/") {
+		return route{}, false
+	}
+	param := "jobId"
+	switch method {
+	case "POST":
+		param = "type"
+	case "GET", "DELETE":
+	default:
+		return route{allow: "DELETE, GET, POST"}, true
+	}
+	if p := req.PathParameters[param]; p != "" {
+		seg = p
+	}
+	return route{method: method, param: seg}, true
+}

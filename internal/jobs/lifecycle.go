@@ -1,0 +1,238 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/marker"
+)
+
+// The outcomes a record's lastOutcome names.
+const (
+	OutcomeParked       = "parked"
+	OutcomeNoop         = "noop"
+	OutcomeDeadLettered = "dead-lettered"
+	OutcomeCancelled    = "cancelled"
+	OutcomeRedriven     = "redriven"
+)
+
+// UpdateAPI is the part of the DynamoDB client a Recorder uses: workers only
+// update job records.
+type UpdateAPI interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Recorder writes what workers learn about a job onto its record: parked,
+// failed, or done without work (and why). Every write is conditional on the
+// state machine (Transition), so a stale worker never overwrites a terminal
+// record, and a write retried after a lost response finds its own work.
+type Recorder struct {
+	client UpdateAPI
+	table  string
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// NewRecorder returns the recorder on table.
+func NewRecorder(client UpdateAPI, table string) *Recorder {
+	return &Recorder{client: client, table: table}
+}
+
+// Failure is what MarkFailed records.
+type Failure struct {
+	// Class names the kind of error (and its provider error code); never a
+	// provider's message.
+	Class string
+	// Reason is the dead letter's reason, free of personal data.
+	Reason string
+	// Attempts is the number of deliveries (the SQS receive count); 0
+	// leaves it as it is.
+	Attempts int
+}
+
+// MarkFailed records that job jobID failed. It is conditional and
+// idempotent: it never overwrites a cancelled record, and marking an already
+// Failed job again updates the class, reason and attempts. A job that does
+// not exist (or whose record expired) returns an error matching ErrNotFound,
+// which a dead-letter consumer may treat as done.
+func (r *Recorder) MarkFailed(ctx context.Context, jobID string, f Failure) error {
+	now := ddb.Now(r.Now)
+	upd := expression.Set(expression.Name(AttrState), expression.Value(StateFailed)).
+		Set(expression.Name("lastErrorClass"), expression.Value(cleanText(f.Class, 64, "unknown"))).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeDeadLettered)).
+		Set(expression.Name("lastReason"), expression.Value(cleanText(f.Reason, 512, "failed"))).
+		Set(expression.Name("failedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
+	if f.Attempts > 0 {
+		upd = upd.Set(expression.Name("attempts"), expression.Value(f.Attempts))
+	}
+	_, err := r.update(ctx, jobID, EventFailed, upd)
+	return err
+}
+
+// MarkParked records that job jobID is parked (its kill switch is off) and
+// keeps it and its dedup pointer alive as long as it is parked: a parked job
+// never expires into a twin. It returns the state the record had; a record
+// the state machine does not let park (cancelled, failed) is left alone and
+// returned with ErrConflict.
+func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) {
+	now := ddb.Now(r.Now)
+	expires := activeExpiry(now)
+	upd := expression.Set(expression.Name(AttrState), expression.Value(StateParked)).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeParked)).
+		Set(expression.Name("lastReason"), expression.Value("its kill switch is off; it runs when the switch is on again")).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(expires))
+	old, err := r.update(ctx, jobID, EventParked, upd)
+	if err != nil {
+		return old.State, err
+	}
+	// The pointer follows the record's life. Once a day is enough: it is
+	// written on the first park and when the record's life was extended by
+	// more than a day since.
+	if old.State == StateParked && old.ExpiresAt > expires-int64((24*time.Hour).Seconds()) {
+		return old.State, nil
+	}
+	ptr, err := ddb.Update(r.table, keyAV(DedupPK(old.Caller, old.Type, old.Key)),
+		expression.Set(expression.Name(AttrExpiresAt), expression.Value(expires)),
+		expression.Name(AttrJobID).Equal(expression.Value(jobID)), false)
+	if err != nil {
+		return old.State, fmt.Errorf("jobs: park %s: %w", jobID, err)
+	}
+	if _, err := r.client.UpdateItem(ctx, ddb.UpdateInput(ptr)); err != nil && !ddb.IsConditionFailed(err) {
+		return old.State, fmt.Errorf("jobs: park %s: pointer: %w", jobID, err)
+	}
+	return old.State, nil
+}
+
+// RecordOutcome records the last outcome of job jobID and its reason (e.g.
+// OutcomeNoop, "no mail needed: user not found"), without changing its
+// state. A job without a record returns an error matching ErrNotFound.
+func (r *Recorder) RecordOutcome(ctx context.Context, jobID, outcome, reason string) error {
+	now := ddb.Now(r.Now)
+	upd := expression.Set(expression.Name("lastOutcome"), expression.Value(outcome)).
+		Set(expression.Name("lastReason"), expression.Value(cleanText(reason, 512, outcome))).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli()))
+	_, err := r.update(ctx, jobID, "", upd)
+	return err
+}
+
+// update applies upd to the live record of jobID when the state machine
+// allows ev in its stored state (any state when ev is ""), and returns the
+// record as it was. A record in a state that does not allow ev is returned
+// with ErrConflict; no record, with ErrNotFound.
+func (r *Recorder) update(ctx context.Context, jobID string, ev Event, upd expression.UpdateBuilder) (record, error) {
+	now := ddb.Now(r.Now)
+	cond := expression.AttributeExists(expression.Name(AttrPK)).
+		And(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
+	if ev != "" {
+		cond = cond.And(inStates(Sources(ev)))
+	}
+	u, err := ddb.Update(r.table, keyAV(JobPK(jobID)), upd, cond, true)
+	if err != nil {
+		return record{}, fmt.Errorf("jobs: %s %s: %w", ev, jobID, err)
+	}
+	in := ddb.UpdateInput(u)
+	in.ReturnValues = types.ReturnValueAllOld
+	out, err := r.client.UpdateItem(ctx, in)
+	if err == nil {
+		var old record
+		_, derr := ddb.DecodeLive(out.Attributes, now, &old)
+		return old, derr
+	}
+	if !ddb.IsConditionFailed(err) {
+		return record{}, fmt.Errorf("jobs: %s %s: %w", ev, jobID, err)
+	}
+	var old record
+	ok, derr := ddb.DecodeLive(ddb.OldItem(err), now, &old)
+	switch {
+	case derr != nil:
+		return record{}, fmt.Errorf("jobs: %w", derr)
+	case !ok:
+		return record{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
+	}
+	return old, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, old.State)
+}
+
+// Cancel cancels the job jobID of caller if it has not run: it writes the
+// tombstone marker that every worker's peek sees (so the job never runs,
+// even if its message is delivered later), then marks the record Cancelled.
+// It returns the job with its state: Cancelled (also when it already was),
+// or, with ErrConflict, the state that forbids it (Succeeded, Failed,
+// Expired, or Processing while a worker runs it). Another caller's job, or
+// none, is ErrNotFound; caller "" is an operator, who may cancel anyone's.
+func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
+	if s.markers == nil {
+		return Job{}, errors.New("jobs: cancel needs the markers")
+	}
+	j, err := s.Get(ctx, jobID)
+	switch {
+	case err != nil:
+		return Job{}, err
+	case caller != "" && j.Caller != caller:
+		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
+	case j.State == StateCancelled:
+		return j, nil
+	case j.State.Terminal() || j.State == StateProcessing:
+		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
+	}
+	if _, err := s.markers.Tombstone(ctx, j.MarkerKey()); err != nil {
+		switch {
+		case errors.Is(err, marker.ErrProcessed):
+			j.State = StateSucceeded
+		case errors.Is(err, marker.ErrFailed):
+			j.State = StateFailed
+		case errors.Is(err, marker.ErrLeaseHeld):
+			j.State = StateProcessing
+		default:
+			return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+		}
+		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
+	}
+	// The tombstone decides; the record follows so lists and policies see
+	// it. A record that moved on meanwhile (it failed) keeps its story: the
+	// tombstone still reads Cancelled.
+	now := s.now()
+	upd := expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeCancelled)).
+		Set(expression.Name("lastReason"), expression.Value("cancelled by its caller")).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
+	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
+	if err != nil {
+		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	if _, err := s.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
+		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	j.State, j.stored, j.LastOutcome, j.LastReason, j.UpdatedAt = StateCancelled, StateCancelled, OutcomeCancelled, "cancelled by its caller", now.UTC()
+	return j, nil
+}
+
+// cleanText keeps a stored, shown text short and printable (an error class,
+// a reason); def stands in for an empty one.
+func cleanText(s string, limit int, def string) string {
+	s = strings.Map(func(r rune) rune {
+		if r > unicode.MaxASCII || !unicode.IsPrint(r) {
+			return '_'
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if len(s) > limit {
+		s = s[:limit]
+	}
+	if s == "" {
+		return def
+	}
+	return s
+}

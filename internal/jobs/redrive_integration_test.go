@@ -1,0 +1,211 @@
+//go:build integration
+
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
+)
+
+// opsWorld is a jobs table, a markers table, the store that enqueue uses and
+// the operator's lifecycle, on one clock.
+type opsWorld struct {
+	store     *jobs.Store
+	rec       *jobs.Recorder
+	lifecycle *jobs.Lifecycle
+	markers   *marker.Dynamo
+	clock     *markertest.Clock
+	counter   *testenv.CallCounter
+}
+
+func newOpsWorld(t *testing.T) opsWorld {
+	t.Helper()
+	counter := testenv.NewCallCounter()
+	client := dynamodb.NewFromConfig(testenv.Moto(t).Config(counter.Option))
+	jobsTable, markersTable := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
+	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
+	testenv.CreateTable(t, client, markersTable, marker.AttrHandler, marker.AttrMessageKey)
+	w := opsWorld{clock: markertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), counter: counter}
+	w.markers = marker.NewDynamo(client, markersTable)
+	w.markers.Now = w.clock.Now
+	w.store = jobs.NewStore(client, jobsTable, w.markers)
+	w.rec = jobs.NewRecorder(client, jobsTable)
+	w.store.Now = w.clock.Now
+	w.lifecycle = jobs.NewLifecycle(client, jobsTable)
+	w.lifecycle.Now = w.clock.Now
+	return w
+}
+
+// enqueue creates an Enqueued job the way the enqueue function does.
+func (w opsWorld) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
+	t.Helper()
+	now := w.clock.Now()
+	j := jobs.Job{ID: contract.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
+		CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now}
+	d, err := w.store.Reserve(context.Background(), j, jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("reserve %s: %v %v", key, d.Outcome, err)
+	}
+	if err := w.store.Promote(context.Background(), d.Job); err != nil {
+		t.Fatal(err)
+	}
+	return d.Job
+}
+
+func (w opsWorld) failed(t *testing.T, caller, key string) jobs.Job {
+	t.Helper()
+	j := w.enqueue(t, email.Welcome.Name, caller, key)
+	if err := w.rec.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (w opsWorld) state(t *testing.T, id string) jobs.Job {
+	t.Helper()
+	j, err := w.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestReactivateKeepsTheKey: a redriven job is active again, so enqueue with
+// AllowAfterFailed dedups onto it instead of admitting a twin.
+func TestReactivateKeepsTheKey(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	j := w.failed(t, "caller-a", "welcome:u-1")
+	// Before: AllowAfterFailed would admit a twin (the bug a redrive must close).
+	w.clock.Advance(time.Hour)
+	rv, err := w.lifecycle.Inspect(ctx, j.ID)
+	if err != nil || !rv.Found || rv.State != jobs.StateFailed || rv.Superseded() || rv.Key != "welcome:u-1" {
+		t.Fatalf("Inspect = %+v, %v", rv, err)
+	}
+	w.counter.Reset()
+	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
+		t.Fatal(err)
+	}
+	if w.counter.String() != "DynamoDB.TransactWriteItems=1" {
+		t.Fatalf("reactivation took %s; want one transaction", w.counter)
+	}
+	got := w.state(t, j.ID)
+	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.clock.Now()) || got.LastErrorClass != "max-receives" {
+		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, error class kept", got)
+	}
+	twin := jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
+		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.clock.Now(), RunAt: w.clock.Now()}
+	w.clock.Advance(jobs.DefaultPendingTimeout + time.Second)
+	if d, err := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
+		t.Fatalf("enqueue of the same key while redriven (pending) = %v %s, %v; want the redriven job", d.Outcome, d.Job.ID, err)
+	}
+	if err := w.lifecycle.Settle(ctx, j.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.state(t, j.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("after Settle(sent): %s; want Enqueued", got.State)
+	}
+	if d, err := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+		t.Fatalf("enqueue of the same key after the redrive = %v %s, %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
+	}
+	// It lives like a new record: not Expired long after its first run time,
+	// and the pointer lives as long (the key stays taken).
+	w.clock.Advance(jobs.QueueRetention - time.Hour)
+	if got := w.state(t, j.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("%s after most of the queue retention; want Enqueued", got.State)
+	}
+	if d, _ := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); d.Outcome != jobs.Duplicate {
+		t.Fatalf("twin admitted late in the redriven job's life: %v", d.Outcome)
+	}
+	// A second Reactivate (a rerun) writes nothing and is no error.
+	rv, _ = w.lifecycle.Inspect(ctx, j.ID)
+	w.counter.Reset()
+	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil || w.counter.Get("DynamoDB.TransactWriteItems") != 0 {
+		t.Fatalf("rerun: %v, %s", err, w.counter)
+	}
+}
+
+// TestSettleUnsent: a redrive whose send failed puts the job back to Failed
+// with its error class; Settle never moves a job that is not Pending.
+func TestSettleUnsent(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	j := w.failed(t, "caller-a", "welcome:u-2")
+	rv, _ := w.lifecycle.Inspect(ctx, j.ID)
+	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.lifecycle.Settle(ctx, j.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	got := w.state(t, j.ID)
+	if got.State != jobs.StateFailed || got.FailedAt == nil || got.LastErrorClass != "max-receives" {
+		t.Fatalf("after a failed send: %+v; want Failed with its class", got)
+	}
+	if err := w.lifecycle.Settle(ctx, j.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.state(t, j.ID); got.State != jobs.StateFailed {
+		t.Fatalf("Settle moved a Failed job to %s", got.State)
+	}
+	// A stale Revival (it read Failed, the job is Succeeded now) is refused.
+	other := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
+	stale := jobs.Revival{JobID: other.ID, Found: true, State: jobs.StateFailed, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-3"}
+	if err := w.lifecycle.Reactivate(ctx, stale, false); !errors.Is(err, jobs.ErrStateChanged) {
+		t.Fatalf("Reactivate of an Enqueued job read as Failed = %v; want ErrStateChanged", err)
+	}
+	if _, err := w.lifecycle.Inspect(ctx, contract.NewMessageID()); err != nil {
+		t.Fatalf("Inspect of an unknown job: %v; want not found without an error", err)
+	}
+}
+
+// TestReactivateSuperseded: when a newer job took the key, the old job is
+// superseded; a forced reactivation leaves the key with the newer job, and a
+// newer job that takes the key between Inspect and Reactivate wins.
+func TestReactivateSuperseded(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	old := w.failed(t, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	newer := w.enqueue(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	rv, err := w.lifecycle.Inspect(ctx, old.ID)
+	if err != nil || rv.SupersededBy != newer.ID {
+		t.Fatalf("Inspect = %+v, %v; want superseded by %s", rv, err, newer.ID)
+	}
+	if err := w.lifecycle.Reactivate(ctx, rv, false); !errors.Is(err, jobs.ErrSuperseded) {
+		t.Fatalf("Reactivate without force = %v; want ErrSuperseded", err)
+	}
+	if got := w.state(t, old.ID); got.State != jobs.StateFailed {
+		t.Fatalf("superseded job moved to %s without force", got.State)
+	}
+	if err := w.lifecycle.Reactivate(ctx, rv, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.state(t, old.ID); got.State != jobs.StatePending {
+		t.Fatalf("forced: %s; want Pending", got.State)
+	}
+	if rv, _ := w.lifecycle.Inspect(ctx, old.ID); rv.SupersededBy != newer.ID {
+		t.Fatalf("forced reactivation took the key from the newer job: %+v", rv)
+	}
+
+	// The race: Inspect saw the key free, then a newer job took it.
+	racer := w.failed(t, "caller-b", "welcome:u-5")
+	rv, _ = w.lifecycle.Inspect(ctx, racer.ID)
+	w.enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-5")
+	if err := w.lifecycle.Reactivate(ctx, rv, false); !errors.Is(err, jobs.ErrSuperseded) {
+		t.Fatalf("Reactivate after the key was taken = %v; want ErrSuperseded", err)
+	}
+	if got := w.state(t, racer.ID); got.State != jobs.StateFailed {
+		t.Fatalf("the losing reactivation wrote the record: %s", got.State)
+	}
+}

@@ -1,0 +1,211 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/idempotency"
+)
+
+// maxReserveAttempts bounds the write-decide loop of Reserve under
+// contention.
+const maxReserveAttempts = 3
+
+// Reserve decides what an enqueue of job under policy does, and when a new job
+// is due, reserves it: one transaction writes the Pending record and points
+// the dedup pointer at it, conditional on the pointer being absent (or still
+// pointing at the job the decision read), so two concurrent enqueues can
+// never both create a job. job must carry ID, Caller, Type, Key, Queue,
+// CorrelationID, Message, CreatedAt and RunAt (CreatedAt plus the delay);
+// Reserve sets its state. See Outcome for what the caller does next.
+//
+// Cost: a new job is one transaction and no read. When the key is taken, the
+// failed transaction returns the pointer that blocked it, and one
+// BatchGetItem reads that job's record and marker to decide.
+func (s *Store) Reserve(ctx context.Context, job Job, policy DuplicatePolicy) (Decision, error) {
+	job.stored, job.State = StatePending, StatePending
+	job.CreatedAt = job.CreatedAt.UTC().Truncate(time.Millisecond)
+	job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
+	job.UpdatedAt = job.CreatedAt
+	ppk := DedupPK(job.Caller, job.Type, job.Key)
+	prevID := "" // the pointer must be absent
+	for range maxReserveAttempts {
+		err := s.reserve(ctx, job, ppk, prevID)
+		if err == nil {
+			return Decision{Outcome: Reserved, Job: job, Own: true}, nil
+		}
+		if !ddb.IsConditionFailed(err) {
+			return Decision{}, err
+		}
+		if item, ownExists := ddb.ItemAt(err, 1); ownExists {
+			// This very call's transaction, applied with its response
+			// lost and retried by the SDK, finds its own record: that is
+			// the reservation, not a conflict with itself.
+			var r record
+			if ok, _ := ddb.DecodeLive(item, s.now(), &r); ok && r.State == StatePending &&
+				r.CreatedAt == ms(job.CreatedAt) && r.Message == job.Message && r.Caller == job.Caller {
+				return Decision{Outcome: Reserved, Job: job, Own: true}, nil
+			}
+			// Otherwise the request's own job exists from an earlier try
+			// of this request, or an Idempotency-Key reused after its
+			// record expired.
+			return s.own(ctx, job)
+		}
+		var p pointer
+		item, _ := ddb.ItemAt(err, 0)
+		found, derr := ddb.DecodeLive(item, s.now(), &p)
+		if derr != nil {
+			return Decision{}, fmt.Errorf("jobs: %w", derr)
+		}
+		if item == nil { // the service did not return it: read it
+			if found, err = s.getItem(ctx, ppk, &p); err != nil {
+				return Decision{}, err
+			}
+		}
+		prevID = ""
+		if !found || p.JobID == job.ID {
+			prevID = p.JobID
+			continue
+		}
+		prev, ok, err := s.find(ctx, p.JobID, job.Type)
+		if err != nil {
+			return Decision{}, err
+		}
+		if ok {
+			if d, decided := s.decide(prev, job, policy); decided {
+				return d, nil
+			}
+		}
+		prevID = p.JobID
+	}
+	return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
+}
+
+// own decides when the request's own job id already has a record.
+func (s *Store) own(ctx context.Context, job Job) (Decision, error) {
+	own, found, err := s.find(ctx, job.ID, job.Type)
+	switch {
+	case err != nil:
+		return Decision{}, err
+	case !found:
+		return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
+	case own.State == StatePending:
+		return Decision{Outcome: Resume, Job: own, Own: true}, nil
+	}
+	return Decision{Outcome: Duplicate, Job: own, Own: true}, nil
+}
+
+func nilIfNotFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// decide returns the decision when the key's last job prev settles it, or
+// decided=false when a new job may be reserved.
+func (s *Store) decide(prev, job Job, policy DuplicatePolicy) (d Decision, decided bool) {
+	switch {
+	case prev.State == StatePending:
+		if wait := prev.UpdatedAt.Add(s.pendingTimeout()).Sub(s.now()); wait > 0 {
+			return Decision{Outcome: Busy, Job: prev, RetryAfter: wait}, true
+		}
+		return Decision{Outcome: Resume, Job: prev}, true
+	case prev.State.Active():
+		return Decision{Outcome: Duplicate, Job: prev}, true
+	case !policy.Allows(prev.State):
+		return Decision{Outcome: Rejected, Job: prev}, true
+	}
+	return Decision{}, false
+}
+
+// reserve writes the Pending record and the pointer in one transaction. The
+// pointer must be absent (or expired) when prevID is "", else still point at
+// prevID; the record must not exist (or be expired). Both ask for the item
+// that fails their condition.
+func (s *Store) reserve(ctx context.Context, job Job, ppk, prevID string) error {
+	now := s.now()
+	ptrCond := ddb.AbsentOrExpired(AttrPK, now)
+	if prevID != "" {
+		ptrCond = expression.Name(AttrJobID).Equal(expression.Value(prevID))
+	}
+	ptrPut, err := ddb.Put(s.table, pointer{PK: ppk, JobID: job.ID, ExpiresAt: activeExpiry(job.RunAt)}, ptrCond, true)
+	if err != nil {
+		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+	}
+	recPut, err := ddb.Put(s.table, toRecord(job), ddb.AbsentOrExpired(AttrPK, now), true)
+	if err != nil {
+		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Put: ptrPut}, {Put: recPut}},
+	})
+	if err != nil {
+		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+	}
+	return nil
+}
+
+// Promotion is the write that moves a job from Pending to its queued state
+// (Enqueued, or Scheduled with a delay) once SQS accepted its message. It is
+// committed together with the request layer's completion (it implements
+// idempotency.Companion), so the response and the job's state are stored as
+// one.
+type Promotion struct {
+	s   *Store
+	job Job
+}
+
+// Promotion returns the promotion of job, to commit with the request's
+// completion.
+func (s *Store) Promotion(job Job) idempotency.Companion { return Promotion{s: s, job: job} }
+
+// TransactItem is the promotion as a transaction element: conditional on the
+// record existing in a state the event allows (a job that already Failed,
+// was parked or cancelled is not overwritten); promoting an already promoted
+// job is harmless.
+func (p Promotion) TransactItem() (types.TransactWriteItem, error) {
+	ev := EventSent
+	if p.job.Delay() > 0 {
+		ev = EventSentDelayed
+	}
+	upd := expression.Set(expression.Name(AttrState), expression.Value(p.job.QueuedState())).
+		Set(expression.Name("updatedAt"), expression.Value(p.s.now().UnixMilli()))
+	cond := expression.AttributeExists(expression.Name(AttrPK)).And(inStates(Sources(ev)))
+	u, err := ddb.Update(p.s.table, keyAV(JobPK(p.job.ID)), upd, cond, false)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("jobs: promote: %w", err)
+	}
+	return types.TransactWriteItem{Update: u}, nil
+}
+
+// Promote is the promotion on its own. A job that left the states it can be
+// promoted from (Failed, parked, cancelled, or gone) is left as it is and
+// returns nil: its message was sent, the record already tells a later story.
+func (s *Store) Promote(ctx context.Context, job Job) error {
+	it, err := Promotion{s: s, job: job}.TransactItem()
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(it.Update))
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("jobs: promote %s: %w", job.ID, err)
+	}
+	return nil
+}
+
+// inStates is the condition "state is one of states".
+func inStates(states []State) expression.ConditionBuilder {
+	ops := make([]expression.OperandBuilder, len(states))
+	for i, st := range states {
+		ops[i] = expression.Value(st)
+	}
+	return expression.Name(AttrState).In(ops[0], ops[1:]...)
+}

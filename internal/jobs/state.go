@@ -1,0 +1,166 @@
+package jobs
+
+import (
+	"slices"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/marker"
+)
+
+// State is a job's state as a caller sees it.
+type State string
+
+// The job states. Pending, Enqueued, Scheduled, Parked, Failed and Cancelled
+// are stored on the record; Processing, Succeeded and Expired are derived.
+const (
+	// StatePending: the job is reserved under its key but SQS has not yet
+	// confirmed its message (the enqueue is in flight, or crashed, or SQS
+	// failed). A retry of the same request, or after PendingTimeout any
+	// request for the same key, sends the message again under the same id.
+	StatePending State = "Pending"
+	// StateEnqueued: the message is in its queue.
+	StateEnqueued State = "Enqueued"
+	// StateScheduled: the message is in its queue with a delay that has not
+	// yet passed.
+	StateScheduled State = "Scheduled"
+	// StateParked: its kill switch is off; the message is re-sent with a
+	// delay until the switch is on again. A parked job never expires.
+	StateParked State = "Parked"
+	// StateProcessing: a worker holds an unexpired lease on the job's marker.
+	StateProcessing State = "Processing"
+	// StateSucceeded: the job's marker is claimed: its effect is done.
+	StateSucceeded State = "Succeeded"
+	// StateFailed: the job was dead-lettered (or its effect failed after a
+	// claim-then-effect claim).
+	StateFailed State = "Failed"
+	// StateCancelled: the job was cancelled before it ran; it never runs.
+	StateCancelled State = "Cancelled"
+	// StateExpired: the job was neither processed nor failed within the
+	// queue's retention after its run time: its message can no longer be in
+	// its queue.
+	StateExpired State = "Expired"
+)
+
+// States lists every state.
+var States = []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
+	StateSucceeded, StateFailed, StateCancelled, StateExpired}
+
+// Active reports whether a job in state s still holds its key: enqueue
+// dedups onto it.
+func (s State) Active() bool {
+	switch s {
+	case StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s is final: Succeeded, Failed, Cancelled or
+// Expired.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateCancelled, StateExpired:
+		return true
+	}
+	return false
+}
+
+// Event is something that writes a job record.
+type Event string
+
+// The events of a job record's life.
+const (
+	// EventSent: SQS accepted the message (without a delay).
+	EventSent Event = "sent"
+	// EventSentDelayed: SQS accepted the message with a delay.
+	EventSentDelayed Event = "sent-delayed"
+	// EventParked: a worker found the job's kill switch off and parked it.
+	EventParked Event = "parked"
+	// EventFailed: the job was dead-lettered.
+	EventFailed Event = "failed"
+	// EventCancelled: the caller (or an operator) cancelled the job.
+	EventCancelled Event = "cancelled"
+	// EventRedriven: an operator sent a dead letter back to its queue.
+	EventRedriven Event = "redriven"
+)
+
+// transitions is the state machine of the stored state: from → event → to.
+// A job is reserved Pending; what is not listed is refused (a terminal
+// record is never overwritten by a stale worker).
+var transitions = map[State]map[Event]State{
+	StatePending: {
+		EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked,
+		EventFailed: StateFailed, EventCancelled: StateCancelled,
+	},
+	StateEnqueued: {
+		EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked,
+		EventFailed: StateFailed, EventCancelled: StateCancelled,
+	},
+	StateScheduled: {
+		EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked,
+		EventFailed: StateFailed, EventCancelled: StateCancelled,
+	},
+	StateParked: {
+		EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled,
+	},
+	StateFailed: {
+		EventFailed: StateFailed, EventRedriven: StateEnqueued,
+	},
+	StateCancelled: {
+		EventCancelled: StateCancelled,
+	},
+}
+
+// Transition returns the stored state event moves from to, and whether the
+// event is allowed in from at all.
+func Transition(from State, ev Event) (State, bool) {
+	to, ok := transitions[from][ev]
+	return to, ok
+}
+
+// Sources lists the stored states in which ev is allowed, sorted: the
+// condition of the write that records ev.
+func Sources(ev Event) []State {
+	var out []State
+	for from, evs := range transitions {
+		if _, ok := evs[ev]; ok {
+			out = append(out, from)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Derive returns the state a caller sees of a job whose record says stored,
+// whose message becomes visible at runAt, and whose marker m exists when
+// hasMarker, at now. In order:
+//
+//   - cancelled (a tombstone marker, or the record): Cancelled;
+//   - a claimed marker: Succeeded (the effect is done, whatever the record
+//     says: a redriven job that then ran, a twin that finished);
+//   - a record marked Failed, or a marker that failed after its claim: Failed;
+//   - an unexpired lease: Processing;
+//   - a record marked Parked: Parked (it never expires while parked);
+//   - no marker (or an expired lease) and now ≥ runAt + QueueRetention:
+//     Expired;
+//   - Scheduled whose runAt has passed: Enqueued;
+//   - otherwise the record's state (Pending, Enqueued, Scheduled).
+func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
+	switch {
+	case stored == StateCancelled || (hasMarker && m.State == marker.StateCancelled):
+		return StateCancelled
+	case hasMarker && m.Processed():
+		return StateSucceeded
+	case stored == StateFailed || (hasMarker && m.State == marker.StateFailed):
+		return StateFailed
+	case hasMarker && m.LeaseActive(now):
+		return StateProcessing
+	case stored == StateParked:
+		return StateParked
+	case !now.Before(runAt.Add(QueueRetention)):
+		return StateExpired
+	case stored == StateScheduled && !now.Before(runAt):
+		return StateEnqueued
+	}
+	return stored
+}

@@ -1,0 +1,43 @@
+package killpoint_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/killpoint"
+)
+
+// The release build of a function has no kill hook: At is a no-op and the
+// bootstrap does not even contain the variable's name. A chaos build does.
+func TestReleaseBuildHasNoHook(t *testing.T) {
+	if killpoint.Enabled {
+		t.Fatal("the test binary was built with the chaos tag")
+	}
+	root, err := moto.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tags string
+		want bool
+	}{{"lambda.norpc", false}, {"lambda.norpc,chaos", true}} {
+		out := filepath.Join(t.TempDir(), "bootstrap")
+		cmd := exec.Command("go", "build", "-tags", tc.tags, "-o", out, "./functions/email")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build -tags %s: %v: %s", tc.tags, err, b)
+		}
+		bin, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(bin, []byte(killpoint.EnvVar)); got != tc.want {
+			t.Errorf("build with tags %s contains %s: %v; want %v", tc.tags, killpoint.EnvVar, got, tc.want)
+		}
+	}
+}

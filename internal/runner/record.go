@@ -1,0 +1,238 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
+)
+
+// process runs steps 2 to 9 for one decoded record and returns its outcome.
+func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
+	ctx = queue.WithTraceHeader(ctx, queueTraceHeader(it.msg))
+	if it.disabled {
+		return r.park(ctx, it)
+	}
+	switch {
+	case it.hasSeen && it.seen.Processed():
+		return outcome{kind: kindDuplicate, reason: "already processed"}
+	case it.hasSeen && it.seen.State == marker.StateCancelled:
+		return outcome{kind: kindCancelled, reason: "the job was cancelled"}
+	case it.hasSeen && it.seen.State == marker.StateFailed:
+		return r.deadLetter(ctx, it, errors.New("its effect failed after its claim (claim-then-effect); it runs again only when redriven"))
+	case !it.peeked && !it.typ.Lease:
+		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
+	}
+	if it.typ.Lease {
+		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
+			switch {
+			case errors.Is(err, marker.ErrProcessed):
+				return outcome{kind: kindDuplicate, reason: "already processed"}
+			case errors.Is(err, marker.ErrCancelled):
+				return outcome{kind: kindCancelled, reason: "the job was cancelled"}
+			case errors.Is(err, marker.ErrFailed):
+				return r.deadLetter(ctx, it, errors.New("its effect failed after its claim (claim-then-effect); it runs again only when redriven"))
+			case errors.Is(err, marker.ErrLeaseHeld):
+				return r.fail(ctx, it, ErrBusy)
+			}
+			return r.fail(ctx, it, err)
+		}
+		killpoint.At(killpoint.AfterLease)
+	}
+	job := Job{Envelope: it.env, Type: it.typ, Attempt: queue.ReceiveCount(it.msg), Logger: it.log}
+	if it.typ.Bias == contract.ClaimThenEffect {
+		return r.claimThenEffect(ctx, it, job, owner)
+	}
+	return r.effectThenClaim(ctx, it, job, owner)
+}
+
+// effectThenClaim runs the effect, then claims: a crash between the two
+// repeats the effect on redelivery (duplicates over loss).
+func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner string) outcome {
+	err := r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+	var noop *NoOpError
+	if err != nil && !errors.As(err, &noop) {
+		r.release(ctx, it, owner)
+		return r.fail(ctx, it, err)
+	}
+	killpoint.At(killpoint.AfterEffect)
+	won, cerr := r.claim(ctx, it, owner)
+	killpoint.At(killpoint.AfterClaim)
+	switch {
+	case errors.Is(cerr, marker.ErrLeaseLost):
+		// Our lease expired and a twin took over; our effect stands and the
+		// twin completes the marker. Duplicates over loss.
+		return outcome{kind: kindSucceeded, reason: "lease lost before the claim; the effect may have run twice", err: cerr}
+	case cerr != nil:
+		// Step 9: the effect ran and is not recorded. It is never re-run on
+		// purpose: the record is reported done, counted and alarmed.
+		return outcome{kind: kindClaimFailed, reason: "the effect ran but its marker could not be written; a redelivery may repeat it", err: cerr}
+	case !won:
+		// A twin claimed first (no lease, or ours expired): the effect ran
+		// twice. Duplicates over loss, counted as such.
+		return outcome{kind: kindDuplicate, reason: "a twin claimed first; the effect may have run twice"}
+	case noop != nil:
+		r.recordNoop(ctx, it, noop.Reason)
+		return outcome{kind: kindNoop, reason: noop.Reason}
+	}
+	return outcome{kind: kindSucceeded}
+}
+
+// claimThenEffect claims first: the effect never runs twice. An effect that
+// fails after its claim is dead-lettered and its marker says FAILED until a
+// redrive clears it.
+func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner string) outcome {
+	won, err := r.claim(ctx, it, owner)
+	switch {
+	case err != nil && !errors.Is(err, marker.ErrLeaseLost):
+		r.release(ctx, it, owner)
+		return r.fail(ctx, it, err)
+	case !won || err != nil:
+		return outcome{kind: kindDuplicate, reason: "already claimed"}
+	}
+	killpoint.At(killpoint.AfterClaim)
+	err = r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+	killpoint.At(killpoint.AfterEffect)
+	var noop *NoOpError
+	switch {
+	case errors.As(err, &noop):
+		r.recordNoop(ctx, it, noop.Reason)
+		return outcome{kind: kindNoop, reason: noop.Reason}
+	case err != nil:
+		// Claimed first, so a retry would skip it: the job goes to the DLQ
+		// and reads Failed; only a redrive runs it again.
+		if ferr := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner) }); ferr != nil {
+			it.log.Error("could not mark the marker FAILED; the dead letter says why", obs.KeyError, obs.Redact(ferr))
+		}
+		return r.deadLetter(ctx, it, fmt.Errorf("effect failed after its claim (claim-then-effect): %w", err))
+	}
+	return outcome{kind: kindSucceeded}
+}
+
+// claim runs step 7: the conditional put of the marker, under a context
+// cancellation cannot stop (the effect has happened) with its own short
+// deadline, tried up to ClaimAttempts times.
+func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error) {
+	var (
+		won bool
+		err error
+	)
+	for attempt := range r.cfg.ClaimAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt*attempt) * 50 * time.Millisecond)
+		}
+		err = r.write(ctx, func(wctx context.Context) error {
+			var cerr error
+			won, cerr = r.cfg.Markers.Claim(wctx, it.key, owner)
+			return cerr
+		})
+		if err == nil || errors.Is(err, marker.ErrLeaseLost) {
+			return won, err
+		}
+		it.log.Warn("claim failed; trying again", obs.KeyError, obs.Redact(err), "claimAttempt", attempt+1)
+	}
+	return false, err
+}
+
+// write runs one marker write under a context cancellation cannot stop, with
+// its own deadline: a hung call never outlives the invocation by much.
+func (r *Runner) write(ctx context.Context, f func(context.Context) error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
+	defer cancel()
+	return f(wctx)
+}
+
+func (r *Runner) release(ctx context.Context, it *item, owner string) {
+	if !it.typ.Lease {
+		return
+	}
+	if err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Release(wctx, it.key, owner) }); err != nil {
+		it.log.Warn("lease release failed; it expires by itself", obs.KeyError, obs.Redact(err))
+	}
+}
+
+// park runs step 2 for a disabled job: its record says Parked (and lives as
+// long as it is parked), then its message is re-sent with the park delay.
+// Either failing retries the record; a job cancelled meanwhile is skipped.
+func (r *Runner) park(ctx context.Context, it *item) outcome {
+	if r.cfg.Jobs != nil {
+		prev, err := r.cfg.Jobs.MarkParked(ctx, it.env.MessageID)
+		switch {
+		case prev == jobs.StateCancelled:
+			return outcome{kind: kindCancelled, reason: "the job was cancelled"}
+		case err != nil && !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobs.ErrConflict):
+			return outcome{kind: kindFailed, reason: "its kill switch is off and its record could not be marked parked", err: err}
+		}
+	}
+	if err := r.cfg.Parker.Park(ctx, it.typ.Queue, it.env, it.msg.Body, r.cfg.ParkDelay); err != nil {
+		return outcome{kind: kindFailed, reason: "its kill switch is off and it could not be parked", err: err}
+	}
+	return outcome{kind: kindParked, reason: "its kill switch is off; re-sent with a delay of " + r.cfg.ParkDelay.String()}
+}
+
+// recordNoop records why a job needed no work on its record (best effort:
+// the job succeeded either way).
+func (r *Runner) recordNoop(ctx context.Context, it *item, reason string) {
+	if r.cfg.Jobs == nil {
+		return
+	}
+	err := r.write(ctx, func(wctx context.Context) error {
+		return r.cfg.Jobs.RecordOutcome(wctx, it.env.MessageID, jobs.OutcomeNoop, reason)
+	})
+	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+		it.log.Warn("could not record the no-op reason on the job", obs.KeyError, obs.Redact(err))
+	}
+}
+
+// fail decides the fate of a failed record (step 8).
+func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
+	switch {
+	case IsPermanent(err):
+		return r.deadLetter(ctx, it, err)
+	case isCancellation(ctx, err):
+		return outcome{kind: kindInterrupted, reason: "interrupted by the invocation's deadline", err: err}
+	case errors.Is(err, ErrBusy):
+		return outcome{kind: kindBusy, reason: "a concurrent twin holds the lease", err: err}
+	}
+	attempt := queue.ReceiveCount(it.msg)
+	if attempt < r.cfg.MaxReceiveCount {
+		return outcome{kind: kindFailed, reason: fmt.Sprintf("attempt %d of %d failed; SQS retries it", attempt, r.cfg.MaxReceiveCount), err: err}
+	}
+	reason := fmt.Sprintf("failed on its final attempt (%d): %s", attempt, obs.Redact(err))
+	if r.cfg.Jobs != nil {
+		ferr := r.write(ctx, func(wctx context.Context) error {
+			return r.cfg.Jobs.MarkFailed(wctx, it.env.MessageID, jobs.Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
+		})
+		if ferr != nil && !errors.Is(ferr, jobs.ErrNotFound) {
+			it.log.Error("could not mark the job Failed", obs.KeyError, obs.Redact(ferr))
+		}
+	}
+	return outcome{kind: kindFailed, final: true, reason: reason + "; the queue moves it to the dead-letter queue", err: err}
+}
+
+// deadLetter sends a record that can never succeed to the DLQ with its
+// reason: the error's text with every provider message redacted. If that
+// send fails the record is retried, never dropped.
+func (r *Runner) deadLetter(ctx context.Context, it *item, cause error) outcome {
+	reason := obs.Redact(cause)
+	if r.cfg.DeadLetterer == nil {
+		return outcome{kind: kindFailed, reason: "failed permanently; left to the queue's redrive policy: " + reason, err: cause}
+	}
+	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.DeadLetterer.DeadLetter(wctx, it.msg, reason) })
+	if err != nil {
+		return outcome{kind: kindFailed, reason: "failed permanently and could not be dead-lettered: " + reason, err: err}
+	}
+	return outcome{kind: kindDeadLettered, reason: reason, err: cause}
+}
+
+// queueTraceHeader is the X-Ray trace header the record carries.
+func queueTraceHeader(msg events.SQSMessage) string { return queue.RecordTraceHeader(msg) }

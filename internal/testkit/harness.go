@@ -1,0 +1,85 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// Harness is the real runner on the kit's fakes and the traced in-memory
+// marker store; every fake records on one Trace, so a test can assert the
+// order of the runner's calls.
+type Harness struct {
+	Trace    *markertest.Trace
+	Markers  markertest.Traced
+	Switches *Switches
+	Queues   *Queues
+	Jobs     *Jobs
+	Logs     *Buffer
+	Metrics  *Buffer
+	Runner   *runner.Runner
+}
+
+// NewHarness builds a runner of registry with handlers; mutate (optional)
+// adjusts the config before the runner is built.
+func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]runner.Handler, mutate func(*runner.Config)) *Harness {
+	t.Helper()
+	h := &Harness{Trace: &markertest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
+	h.Markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.Trace}
+	h.Queues = &Queues{Trace: h.Trace}
+	h.Jobs = &Jobs{Trace: h.Trace}
+	cfg := runner.Config{
+		Registry: registry, Handlers: handlers, Toggles: h.Switches, Markers: h.Markers,
+		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: h.Jobs,
+		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
+		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: obs.NewMetrics(h.Metrics),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	r, err := runner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Runner = r
+	return h
+}
+
+// Run handles one batch and returns the SQS message ids to retry.
+func (h *Harness) Run(t testing.TB, msgs ...events.SQSMessage) []string {
+	t.Helper()
+	return Run(t, context.Background(), h.Runner, msgs...)
+}
+
+// Count is how often the runner counted metric for jobType.
+func (h *Harness) Count(jobType, metric string) int {
+	return obstest.Count(h.Metrics.String(), jobType, metric)
+}
+
+// MarkerOf returns the marker of env's job.
+func (h *Harness) MarkerOf(env contract.Envelope) (marker.Record, bool) {
+	r, ok, _ := h.Markers.Memory.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
+	return r, ok
+}
+
+// Outcomes returns the outcome of every "job outcome" log line, by job id.
+func (h *Harness) Outcomes() map[string]string {
+	out := map[string]string{}
+	for _, l := range obstest.Lines(h.Logs.String()) {
+		if l["msg"] == "job outcome" {
+			id, _ := l[obs.KeyJobID].(string)
+			o, _ := l[obs.KeyOutcome].(string)
+			out[id] = o
+		}
+	}
+	return out
+}

@@ -1,0 +1,327 @@
+// Package testkit is the shared kit of the worker tests: in-memory fakes of
+// the runner's ports (switches, queues, job records), builders of envelopes
+// and SQS records, and a harness that runs the real runner on them with the
+// traced in-memory marker store. The runner, e-mail and dead-letter tests
+// use it instead of copies; production code never imports it.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
+)
+
+// Switches is the kill switch in memory: a type's value, else its default.
+// It is safe for concurrent use.
+type Switches struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// Set switches jobType on or off.
+func (s *Switches) Set(jobType string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	s.m[jobType] = on
+}
+
+// IsJobEnabled implements runner.Toggles.
+func (s *Switches) IsJobEnabled(_ context.Context, jobType string, def bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[jobType]; ok {
+		return v
+	}
+	return def
+}
+
+// Parked is one parked message.
+type Parked struct {
+	Queue contract.Queue
+	Body  string
+	Delay time.Duration
+}
+
+// Queues records parks and dead letters (runner.Parker and
+// runner.DeadLetterer); ParkErr and DeadErr make them fail. It records
+// "park" and "dead-letter" on Trace when set.
+type Queues struct {
+	Trace   *markertest.Trace
+	ParkErr error
+	DeadErr error
+
+	mu     sync.Mutex
+	parked []Parked
+	dead   map[string]string // SQS message id → reason
+}
+
+// Park implements runner.Parker.
+func (q *Queues) Park(_ context.Context, queue contract.Queue, _ contract.Envelope, body string, delay time.Duration) error {
+	q.trace("park")
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ParkErr != nil {
+		return q.ParkErr
+	}
+	q.parked = append(q.parked, Parked{queue, body, delay})
+	return nil
+}
+
+// DeadLetter implements runner.DeadLetterer.
+func (q *Queues) DeadLetter(_ context.Context, msg events.SQSMessage, reason string) error {
+	q.trace("dead-letter")
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.DeadErr != nil {
+		return q.DeadErr
+	}
+	if q.dead == nil {
+		q.dead = map[string]string{}
+	}
+	q.dead[msg.MessageId] = reason
+	return nil
+}
+
+func (q *Queues) trace(op string) {
+	if q.Trace != nil {
+		q.Trace.Add(op)
+	}
+}
+
+// ParkedMessages returns what was parked.
+func (q *Queues) ParkedMessages() []Parked {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.parked)
+}
+
+// DeadReason returns the reason a message was dead-lettered with, by SQS
+// message id.
+func (q *Queues) DeadReason(sqsMessageID string) (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r, ok := q.dead[sqsMessageID]
+	return r, ok
+}
+
+// DeadCount is how many messages were dead-lettered.
+func (q *Queues) DeadCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.dead)
+}
+
+// Jobs records what workers write on job records (runner.JobRecorder, and
+// deadletter.JobFailer). States gives MarkParked the state a job's record
+// has (Enqueued when absent); Err makes every call fail.
+type Jobs struct {
+	Trace *markertest.Trace
+	Err   error
+
+	mu       sync.Mutex
+	states   map[string]jobs.State
+	parked   map[string]int
+	failed   map[string]jobs.Failure
+	outcomes map[string][2]string
+}
+
+func (j *Jobs) init() {
+	if j.states == nil {
+		j.states, j.parked, j.failed, j.outcomes = map[string]jobs.State{}, map[string]int{}, map[string]jobs.Failure{}, map[string][2]string{}
+	}
+}
+
+// SetState sets the stored state of a job's record.
+func (j *Jobs) SetState(jobID string, s jobs.State) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	j.states[jobID] = s
+}
+
+// MarkParked implements runner.JobRecorder with the state machine's rule.
+func (j *Jobs) MarkParked(_ context.Context, jobID string) (jobs.State, error) {
+	j.trace("mark-parked")
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	if j.Err != nil {
+		return "", j.Err
+	}
+	prev, ok := j.states[jobID]
+	if !ok {
+		prev = jobs.StateEnqueued
+	}
+	to, allowed := jobs.Transition(prev, jobs.EventParked)
+	if !allowed {
+		return prev, fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
+	}
+	j.states[jobID] = to
+	j.parked[jobID]++
+	return prev, nil
+}
+
+// MarkFailed implements runner.JobRecorder.
+func (j *Jobs) MarkFailed(_ context.Context, jobID string, f jobs.Failure) error {
+	j.trace("mark-failed")
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	if j.Err != nil {
+		return j.Err
+	}
+	j.failed[jobID] = f
+	j.states[jobID] = jobs.StateFailed
+	return nil
+}
+
+// RecordOutcome implements runner.JobRecorder.
+func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) error {
+	j.trace("record-outcome")
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.init()
+	if j.Err != nil {
+		return j.Err
+	}
+	j.outcomes[jobID] = [2]string{outcome, reason}
+	return nil
+}
+
+func (j *Jobs) trace(op string) {
+	if j.Trace != nil {
+		j.Trace.Add(op)
+	}
+}
+
+// Failure returns what MarkFailed recorded for a job.
+func (j *Jobs) Failure(jobID string) (jobs.Failure, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	f, ok := j.failed[jobID]
+	return f, ok
+}
+
+// Outcome returns the last outcome and reason recorded for a job.
+func (j *Jobs) Outcome(jobID string) (outcome, reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	o := j.outcomes[jobID]
+	return o[0], o[1]
+}
+
+// Parks is how often a job was marked parked.
+func (j *Jobs) Parks(jobID string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.parked[jobID]
+}
+
+var seq atomic.Int64
+
+// Envelope returns a valid envelope of jobType with args, a fresh job id,
+// key and correlation id.
+func Envelope(jobType string, args map[string]string) contract.Envelope {
+	n := seq.Add(1)
+	return contract.Envelope{
+		V: contract.Version, MessageID: contract.DeriveMessageID("testkit", fmt.Sprint(n, time.Now().UnixNano())), Type: jobType,
+		Key: fmt.Sprintf("k-%d", n), CorrelationID: fmt.Sprintf("c-%d", n), Args: args,
+		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+	}
+}
+
+// ValidArgs returns args valid for jt: every declared arg with its format's
+// example value.
+func ValidArgs(jt contract.JobType) map[string]string {
+	args := make(map[string]string, len(jt.Args))
+	for _, a := range jt.Args {
+		args[a.Name] = a.Format.Example()
+	}
+	return args
+}
+
+// EnvelopeFor returns a valid envelope of jt.
+func EnvelopeFor(jt contract.JobType) contract.Envelope { return Envelope(jt.Name, ValidArgs(jt)) }
+
+// Record wraps env as the SQS record of a delivery with the receive count.
+func Record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
+	t.Helper()
+	body, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return RawRecord(string(body), receiveCount)
+}
+
+var sqsSeq atomic.Int64
+
+// RawRecord is an SQS record of any body, from the critical queue.
+func RawRecord(body string, receiveCount int) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:      fmt.Sprintf("sqs-%d", sqsSeq.Add(1)),
+		Body:           body,
+		Attributes:     map[string]string{"ApproximateReceiveCount": fmt.Sprint(receiveCount)},
+		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:critical",
+	}
+}
+
+// BatchHandler is a function's batch handler: the runner, the DLQ consumer.
+type BatchHandler interface {
+	Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+}
+
+// Run handles one batch and returns the SQS message ids to retry. A
+// returned error fails t: failures belong in the batch response.
+func Run(t testing.TB, ctx context.Context, h BatchHandler, msgs ...events.SQSMessage) []string {
+	t.Helper()
+	resp, err := h.Handle(ctx, events.SQSEvent{Records: msgs})
+	if err != nil {
+		t.Fatalf("Handle returned an error: %v (failures belong in the batch response)", err)
+	}
+	ids := make([]string, 0, len(resp.BatchItemFailures))
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// Buffer is a log or metrics sink safe for concurrent writers.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Reset forgets everything written.
+func (l *Buffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}

@@ -1,0 +1,51 @@
+//go:build integration
+
+package snapshot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/toggle/snapshot"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestReadWithMetadata reads a time-boxed value and SSM's record of who set
+// it from a real parameter store.
+func TestReadWithMetadata(t *testing.T) {
+	client := ssm.NewFromConfig(testenv.Moto(t).Config())
+	stage := testenv.Name(t, "meta")
+	v, err := toggle.Value{Enabled: false, Until: time.Now().Add(time.Hour), Reason: "SES incident 4711"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
+		Name: aws.String(toggle.ParameterName(stage, email.Welcome.Name)), Value: aws.String(v), Type: types.ParameterTypeString,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Read(context.Background(), client, toggle.Path(stage),
+		map[string]bool{email.Welcome.Name: true, email.PartnerDigest.Name: false}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w snapshot.Entry
+	for _, e := range snap.Entries {
+		if e.Type == email.Welcome.Name {
+			w = e
+		}
+	}
+	if !w.Readable || w.Effective || w.Reason != "SES incident 4711" || w.Until.IsZero() || w.LastModifiedUser == "" || w.LastModified.IsZero() {
+		t.Fatalf("entry %+v; want off with its reason, until, and who changed it", w)
+	}
+	t.Logf("LastModifiedUser from the emulator: %q", w.LastModifiedUser)
+}
