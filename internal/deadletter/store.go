@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -178,12 +179,17 @@ func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNe
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
+		// The item that fails the condition tells a delivery recorded
+		// before from this very call, applied with its response lost and
+		// retried by the SDK: that one is still new (counted once).
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	switch {
 	case err == nil:
 		return true, nil
 	case ddb.IsConditionFailed(err):
-		return false, nil // this delivery is already recorded
+		seen, _ := attributevalue.Marshal(now)
+		return reflect.DeepEqual(ddb.OldItem(err)["lastSeen"], seen), nil
 	}
 	return false, fmt.Errorf("deadletter: save %s: %w", rec.ID, err)
 }
