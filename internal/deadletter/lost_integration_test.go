@@ -34,4 +34,11 @@ func TestStoreWritesRetriedAfterALostResponse(t *testing.T) {
 		t.Fatalf("the same delivery saved again = %v, %v; want already recorded", isNew, err)
 	}
 
+	s, lost = lossy()
+	if err := s.MarkDropped(ctx, rec.ID); err != nil || lost.Lost() != 1 {
+		t.Fatalf("MarkDropped with its response lost = %v (lost %d); want nil", err, lost.Lost())
+	}
+	if got, err := s.Get(ctx, rec.ID); err != nil || got.Status != deadletter.StatusDropped {
+		t.Fatalf("letter = %+v, %v; want dropped", got.Status, err)
+	}
 }

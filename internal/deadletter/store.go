@@ -266,8 +266,10 @@ func (s *Store) MarkDropped(ctx context.Context, id string) error {
 	now := s.now().UTC()
 	upd := expression.Set(expression.Name(AttrStatus), expression.Value(string(StatusDropped))).
 		Set(expression.Name("droppedAt"), expression.Value(now))
+	// Or dropped by this very call, retried after its response was lost.
 	cond := expression.AttributeExists(expression.Name(AttrPK)).
-		And(expression.Name(AttrStatus).Equal(expression.Value(string(StatusDead))))
+		And(expression.Name(AttrStatus).Equal(expression.Value(string(StatusDead))).
+			Or(expression.Name("droppedAt").Equal(expression.Value(now))))
 	err := s.mark(ctx, id, upd, cond, "dropped")
 	if !errors.Is(err, ErrNotFound) {
 		return err
