@@ -159,7 +159,10 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(exp)).
 		Remove(expression.Name("failedAt"))
-	rec, err := l.update(JobPK(rv.JobID), upd, existsIn(StateFailed))
+	// Still Failed, or already made Pending by this very call (retried
+	// after its response was lost: the same updatedAt).
+	rec, err := l.update(JobPK(rv.JobID), upd, existsIn(StateFailed).Or(existsIn(StatePending).
+		And(expression.Name("updatedAt").Equal(expression.Value(now.UnixMilli())))))
 	if err != nil {
 		return err
 	}
