@@ -99,8 +99,10 @@ func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) 
 	}
 	// The pointer follows the record's life. Once a day is enough: it is
 	// written on the first park and when the record's life was extended by
-	// more than a day since.
-	if old.State == StateParked && old.ExpiresAt > expires-int64((24*time.Hour).Seconds()) {
+	// more than a day since. A retry that found this very call's write (its
+	// response lost: the same updatedAt) cannot tell, so it writes it too.
+	own := old.UpdatedAt == now.UnixMilli()
+	if old.State == StateParked && !own && old.ExpiresAt > expires-int64((24*time.Hour).Seconds()) {
 		return old.State, nil
 	}
 	ptr, err := ddb.Update(r.table, keyAV(DedupPK(old.Caller, old.Type, old.Key)),

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -72,5 +74,35 @@ func TestReactivateRetriedAfterALostResponse(t *testing.T) {
 	}
 	if got, _ := w.direct.Get(ctx, job.ID); got.State != jobs.StatePending {
 		t.Fatalf("job %s; want Pending", got.State)
+	}
+}
+
+// A park retried after a lost response finds the record it parked itself
+// and still keeps the dedup pointer alive as long as the parked record, so
+// no twin can take the key of a job parked for long.
+func TestMarkParkedRetriedAfterALostResponse(t *testing.T) {
+	w := newLostWorld(t)
+	ctx := context.Background()
+	job := w.enqueued(t, "k-1", time.Now())
+	client, lost := w.lossy("DynamoDB.UpdateItem")
+	rec := jobs.NewRecorder(client, w.table)
+	rec.Now = func() time.Time { return time.Now().Add(10 * 24 * time.Hour) } // parked ten days later
+	if _, err := rec.MarkParked(ctx, job.ID); err != nil || lost.Lost() != 1 {
+		t.Fatalf("MarkParked with its response lost = %v (lost %d); want nil", err, lost.Lost())
+	}
+	expires := func(pk string) string {
+		out, err := w.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &w.table, ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: pk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := out.Item[jobs.AttrExpiresAt].(*types.AttributeValueMemberN)
+		if n == nil {
+			t.Fatalf("%s has no %s", pk, jobs.AttrExpiresAt)
+		}
+		return n.Value
+	}
+	if r, p := expires(jobs.JobPK(job.ID)), expires(jobs.DedupPK(job.Caller, job.Type, job.Key)); r != p {
+		t.Fatalf("the parked record expires at %s, its dedup pointer at %s; want the same", r, p)
 	}
 }
