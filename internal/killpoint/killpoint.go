@@ -1,9 +1,11 @@
 // Package killpoint lets the chaos campaign (make chaos) kill a function
 // process abruptly at a named step of a job's life, the way a crashed or
-// timed-out Lambda execution environment dies. Release builds carry no hook:
-// At is a no-op unless the binary is built with the build tag `chaos`
-// (killpoint_chaos.go), and a test proves the release bootstrap does not
-// contain the hook's environment variable.
+// timed-out Lambda execution environment dies, and break the runner on
+// purpose (Mutated) to show that the campaign catches it. Release builds
+// carry neither hook: At is a no-op and Mutated a constant false unless the
+// binary is built with the build tag `chaos` (killpoint_chaos.go), and a
+// test proves the release bootstrap contains neither hook's environment
+// variable.
 package killpoint
 
 // The step boundaries a process can be killed at.
@@ -21,3 +23,25 @@ var Steps = []string{AfterDecode, AfterLease, AfterEffect, AfterClaim, BeforeRes
 // EnvVar names the variable a chaos build reads: comma-separated
 // step=probability pairs, e.g. "after-effect=0.02,after-lease=0.01".
 const EnvVar = "RUNSTWICE_KILL" + "_AT"
+
+// The mutations a chaos build can be told to make (MutateEnvVar): each
+// removes one guarantee of the runner, so a campaign run with it must fail.
+const (
+	// NoClaim: the marker is never claimed after the effect.
+	NoClaim = "no-claim"
+	// NoPeek: the runner does not heed that a job already ran (neither the
+	// batch peek's marker nor a lease refused because the job is done).
+	NoPeek = "no-peek"
+	// IgnoreSwitch: kill switches are ignored (a disabled job runs).
+	IgnoreSwitch = "ignore-switch"
+	// NoLease: no lease is taken before the effect, so concurrent twins
+	// both run it.
+	NoLease = "no-lease"
+)
+
+// Mutations lists the mutations.
+var Mutations = []string{NoClaim, NoPeek, IgnoreSwitch, NoLease}
+
+// MutateEnvVar names the variable a chaos build reads its mutations from:
+// comma-separated names, e.g. "no-claim".
+const MutateEnvVar = "RUNSTWICE_MUT" + "ATE"

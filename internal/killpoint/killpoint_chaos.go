@@ -17,6 +17,23 @@ const Enabled = true
 // probabilities is read once, from the variable named by EnvVar.
 var probabilities = parse(os.Getenv("RUNSTWICE_KILL_AT"))
 
+// mutations is read once, from the variable named by MutateEnvVar.
+var mutations = parseMutations(os.Getenv("RUNSTWICE_MUTATE"))
+
+func parseMutations(v string) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// Mutated reports whether this process was told to make the named
+// mutation (one of Mutations) to break the runner on purpose.
+func Mutated(name string) bool { return mutations[name] }
+
 func parse(v string) map[string]float64 {
 	out := map[string]float64{}
 	for _, part := range strings.Split(v, ",") {

@@ -11,11 +11,17 @@ import (
 	"github.com/runstwice/runstwice/internal/killpoint"
 )
 
-// The release build of a function has no kill hook: At is a no-op and the
-// bootstrap does not even contain the variable's name. A chaos build does.
+// The release build of a function has no kill hook and no mutation: At is a
+// no-op, Mutated is false, and the bootstrap does not even contain the
+// variables' names. A chaos build does.
 func TestReleaseBuildHasNoHook(t *testing.T) {
 	if killpoint.Enabled {
 		t.Fatal("the test binary was built with the chaos tag")
+	}
+	for _, m := range killpoint.Mutations {
+		if killpoint.Mutated(m) {
+			t.Fatalf("Mutated(%q) in a release build", m)
+		}
 	}
 	root, err := moto.RepoRoot()
 	if err != nil {
@@ -36,8 +42,10 @@ func TestReleaseBuildHasNoHook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := bytes.Contains(bin, []byte(killpoint.EnvVar)); got != tc.want {
-			t.Errorf("build with tags %s contains %s: %v; want %v", tc.tags, killpoint.EnvVar, got, tc.want)
+		for _, name := range []string{killpoint.EnvVar, killpoint.MutateEnvVar} {
+			if got := bytes.Contains(bin, []byte(name)); got != tc.want {
+				t.Errorf("build with tags %s contains %s: %v; want %v", tc.tags, name, got, tc.want)
+			}
 		}
 	}
 }
