@@ -202,7 +202,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			continue
 		}
 		// Step 2 before the peek: a parked record needs no read.
-		if it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault); !it.disabled {
+		if it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault) && !killpoint.Mutated(killpoint.IgnoreSwitch); !it.disabled {
 			toPeek = append(toPeek, it)
 		}
 	}
