@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
@@ -27,34 +26,17 @@ type fixture struct {
 	markers *marker.Dynamo
 	clock   *markertest.Clock
 	counter *testenv.CallCounter
+	world   *jobstest.World
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	moto := testenv.Moto(t)
-	counter := testenv.NewCallCounter()
-	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
-	jobsTable, markersTable := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
-	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
-	testenv.CreateTable(t, client, markersTable, marker.AttrHandler, marker.AttrMessageKey)
-	c := markertest.NewClock(time.Now().UTC())
-	m := marker.NewDynamo(client, markersTable)
-	m.Now = c.Now
-	s := jobs.NewStore(client, jobsTable, m)
-	s.Now = c.Now
-	r := jobs.NewRecorder(client, jobsTable)
-	r.Now = c.Now
-	counter.Reset()
-	return fixture{store: s, rec: r, markers: m, clock: c, counter: counter}
+	w := jobstest.New(t)
+	return fixture{store: w.Store, rec: w.Recorder, markers: w.Markers, clock: w.Clock, counter: w.Counter, world: w}
 }
 
 func (f fixture) job(caller, key string, delay time.Duration) jobs.Job {
-	now := f.clock.Now()
-	return jobs.Job{
-		ID: contract.NewMessageID(), Caller: caller, Type: email.Welcome.Name, Key: key,
-		Queue: string(contract.QueueDefault), CorrelationID: "c-1", Message: `{"v":1}`,
-		CreatedAt: now, RunAt: now.Add(delay),
-	}
+	return f.world.Job(email.Welcome.Name, caller, key, delay)
 }
 
 func TestReserveLifecycle(t *testing.T) {

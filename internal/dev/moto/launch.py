@@ -16,8 +16,9 @@
 #    ReceiveMessage the retention period, instead of all of them (the
 #    approximate counts walk every message of the queue, per message
 #    received).
-# 3. The list of moto's service modules is read from disk once, not on
-#    every request.
+# 3. Which service a request is for is worked out once per host name, not
+#    on every request (moto lists its modules on disk and tries hundreds of
+#    URL patterns each time).
 # 4. No log line per request (the startup lines and errors remain).
 #
 # Usage: python launch.py [moto_server arguments]
@@ -36,6 +37,7 @@ def _patch():
 
     modules = tuple(moto.backends.list_of_moto_modules())
     moto.backends.list_of_moto_modules = lambda: modules
+    _patch_dispatch()
 
     werkzeug.serving.WSGIRequestHandler.log_request = lambda self, *args, **kwargs: None
 
@@ -100,6 +102,22 @@ def _patch_transactions():
             return call_action(self)
 
     DynamoHandler.call_action = serialized_call_action
+
+
+def _patch_dispatch():
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    backend_for_host = DomainDispatcherApplication.get_backend_for_host
+    known = {}
+
+    def cached_backend_for_host(self, host):
+        # Called under the dispatcher's lock; the answer depends on the host
+        # name alone.
+        if host not in known:
+            known[host] = backend_for_host(self, host)
+        return known[host]
+
+    DomainDispatcherApplication.get_backend_for_host = cached_backend_for_host
 
 
 _sending = threading.local()

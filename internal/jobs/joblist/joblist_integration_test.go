@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
@@ -31,49 +30,25 @@ type world struct {
 	markers *marker.Dynamo
 	clock   *markertest.Clock
 	counter *testenv.CallCounter
+	world   *jobstest.World
 }
 
 func newWorld(t *testing.T) world {
 	t.Helper()
-	counter := testenv.NewCallCounter()
-	client := dynamodb.NewFromConfig(testenv.Moto(t).Config(counter.Option))
-	jobsTable, markersTable := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
-	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
-	testenv.CreateTable(t, client, markersTable, marker.AttrHandler, marker.AttrMessageKey)
-	w := world{clock: markertest.NewClock(time.Now().UTC().Truncate(time.Millisecond)), counter: counter}
-	w.markers = marker.NewDynamo(client, markersTable)
-	w.markers.Now = w.clock.Now
-	w.store = jobs.NewStore(client, jobsTable, w.markers)
-	w.rec = jobs.NewRecorder(client, jobsTable)
-	w.store.Now = w.clock.Now
-	w.lister = joblist.NewLister(client, jobsTable, w.markers)
-	w.lister.Now = w.clock.Now
-	return w
+	w := jobstest.New(t)
+	out := world{store: w.Store, rec: w.Recorder, markers: w.Markers, clock: w.Clock, counter: w.Counter, world: w}
+	out.lister = joblist.NewLister(w.Client, w.JobsTable, w.Markers)
+	out.lister.Now = w.Clock.Now
+	return out
 }
 
 // enqueue creates an Enqueued job the way the enqueue function does.
 func (w world) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
-	t.Helper()
-	now := w.clock.Now()
-	j := jobs.Job{ID: contract.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
-		CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now}
-	d, err := w.store.Reserve(context.Background(), j, jobs.AllowAfterFailed)
-	if err != nil || d.Outcome != jobs.Reserved {
-		t.Fatalf("reserve %s: %v %v", key, d.Outcome, err)
-	}
-	if err := w.store.Promote(context.Background(), d.Job); err != nil {
-		t.Fatal(err)
-	}
-	return d.Job
+	return w.world.Enqueue(t, typ, caller, key)
 }
 
 func (w world) failed(t *testing.T, caller, key string) jobs.Job {
-	t.Helper()
-	j := w.enqueue(t, email.Welcome.Name, caller, key)
-	if err := w.rec.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
-		t.Fatal(err)
-	}
-	return j
+	return w.world.Failed(t, email.Welcome.Name, caller, key)
 }
 
 func ids(list []joblist.Summary) []string {

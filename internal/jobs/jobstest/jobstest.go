@@ -1,0 +1,79 @@
+// Package jobstest is the shared fixture of the tests that need the jobs
+// table for real: a jobs table and a markers table on the test binary's moto
+// server, the stores on them, one settable clock and a call counter.
+package jobstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/marker/markertest"
+)
+
+// World is a jobs table and a markers table with their stores, on one clock.
+type World struct {
+	Client       *dynamodb.Client
+	JobsTable    string
+	MarkersTable string
+	Store        *jobs.Store
+	Recorder     *jobs.Recorder
+	Markers      *marker.Dynamo
+	Clock        *markertest.Clock
+	Counter      *testenv.CallCounter
+}
+
+// New creates the tables on moto (testenv.Moto) and the stores on them.
+func New(t *testing.T) *World {
+	t.Helper()
+	w := &World{Counter: testenv.NewCallCounter(), Clock: markertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
+	w.Client = dynamodb.NewFromConfig(testenv.Moto(t).Config(w.Counter.Option))
+	w.JobsTable, w.MarkersTable = testenv.Name(t, "jobs"), testenv.Name(t, "markers")
+	testenv.CreateTable(t, w.Client, w.JobsTable, jobs.AttrPK, "")
+	testenv.CreateTable(t, w.Client, w.MarkersTable, marker.AttrHandler, marker.AttrMessageKey)
+	w.Markers = marker.NewDynamo(w.Client, w.MarkersTable)
+	w.Markers.Now = w.Clock.Now
+	w.Store = jobs.NewStore(w.Client, w.JobsTable, w.Markers)
+	w.Store.Now = w.Clock.Now
+	w.Recorder = jobs.NewRecorder(w.Client, w.JobsTable)
+	w.Recorder.Now = w.Clock.Now
+	w.Counter.Reset()
+	return w
+}
+
+// Job returns a new job of typ for caller under key, as the enqueue
+// function builds it, running delay after the clock's now.
+func (w *World) Job(typ, caller, key string, delay time.Duration) jobs.Job {
+	now := w.Clock.Now()
+	return jobs.Job{ID: contract.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
+		CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now.Add(delay)}
+}
+
+// Enqueue reserves and promotes a new job, as the enqueue function does.
+func (w *World) Enqueue(t *testing.T, typ, caller, key string) jobs.Job {
+	t.Helper()
+	d, err := w.Store.Reserve(context.Background(), w.Job(typ, caller, key, 0), jobs.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("reserve %s: %v %v", key, d.Outcome, err)
+	}
+	if err := w.Store.Promote(context.Background(), d.Job); err != nil {
+		t.Fatal(err)
+	}
+	return d.Job
+}
+
+// Failed enqueues a job and marks it Failed, as the dlq function does.
+func (w *World) Failed(t *testing.T, typ, caller, key string) jobs.Job {
+	t.Helper()
+	j := w.Enqueue(t, typ, caller, key)
+	if err := w.Recorder.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
