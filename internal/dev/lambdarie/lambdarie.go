@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,14 +55,15 @@ func Binary(root string) (string, error) {
 }
 
 // Build compiles the function package in root/fnDir (e.g. "functions/email")
-// for the host, with the lambda.norpc tag, into out (a file path) and
-// returns out.
-func Build(ctx context.Context, root, fnDir, out string) (string, error) {
+// for the host, with the lambda.norpc tag and any extra tags (e.g. "chaos"),
+// into out (a file path) and returns out.
+func Build(ctx context.Context, root, fnDir, out string, tags ...string) (string, error) {
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return "", fmt.Errorf("lambdarie: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", abs, "./"+fnDir)
+	tagList := strings.Join(append([]string{"lambda.norpc"}, tags...), ",")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", tagList, "-o", abs, "./"+fnDir)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if b, err := cmd.CombinedOutput(); err != nil {
