@@ -50,6 +50,8 @@ type Options struct {
 	ToggleTTL time.Duration
 	// Out receives progress, and one line per mail sent and per job outcome.
 	Out io.Writer
+	// Chaos runs the stack under faults, kills or a campaign (see Chaos).
+	Chaos Chaos
 }
 
 // DefaultAPIConcurrency is how many enqueue instances the API may run at
@@ -144,6 +146,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	report := NewReporter(out)
 	l.mailbox.OnMail = report.Mail
 	sinks.App = report.OutcomeWriter(sinks.App)
+	sinks = opts.Chaos.appLog(sinks)
 
 	// 1. The AWS endpoint.
 	switch {
@@ -202,7 +205,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	bins := map[string]string{}
 	for _, fn := range functions {
 		step(4, "building functions/%s", fn)
-		if bins[fn], err = lambdarie.Build(ctx, opts.Root, "functions/"+fn, filepath.Join(opts.StateDir, "build", fn, "bootstrap")); err != nil {
+		if bins[fn], err = lambdarie.Build(ctx, opts.Root, "functions/"+fn, filepath.Join(opts.StateDir, "build", fn, "bootstrap"), opts.Chaos.BuildTags...); err != nil {
 			return nil, err
 		}
 	}
@@ -212,7 +215,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step(5, "starting the functions under aws-lambda-rie (logs: %s)", filepath.Join(opts.StateDir, FunctionsLog))
 	functionEndpoint := l.Endpoint
 	if !opts.AWS {
-		p, err := awsproxy.New(l.Endpoint, l.mailbox.Hook)
+		p, err := awsproxy.New(l.Endpoint, opts.Chaos.hooks(l.mailbox.Hook)...)
 		if err != nil {
 			return nil, err
 		}
@@ -233,6 +236,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		for k, v := range awsEnv(opts.AWS, functionEndpoint) {
 			env[k] = v
 		}
+		opts.Chaos.env(env)
 		timeout, err := l.Stack.FunctionTimeout(id)
 		if err != nil {
 			return nil, err
@@ -251,6 +255,9 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.Chaos.shortenVisibility(ctx, sqs.NewFromConfig(cfg), sources); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	sqsClient := sqs.NewFromConfig(cfg)
@@ -261,7 +268,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 			return nil, err
 		}
 		p := &Poller{Client: sqsClient, QueueURL: src.QueueURL, QueueARN: src.QueueARN, Region: cfg.Region,
-			Function: fn, BatchSize: src.BatchSize, Window: src.Window, Logger: platform}
+			Function: opts.Chaos.wrap(src.Function, fn), BatchSize: src.BatchSize, Window: src.Window, Logger: platform}
 		l.wg.Go(func() { p.Run(runCtx) })
 	}
 

@@ -1,0 +1,89 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+)
+
+// Chaos adapts the local stack to a run under faults (make run ARGS="--faults
+// …") or a chaos campaign (make chaos). Its zero value changes nothing.
+type Chaos struct {
+	// ProxyHooks see every AWS call of the functions before the stack's own
+	// hooks (fault injection goes first, so that the mail a lost response
+	// carried is still recorded).
+	ProxyHooks []awsproxy.Hook
+	// BuildTags are added to the functions' build tags ("chaos" builds
+	// the kill and mutation hooks in).
+	BuildTags []string
+	// Env is added to every function's environment (RUNSTWICE_KILL_AT,
+	// RUNSTWICE_MUTATE).
+	Env map[string]string
+	// VisibilityTimeout, when positive, replaces the template's visibility
+	// timeout of every queue a function polls, so that the batch of an
+	// invocation that died comes back soon.
+	VisibilityTimeout time.Duration
+	// WrapFunction, when set, wraps the function each poller invokes: the
+	// campaign sees every batch and how its invocation ended.
+	WrapFunction func(function string, inv Invoker) Invoker
+	// AppLog, when set, also receives every application log line of the
+	// functions (one line per Write): job outcomes and kill lines.
+	AppLog io.Writer
+}
+
+// hooks returns the proxy's hooks: ProxyHooks first, then the stack's own.
+func (c Chaos) hooks(own ...awsproxy.Hook) []awsproxy.Hook {
+	return append(slices.Clone(c.ProxyHooks), own...)
+}
+
+// env adds the chaos environment to a function's.
+func (c Chaos) env(env map[string]string) { maps.Copy(env, c.Env) }
+
+// appLog tees the application log sink into AppLog.
+func (c Chaos) appLog(sinks lambdarie.Sinks) lambdarie.Sinks {
+	if c.AppLog != nil {
+		sinks.App = io.MultiWriter(sinks.App, c.AppLog)
+	}
+	return sinks
+}
+
+// wrap returns the function a poller invokes.
+func (c Chaos) wrap(function string, inv Invoker) Invoker {
+	if c.WrapFunction == nil {
+		return inv
+	}
+	return c.WrapFunction(function, inv)
+}
+
+// QueueAttributesAPI is the part of the SQS client that sets queue
+// attributes.
+type QueueAttributesAPI interface {
+	SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
+}
+
+// shortenVisibility sets the visibility timeout of every polled queue.
+func (c Chaos) shortenVisibility(ctx context.Context, client QueueAttributesAPI, sources []EventSource) error {
+	if c.VisibilityTimeout <= 0 {
+		return nil
+	}
+	seconds := strconv.Itoa(max(int(c.VisibilityTimeout/time.Second), 1))
+	for _, src := range sources {
+		_, err := client.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(src.QueueURL),
+			Attributes: map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): seconds}})
+		if err != nil {
+			return fmt.Errorf("devstack: visibility timeout of %s: %w", src.QueueURL, err)
+		}
+	}
+	return nil
+}

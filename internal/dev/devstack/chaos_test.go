@@ -1,0 +1,104 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+)
+
+// The zero Chaos changes nothing; a set one puts its hooks first, adds its
+// environment, tees the application log and wraps the polled functions.
+func TestChaosWiring(t *testing.T) {
+	var zero Chaos
+	env := map[string]string{"A": "1"}
+	zero.env(env)
+	var app bytes.Buffer
+	if len(env) != 1 || zero.appLog(lambdarie.Sinks{App: &app}).App != &app || len(zero.hooks()) != 0 {
+		t.Fatal("the zero Chaos changed the stack")
+	}
+	inv := invokerFunc(func(context.Context, []byte) ([]byte, error) { return []byte("fn"), nil })
+	if out, _ := zero.wrap("email", inv).Invoke(context.Background(), nil); string(out) != "fn" {
+		t.Fatal("the zero Chaos wrapped the function")
+	}
+
+	var order []string
+	hook := func(name string) awsproxy.Hook {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { order = append(order, name); next.ServeHTTP(w, r) })
+		}
+	}
+	var tee bytes.Buffer
+	c := Chaos{ProxyHooks: []awsproxy.Hook{hook("fault")}, Env: map[string]string{"RUNSTWICE_KILL_AT": "after-effect=0.1"}, AppLog: &tee,
+		WrapFunction: func(fn string, inv Invoker) Invoker {
+			return invokerFunc(func(ctx context.Context, p []byte) ([]byte, error) {
+				out, err := inv.Invoke(ctx, p)
+				return append([]byte(fn+":"), out...), err
+			})
+		}}
+	c.env(env)
+	if env["RUNSTWICE_KILL_AT"] != "after-effect=0.1" || env["A"] != "1" {
+		t.Fatalf("env %v", env)
+	}
+	p, err := awsproxy.New("http://127.0.0.1:1", c.hooks(hook("mail"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}")))
+	if strings.Join(order, ",") != "fault,mail" {
+		t.Fatalf("hooks ran %v; want the chaos hooks first", order)
+	}
+	sinks := c.appLog(lambdarie.Sinks{App: &app})
+	_, _ = sinks.App.Write([]byte(`{"msg":"killpoint"}` + "\n"))
+	if app.String() != tee.String() || tee.Len() == 0 {
+		t.Fatalf("app log %q, tee %q; want both", app.String(), tee.String())
+	}
+	if out, _ := c.wrap("email", inv).Invoke(context.Background(), nil); string(out) != "email:fn" {
+		t.Fatalf("wrapped function answered %q", out)
+	}
+}
+
+type invokerFunc func(ctx context.Context, payload []byte) ([]byte, error)
+
+func (f invokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) { return f(ctx, payload) }
+
+type fakeAttributes struct {
+	set map[string]string
+	err error
+}
+
+func (f *fakeAttributes) SetQueueAttributes(_ context.Context, in *sqs.SetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.set[aws.ToString(in.QueueUrl)] = in.Attributes["VisibilityTimeout"]
+	return &sqs.SetQueueAttributesOutput{}, nil
+}
+
+func TestShortenVisibility(t *testing.T) {
+	sources := []EventSource{{QueueURL: "q1"}, {QueueURL: "q2"}}
+	f := &fakeAttributes{set: map[string]string{}}
+	if err := (Chaos{}).shortenVisibility(context.Background(), f, sources); err != nil || len(f.set) != 0 {
+		t.Fatalf("zero Chaos set %v, %v; want nothing", f.set, err)
+	}
+	if err := (Chaos{VisibilityTimeout: 8 * time.Second}).shortenVisibility(context.Background(), f, sources); err != nil {
+		t.Fatal(err)
+	}
+	if f.set["q1"] != "8" || f.set["q2"] != "8" {
+		t.Fatalf("set %v; want 8 s on both queues", f.set)
+	}
+	f.err = errors.New("boom")
+	if err := (Chaos{VisibilityTimeout: time.Second}).shortenVisibility(context.Background(), f, sources); err == nil {
+		t.Fatal("a failed SetQueueAttributes was not reported")
+	}
+}
