@@ -33,7 +33,8 @@ SAM_REGION ?= us-east-1
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
 ## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s",
-## ARGS="--moto-port 5001", ARGS="--endpoint URL" or ARGS=--aws.
+## ARGS="--moto-port 5001", ARGS="--endpoint URL" or ARGS=--aws; faults in
+## the functions' AWS calls: ARGS="--faults 'dynamodb:*:throttle=0.02,ses:*:drop=0.01'".
 ARGS ?=
 run: venv $(RIE_STAMP)
 	@echo "==> building the local stack"

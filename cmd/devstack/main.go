@@ -7,13 +7,18 @@
 //
 //	devstack [--api-addr 127.0.0.1:3000] [--moto-port 5000] [--endpoint URL | --aws]
 //	         [--api-concurrency 8] [--park-delay 10s] [--toggle-ttl 5s] [--state-dir .devstack]
+//	         [--faults SPEC]
 //
 // It checks what it needs before it starts anything and says plainly what
 // is wrong (a port in use, another stack running from the same state
 // directory, an endpoint that does not answer, no credentials for --aws),
 // exiting non-zero. An exported AWS_ENDPOINT_URL is ignored: --endpoint
 // runs against another endpoint, --aws against AWS. While it runs,
-// .devstack/stack.json and .devstack/env say how to reach it.
+// .devstack/stack.json and .devstack/env say how to reach it. --faults
+// injects faults into the functions' AWS calls: throttling, 500/503, cut
+// connections, delays, outages and responses lost after the call was applied
+// (see internal/dev/faults for the syntax), e.g.
+// --faults 'dynamodb:*:throttle=0.02,ses:*:drop=0.01,ssm:*:down@1m-2m'.
 package main
 
 import (
@@ -60,6 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	parkDelay := fs.Duration("park-delay", 10*time.Second, "how long a disabled job is parked (whole seconds, ≤ 900s)")
 	toggleTTL := fs.Duration("toggle-ttl", 5*time.Second, "how long workers cache the kill switches")
 	stateDir := fs.String("state-dir", ".devstack", "where resources.json, the builds and the function logs go")
+	faultSpec := fs.String("faults", "", faultsFlagHelp)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -68,6 +74,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *useAWS && *endpoint != "" {
 		return usageError{errors.New("--aws runs against AWS itself: give --aws or --endpoint, not both")}
+	}
+	chaos, err := faultOptions(*faultSpec, *useAWS, out)
+	if err != nil {
+		return err
 	}
 	if v := os.Getenv("AWS_ENDPOINT_URL"); v != "" && *endpoint == "" && !*useAWS {
 		fmt.Fprintf(out, "note: AWS_ENDPOINT_URL=%s is set in this shell and ignored (make run ARGS=\"--endpoint %s\" to use it)\n", v, v)
@@ -82,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	l, err := devstack.Start(ctx, devstack.Options{
 		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr,
-		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out,
+		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out, Chaos: chaos,
 	})
 	if err != nil {
 		return err
