@@ -30,9 +30,14 @@ type Chaos struct {
 	// Env is added to every function's environment (RUNSTWICE_KILL_AT,
 	// RUNSTWICE_MUTATE).
 	Env map[string]string
+	// FunctionTimeout, when positive, replaces every function's timeout
+	// (a worker's lease lasts until its invocation's deadline).
+	FunctionTimeout time.Duration
 	// VisibilityTimeout, when positive, replaces the template's visibility
 	// timeout of every queue a function polls, so that the batch of an
-	// invocation that died comes back soon.
+	// invocation that died comes back soon. Each queue gets it plus its
+	// event source's batching window, so a record received at the start of
+	// a window stays hidden until its batch has run.
 	VisibilityTimeout time.Duration
 	// WrapFunction, when set, wraps the function each poller invokes: the
 	// campaign sees every batch and how its invocation ended.
@@ -66,6 +71,14 @@ func (c Chaos) wrap(function string, inv Invoker) Invoker {
 	return c.WrapFunction(function, inv)
 }
 
+// timeout returns the function timeout to use instead of the template's.
+func (c Chaos) timeout(template time.Duration) time.Duration {
+	if c.FunctionTimeout > 0 {
+		return c.FunctionTimeout
+	}
+	return template
+}
+
 // QueueAttributesAPI is the part of the SQS client that sets queue
 // attributes.
 type QueueAttributesAPI interface {
@@ -77,8 +90,8 @@ func (c Chaos) shortenVisibility(ctx context.Context, client QueueAttributesAPI,
 	if c.VisibilityTimeout <= 0 {
 		return nil
 	}
-	seconds := strconv.Itoa(max(int(c.VisibilityTimeout/time.Second), 1))
 	for _, src := range sources {
+		seconds := strconv.Itoa(max(int((c.VisibilityTimeout+src.Window)/time.Second), 1))
 		_, err := client.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(src.QueueURL),
 			Attributes: map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): seconds}})
 		if err != nil {

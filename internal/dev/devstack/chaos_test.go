@@ -24,7 +24,7 @@ func TestChaosWiring(t *testing.T) {
 	env := map[string]string{"A": "1"}
 	zero.env(env)
 	var app bytes.Buffer
-	if len(env) != 1 || zero.appLog(lambdarie.Sinks{App: &app}).App != &app || len(zero.hooks()) != 0 {
+	if len(env) != 1 || zero.appLog(lambdarie.Sinks{App: &app}).App != &app || len(zero.hooks()) != 0 || zero.timeout(30*time.Second) != 30*time.Second {
 		t.Fatal("the zero Chaos changed the stack")
 	}
 	inv := invokerFunc(func(context.Context, []byte) ([]byte, error) { return []byte("fn"), nil })
@@ -47,6 +47,9 @@ func TestChaosWiring(t *testing.T) {
 			})
 		}}
 	c.env(env)
+	if (Chaos{FunctionTimeout: 10 * time.Second}).timeout(30*time.Second) != 10*time.Second {
+		t.Fatal("FunctionTimeout did not replace the template's timeout")
+	}
 	if env["RUNSTWICE_KILL_AT"] != "after-effect=0.1" || env["A"] != "1" {
 		t.Fatalf("env %v", env)
 	}
@@ -86,7 +89,7 @@ func (f *fakeAttributes) SetQueueAttributes(_ context.Context, in *sqs.SetQueueA
 }
 
 func TestShortenVisibility(t *testing.T) {
-	sources := []EventSource{{QueueURL: "q1"}, {QueueURL: "q2"}}
+	sources := []EventSource{{QueueURL: "q1"}, {QueueURL: "q2", Window: 5 * time.Second}}
 	f := &fakeAttributes{set: map[string]string{}}
 	if err := (Chaos{}).shortenVisibility(context.Background(), f, sources); err != nil || len(f.set) != 0 {
 		t.Fatalf("zero Chaos set %v, %v; want nothing", f.set, err)
@@ -94,8 +97,8 @@ func TestShortenVisibility(t *testing.T) {
 	if err := (Chaos{VisibilityTimeout: 8 * time.Second}).shortenVisibility(context.Background(), f, sources); err != nil {
 		t.Fatal(err)
 	}
-	if f.set["q1"] != "8" || f.set["q2"] != "8" {
-		t.Fatalf("set %v; want 8 s on both queues", f.set)
+	if f.set["q1"] != "8" || f.set["q2"] != "13" {
+		t.Fatalf("set %v; want 8 s, plus the batching window", f.set)
 	}
 	f.err = errors.New("boom")
 	if err := (Chaos{VisibilityTimeout: time.Second}).shortenVisibility(context.Background(), f, sources); err == nil {

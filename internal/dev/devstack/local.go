@@ -242,7 +242,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 			return nil, err
 		}
 		p := EmulatorPool(size, lambdarie.Config{RIE: rie, Bootstrap: bins[fn], FunctionName: fn, Env: env,
-			Timeout: time.Duration(timeout) * time.Second}, func() io.Writer { return lambdarie.NewSplitter(fn, sinks) })
+			Timeout: opts.Chaos.timeout(time.Duration(timeout) * time.Second)}, func() io.Writer { return lambdarie.NewSplitter(fn, sinks) })
 		l.pools = append(l.pools, p)
 		// One warm instance now: a function that cannot start says so here.
 		return p, p.Warm(ctx)
