@@ -73,7 +73,9 @@ func TestChaosWiring(t *testing.T) {
 
 type invokerFunc func(ctx context.Context, payload []byte) ([]byte, error)
 
-func (f invokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) { return f(ctx, payload) }
+func (f invokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
+}
 
 type fakeAttributes struct {
 	set map[string]string
