@@ -28,7 +28,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: run test fmt-check vet unit integration bench venv clean rie build build-local build-sam template-check invoke chromium smoke
+.PHONY: run test fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -148,6 +148,21 @@ unit:
 ## integration: unit and integration tests; integration tests start moto.
 integration: venv $(RIE_STAMP) chromium
 	$(GO) test -count=1 -race -tags integration ./...
+
+## chaos: the whole local stack under faults — AWS calls throttled, failed,
+## cut, delayed or applied with the response lost, SSM and SES away for a
+## while, function processes killed at every step boundary, twin, copied,
+## delayed and cancelled jobs, a switch flipped, letters redriven — then the
+## ledger from ground truth (mails SES holds, markers, jobs, dead letters),
+## printed and written to .devstack/chaos-ledger.json; exits 1 when an
+## invariant breaks, naming the job ids. N jobs (300; N=10000 for the long
+## run), SEED=1; MUTATE=no-claim|no-peek|ignore-switch|no-lease breaks the
+## runner on purpose (the run must then fail). A short run is part of `make test`.
+N ?= 300
+SEED ?= 1
+MUTATE ?=
+chaos: venv $(RIE_STAMP)
+	@$(GO) run ./cmd/chaos -n $(N) -seed $(SEED) $(if $(MUTATE),-mutate $(MUTATE))
 
 ## bench: what runstwice costs, as one table: the runner in-process (time
 ## and allocations per job), the worker on moto (DynamoDB calls per job, time

@@ -40,6 +40,9 @@ func (e Event) Mentions(s string) bool {
 	return s != "" && bytes.Contains(e.body, []byte(s))
 }
 
+// Body returns the start of the call's request body (at most 4 KiB).
+func (e Event) Body() []byte { return e.body }
+
 // keepBody is how much of each faulted request's body an Event keeps.
 const keepBody = 4 << 10
 

@@ -1,0 +1,158 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+)
+
+func TestPlanIsSeededAndMixed(t *testing.T) {
+	a, b := plan(400, 3, DefaultMix, 7, "7"), plan(400, 3, DefaultMix, 7, "7")
+	other := plan(400, 3, DefaultMix, 8, "8")
+	count := map[string]int{}
+	sameAsOther := true
+	for i := range a {
+		if a[i].IdemKey != b[i].IdemKey || a[i].User != b[i].User || a[i].Delay != b[i].Delay || a[i].Copies != b[i].Copies {
+			t.Fatalf("job %d differs between two plans with one seed", i)
+		}
+		sameAsOther = sameAsOther && a[i].User == other[i].User && a[i].Delay == other[i].Delay
+		if a[i].JobID != contract.DeriveMessageID(Caller, a[i].IdemKey) {
+			t.Fatalf("job %d: id %s is not derived from its Idempotency-Key", i, a[i].JobID)
+		}
+		count[a[i].Kind.Type]++
+		for name, on := range map[string]bool{"delayed": a[i].Delay > 0, "twins": a[i].Twins > 0, "copies": a[i].Copies > 0,
+			"cancel": a[i].Cancel, "front": a[i].Front != frontNone, "poisoned": a[i].Poisoned} {
+			if on {
+				count[name]++
+			}
+		}
+	}
+	if sameAsOther {
+		t.Fatal("two seeds drew the same plan")
+	}
+	for _, k := range kinds {
+		if count[k.Type] != 100 {
+			t.Errorf("%d jobs of %s; want 100", count[k.Type], k.Type)
+		}
+	}
+	for _, name := range []string{"delayed", "twins", "copies", "cancel", "front", "poisoned"} {
+		if count[name] == 0 || count[name] > 200 {
+			t.Errorf("%d jobs %s out of 400", count[name], name)
+		}
+	}
+	if count["poisoned"] != 4 {
+		t.Errorf("%d poisoned; want exactly 1%% of 400", count["poisoned"])
+	}
+}
+
+func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
+	o := newObserver()
+	ev := events.SQSEvent{Records: []events.SQSMessage{{Body: `{"v":1,"messageId":"job-1"}`}, {Body: "poison"}, {Body: `{"messageId":"job-2"}`}}}
+	payload, _ := json.Marshal(ev)
+	ok := o.wrap("email", invokerFunc(func(context.Context, []byte) ([]byte, error) { return []byte("{}"), nil }))
+	died := o.wrap("email", invokerFunc(func(context.Context, []byte) ([]byte, error) { return nil, errors.New("exited") }))
+	if _, err := ok.Invoke(context.Background(), payload); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := died.Invoke(context.Background(), payload); err == nil {
+		t.Fatal("the wrapper swallowed the error")
+	}
+	for _, line := range []string{
+		`{"function":"email","msg":"killpoint","step":"after-effect","pid":12}`,
+		`{"function":"email","level":"INFO","msg":"job outcome","outcome":"claim-failed","jobId":"job-1","reason":"r"}`,
+		`{"function":"email","level":"INFO","msg":"mail sent","jobId":"job-1"}`,
+		`not json at all`,
+	} {
+		if n, err := o.Write([]byte(line)); err != nil || n != len(line) {
+			t.Fatalf("Write(%q) = %d, %v", line, n, err)
+		}
+	}
+	s := o.snapshot()
+	if len(s.Calls) != 2 || s.Calls[0].Lost || !s.Calls[1].Lost || strings.Join(s.Calls[1].JobIDs, ",") != "job-1,job-2" || s.Records["email"] != 4 {
+		t.Fatalf("calls %+v, records %v", s.Calls, s.Records)
+	}
+	if len(s.Kills) != 1 || s.Kills[0].Step != "after-effect" || o.killCount() != 1 {
+		t.Fatalf("kills %+v", s.Kills)
+	}
+	if outs := s.Outcomes["job-1"]; len(outs) != 1 || outs[0].Outcome != "claim-failed" {
+		t.Fatalf("outcomes %+v", s.Outcomes)
+	}
+	if o.inFlight.Load() != 0 {
+		t.Fatalf("%d invocations in flight after both ended", o.inFlight.Load())
+	}
+}
+
+func TestFrontInjectsAndRecords(t *testing.T) {
+	reached := 0
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached++
+		if r.Header.Get("Idempotency-Key") == "busy" {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"type":"https://runstwice.dev/problems/request-in-flight"}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer api.Close()
+	f := newFront(http.DefaultTransport)
+	f.inject("before", frontBefore)
+	f.inject("after", frontAfter)
+	post := func(key string) int {
+		req, _ := http.NewRequest(http.MethodPost, api.URL+"/v1/jobs/x", strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := f.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if key == "busy" && !strings.Contains(string(body), "request-in-flight") {
+			t.Fatalf("the 409's body was lost: %q", body)
+		}
+		return resp.StatusCode
+	}
+	got := []int{post("before"), post("before"), post("after"), post("after"), post("busy")}
+	want := []int{503, 202, 502, 202, 409}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("statuses %v; want %v", got, want)
+		}
+	}
+	if reached != 4 {
+		t.Fatalf("the API saw %d requests; want 4 (the 503 never reaches it, the 502 does)", reached)
+	}
+	a := f.attempts()
+	if len(a) != 5 || !a[0].Injected || a[1].Injected || !a[2].Injected || !a[4].InFlight {
+		t.Fatalf("attempts %+v", a)
+	}
+}
+
+func TestSendsTraceMailsToJobs(t *testing.T) {
+	ses := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"MessageId":"m-1"}`)
+	}))
+	defer ses.Close()
+	s := newSends()
+	p, err := awsproxy.New(ses.URL, s.Hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v2/email/outbound-emails", strings.NewReader(`{"EmailTags":[{"Name":"jobId","Value":"job-9"}]}`))
+	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/ses/aws4_request, SignedHeaders=host, Signature=x")
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, r)
+	got := s.snapshot()
+	if rec.Code != 200 || len(got) != 1 || got[0].JobID != "job-9" || got[0].MessageID != "m-1" || got[0].CallerGone || s.count() != 1 {
+		t.Fatalf("sends %+v (answer %d)", got, rec.Code)
+	}
+}

@@ -1,0 +1,383 @@
+package chaos
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/faults"
+)
+
+// Ledger is a campaign's account: what was done to the stack, what every
+// accepted job's ground truth says, and the invariants checked.
+type Ledger struct {
+	N         int      `json:"n"`
+	Seed      uint64   `json:"seed"`
+	Faults    string   `json:"faults"`
+	KillAt    string   `json:"killAt"`
+	Mutations []string `json:"mutations,omitempty"`
+	// WallTime is the campaign's duration, stack start to ledger.
+	WallTime   string      `json:"wallTime"`
+	Figures    Figures     `json:"figures"`
+	Invariants []Invariant `json:"invariants"`
+	Timeline   []event     `json:"timeline"`
+	// Problems are what went wrong in the campaign itself.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Figures are the ledger's counts.
+type Figures struct {
+	Requests           int            `json:"requests"` // HTTP enqueue attempts, twins and retries included
+	JobsAccepted       int            `json:"jobsAccepted"`
+	TwinRequests       int            `json:"twinRequests"`       // extra requests sent at once with the same key
+	FrontFaults        int            `json:"frontFaults"`        // first attempts answered 5xx by the campaign's front
+	DuplicatesInjected int            `json:"duplicatesInjected"` // copies sent straight to the queues
+	Delayed            int            `json:"delayed"`
+	Poisoned           int            `json:"poisoned"`   // jobs for a user whose stored address is unusable
+	Deliveries         map[string]int `json:"deliveries"` // records handed to each polled function
+	LostInvocations    int            `json:"lostInvocations"`
+	Kills              map[string]int `json:"kills"`  // by step
+	Faults             map[string]int `json:"faults"` // AWS faults by kind
+	Effects            int            `json:"effects"`
+	ExactlyOne         int            `json:"exactlyOne"`
+	Two                int            `json:"two"`
+	MoreThanTwo        int            `json:"moreThanTwo"`
+	// Explained counts the extra effects by what explains them.
+	Explained        map[string]int `json:"explained"`
+	NoEffect         int            `json:"noEffect"`
+	Cancelled        int            `json:"cancelled"`     // DELETE answered Cancelled
+	CancelRefused    int            `json:"cancelRefused"` // DELETE answered 409
+	DeadLettered     int            `json:"deadLettered"`  // reached the dead-letters table
+	Redriven         int            `json:"redriven"`
+	FailedAtEnd      int            `json:"failedAtEnd"` // no effect, dead-lettered, reading Failed
+	States           map[string]int `json:"states"`      // as GET reports them at the end
+	Enqueue5xx       int            `json:"enqueue5xx"`
+	Enqueue5xxFaults int            `json:"enqueue5xxExplained"` // 5xx whose request an AWS fault touched
+	InFlight409      int            `json:"inFlight409"`
+	Quiet            bool           `json:"quiet"`
+}
+
+// Invariant is one promise checked, with the jobs (or requests) that break
+// it.
+type Invariant struct {
+	Name  string   `json:"name"`
+	Count int      `json:"count"`
+	IDs   []string `json:"ids,omitempty"`
+}
+
+// OK reports whether nothing breaks it.
+func (i Invariant) OK() bool { return i.Count == 0 }
+
+// Failed reports whether any invariant is broken.
+func (l *Ledger) Failed() bool {
+	for _, i := range l.Invariants {
+		if !i.OK() {
+			return true
+		}
+	}
+	return false
+}
+
+// The invariants, by name.
+const (
+	InvLost         = "accepted jobs with no effect, neither cancelled nor dead-lettered reading Failed"
+	InvExtra        = "extra effects no kill or lost response explains"
+	InvWrongState   = "wrong states (GET disagrees with ground truth)"
+	InvEnqueue5xx   = "enqueue 5xx outside injected faults"
+	InvInFlight     = "409 in flight to a lone request outside injected faults"
+	InvFailClosed   = "fail-closed jobs that ran while their switch was off"
+	InvCancelledRan = "cancelled jobs that ran"
+	InvNotAccepted  = "enqueues never accepted"
+	InvForeignMail  = "mails SES holds that no job sent"
+	InvNotQuiet     = "stack not quiet at the end"
+)
+
+// ledgerInput is everything the ledger is drawn from.
+type ledgerInput struct {
+	cfg      Config
+	results  []result
+	truth    *truth
+	digestOn time.Time
+	redriven int
+	quiet    bool
+	wall     time.Duration
+	timeline []event
+	problems []string
+}
+
+// perJob is what the ground truth says of one accepted job.
+type perJob struct {
+	r        result
+	sends    []send // mails SES accepted for it, oldest first
+	explains map[string]int
+}
+
+// account draws the ledger.
+func account(in ledgerInput) *Ledger {
+	t := in.truth
+	l := &Ledger{N: in.cfg.N, Seed: in.cfg.Seed, Faults: in.cfg.Faults, KillAt: in.cfg.KillAt, Mutations: in.cfg.Mutations,
+		WallTime: in.wall.Round(time.Second).String(), Timeline: in.timeline, Problems: in.problems}
+	f := &l.Figures
+	f.Deliveries, f.Kills, f.Faults, f.Explained, f.States = t.Seen.Records, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	f.Quiet, f.Redriven, f.Requests = in.quiet, in.redriven, len(t.Attempts)
+	for _, k := range t.Seen.Kills {
+		f.Kills[k.Step]++
+	}
+	for _, e := range t.Faults {
+		f.Faults[string(e.Kind)]++
+	}
+	for _, c := range t.Seen.Calls {
+		if c.Lost {
+			f.LostInvocations++
+		}
+	}
+	inv := map[string]*Invariant{}
+	fail := func(name, id string) {
+		i := inv[name]
+		if i == nil {
+			i = &Invariant{Name: name}
+			inv[name] = i
+		}
+		i.Count++
+		if len(i.IDs) < 20 {
+			i.IDs = append(i.IDs, id)
+		}
+	}
+
+	// Mails: moto's record, each traced to its job by the send that
+	// created it.
+	byMessage := map[string]send{}
+	for _, s := range t.Sends {
+		if s.MessageID != "" {
+			byMessage[s.MessageID] = s
+		}
+	}
+	jobs := map[string]*perJob{}
+	for _, r := range in.results {
+		f.TwinRequests += r.Job.Twins
+		f.DuplicatesInjected += r.CopiesSent
+		if r.Job.Front != frontNone {
+			f.FrontFaults++
+		}
+		if !r.Accepted {
+			fail(InvNotAccepted, r.Job.IdemKey)
+			continue
+		}
+		f.JobsAccepted++
+		if r.Job.Delay > 0 {
+			f.Delayed++
+		}
+		if r.Job.Poisoned {
+			f.Poisoned++
+		}
+		jobs[r.JobID] = &perJob{r: r, explains: map[string]int{}}
+	}
+	f.Effects = len(t.Mails)
+	for _, id := range t.Mails {
+		s, ok := byMessage[id]
+		if !ok || jobs[s.JobID] == nil {
+			fail(InvForeignMail, id)
+			continue
+		}
+		jobs[s.JobID].sends = append(jobs[s.JobID].sends, s)
+	}
+	explain(jobs, t)
+
+	for id, j := range jobs {
+		n := len(j.sends)
+		slices.SortFunc(j.sends, func(a, b send) int { return a.Time.Compare(b.Time) })
+		switch {
+		case n == 0:
+			f.NoEffect++
+		case n == 1:
+			f.ExactlyOne++
+		case n == 2:
+			f.Two++
+		default:
+			f.MoreThanTwo++
+		}
+		explained := 0
+		for why, k := range j.explains {
+			explained += k
+			if n > 1 {
+				f.Explained[why] += min(k, n-1)
+			}
+		}
+		if n > 1 && explained < n-1 {
+			fail(InvExtra, id)
+		}
+		letter, lettered := t.Letters[id]
+		if lettered {
+			f.DeadLettered++
+		}
+		switch j.r.Cancel {
+		case "":
+		case string(client.StateCancelled):
+			f.Cancelled++
+		default:
+			f.CancelRefused++
+		}
+		cancelled := j.r.Cancel == string(client.StateCancelled)
+		got, read := t.States[id]
+		state := string(got.State)
+		if !read {
+			state = "unreadable"
+		}
+		f.States[state]++
+
+		// The fail-closed type never runs while its switch is off.
+		if j.r.Job.Kind.Type == client.TypePartnerDigest && n > 0 && (in.digestOn.IsZero() || j.sends[0].Time.Before(in.digestOn)) {
+			fail(InvFailClosed, id)
+		}
+		// A cancelled job never runs; an effect before the cancel is
+		// explained only when its claim was lost (a kill or a lost
+		// response), which is when the cancel cannot know of it.
+		if cancelled && n > 0 && (j.sends[n-1].Time.After(j.r.CancelAt) || explained == 0) {
+			fail(InvCancelledRan, id)
+		}
+		want := ""
+		switch {
+		case n > 0 && cancelled && explained > 0:
+			want = string(client.StateCancelled)
+		case n > 0:
+			want = string(client.StateSucceeded)
+		case cancelled:
+			want = string(client.StateCancelled)
+		case lettered && letter.Reason != "" && (letter.Status == deadletter.StatusDead || letter.Status == deadletter.StatusDropped):
+			want = string(client.StateFailed)
+			f.FailedAtEnd++
+		default:
+			fail(InvLost, id)
+		}
+		if want != state && (want != "" || terminal(state)) {
+			fail(InvWrongState, id+" reads "+state+", ground truth "+orNone(want))
+		}
+	}
+
+	// The enqueue API answers 5xx (or 409 in flight to a request that has
+	// no twin) only when a fault touched the request.
+	lone := map[string]bool{}
+	for _, r := range in.results {
+		lone[r.Job.IdemKey] = r.Job.Twins == 0
+	}
+	hit := touched(t.Faults)
+	for _, a := range t.Attempts {
+		touched := hit[a.IdemKey] || hit[contract.DeriveMessageID(Caller, a.IdemKey)]
+		switch {
+		case a.Injected:
+		case a.Status >= http.StatusInternalServerError:
+			f.Enqueue5xx++
+			if touched {
+				f.Enqueue5xxFaults++
+			} else {
+				fail(InvEnqueue5xx, a.IdemKey)
+			}
+		case a.InFlight:
+			f.InFlight409++
+			if lone[a.IdemKey] && !touched {
+				fail(InvInFlight, a.IdemKey)
+			}
+		}
+	}
+	if !in.quiet {
+		fail(InvNotQuiet, "timeout")
+	}
+	for _, name := range []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan, InvNotAccepted, InvForeignMail, InvNotQuiet} {
+		if i := inv[name]; i != nil {
+			slices.Sort(i.IDs)
+			l.Invariants = append(l.Invariants, *i)
+		} else {
+			l.Invariants = append(l.Invariants, Invariant{Name: name})
+		}
+	}
+	return l
+}
+
+// explain counts, for every job, what can explain an extra effect: a mail
+// whose response the function never got (dropped by a fault, or its
+// process gone), a mail sent during an invocation that never came back
+// (its process killed before the claim), a claim that failed after the
+// effect.
+func explain(jobs map[string]*perJob, t *truth) {
+	for _, e := range t.Faults {
+		if e.Service == "ses" && e.Operation == "SendEmail" && (e.Kind == faults.Drop || e.Kind == faults.Drop500) {
+			if j := jobs[mailJobID(e.Body())]; j != nil {
+				j.explains["lost SES response"]++
+			}
+		}
+	}
+	sendsOf := map[string][]send{}
+	for _, s := range t.Sends {
+		if s.MessageID == "" {
+			continue
+		}
+		sendsOf[s.JobID] = append(sendsOf[s.JobID], s)
+		if j := jobs[s.JobID]; j != nil && s.CallerGone {
+			j.explains["lost SES response"]++
+		}
+	}
+	for _, c := range t.Seen.Calls {
+		if !c.Lost {
+			continue
+		}
+		for _, id := range c.JobIDs {
+			j := jobs[id]
+			if j == nil {
+				continue
+			}
+			for _, s := range sendsOf[id] {
+				if !s.Time.Before(c.Start) && !s.Time.After(c.End) {
+					j.explains["killed between effect and claim"]++
+					break
+				}
+			}
+		}
+	}
+	for id, outs := range t.Seen.Outcomes {
+		j := jobs[id]
+		if j == nil {
+			continue
+		}
+		for _, o := range outs {
+			if o.Outcome == "claim-failed" || strings.Contains(o.Reason, "lease lost") {
+				j.explains["claim failed after the effect"]++
+			}
+		}
+	}
+}
+
+// idPattern matches what names a request or a job in a call's body: the
+// campaign's Idempotency-Keys and job ids (UUIDs).
+var idPattern = regexp.MustCompile(`chaos-[0-9]+-[0-9]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// touched returns every Idempotency-Key and job id an AWS fault touched
+// (named in the faulted call's body).
+func touched(events []faults.Event) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range events {
+		for _, m := range idPattern.FindAll(e.Body(), -1) {
+			out[string(m)] = true
+		}
+	}
+	return out
+}
+
+func terminal(state string) bool {
+	switch client.State(state) {
+	case client.StateSucceeded, client.StateFailed, client.StateCancelled:
+		return true
+	}
+	return false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none (lost)"
+	}
+	return s
+}

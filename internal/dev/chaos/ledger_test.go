@@ -1,0 +1,193 @@
+package chaos
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/faults"
+)
+
+// faultOn makes the injector apply one fault of kind to a call of
+// service's operation with body, the way the proxy does, and returns it.
+func faultOn(t *testing.T, service, target, path string, kind faults.Kind, body string) faults.Event {
+	t.Helper()
+	in := faults.New([]faults.Rule{{Service: "*", Operation: "*", Kind: kind, P: 1, Limit: 1}}, 1)
+	p, err := awsproxy.New("http://127.0.0.1:1", in.Hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/"+service+"/aws4_request, SignedHeaders=host, Signature=x")
+	if target != "" {
+		r.Header.Set("X-Amz-Target", target)
+	}
+	p.ServeHTTP(httptest.NewRecorder(), r)
+	ev := in.Events()
+	if len(ev) != 1 {
+		t.Fatalf("faults %+v; want one", ev)
+	}
+	return ev[0]
+}
+
+// world builds a ledger's input job by job.
+type world struct {
+	t       *testing.T
+	at      time.Time
+	results []result
+	truth   *truth
+	n       int
+}
+
+func newWorld(t *testing.T) *world {
+	return &world{t: t, at: time.Unix(1_000_000, 0), truth: &truth{Markers: nil, Letters: map[string]deadletter.Record{},
+		States: map[string]client.Job{}, Seen: seen{Outcomes: map[string][]devstack.Outcome{}, Records: map[string]int{}}}}
+}
+
+// job adds an accepted job of type typ that GET reports in state.
+func (w *world) job(typ string, state client.State) *result {
+	w.n++
+	k := kinds[slices.IndexFunc(kinds, func(k kind) bool { return k.Type == typ })]
+	j := plannedJob{Index: w.n, Kind: k, IdemKey: "chaos-1-" + string(rune('0'+w.n))}
+	id := "00000000-0000-0000-0000-00000000000" + string(rune('0'+w.n))
+	w.results = append(w.results, result{Job: j, Accepted: true, JobID: id})
+	w.truth.States[id] = client.Job{JobID: id, State: state}
+	return &w.results[len(w.results)-1]
+}
+
+// mail records a mail SES holds for job id, sent at offset.
+func (w *world) mail(id string, offset time.Duration) {
+	mid := "ses-" + id + "-" + offset.String()
+	w.truth.Mails = append(w.truth.Mails, mid)
+	w.truth.Sends = append(w.truth.Sends, send{JobID: id, MessageID: mid, Status: 200, Time: w.at.Add(offset)})
+}
+
+func (w *world) ledger(mutate func(*ledgerInput)) *Ledger {
+	in := ledgerInput{cfg: Config{N: len(w.results)}, results: w.results, truth: w.truth, digestOn: w.at.Add(time.Minute), quiet: true}
+	if mutate != nil {
+		mutate(&in)
+	}
+	return account(in)
+}
+
+// broken returns the invariants the ledger breaks, with their ids.
+func broken(l *Ledger) map[string][]string {
+	out := map[string][]string{}
+	for _, i := range l.Invariants {
+		if !i.OK() {
+			out[i.Name] = i.IDs
+		}
+	}
+	return out
+}
+
+func TestLedgerAcceptsWhatThePromiseAllows(t *testing.T) {
+	w := newWorld(t)
+	once := w.job(client.TypeWelcome, client.StateSucceeded)
+	w.mail(once.JobID, time.Second)
+
+	// Two mails, the first one's SES response dropped by a fault.
+	dropped := w.job(client.TypePasswordReset, client.StateSucceeded)
+	w.mail(dropped.JobID, time.Second)
+	w.mail(dropped.JobID, 2*time.Second)
+	w.truth.Faults = append(w.truth.Faults, faultOn(t, "ses", "", "/v2/email/outbound-emails", faults.Drop,
+		`{"EmailTags":[{"Name":"jobId","Value":"`+dropped.JobID+`"}]}`))
+
+	// Two mails, the first sent by an invocation that never came back.
+	killed := w.job(client.TypePartnerVerification, client.StateSucceeded)
+	w.mail(killed.JobID, 3*time.Second)
+	w.mail(killed.JobID, 20*time.Second)
+	w.truth.Seen.Calls = append(w.truth.Seen.Calls, invocation{Function: "email", Start: w.at.Add(2 * time.Second),
+		End: w.at.Add(4 * time.Second), JobIDs: []string{killed.JobID}, Lost: true})
+
+	// Cancelled before it ran; dead-lettered for good and reading Failed.
+	cancelled := w.job(client.TypeWelcome, client.StateCancelled)
+	cancelled.Cancel = string(client.StateCancelled)
+	failed := w.job(client.TypePasswordReset, client.StateFailed)
+	w.truth.Letters[failed.JobID] = deadletter.Record{ID: failed.JobID, Reason: "permanent", Status: deadletter.StatusDead}
+
+	// A digest after its switch went on.
+	digest := w.job(client.TypePartnerDigest, client.StateSucceeded)
+	w.mail(digest.JobID, 2*time.Minute)
+
+	// A 5xx whose request an AWS fault touched; a 409 in flight to a twin.
+	w.truth.Faults = append(w.truth.Faults, faultOn(t, "dynamodb", "DynamoDB_20120810.PutItem", "/", faults.Throttle,
+		`{"Item":{"pk":{"S":"chaos#`+once.Job.IdemKey+`"}}}`))
+	w.results[1].Job.Twins = 1
+	w.truth.Attempts = []attempt{{IdemKey: once.Job.IdemKey, Status: 503}, {IdemKey: dropped.Job.IdemKey, Status: 409, InFlight: true},
+		{IdemKey: killed.Job.IdemKey, Status: 502, Injected: true}, {IdemKey: killed.Job.IdemKey, Status: 202}}
+
+	l := w.ledger(nil)
+	if b := broken(l); len(b) != 0 {
+		t.Fatalf("broken %v; want none", b)
+	}
+	f := l.Figures
+	if f.JobsAccepted != 6 || f.Effects != 6 || f.ExactlyOne != 2 || f.Two != 2 || f.NoEffect != 2 || f.Cancelled != 1 || f.FailedAtEnd != 1 ||
+		f.Explained["lost SES response"] != 1 || f.Explained["killed between effect and claim"] != 1 || f.Enqueue5xx != 1 || f.Enqueue5xxFaults != 1 {
+		t.Fatalf("figures %+v", f)
+	}
+}
+
+func TestLedgerNamesEveryBreach(t *testing.T) {
+	w := newWorld(t)
+	twice := w.job(client.TypeWelcome, client.StateSucceeded)
+	w.mail(twice.JobID, time.Second)
+	w.mail(twice.JobID, 2*time.Second)
+
+	lost := w.job(client.TypeWelcome, client.StateEnqueued)
+	liar := w.job(client.TypePasswordReset, client.StateSucceeded) // no mail at all
+
+	ranCancelled := w.job(client.TypeWelcome, client.StateCancelled)
+	ranCancelled.Cancel, ranCancelled.CancelAt = string(client.StateCancelled), w.at
+	w.mail(ranCancelled.JobID, time.Second)
+
+	early := w.job(client.TypePartnerDigest, client.StateSucceeded)
+	w.mail(early.JobID, time.Second) // the switch goes on after a minute
+
+	unclaimed := w.job(client.TypePartnerVerification, client.StateProcessing)
+	w.mail(unclaimed.JobID, time.Second)
+
+	never := result{Job: plannedJob{IdemKey: "chaos-1-never"}}
+	w.results = append(w.results, never)
+	w.truth.Mails = append(w.truth.Mails, "ses-from-nowhere")
+	w.truth.Attempts = []attempt{{IdemKey: twice.Job.IdemKey, Status: 500}, {IdemKey: lost.Job.IdemKey, Status: 409, InFlight: true}}
+
+	l := w.ledger(func(in *ledgerInput) { in.quiet = false })
+	got := broken(l)
+	want := map[string][]string{
+		InvExtra:        {twice.JobID},
+		InvLost:         {lost.JobID, liar.JobID},
+		InvCancelledRan: {ranCancelled.JobID},
+		InvFailClosed:   {early.JobID},
+		InvEnqueue5xx:   {twice.Job.IdemKey},
+		InvInFlight:     {lost.Job.IdemKey},
+		InvNotAccepted:  {"chaos-1-never"},
+		InvForeignMail:  {"ses-from-nowhere"},
+		InvNotQuiet:     {"timeout"},
+	}
+	for name, ids := range want {
+		slices.Sort(ids)
+		if !slices.Equal(got[name], ids) {
+			t.Errorf("%s: %v; want %v", name, got[name], ids)
+		}
+	}
+	wrong := strings.Join(got[InvWrongState], "|")
+	for _, id := range []string{liar.JobID + " reads Succeeded", ranCancelled.JobID + " reads Cancelled", unclaimed.JobID + " reads Processing"} {
+		if !strings.Contains(wrong, id) {
+			t.Errorf("wrong states %q miss %q", wrong, id)
+		}
+	}
+	if strings.Contains(wrong, lost.JobID) {
+		t.Errorf("wrong states %q list %s, which reads a non-terminal state and is lost instead", wrong, lost.JobID)
+	}
+	if !l.Failed() {
+		t.Fatal("Failed() = false")
+	}
+}

@@ -1,0 +1,140 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/dev/devstack"
+)
+
+// invocation is one batch a poller handed to a function.
+type invocation struct {
+	Function   string
+	Start, End time.Time
+	JobIDs     []string
+	// Lost: the invocation returned no response (its process died, or it
+	// timed out), so its whole batch comes back after the visibility
+	// timeout.
+	Lost bool
+}
+
+// kill is one killpoint line: a function process killed at a step.
+type kill struct {
+	Step string    `json:"step"`
+	Time time.Time `json:"time"`
+}
+
+// observer sees what the stack does: every invocation of a polled function
+// (devstack.Chaos.WrapFunction) and every application log line
+// (devstack.Chaos.AppLog). It is safe for concurrent use.
+type observer struct {
+	now      func() time.Time
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	calls    []invocation
+	kills    []kill
+	outcomes map[string][]devstack.Outcome // by job id
+	records  map[string]int                // records delivered, by function
+}
+
+func newObserver() *observer {
+	return &observer{now: time.Now, outcomes: map[string][]devstack.Outcome{}, records: map[string]int{}}
+}
+
+// wrap is devstack.Chaos.WrapFunction.
+func (o *observer) wrap(function string, inv devstack.Invoker) devstack.Invoker {
+	return invokerFunc(func(ctx context.Context, payload []byte) ([]byte, error) {
+		call := invocation{Function: function, Start: o.now(), JobIDs: batchJobIDs(payload)}
+		o.inFlight.Add(1)
+		out, err := inv.Invoke(ctx, payload)
+		o.inFlight.Add(-1)
+		call.End, call.Lost = o.now(), err != nil
+		o.mu.Lock()
+		o.calls = append(o.calls, call)
+		o.records[function] += len(call.JobIDs)
+		o.mu.Unlock()
+		return out, err
+	})
+}
+
+type invokerFunc func(ctx context.Context, payload []byte) ([]byte, error)
+
+func (f invokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
+}
+
+// batchJobIDs reads the job ids (envelope messageIds) of an SQS event;
+// a record whose body is no envelope is left out.
+func batchJobIDs(payload []byte) []string {
+	var ev events.SQSEvent
+	if json.Unmarshal(payload, &ev) != nil {
+		return nil
+	}
+	ids := make([]string, 0, len(ev.Records))
+	for _, r := range ev.Records {
+		var env struct {
+			MessageID string `json:"messageId"`
+		}
+		if json.Unmarshal([]byte(r.Body), &env) == nil && env.MessageID != "" {
+			ids = append(ids, env.MessageID)
+		}
+	}
+	return ids
+}
+
+// Write is devstack.Chaos.AppLog: one application log line per call.
+func (o *observer) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"killpoint"`)) {
+		var k struct {
+			Msg  string `json:"msg"`
+			Step string `json:"step"`
+		}
+		if json.Unmarshal(p, &k) == nil && k.Msg == "killpoint" {
+			o.mu.Lock()
+			o.kills = append(o.kills, kill{Step: k.Step, Time: o.now()})
+			o.mu.Unlock()
+		}
+		return len(p), nil
+	}
+	if out, ok := devstack.ParseOutcome(p); ok && out.JobID != "" {
+		o.mu.Lock()
+		o.outcomes[out.JobID] = append(o.outcomes[out.JobID], out)
+		o.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+// seen is a copy of what the observer saw so far.
+type seen struct {
+	Calls    []invocation
+	Kills    []kill
+	Outcomes map[string][]devstack.Outcome
+	Records  map[string]int
+}
+
+func (o *observer) snapshot() seen {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := seen{Calls: append([]invocation(nil), o.calls...), Kills: append([]kill(nil), o.kills...),
+		Outcomes: make(map[string][]devstack.Outcome, len(o.outcomes)), Records: make(map[string]int, len(o.records))}
+	for k, v := range o.outcomes {
+		s.Outcomes[k] = append([]devstack.Outcome(nil), v...)
+	}
+	for k, v := range o.records {
+		s.Records[k] = v
+	}
+	return s
+}
+
+// killCount is how many kills the observer saw.
+func (o *observer) killCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.kills)
+}

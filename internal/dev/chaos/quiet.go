@@ -1,0 +1,115 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/queue"
+)
+
+// quietChecks is how many checks in a row, a second apart, must find the
+// stack quiet.
+const quietChecks = 3
+
+// waitQuiet waits until the stack is quiet: every queue (the work queues
+// and the DLQ) empty — nothing visible, in flight or delayed — and no
+// function invocation under way, several checks in a row. It reports
+// false when ctx ended first.
+func (c *campaign) waitQuiet(ctx context.Context) bool {
+	client := sqs.NewFromConfig(c.aws)
+	urls := []string{c.res.DLQ}
+	for _, u := range c.res.Queues {
+		urls = append(urls, u)
+	}
+	stable := 0
+	for ctx.Err() == nil {
+		n, err := messagesIn(ctx, client, urls)
+		busy := c.obs.inFlight.Load()
+		c.progress.setQueued(n, int(busy))
+		if err == nil && n == 0 && busy == 0 {
+			stable++
+			if stable == quietChecks {
+				return true
+			}
+		} else {
+			stable = 0
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	c.problem(errNotQuiet)
+	return false
+}
+
+// messagesIn counts the messages in the queues: visible, in flight and
+// delayed.
+func messagesIn(ctx context.Context, client *sqs.Client, urls []string) (int, error) {
+	names := []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}
+	total := 0
+	for _, u := range urls {
+		out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: names})
+		if err != nil {
+			return 0, err
+		}
+		for _, name := range names {
+			n, _ := strconv.Atoi(out.Attributes[string(name)])
+			total += n
+		}
+	}
+	return total, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// redrive sends the dead letters back to their queues the way an
+// operator's `jobctl dlq redrive` does, each letter at most
+// maxRedrivesPerLetter times (a poisoned job comes back every time), and
+// returns how many went back.
+func (c *campaign) redrive(ctx context.Context) (int, error) {
+	db := dynamodb.NewFromConfig(c.aws)
+	store := deadletter.NewStore(db, c.res.DeadLetters)
+	r := deadletter.NewRedriver(store, queue.New(sqs.NewFromConfig(c.aws), c.res.Queues, ""), catalog.Registry())
+	r.Jobs = jobs.NewLifecycle(db, c.res.Jobs)
+	r.Markers = marker.NewDynamo(db, c.res.Markers)
+	letters, err := store.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
+	if err != nil {
+		return 0, fmt.Errorf("chaos: redrive: %w", err)
+	}
+	n := 0
+	for _, rec := range letters {
+		if c.redriven[rec.ID] >= maxRedrivesPerLetter {
+			continue
+		}
+		c.redriven[rec.ID]++
+		out, err := r.RedriveRecord(ctx, rec, deadletter.Options{})
+		switch {
+		case err != nil:
+			c.problem(fmt.Errorf("chaos: redrive %s: %w", rec.ID, err))
+		case out.Outcome == deadletter.Redrove:
+			n++
+		}
+	}
+	c.mark(fmt.Sprintf("redrove %d letters", n))
+	return n, nil
+}
+
+// maxRedrivesPerLetter is how often the campaign redrives one letter.
+const maxRedrivesPerLetter = 2

@@ -1,0 +1,127 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/faults"
+	"github.com/runstwice/runstwice/internal/killpoint"
+)
+
+// ledger draws the campaign's ledger from what it read.
+func (c *campaign) ledger(results []result, t *truth, redriven int, quiet bool) *Ledger {
+	c.mu.Lock()
+	timeline, problems := slices.Clone(c.timeline), slices.Clone(c.problems)
+	c.mu.Unlock()
+	return account(ledgerInput{cfg: c.cfg, results: results, truth: t, digestOn: c.when(digestOn), redriven: redriven,
+		quiet: quiet, wall: time.Since(c.start), timeline: timeline, problems: problems})
+}
+
+// Print writes the ledger as a table: the figures, then every invariant
+// with the ids that break it.
+func (l *Ledger) Print(w io.Writer) {
+	f := l.Figures
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", name, v) }
+	fmt.Fprintf(tw, "chaos ledger: %d jobs, seed %d, wall time %s\n", l.N, l.Seed, l.WallTime)
+	if len(l.Mutations) > 0 {
+		fmt.Fprintf(tw, "  MUTATED RUNNER: %s\n", strings.Join(l.Mutations, ", "))
+	}
+	row("enqueue requests (attempts)", f.Requests)
+	row("jobs accepted", f.JobsAccepted)
+	row("  delayed", f.Delayed)
+	row("  poisoned (can never succeed)", f.Poisoned)
+	row("twin requests (same key, at once)", f.TwinRequests)
+	row("first attempts failed by the front (5xx)", f.FrontFaults)
+	row("duplicates injected (straight to a queue)", f.DuplicatesInjected)
+	row("deliveries", joinCounts(f.Deliveries, nil))
+	row("kills by step", joinCounts(f.Kills, killpoint.Steps))
+	row("invocations lost", f.LostInvocations)
+	row("AWS faults by kind", joinCounts(f.Faults, kindNames()))
+	row("effects (mails SES holds)", f.Effects)
+	row("jobs with exactly one effect", f.ExactlyOne)
+	row("jobs with two", f.Two)
+	row("jobs with more than two", f.MoreThanTwo)
+	row("extra effects explained", joinCounts(f.Explained, nil))
+	row("jobs with none", f.NoEffect)
+	row("  cancelled (DELETE 202)", f.Cancelled)
+	row("  dead-lettered, reading Failed", f.FailedAtEnd)
+	row("cancels refused (409)", f.CancelRefused)
+	row("dead-lettered during the run", f.DeadLettered)
+	row("redriven", f.Redriven)
+	row("states at the end (GET)", joinCounts(f.States, nil))
+	row("enqueue 5xx (explained by AWS faults)", fmt.Sprintf("%d (%d)", f.Enqueue5xx, f.Enqueue5xxFaults))
+	row("409 in flight (retried by the client)", f.InFlight409)
+	row("quiet at the end", f.Quiet)
+	fmt.Fprintln(tw, "invariants")
+	for _, i := range l.Invariants {
+		mark := "ok"
+		if !i.OK() {
+			mark = "BROKEN"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s", i.Name, i.Count, mark)
+		if len(i.IDs) > 0 {
+			ids := i.IDs[:min(len(i.IDs), shownIDs)]
+			more := ""
+			if i.Count > len(ids) {
+				more = fmt.Sprintf(" … (%d more in the JSON ledger or not listed)", i.Count-len(ids))
+			}
+			fmt.Fprintf(tw, "\t%s%s", strings.Join(ids, "; "), more)
+		}
+		fmt.Fprintln(tw)
+	}
+	for _, p := range l.Problems {
+		fmt.Fprintf(tw, "  campaign problem: %s\n", p)
+	}
+	_ = tw.Flush()
+}
+
+// shownIDs is how many ids of a broken invariant the table shows.
+const shownIDs = 5
+
+// WriteJSON writes the ledger to path as indented JSON.
+func (l *Ledger) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// joinCounts writes counts as "a 1, b 2", in order's order, then the rest
+// sorted.
+func joinCounts(m map[string]int, order []string) string {
+	keys := slices.Clone(order)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func kindNames() []string {
+	out := make([]string, len(faults.Kinds))
+	for i, k := range faults.Kinds {
+		out[i] = string(k)
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/faults"
+	"github.com/runstwice/runstwice/internal/dev/stack"
+)
+
+// resources are the tables and queues the campaign reads and writes.
+type resources struct {
+	Users, Jobs, Markers, DeadLetters string
+	Queues                            map[contract.Queue]string
+	DLQ                               string
+}
+
+func resolve(st *stack.Stack) (resources, error) {
+	r := resources{Queues: map[contract.Queue]string{}}
+	for id, dst := range map[string]*string{"UsersTable": &r.Users, "JobsTable": &r.Jobs, "MarkersTable": &r.Markers, "DeadLettersTable": &r.DeadLetters} {
+		p, ok := st.Physical(id)
+		if !ok {
+			return r, fmt.Errorf("chaos: the stack has no %s", id)
+		}
+		*dst = p.Name
+	}
+	for id, q := range map[string]contract.Queue{"CriticalQueue": contract.QueueCritical, "DefaultQueue": contract.QueueDefault, "BulkQueue": contract.QueueBulk, "DeadLetterQueue": ""} {
+		p, ok := st.Physical(id)
+		if !ok || p.URL == "" {
+			return r, fmt.Errorf("chaos: the stack has no queue %s", id)
+		}
+		if q == "" {
+			r.DLQ = p.URL
+		} else {
+			r.Queues[q] = p.URL
+		}
+	}
+	return r, nil
+}
+
+// seedUsers writes the campaign's users, each with the address
+// confirmation its type needs to send a mail.
+func (c *campaign) seedUsers(ctx context.Context) error {
+	db := dynamodb.NewFromConfig(c.aws)
+	for _, k := range kinds {
+		users, poisoned := usersOf(k, c.cfg.UsersPerType)
+		for _, u := range append(users, poisoned) {
+			item, err := attributevalue.MarshalMap(devstack.DemoUser{UserID: u.ID, Email: u.Email(),
+				DisplayName: "Chaos " + u.ID, EmailConfirmed: u.Confirmed})
+			if err != nil {
+				return err
+			}
+			if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.res.Users), Item: item}); err != nil {
+				return fmt.Errorf("chaos: seed %s: %w", u.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// toggle sets the kill switch of jobType (straight to the endpoint, as an
+// operator's jobctl would).
+func (c *campaign) toggle(ctx context.Context, jobType string, on bool) error {
+	_, err := ssm.NewFromConfig(c.aws).PutParameter(ctx, &ssm.PutParameterInput{
+		Name: aws.String("/runstwice/" + devstack.Stage + "/toggles/" + jobType), Value: aws.String(fmt.Sprint(on)),
+		Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: switch %s %v: %w", jobType, on, err)
+	}
+	return nil
+}
+
+// step is one action of the script, taken once the given fraction of the
+// jobs has been enqueued and at least wait (scriptGap when zero; the SES
+// outage's length when negative) after the step before.
+type step struct {
+	at   float64
+	wait time.Duration
+	what string
+	do   func(ctx context.Context, c *campaign) error
+}
+
+// script is what the campaign does to the stack while the load runs: a
+// switch flipped off and on again, SSM away for a while, SES away long
+// enough for jobs to exhaust their deliveries (the dead-letter path), and
+// the fail-closed type (off from the start) switched on.
+var script = []step{
+	{at: 0.15, what: "welcome switched off", do: func(ctx context.Context, c *campaign) error { return c.toggle(ctx, client.TypeWelcome, false) }},
+	{at: 0.25, what: "SSM down", do: func(_ context.Context, c *campaign) error { c.ssmUp = c.down("ssm"); return nil }},
+	{at: 0.35, what: "welcome switched on", do: func(ctx context.Context, c *campaign) error { return c.toggle(ctx, client.TypeWelcome, true) }},
+	{at: 0.45, what: "SSM up", do: func(_ context.Context, c *campaign) error { c.ssmUp(); return nil }},
+	{at: 0.50, what: sesDown, do: func(_ context.Context, c *campaign) error { c.sesUp = c.down("ses"); return nil }},
+	{at: 0.60, what: digestOn, do: func(ctx context.Context, c *campaign) error {
+		return c.toggle(ctx, client.TypePartnerDigest, true)
+	}},
+	{at: 0.60, wait: -1, what: "SES up", do: func(_ context.Context, c *campaign) error { c.sesUp(); return nil }},
+}
+
+// down takes service away (every call cut) until the returned func.
+func (c *campaign) down(service string) (up func()) {
+	return c.faults.Add(faults.Rule{Service: service, Operation: "*", Kind: faults.Down, P: 1})
+}
+
+// scriptGap is the least time between two steps of the script.
+const scriptGap = 3 * time.Second
+
+// digestOn names the script step that lets the fail-closed type run.
+const digestOn = "digest switched on"
+
+// due reports whether step s may be taken, the step before having been
+// taken at last.
+func (c *campaign) due(s step, last time.Time) bool {
+	if s.wait < 0 {
+		return time.Since(c.when(sesDown)) >= c.cfg.SESOutage
+	}
+	return time.Since(last) >= cmp.Or(s.wait, scriptGap)
+}
+
+// sesDown names the script step that takes SES away.
+const sesDown = "SES down"
+
+// runScript takes each step of the script when done() (the fraction of
+// jobs enqueued) reaches it, and the remaining ones when ctx ends.
+func (c *campaign) runScript(ctx context.Context, done func() float64, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		last := time.Now()
+		for _, s := range script {
+			// Each state lasts a while, however fast the load goes: a
+			// switch is cached for toggleTTL, an outage must outlast it.
+			for (done() < s.at || !c.due(s, last)) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			// The operator's writes go straight to the endpoint and are
+			// retried until they land, even after the load ended. The
+			// step is dated when it starts: a worker may see it at once.
+			at := time.Now()
+			for attempt := 0; ; attempt++ {
+				err := s.do(context.WithoutCancel(ctx), c)
+				if err == nil {
+					break
+				}
+				if attempt == 10 {
+					c.problem(err)
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			c.markAt(s.what, at)
+			last = time.Now()
+		}
+	})
+}
