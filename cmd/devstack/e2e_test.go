@@ -374,6 +374,12 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("moto holds mails %v; want one to each demo user", got)
 	}
 
+	t.Run("two sessions of one assumed role are one caller", e.assumedRoleSessions)
+	t.Run("a parked job keeps its key and runs once", e.parkedJob)
+	t.Run("a redrive makes the job active again", e.redriveReactivates)
+	t.Run("a cancelled job never runs", func(t *testing.T) { e.cancel(t, jobID) })
+	t.Run("one traceId from request to worker", e.traceFlows)
+	t.Run("the local web view shows the stack", func(t *testing.T) { e.webView(t, jobID) })
 	t.Run("a second make run leaves the first intact", e.secondRunsFail)
 	t.Run("every application log line is JSON with function", e.checkFunctionsLog)
 

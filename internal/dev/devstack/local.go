@@ -275,7 +275,9 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	// 6. The API.
 	step(6, "serving the API on http://%s", apiListener.Addr())
 	l.APIURL = "http://" + apiListener.Addr().String()
-	l.server.Handler = NewGateway(api)
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails()); err != nil {
+		return nil, err
+	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
 	if err := writeStackFiles(opts.StateDir, StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}); err != nil {
 		return nil, err

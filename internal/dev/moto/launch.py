@@ -19,7 +19,6 @@
 # 3. Which service a request is for is worked out once per host name, not
 #    on every request (moto lists its modules on disk and tries hundreds of
 #    URL patterns each time).
-# 4. No log line per request (the startup lines and errors remain).
 #
 # Usage: python launch.py [moto_server arguments]
 import copy
@@ -33,13 +32,11 @@ def _patch():
     _patch_transactions()
     _patch_send_message()
     import moto.backends
-    import werkzeug.serving
 
     modules = tuple(moto.backends.list_of_moto_modules())
     moto.backends.list_of_moto_modules = lambda: modules
     _patch_dispatch()
 
-    werkzeug.serving.WSGIRequestHandler.log_request = lambda self, *args, **kwargs: None
 
 
 def _patch_transactions():
