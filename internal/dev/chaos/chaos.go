@@ -160,7 +160,7 @@ type campaign struct {
 	aws      aws.Config
 	faults   *faults.Injector
 	obs      *observer
-	sends    *sends
+	witness  *witness
 	front    *front
 	api      *client.Client
 	res      resources
@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c := &campaign{cfg: cfg, faults: faults.New(rules, cfg.Seed), obs: newObserver(), sends: newSends(), start: time.Now(),
+	c := &campaign{cfg: cfg, faults: faults.New(rules, cfg.Seed), obs: newObserver(), witness: newWitness(), start: time.Now(),
 		redriven: map[string]int{}}
 	c.faults.Pause() // until the load starts
 	c.progress = newProgress(cfg.Progress, c)
@@ -258,7 +258,7 @@ func (c *campaign) startStack(ctx context.Context) error {
 		Root: c.cfg.Root, StateDir: c.cfg.StateDir, MotoPort: motoPort, APIAddr: "127.0.0.1:0",
 		ParkDelay: parkDelay, ToggleTTL: toggleTTL, Out: log,
 		Chaos: devstack.Chaos{
-			ProxyHooks: []awsproxy.Hook{c.faults.Hook, c.sends.Hook}, BuildTags: []string{"chaos"}, Env: env,
+			ProxyHooks: []awsproxy.Hook{c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,
 			FunctionTimeout: functionTimeout, VisibilityTimeout: visibility, WrapFunction: c.obs.wrap, AppLog: c.obs,
 		},
 	})

@@ -137,22 +137,46 @@ func TestFrontInjectsAndRecords(t *testing.T) {
 	}
 }
 
-func TestSendsTraceMailsToJobs(t *testing.T) {
-	ses := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, `{"MessageId":"m-1"}`)
+func TestWitnessSeesMailsAndClaims(t *testing.T) {
+	aws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/email/outbound-emails" {
+			_, _ = io.WriteString(w, `{"MessageId":"m-1"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
 	}))
-	defer ses.Close()
-	s := newSends()
-	p, err := awsproxy.New(ses.URL, s.Hook)
+	defer aws.Close()
+	s := newWitness()
+	p, err := awsproxy.New(aws.URL, s.Hook)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := httptest.NewRequest(http.MethodPost, "/v2/email/outbound-emails", strings.NewReader(`{"EmailTags":[{"Name":"jobId","Value":"job-9"}]}`))
-	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/ses/aws4_request, SignedHeaders=host, Signature=x")
-	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, r)
-	got := s.snapshot()
-	if rec.Code != 200 || len(got) != 1 || got[0].JobID != "job-9" || got[0].MessageID != "m-1" || got[0].CallerGone || s.count() != 1 {
-		t.Fatalf("sends %+v (answer %d)", got, rec.Code)
+	call := func(service, target, path, body string) int {
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/"+service+"/aws4_request, SignedHeaders=host, Signature=x")
+		if target != "" {
+			r.Header.Set("X-Amz-Target", target)
+		}
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	codes := []int{
+		call("ses", "", "/v2/email/outbound-emails", `{"EmailTags":[{"Name":"jobId","Value":"job-9"}]}`),
+		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1"},"MessageKey":{"S":"job-9"},"state":{"S":"DONE"}}}`),
+		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1"},"MessageKey":{"S":"job-8"},"state":{"S":"LEASED"}}}`),
+		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"pk":{"S":"job#job-7"},"state":{"S":"DONE"}}}`),
+	}
+	sends, claims := s.snapshot()
+	if len(sends) != 1 || sends[0].JobID != "job-9" || sends[0].MessageID != "m-1" || sends[0].CallerGone || s.count() != 1 {
+		t.Fatalf("sends %+v", sends)
+	}
+	if len(claims) != 1 || claims[0].JobID != "job-9" {
+		t.Fatalf("claims %+v; want job-9's alone (a lease and another table's item are no claims)", claims)
+	}
+	for _, c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("answers %v; want each passed on", codes)
+		}
 	}
 }

@@ -41,6 +41,7 @@ type Figures struct {
 	Poisoned           int            `json:"poisoned"`   // jobs for a user whose stored address is unusable
 	Deliveries         map[string]int `json:"deliveries"` // records handed to each polled function
 	LostInvocations    int            `json:"lostInvocations"`
+	Outcomes           map[string]int `json:"outcomes"` // the runner's outcome lines, by outcome
 	Kills              map[string]int `json:"kills"`  // by step
 	Faults             map[string]int `json:"faults"` // AWS faults by kind
 	Effects            int            `json:"effects"`
@@ -97,6 +98,9 @@ const (
 	InvNotQuiet     = "stack not quiet at the end"
 )
 
+// maxIDs is how many ids of a broken invariant the ledger keeps.
+const maxIDs = 20
+
 // ledgerInput is everything the ledger is drawn from.
 type ledgerInput struct {
 	cfg      Config
@@ -136,6 +140,12 @@ func account(in ledgerInput) *Ledger {
 			f.LostInvocations++
 		}
 	}
+	f.Outcomes = map[string]int{}
+	for _, outs := range t.Seen.Outcomes {
+		for _, o := range outs {
+			f.Outcomes[o.Outcome]++
+		}
+	}
 	inv := map[string]*Invariant{}
 	fail := func(name, id string) {
 		i := inv[name]
@@ -144,7 +154,7 @@ func account(in ledgerInput) *Ledger {
 			inv[name] = i
 		}
 		i.Count++
-		if len(i.IDs) < 20 {
+		if len(i.IDs) < maxIDs {
 			i.IDs = append(i.IDs, id)
 		}
 	}
@@ -321,20 +331,17 @@ func explain(jobs map[string]*perJob, t *truth) {
 			j.explains["lost SES response"]++
 		}
 	}
+	claimsOf := map[string][]time.Time{}
+	for _, c := range t.Claims {
+		claimsOf[c.JobID] = append(claimsOf[c.JobID], c.Time)
+	}
 	for _, c := range t.Seen.Calls {
 		if !c.Lost {
 			continue
 		}
 		for _, id := range c.JobIDs {
-			j := jobs[id]
-			if j == nil {
-				continue
-			}
-			for _, s := range sendsOf[id] {
-				if !s.Time.Before(c.Start) && !s.Time.After(c.End) {
-					j.explains["killed between effect and claim"]++
-					break
-				}
+			if j := jobs[id]; j != nil && cut(sendsOf[id], claimsOf[id], c) {
+				j.explains["killed between effect and claim"]++
 			}
 		}
 	}
@@ -349,6 +356,22 @@ func explain(jobs map[string]*perJob, t *truth) {
 			}
 		}
 	}
+}
+
+// cut reports whether the lost invocation c fell between a job's effect and
+// its claim: a mail of the job went out during it, and no claim of the job
+// was applied between that mail and the invocation's end.
+func cut(sends []send, claims []time.Time, c invocation) bool {
+	for _, s := range sends {
+		if s.Time.Before(c.Start) || s.Time.After(c.End) {
+			continue
+		}
+		claimed := slices.ContainsFunc(claims, func(at time.Time) bool { return !at.Before(s.Time) && !at.After(c.End) })
+		if !claimed {
+			return true
+		}
+	}
+	return false
 }
 
 // idPattern matches what names a request or a job in a call's body: the

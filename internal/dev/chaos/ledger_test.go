@@ -107,6 +107,14 @@ func TestLedgerAcceptsWhatThePromiseAllows(t *testing.T) {
 	w.truth.Seen.Calls = append(w.truth.Seen.Calls, invocation{Function: "email", Start: w.at.Add(2 * time.Second),
 		End: w.at.Add(4 * time.Second), JobIDs: []string{killed.JobID}, Lost: true})
 
+	// Two mails, and the invocation that died had claimed the job before:
+	// that death explains nothing.
+	claimed := w.job(client.TypeWelcome, client.StateSucceeded)
+	w.mail(claimed.JobID, 3*time.Second)
+	w.mail(claimed.JobID, 20*time.Second)
+	w.truth.Claims = append(w.truth.Claims, claim{JobID: claimed.JobID, Time: w.at.Add(3500 * time.Millisecond)})
+	w.truth.Seen.Calls[0].JobIDs = append(w.truth.Seen.Calls[0].JobIDs, claimed.JobID)
+
 	// Cancelled before it ran; dead-lettered for good and reading Failed.
 	cancelled := w.job(client.TypeWelcome, client.StateCancelled)
 	cancelled.Cancel = string(client.StateCancelled)
@@ -125,11 +133,11 @@ func TestLedgerAcceptsWhatThePromiseAllows(t *testing.T) {
 		{IdemKey: killed.Job.IdemKey, Status: 502, Injected: true}, {IdemKey: killed.Job.IdemKey, Status: 202}}
 
 	l := w.ledger(nil)
-	if b := broken(l); len(b) != 0 {
-		t.Fatalf("broken %v; want none", b)
+	if b := broken(l); len(b) != 1 || !slices.Equal(b[InvExtra], []string{claimed.JobID}) {
+		t.Fatalf("broken %v; want only %s's extra mail", b, claimed.JobID)
 	}
 	f := l.Figures
-	if f.JobsAccepted != 6 || f.Effects != 6 || f.ExactlyOne != 2 || f.Two != 2 || f.NoEffect != 2 || f.Cancelled != 1 || f.FailedAtEnd != 1 ||
+	if f.JobsAccepted != 7 || f.Effects != 8 || f.ExactlyOne != 2 || f.Two != 3 || f.NoEffect != 2 || f.Cancelled != 1 || f.FailedAtEnd != 1 ||
 		f.Explained["lost SES response"] != 1 || f.Explained["killed between effect and claim"] != 1 || f.Enqueue5xx != 1 || f.Enqueue5xxFaults != 1 {
 		t.Fatalf("figures %+v", f)
 	}

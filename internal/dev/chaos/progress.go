@@ -74,7 +74,7 @@ func (p *progress) line() string {
 	p.mu.Unlock()
 	c := p.c
 	return fmt.Sprintf("chaos %6s  %-24s enqueued %d/%d  mails %d  kills %d  faults %d  queued %d  running %d",
-		time.Since(p.start).Round(time.Second), name, enq, total, c.sends.count(), c.obs.killCount(), len(c.faults.Events()), queued, busy)
+		time.Since(p.start).Round(time.Second), name, enq, total, c.witness.count(), c.obs.killCount(), len(c.faults.Events()), queued, busy)
 }
 
 func (p *progress) stop() {

@@ -45,6 +45,7 @@ func (l *Ledger) Print(w io.Writer) {
 	row("deliveries", joinCounts(f.Deliveries, nil))
 	row("kills by step", joinCounts(f.Kills, killpoint.Steps))
 	row("invocations lost", f.LostInvocations)
+	row("worker outcomes", joinCounts(f.Outcomes, nil))
 	row("AWS faults by kind", joinCounts(f.Faults, kindNames()))
 	row("effects (mails SES holds)", f.Effects)
 	row("jobs with exactly one effect", f.ExactlyOne)
@@ -72,7 +73,7 @@ func (l *Ledger) Print(w io.Writer) {
 			ids := i.IDs[:min(len(i.IDs), shownIDs)]
 			more := ""
 			if i.Count > len(ids) {
-				more = fmt.Sprintf(" … (%d more in the JSON ledger or not listed)", i.Count-len(ids))
+				more = fmt.Sprintf(" … and %d more (the JSON ledger lists up to %d)", i.Count-len(ids), maxIDs)
 			}
 			fmt.Fprintf(tw, "\t%s%s", strings.Join(ids, "; "), more)
 		}

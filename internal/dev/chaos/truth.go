@@ -34,13 +34,15 @@ type truth struct {
 	States    map[string]client.Job
 	GetErrors map[string]string
 	Sends     []send
+	Claims    []claim
 	Faults    []faults.Event
 	Seen      seen
 	Attempts  []attempt
 }
 
 func (c *campaign) readTruth(ctx context.Context, results []result) (*truth, error) {
-	t := &truth{Sends: c.sends.snapshot(), Faults: c.faults.Events(), Seen: c.obs.snapshot(), Attempts: c.front.attempts()}
+	t := &truth{Faults: c.faults.Events(), Seen: c.obs.snapshot(), Attempts: c.front.attempts()}
+	t.Sends, t.Claims = c.witness.snapshot()
 	var err error
 	if t.Mails, err = motoMails(ctx, c.stack.Endpoint); err != nil {
 		return nil, err
