@@ -42,8 +42,8 @@ type Figures struct {
 	Deliveries         map[string]int `json:"deliveries"` // records handed to each polled function
 	LostInvocations    int            `json:"lostInvocations"`
 	Outcomes           map[string]int `json:"outcomes"` // the runner's outcome lines, by outcome
-	Kills              map[string]int `json:"kills"`  // by step
-	Faults             map[string]int `json:"faults"` // AWS faults by kind
+	Kills              map[string]int `json:"kills"`    // by step
+	Faults             map[string]int `json:"faults"`   // AWS faults by kind
 	Effects            int            `json:"effects"`
 	ExactlyOne         int            `json:"exactlyOne"`
 	Two                int            `json:"two"`
