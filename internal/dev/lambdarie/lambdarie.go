@@ -154,11 +154,14 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	var lastErr error
 	for range 3 { // a port taken between picking and binding: try others
 		apiPort, err1 := freePort()
-		runtimePort, err2 := freePort()
+		rtPort, err2 := runtimePort()
 		if err := errors.Join(err1, err2); err != nil {
+			if err2 == nil {
+				releaseRuntimePort(rtPort)
+			}
 			return nil, fmt.Errorf("lambdarie: free port: %w", err)
 		}
-		e, err := start(ctx, cfg, out, apiPort, runtimePort)
+		e, err := start(ctx, cfg, out, apiPort, rtPort)
 		if err == nil {
 			return e, nil
 		}
@@ -198,11 +201,12 @@ func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort 
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		releaseRuntimePort(runtimePort)
 		return nil, fmt.Errorf("lambdarie: start %s: %w", cfg.RIE, err)
 	}
 	e := &Emulator{URL: "http://" + addr, cmd: cmd, exited: make(chan struct{}), client: &http.Client{},
 		slot: make(chan struct{}, 1), timeout: cfg.Timeout}
-	go func() { _ = cmd.Wait(); close(e.exited) }()
+	go func() { _ = cmd.Wait(); releaseRuntimePort(runtimePort); close(e.exited) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
