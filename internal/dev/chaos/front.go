@@ -16,7 +16,9 @@ type attempt struct {
 	Injected bool
 	// InFlight: a 409 "request in flight" answer.
 	InFlight bool
-	Time     time.Time
+	// Detail is the start of a 5xx answer's body (what said it failed).
+	Detail string
+	Time   time.Time
 }
 
 // front is the campaign's HTTP transport to the API: it records every
@@ -75,10 +77,13 @@ func (f *front) RoundTrip(req *http.Request) (*http.Response, error) {
 		return injected(req, http.StatusBadGateway), nil
 	}
 	a.Status = resp.StatusCode
-	if resp.StatusCode == http.StatusConflict {
+	if resp.StatusCode == http.StatusConflict || resp.StatusCode >= http.StatusInternalServerError {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		a.InFlight = strings.Contains(string(body), "request-in-flight")
+		a.InFlight = resp.StatusCode == http.StatusConflict && strings.Contains(string(body), "request-in-flight")
+		if resp.StatusCode >= http.StatusInternalServerError {
+			a.Detail = string(body[:min(len(body), 300)])
+		}
 		resp.Body = io.NopCloser(strings.NewReader(string(body)))
 	}
 	f.record(a)

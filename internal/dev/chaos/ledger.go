@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -285,7 +286,7 @@ func account(in ledgerInput) *Ledger {
 			if touched {
 				f.Enqueue5xxFaults++
 			} else {
-				fail(InvEnqueue5xx, a.IdemKey)
+				fail(InvEnqueue5xx, fmt.Sprintf("%s (%d %s)", a.IdemKey, a.Status, strings.TrimSpace(a.Detail)))
 			}
 		case a.InFlight:
 			f.InFlight409++

@@ -174,7 +174,7 @@ func TestLedgerNamesEveryBreach(t *testing.T) {
 		InvLost:         {lost.JobID, liar.JobID},
 		InvCancelledRan: {ranCancelled.JobID},
 		InvFailClosed:   {early.JobID},
-		InvEnqueue5xx:   {twice.Job.IdemKey},
+		InvEnqueue5xx:   {twice.Job.IdemKey + " (500 )"},
 		InvInFlight:     {lost.Job.IdemKey},
 		InvNotAccepted:  {"chaos-1-never"},
 		InvForeignMail:  {"ses-from-nowhere"},
