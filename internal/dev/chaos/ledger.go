@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/dev/faults"
 )
 
 // Ledger is a campaign's account: what was done to the stack, what every
@@ -122,14 +120,59 @@ type perJob struct {
 	explains map[string]int
 }
 
+// accountant draws a ledger: the figures, and every breach of an
+// invariant by id.
+type accountant struct {
+	in  ledgerInput
+	t   *truth
+	f   *Figures
+	inv map[string]*Invariant
+}
+
 // account draws the ledger.
 func account(in ledgerInput) *Ledger {
-	t := in.truth
 	l := &Ledger{N: in.cfg.N, Seed: in.cfg.Seed, Faults: in.cfg.Faults, KillAt: in.cfg.KillAt, Mutations: in.cfg.Mutations,
 		WallTime: in.wall.Round(time.Second).String(), Timeline: in.timeline, Problems: in.problems}
-	f := &l.Figures
-	f.Deliveries, f.Kills, f.Faults, f.Explained, f.States = t.Seen.Records, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	f.Quiet, f.Redriven, f.Requests = in.quiet, in.redriven, len(t.Attempts)
+	a := &accountant{in: in, t: in.truth, f: &l.Figures, inv: map[string]*Invariant{}}
+	a.counts()
+	jobs := a.jobs()
+	explain(jobs, a.t)
+	for id, j := range jobs {
+		a.judge(id, j)
+	}
+	a.requests()
+	if !in.quiet {
+		a.fail(InvNotQuiet, "timeout")
+	}
+	for _, name := range []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan, InvNotAccepted, InvForeignMail, InvNotQuiet} {
+		if i := a.inv[name]; i != nil {
+			slices.Sort(i.IDs)
+			l.Invariants = append(l.Invariants, *i)
+		} else {
+			l.Invariants = append(l.Invariants, Invariant{Name: name})
+		}
+	}
+	return l
+}
+
+// fail records that id breaks the invariant name.
+func (a *accountant) fail(name, id string) {
+	i := a.inv[name]
+	if i == nil {
+		i = &Invariant{Name: name}
+		a.inv[name] = i
+	}
+	i.Count++
+	if len(i.IDs) < maxIDs {
+		i.IDs = append(i.IDs, id)
+	}
+}
+
+// counts fills the figures of what was done to the stack.
+func (a *accountant) counts() {
+	t, f := a.t, a.f
+	f.Deliveries, f.Kills, f.Faults, f.Explained, f.States, f.Outcomes = t.Seen.Records, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	f.Quiet, f.Redriven, f.Requests = a.in.quiet, a.in.redriven, len(t.Attempts)
 	for _, k := range t.Seen.Kills {
 		f.Kills[k.Step]++
 	}
@@ -141,27 +184,17 @@ func account(in ledgerInput) *Ledger {
 			f.LostInvocations++
 		}
 	}
-	f.Outcomes = map[string]int{}
 	for _, outs := range t.Seen.Outcomes {
 		for _, o := range outs {
 			f.Outcomes[o.Outcome]++
 		}
 	}
-	inv := map[string]*Invariant{}
-	fail := func(name, id string) {
-		i := inv[name]
-		if i == nil {
-			i = &Invariant{Name: name}
-			inv[name] = i
-		}
-		i.Count++
-		if len(i.IDs) < maxIDs {
-			i.IDs = append(i.IDs, id)
-		}
-	}
+}
 
-	// Mails: moto's record, each traced to its job by the send that
-	// created it.
+// jobs returns the accepted jobs, each with the mails SES holds for it
+// (moto's record, traced to its job by the send that created it).
+func (a *accountant) jobs() map[string]*perJob {
+	t, f := a.t, a.f
 	byMessage := map[string]send{}
 	for _, s := range t.Sends {
 		if s.MessageID != "" {
@@ -169,14 +202,14 @@ func account(in ledgerInput) *Ledger {
 		}
 	}
 	jobs := map[string]*perJob{}
-	for _, r := range in.results {
+	for _, r := range a.in.results {
 		f.TwinRequests += r.Job.Twins
 		f.DuplicatesInjected += r.CopiesSent
 		if r.Job.Front != frontNone {
 			f.FrontFaults++
 		}
 		if !r.Accepted {
-			fail(InvNotAccepted, r.Job.IdemKey)
+			a.fail(InvNotAccepted, r.Job.IdemKey)
 			continue
 		}
 		f.JobsAccepted++
@@ -192,203 +225,116 @@ func account(in ledgerInput) *Ledger {
 	for _, id := range t.Mails {
 		s, ok := byMessage[id]
 		if !ok || jobs[s.JobID] == nil {
-			fail(InvForeignMail, id)
+			a.fail(InvForeignMail, id)
 			continue
 		}
 		jobs[s.JobID].sends = append(jobs[s.JobID].sends, s)
 	}
-	explain(jobs, t)
+	for _, j := range jobs {
+		slices.SortFunc(j.sends, func(x, y send) int { return x.Time.Compare(y.Time) })
+	}
+	return jobs
+}
 
-	for id, j := range jobs {
-		n := len(j.sends)
-		slices.SortFunc(j.sends, func(a, b send) int { return a.Time.Compare(b.Time) })
-		switch {
-		case n == 0:
-			f.NoEffect++
-		case n == 1:
-			f.ExactlyOne++
-		case n == 2:
-			f.Two++
-		default:
-			f.MoreThanTwo++
-		}
-		explained := 0
-		for why, k := range j.explains {
-			explained += k
-			if n > 1 {
-				f.Explained[why] += min(k, n-1)
-			}
-		}
-		if n > 1 && explained < n-1 {
-			fail(InvExtra, id)
-		}
-		letter, lettered := t.Letters[id]
-		if lettered {
-			f.DeadLettered++
-		}
-		switch j.r.Cancel {
-		case "":
-		case string(client.StateCancelled):
-			f.Cancelled++
-		default:
-			f.CancelRefused++
-		}
-		cancelled := j.r.Cancel == string(client.StateCancelled)
-		got, read := t.States[id]
-		state := string(got.State)
-		if !read {
-			state = "unreadable"
-		}
-		f.States[state]++
-
-		// The fail-closed type never runs while its switch is off.
-		if j.r.Job.Kind.Type == client.TypePartnerDigest && n > 0 && (in.digestOn.IsZero() || j.sends[0].Time.Before(in.digestOn)) {
-			fail(InvFailClosed, id)
-		}
-		// A cancelled job never runs; an effect before the cancel is
-		// explained only when its claim was lost (a kill or a lost
-		// response), which is when the cancel cannot know of it.
-		if cancelled && n > 0 && (j.sends[n-1].Time.After(j.r.CancelAt) || explained == 0) {
-			fail(InvCancelledRan, id)
-		}
-		want := ""
-		switch {
-		case n > 0 && cancelled && explained > 0:
-			want = string(client.StateCancelled)
-		case n > 0:
-			want = string(client.StateSucceeded)
-		case cancelled:
-			want = string(client.StateCancelled)
-		case lettered && letter.Reason != "" && (letter.Status == deadletter.StatusDead || letter.Status == deadletter.StatusDropped):
-			want = string(client.StateFailed)
-			f.FailedAtEnd++
-		default:
-			fail(InvLost, id)
-		}
-		if want != state && (want != "" || terminal(state)) {
-			fail(InvWrongState, id+" reads "+state+", ground truth "+orNone(want))
+// judge checks one accepted job against the promise.
+func (a *accountant) judge(id string, j *perJob) {
+	t, f := a.t, a.f
+	n := len(j.sends)
+	switch {
+	case n == 0:
+		f.NoEffect++
+	case n == 1:
+		f.ExactlyOne++
+	case n == 2:
+		f.Two++
+	default:
+		f.MoreThanTwo++
+	}
+	explained := 0
+	for why, k := range j.explains {
+		explained += k
+		if n > 1 {
+			f.Explained[why] += min(k, n-1)
 		}
 	}
+	if n > 1 && explained < n-1 {
+		a.fail(InvExtra, id)
+	}
+	letter, lettered := t.Letters[id]
+	if lettered {
+		f.DeadLettered++
+	}
+	switch j.r.Cancel {
+	case "":
+	case string(client.StateCancelled):
+		f.Cancelled++
+	default:
+		f.CancelRefused++
+	}
+	cancelled := j.r.Cancel == string(client.StateCancelled)
+	got, read := t.States[id]
+	state := string(got.State)
+	if !read {
+		state = "unreadable"
+	}
+	f.States[state]++
 
-	// The enqueue API answers 5xx (or 409 in flight to a request that has
-	// no twin) only when a fault touched the request.
+	// The fail-closed type never runs while its switch is off.
+	if j.r.Job.Kind.Type == client.TypePartnerDigest && n > 0 && (a.in.digestOn.IsZero() || j.sends[0].Time.Before(a.in.digestOn)) {
+		a.fail(InvFailClosed, id)
+	}
+	// A cancelled job never runs; an effect before the cancel is
+	// explained only when its claim was lost (a kill or a lost
+	// response), which is when the cancel cannot know of it.
+	if cancelled && n > 0 && (j.sends[n-1].Time.After(j.r.CancelAt) || explained == 0) {
+		a.fail(InvCancelledRan, id)
+	}
+	want := ""
+	switch {
+	case n > 0 && cancelled && explained > 0:
+		want = string(client.StateCancelled)
+	case n > 0:
+		want = string(client.StateSucceeded)
+	case cancelled:
+		want = string(client.StateCancelled)
+	case lettered && letter.Reason != "" && (letter.Status == deadletter.StatusDead || letter.Status == deadletter.StatusDropped):
+		want = string(client.StateFailed)
+		f.FailedAtEnd++
+	default:
+		a.fail(InvLost, id)
+	}
+	if want != state && (want != "" || terminal(state)) {
+		a.fail(InvWrongState, id+" reads "+state+", ground truth "+orNone(want))
+	}
+}
+
+// requests checks the enqueue attempts: the API answers 5xx (or 409 in
+// flight to a request that has no twin) only when a fault touched the
+// request.
+func (a *accountant) requests() {
 	lone := map[string]bool{}
-	for _, r := range in.results {
+	for _, r := range a.in.results {
 		lone[r.Job.IdemKey] = r.Job.Twins == 0
 	}
-	hit := touched(t.Faults)
-	for _, a := range t.Attempts {
-		touched := hit[a.IdemKey] || hit[contract.DeriveMessageID(Caller, a.IdemKey)]
+	hit := touched(a.t.Faults)
+	for _, at := range a.t.Attempts {
+		touched := hit[at.IdemKey] || hit[contract.DeriveMessageID(Caller, at.IdemKey)]
 		switch {
-		case a.Injected:
-		case a.Status >= http.StatusInternalServerError:
-			f.Enqueue5xx++
+		case at.Injected:
+		case at.Status >= http.StatusInternalServerError:
+			a.f.Enqueue5xx++
 			if touched {
-				f.Enqueue5xxFaults++
+				a.f.Enqueue5xxFaults++
 			} else {
-				fail(InvEnqueue5xx, fmt.Sprintf("%s (%d %s)", a.IdemKey, a.Status, strings.TrimSpace(a.Detail)))
+				a.fail(InvEnqueue5xx, fmt.Sprintf("%s (%d %s)", at.IdemKey, at.Status, strings.TrimSpace(at.Detail)))
 			}
-		case a.InFlight:
-			f.InFlight409++
-			if lone[a.IdemKey] && !touched {
-				fail(InvInFlight, a.IdemKey)
-			}
-		}
-	}
-	if !in.quiet {
-		fail(InvNotQuiet, "timeout")
-	}
-	for _, name := range []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan, InvNotAccepted, InvForeignMail, InvNotQuiet} {
-		if i := inv[name]; i != nil {
-			slices.Sort(i.IDs)
-			l.Invariants = append(l.Invariants, *i)
-		} else {
-			l.Invariants = append(l.Invariants, Invariant{Name: name})
-		}
-	}
-	return l
-}
-
-// explain counts, for every job, what can explain an extra effect: a mail
-// whose response the function never got (dropped by a fault, or its
-// process gone), a mail sent during an invocation that never came back
-// (its process killed before the claim), a claim that failed after the
-// effect.
-func explain(jobs map[string]*perJob, t *truth) {
-	for _, e := range t.Faults {
-		if e.Service == "ses" && e.Operation == "SendEmail" && (e.Kind == faults.Drop || e.Kind == faults.Drop500) {
-			if j := jobs[mailJobID(e.Body())]; j != nil {
-				j.explains["lost SES response"]++
+		case at.InFlight:
+			a.f.InFlight409++
+			if lone[at.IdemKey] && !touched {
+				a.fail(InvInFlight, at.IdemKey)
 			}
 		}
 	}
-	sendsOf := map[string][]send{}
-	for _, s := range t.Sends {
-		if s.MessageID == "" {
-			continue
-		}
-		sendsOf[s.JobID] = append(sendsOf[s.JobID], s)
-		if j := jobs[s.JobID]; j != nil && s.CallerGone {
-			j.explains["lost SES response"]++
-		}
-	}
-	claimsOf := map[string][]time.Time{}
-	for _, c := range t.Claims {
-		claimsOf[c.JobID] = append(claimsOf[c.JobID], c.Time)
-	}
-	for _, c := range t.Seen.Calls {
-		if !c.Lost {
-			continue
-		}
-		for _, id := range c.JobIDs {
-			if j := jobs[id]; j != nil && cut(sendsOf[id], claimsOf[id], c) {
-				j.explains["killed between effect and claim"]++
-			}
-		}
-	}
-	for id, outs := range t.Seen.Outcomes {
-		j := jobs[id]
-		if j == nil {
-			continue
-		}
-		for _, o := range outs {
-			if o.Outcome == "claim-failed" || strings.Contains(o.Reason, "lease lost") {
-				j.explains["claim failed after the effect"]++
-			}
-		}
-	}
-}
-
-// cut reports whether the lost invocation c fell between a job's effect and
-// its claim: a mail of the job went out during it, and no claim of the job
-// was applied between that mail and the invocation's end.
-func cut(sends []send, claims []time.Time, c invocation) bool {
-	for _, s := range sends {
-		if s.Time.Before(c.Start) || s.Time.After(c.End) {
-			continue
-		}
-		claimed := slices.ContainsFunc(claims, func(at time.Time) bool { return !at.Before(s.Time) && !at.After(c.End) })
-		if !claimed {
-			return true
-		}
-	}
-	return false
-}
-
-// idPattern matches what names a request or a job in a call's body: the
-// campaign's Idempotency-Keys and job ids (UUIDs).
-var idPattern = regexp.MustCompile(`chaos-[0-9]+-[0-9]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-
-// touched returns every Idempotency-Key and job id an AWS fault touched
-// (named in the faulted call's body).
-func touched(events []faults.Event) map[string]bool {
-	out := map[string]bool{}
-	for _, e := range events {
-		for _, m := range idPattern.FindAll(e.Body(), -1) {
-			out[string(m)] = true
-		}
-	}
-	return out
 }
 
 func terminal(state string) bool {
