@@ -87,6 +87,15 @@ func Now(clock func() time.Time) time.Time {
 	return time.Now()
 }
 
+// DurationOr returns d when it is positive, else def: the optional
+// retention and timeout fields every store takes.
+func DurationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
 // KeyS returns a key of one string attribute.
 func KeyS(name, value string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{name: &types.AttributeValueMemberS{Value: value}}

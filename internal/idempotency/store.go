@@ -69,19 +69,9 @@ func NewStore(client DynamoAPI, table string) *Store {
 
 func (s *Store) now() time.Time { return ddb.Now(s.Now) }
 
-func (s *Store) lockTimeout() time.Duration {
-	if s.LockTimeout > 0 {
-		return s.LockTimeout
-	}
-	return DefaultLockTimeout
-}
+func (s *Store) lockTimeout() time.Duration { return ddb.DurationOr(s.LockTimeout, DefaultLockTimeout) }
 
-func (s *Store) retention() time.Duration {
-	if s.Retention > 0 {
-		return s.Retention
-	}
-	return DefaultRetention
-}
+func (s *Store) retention() time.Duration { return ddb.DurationOr(s.Retention, DefaultRetention) }
 
 // record is a request as stored. Owner stays on a completed record, so a
 // completion retried after a lost response finds its own work.

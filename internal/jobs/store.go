@@ -72,10 +72,7 @@ func NewStore(client DynamoAPI, table string, markers Markers) *Store {
 func (s *Store) now() time.Time { return ddb.Now(s.Now) }
 
 func (s *Store) pendingTimeout() time.Duration {
-	if s.PendingTimeout > 0 {
-		return s.PendingTimeout
-	}
-	return DefaultPendingTimeout
+	return ddb.DurationOr(s.PendingTimeout, DefaultPendingTimeout)
 }
 
 // record is a job record as stored.
@@ -159,14 +156,20 @@ func (r record) job() Job {
 
 func keyAV(pk string) map[string]types.AttributeValue { return ddb.KeyS(AttrPK, pk) }
 
-// getItem reads one item with a consistent read into out; ok is false when
-// there is none or it has expired (TTL deletion is never trusted).
-func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
-	ok, err := ddb.GetLive(ctx, s.client, s.table, keyAV(pk), s.now(), out)
+// getLive reads the item pk of table with a consistent read into out; ok is
+// false when there is none or it has expired at now (TTL deletion is never
+// trusted).
+func getLive(ctx context.Context, c ddb.Getter, table, pk string, now time.Time, out any) (bool, error) {
+	ok, err := ddb.GetLive(ctx, c, table, keyAV(pk), now, out)
 	if err != nil {
 		return false, fmt.Errorf("jobs: get %s: %w", pk, err)
 	}
 	return ok, nil
+}
+
+// getItem reads one live item into out (see getLive).
+func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
+	return getLive(ctx, s.client, s.table, pk, s.now(), out)
 }
 
 // Get returns the job with its derived state: the record (consistent read)
