@@ -77,3 +77,14 @@ func (w *World) Failed(t *testing.T, typ, caller, key string) jobs.Job {
 	}
 	return j
 }
+
+// Get reads job id through the store (its derived state), failing t on an
+// error.
+func (w *World) Get(t *testing.T, id string) jobs.Job {
+	t.Helper()
+	j, err := w.Store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
