@@ -54,6 +54,16 @@ func (w *opsWorld) queued(t *testing.T) []string {
 	return bodies
 }
 
+// wantQueuedOnce fails t unless the default queue holds env's message, and
+// only it, once.
+func (w *opsWorld) wantQueuedOnce(t *testing.T, env contract.Envelope) {
+	t.Helper()
+	body, _ := env.Encode()
+	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
+		t.Fatalf("queue holds %q; want %s's stored body once", got, env.MessageID)
+	}
+}
+
 // putFailedMarker writes what a claim-then-effect job leaves when its effect
 // failed after its claim.
 func (w *opsWorld) putFailedMarker(t *testing.T, env contract.Envelope) {
@@ -87,10 +97,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	if _, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
-	body, _ := env.Encode()
-	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
-		t.Fatalf("queue holds %q; want the stored body once", got)
-	}
+	w.wantQueuedOnce(t, env)
 	twin := contract.Envelope{MessageID: contract.NewMessageID()}
 	now := time.Now()
 	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
@@ -132,9 +139,7 @@ func TestRedriveSupersededLeftAloneUnlessForced(t *testing.T) {
 	if rv, _ := w.lifecycle.Inspect(ctx, old.MessageID); rv.SupersededBy != newer.MessageID {
 		t.Fatalf("the forced redrive took the key from the newer job: %+v", rv)
 	}
-	if got := w.queued(t); len(got) != 1 {
-		t.Fatalf("%d messages after the forced redrive; want 1", len(got))
-	}
+	w.wantQueuedOnce(t, old)
 }
 
 // TestDryRunChangesNothing: a dry run of redrive and drop reads, and neither
@@ -236,9 +241,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("after the rerun: %s; want Enqueued", got)
 	}
-	if got := w.queued(t); len(got) != 1 {
-		t.Fatalf("%d messages; want 1", len(got))
-	}
+	w.wantQueuedOnce(t, env)
 }
 
 // TestDrop: a dropped letter keeps its reason, its job reads Failed (also
