@@ -236,7 +236,7 @@ func ItemAt(err error, i int) (item map[string]types.AttributeValue, failed bool
 }
 
 // DeleteInput returns a DeleteItem of the item under key, conditional on
-// cond.
+// cond. It builds its condition as Put does; the SDK's request types differ.
 func DeleteInput(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder) (*dynamodb.DeleteItemInput, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

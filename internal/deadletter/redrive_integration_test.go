@@ -244,7 +244,8 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	w.wantQueuedOnce(t, env)
 }
 
-// TestDrop: a dropped letter keeps its reason, its job reads Failed (also
+// TestDrop (which starts, as every redrive test does, from a failed job in a
+// new world): a dropped letter keeps its reason, its job reads Failed (also
 // one left Pending by an unfinished redrive), and only dead letters drop.
 func TestDrop(t *testing.T) {
 	w := newOpsWorld(t)

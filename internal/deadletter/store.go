@@ -100,6 +100,9 @@ var ErrNotFound = errors.New("deadletter: not found")
 var ErrNotDead = errors.New("deadletter: not a dead letter any more")
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)

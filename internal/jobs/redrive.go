@@ -26,6 +26,9 @@ import (
 // pending timeout has passed the next enqueue of the same key sends the
 // stored message again under the same id (as for any unconfirmed enqueue),
 // and so does a second run of the redrive.
+//
+// It has a Recorder's fields (client, table, clock) with a wider client on
+// purpose: an operator's writes are not a worker's.
 type Lifecycle struct {
 	client DynamoAPI
 	table  string

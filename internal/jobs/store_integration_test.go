@@ -17,6 +17,8 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestReserveLifecycle(t *testing.T) {
@@ -266,7 +268,8 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// A no-op's reason is recorded on the job.
+// A no-op's reason is recorded on the job (starting, as TestReserveCost
+// does, from a reserved job).
 func TestRecordOutcome(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()

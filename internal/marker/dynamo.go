@@ -17,6 +17,9 @@ import (
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)

@@ -13,7 +13,7 @@ import (
 )
 
 // Provider messages quote addresses; only the provider's code may leave the
-// process.
+// process. (Table-driven, the common form of a test over cases.)
 func TestRedactDropsProviderMessages(t *testing.T) {
 	ses := obstest.SESRejection()
 	for _, tc := range []struct {
@@ -44,6 +44,8 @@ func TestRedactDropsProviderMessages(t *testing.T) {
 	}
 }
 
+// Input → want: the form of every small parser test (client's TestRegionOf
+// too); there is nothing to share across packages.
 func TestTraceRoot(t *testing.T) {
 	for in, want := range map[string]string{
 		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1": "1-5759e988-bd862e3fe1be46a994272793",

@@ -17,6 +17,8 @@ import (
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // What the sender puts on the wire: the body unchanged, the type and
@@ -52,7 +54,7 @@ func TestSender(t *testing.T) {
 	}
 
 	msg := events.SQSMessage{MessageId: "sqs-1", Body: "", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:critical",
-		Attributes: map[string]string{"ApproximateReceiveCount": "3"},
+		Attributes:        map[string]string{"ApproximateReceiveCount": "3"},
 		MessageAttributes: map[string]events.SQSMessageAttribute{contract.AttrType: {DataType: "String", StringValue: aws.String("email.welcome.v1")}}}
 	if err := s.DeadLetter(ctx, msg, "permanent: bad args"); err != nil {
 		t.Fatal(err)

@@ -257,7 +257,8 @@ var dashboardSearch = regexp.MustCompile(`SEARCH\('\{` + obs.Namespace + `,([^}]
 
 // checkDashboard: the dashboard body is valid JSON; every search of the
 // stack's metrics names the stage dimension and this stack's Stage, and
-// every counter the worker writes is on it.
+// every counter the worker writes is on it. (It starts as every check of one
+// resource does: a missing resource is its one finding.)
 func checkDashboard(t *Template) []string {
 	var problems findings
 	bad := problems.add

@@ -163,7 +163,8 @@ func (s *Stack) split(sep, src any) (any, error) {
 	return out, nil
 }
 
-// equals is Fn::Equals [a, b].
+// equals is Fn::Equals [a, b]; it resolves its arguments one by one, as
+// selectOf does.
 func (s *Stack) equals(a, b any) (any, error) {
 	x, err := s.ResolveString(a)
 	if err != nil {

@@ -1,6 +1,8 @@
 package stack
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"fmt"
 	"os"
 	"path/filepath"
@@ -379,6 +381,8 @@ func derive(t *testing.T, root, dir string) derived {
 	return d
 }
 
+// One test per template check, so that a failing check names itself
+// (docs/job-types.md names TestTemplateToggles): these tests share their form.
 func TestTemplateFunctions(t *testing.T) {
 	tmpl, root := loadTemplate(t)
 	report(t, checkFunctions(tmpl, root))

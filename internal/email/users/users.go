@@ -26,6 +26,9 @@ const (
 )
 
 // DynamoAPI is the part of the DynamoDB client the users adapter uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
