@@ -32,7 +32,8 @@ SAM_REGION ?= us-east-1
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
-## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s".
+## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s",
+## ARGS="--moto-port 5001", ARGS="--endpoint URL" or ARGS=--aws.
 ARGS ?=
 run: venv $(RIE_STAMP)
 	@echo "==> building the local stack"
@@ -74,16 +75,18 @@ template-check: venv
 	@echo "==> sam build (linux/arm64)"
 	GOFLAGS=$(LAMBDA_GOFLAGS) $(SAM) build --region $(SAM_REGION)
 
-## invoke: FN=enqueue|email|dlq EVENT=events/X.json — run that function's
+## invoke: FN=enqueue|email|dlq EVENT=events/X.json [V=1] — run that function's
 ## bootstrap under aws-lambda-rie with the event and events/env.json against
-## the local AWS endpoint (AWS_ENDPOINT_URL, default http://127.0.0.1:5000)
-## and print the response: the docker-free `sam local invoke`.
+## the local AWS endpoint (AWS_ENDPOINT_URL, else the running `make run`
+## stack's) and print the response: the docker-free `sam local invoke`. It
+## shows the function's JSON log lines; V=1 shows the emulator's lines too.
 FN ?=
 EVENT ?=
+V ?=
 ENV_FILE ?= events/env.json
 invoke: $(RIE_STAMP)
-	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=enqueue|email|dlq EVENT=events/<file>.json"; exit 2; }
-	$(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -env-file $(ENV_FILE)
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=enqueue|email|dlq EVENT=events/<file>.json [V=1]"; exit 2; }
+	@$(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -env-file $(ENV_FILE) $(if $(V),-v)
 
 ## smoke: STACK=<stack name> USER=<test user id> — opt-in, never in CI: read the
 ## stack's outputs, enqueue a welcome mail for USER through the stack's API with

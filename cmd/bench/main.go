@@ -1,9 +1,10 @@
 // Command bench prints what runstwice costs as one table (`make bench`):
 // the runner in-process, the worker on moto, the enqueue API through the
-// running local stack under load, and each function's init time under the
-// runtime emulator, each figure beside its target.
+// local stack under concurrent load (then the idle stack's CPU), and each
+// function's init time under the runtime emulator — each figure beside its
+// target.
 //
-//	bench [-rounds 5]
+//	bench [-rounds 5] [-n 1000] [-c 1,8,32] [-starts 5] [-skip-load]
 package main
 
 import (
@@ -11,22 +12,43 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
 
 	"github.com/runstwice/runstwice/internal/dev/bench"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(ctx context.Context) error {
 	rounds := flag.Int("rounds", 5, "batches per worker measurement (the median is shown)")
+	n := flag.Int("n", 1000, "enqueue requests per concurrency level")
+	levels := flag.String("c", "1,8,32", "concurrent clients of the enqueue load, comma-separated")
+	starts := flag.Int("starts", 5, "cold starts per function for the init time (the median is shown)")
+	skipLoad := flag.Bool("skip-load", false, "leave out the enqueue load (it starts the whole local stack)")
 	flag.Parse()
-	ctx := context.Background()
+	var conc []int
+	for _, s := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 {
+			return fmt.Errorf("-c %q: want positive integers separated by commas", *levels)
+		}
+		conc = append(conc, c)
+	}
+	root, err := moto.RepoRoot()
+	if err != nil {
+		return err
+	}
+
 	fmt.Fprintln(os.Stderr, "==> runner in-process")
 	rows := bench.Runner()
 
@@ -39,12 +61,28 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer m.Stop()
 	w, err := bench.Worker(ctx, m.Endpoint, *rounds)
+	m.Stop()
 	if err != nil {
 		return err
 	}
 	rows = append(rows, w...)
+
+	if !*skipLoad {
+		fmt.Fprintln(os.Stderr, "==> enqueue through the local stack")
+		e, err := bench.Enqueue(ctx, root, *n, conc, os.Stderr)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, e...)
+	}
+
+	fmt.Fprintln(os.Stderr, "==> init time under the emulator")
+	in, err := bench.Init(ctx, root, *starts)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, in...)
 
 	fmt.Println()
 	if err := bench.Print(os.Stdout, rows); err != nil {

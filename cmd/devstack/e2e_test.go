@@ -13,6 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +40,8 @@ type e2e struct {
 	resources map[string]string
 	out       *syncBuffer
 	cmd       *exec.Cmd
+	state     string   // the stack's state directory
+	args      []string // the stack's command line
 }
 
 type syncBuffer struct {
@@ -60,6 +65,34 @@ func build(t *testing.T, root, pkg, out string) {
 	}
 }
 
+// devstackBinary builds cmd/devstack once per test binary.
+var devstackBinary = sync.OnceValues(func() (string, error) {
+	root, err := moto.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "devstack-e2e")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "devstack")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/devstack")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/devstack: %w\n%s", err, b)
+	}
+	return out, nil
+})
+
+func devstackBin(t *testing.T) string {
+	t.Helper()
+	bin, err := devstackBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 func startDevstack(t *testing.T) *e2e {
 	t.Helper()
 	root, err := moto.RepoRoot()
@@ -68,15 +101,23 @@ func startDevstack(t *testing.T) *e2e {
 	}
 	dir := t.TempDir()
 	e := &e2e{t: t, dir: dir, jobctl: filepath.Join(dir, "jobctl"), out: &syncBuffer{}}
-	build(t, root, "./cmd/devstack", filepath.Join(dir, "devstack"))
 	build(t, root, "./cmd/jobctl", e.jobctl)
 	motoPort, _ := moto.FreePort()
 	apiPort, _ := moto.FreePort()
-	e.cmd = exec.Command(filepath.Join(dir, "devstack"),
-		"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
-		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", filepath.Join(dir, ".devstack"))
+	e.state = filepath.Join(dir, ".devstack")
+	// A lock left by a stack that died is no obstacle.
+	if err := os.MkdirAll(e.state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.state, devstack.LockFile), []byte("999999999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.args = []string{"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
+		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", e.state}
+	e.cmd = exec.Command(devstackBin(t), e.args...)
 	e.cmd.Dir = root
-	e.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL=")
+	// An exported AWS_ENDPOINT_URL (here pointing at nothing) is ignored.
+	e.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL=http://127.0.0.1:1")
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	e.cmd.Stdout, e.cmd.Stderr = pw, pw
@@ -102,8 +143,10 @@ func startDevstack(t *testing.T) *e2e {
 		pw.Close()
 		if t.Failed() {
 			t.Logf("devstack output:\n%s", e.out.String())
-			if b, err := os.ReadFile(filepath.Join(dir, ".devstack", "functions.log")); err == nil {
-				t.Logf("function logs (tail):\n%s", tail(string(b), 6000))
+			for _, name := range []string{devstack.FunctionsLog, devstack.EmulatorLog} {
+				if b, err := os.ReadFile(filepath.Join(e.state, name)); err == nil {
+					t.Logf("%s (tail):\n%s", name, tail(string(b), 6000))
+				}
 			}
 		}
 	})
@@ -114,7 +157,7 @@ func startDevstack(t *testing.T) *e2e {
 	}
 	e.api = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
 	e.endpoint = fmt.Sprintf("http://127.0.0.1:%d", motoPort)
-	b, err := os.ReadFile(filepath.Join(dir, ".devstack", "resources.json"))
+	b, err := os.ReadFile(filepath.Join(e.state, devstack.ResourcesFile))
 	if err != nil || json.Unmarshal(b, &e.resources) != nil {
 		t.Fatalf("resources.json: %v %s", err, b)
 	}
@@ -171,21 +214,53 @@ func (e *e2e) run(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// mailLine is a "mail sent" line of devstack's output.
+var mailLine = regexp.MustCompile(`mail sent\s+to=(\S+)\s+subject=("(?:[^"\\]|\\.)*")\s+link=(\S+)\s+job=(\S+)`)
+
+// mails returns the mails to the address that devstack printed.
 func (e *e2e) mails(to string) []devstack.Mail {
 	e.t.Helper()
-	all, err := devstack.SentMail(context.Background(), e.endpoint)
+	var out []devstack.Mail
+	for _, line := range strings.Split(e.out.String(), "\n") {
+		m := mailLine.FindStringSubmatch(line)
+		if m == nil || !slices.Contains(strings.Split(m[1], ","), to) {
+			continue
+		}
+		subject, err := strconv.Unquote(m[2])
+		if err != nil {
+			e.t.Fatalf("mail line %q: subject: %v", line, err)
+		}
+		out = append(out, devstack.Mail{To: strings.Split(m[1], ","), Subject: subject, Link: m[3], JobID: m[4]})
+	}
+	return out
+}
+
+// motoMails reads, once, every mail moto's SES holds (GET
+// /moto-api/data.json), to check what devstack showed against it.
+func (e *e2e) motoMails() map[string]int {
+	e.t.Helper()
+	resp, err := http.Get(e.endpoint + "/moto-api/data.json")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []devstack.Mail
-	for _, m := range all {
-		for _, r := range m.To() {
-			if r == to {
-				out = append(out, m)
+	defer resp.Body.Close()
+	var data struct {
+		SES struct {
+			Message []struct {
+				Destinations struct{ ToAddresses []string }
 			}
+		} `json:"ses"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&data); err != nil {
+		e.t.Fatal(err)
+	}
+	byTo := map[string]int{}
+	for _, m := range data.SES.Message {
+		for _, to := range m.Destinations.ToAddresses {
+			byTo[to]++
 		}
 	}
-	return out
+	return byTo
 }
 
 // eventually polls cond until it holds or the timeout passes.
@@ -215,8 +290,11 @@ func TestEndToEnd(t *testing.T) {
 	jobID, _ := first.body["jobId"].(string)
 	eventually(t, 30*time.Second, "no verification mail to demo1@example.com", func() bool { return len(e.mails("demo1@example.com")) == 1 })
 	mail := e.mails("demo1@example.com")[0]
-	if !strings.Contains(mail.Link(), "token=") || !strings.Contains(mail.Link(), "userId=u-demo-1") {
-		t.Fatalf("mail link %q; want a verification link with a token", mail.Link())
+	if !strings.Contains(mail.Link, "token=") || !strings.Contains(mail.Link, "userId=u-demo-1") {
+		t.Fatalf("mail link %q; want a verification link with a token", mail.Link)
+	}
+	if mail.JobID != jobID {
+		t.Fatalf("mail line names job %q; want %q", mail.JobID, jobID)
 	}
 	eventually(t, 10*time.Second, "job never read Succeeded", func() bool {
 		return e.request("GET", "/v1/jobs/"+jobID, "", "").body["state"] == "Succeeded"
@@ -274,9 +352,9 @@ func TestEndToEnd(t *testing.T) {
 	if welcome.status != http.StatusAccepted {
 		t.Fatalf("POST welcome = %d %v", welcome.status, welcome.body)
 	}
-	logs := filepath.Join(e.dir, ".devstack", "functions.log")
+	metrics := filepath.Join(e.state, devstack.MetricsLog)
 	eventually(t, 20*time.Second, "welcome job was not parked", func() bool {
-		b, _ := os.ReadFile(logs)
+		b, _ := os.ReadFile(metrics)
 		return strings.Contains(string(b), `"JobsParked":1`)
 	})
 	if n := len(e.mails("demo2@example.com")); n != 0 {
@@ -290,6 +368,20 @@ func TestEndToEnd(t *testing.T) {
 	if n := len(e.mails("demo2@example.com")); n != 1 {
 		t.Fatalf("%d welcome mails; want exactly 1", n)
 	}
+
+	// What devstack showed is what moto's SES holds.
+	if got := e.motoMails(); got["demo1@example.com"] != 1 || got["demo2@example.com"] != 1 {
+		t.Fatalf("moto holds mails %v; want one to each demo user", got)
+	}
+
+	t.Run("two sessions of one assumed role are one caller", e.assumedRoleSessions)
+	t.Run("a parked job keeps its key and runs once", e.parkedJob)
+	t.Run("a redrive makes the job active again", e.redriveReactivates)
+	t.Run("a cancelled job never runs", func(t *testing.T) { e.cancel(t, jobID) })
+	t.Run("one traceId from request to worker", e.traceFlows)
+	t.Run("the local web view shows the stack", func(t *testing.T) { e.webView(t, jobID) })
+	t.Run("a second make run leaves the first intact", e.secondRunsFail)
+	t.Run("every application log line is JSON with function", e.checkFunctionsLog)
 
 	// Ctrl-C stops everything it started.
 	_ = e.cmd.Process.Signal(os.Interrupt)
@@ -305,5 +397,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if _, err := http.Get(e.endpoint + "/moto-api/"); err == nil {
 		t.Fatal("moto still answers after Ctrl-C")
+	}
+	for _, name := range []string{devstack.StackFile, devstack.EnvFile} {
+		if _, err := os.Stat(filepath.Join(e.state, name)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind after Ctrl-C (%v)", name, err)
+		}
 	}
 }

@@ -6,19 +6,26 @@
 // out. `make run` starts it; Ctrl-C stops everything it started.
 //
 //	devstack [--api-addr 127.0.0.1:3000] [--moto-port 5000] [--endpoint URL | --aws]
-//	         [--park-delay 10s] [--toggle-ttl 5s] [--state-dir .devstack]
+//	         [--api-concurrency 8] [--park-delay 10s] [--toggle-ttl 5s] [--state-dir .devstack]
 //
-// AWS_ENDPOINT_URL, when set, is used as --endpoint.
+// It checks what it needs before it starts anything and says plainly what
+// is wrong (a port in use, another stack running from the same state
+// directory, an endpoint that does not answer, no credentials for --aws),
+// exiting non-zero. An exported AWS_ENDPOINT_URL is ignored: --endpoint
+// runs against another endpoint, --aws against AWS. While it runs,
+// .devstack/stack.json and .devstack/env say how to reach it.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,7 +38,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		fmt.Fprintln(os.Stderr, "devstack:", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -40,16 +54,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	apiAddr := fs.String("api-addr", "127.0.0.1:3000", "where to serve the API")
 	motoPort := fs.Int("moto-port", 5000, "where to start moto (unless --endpoint or --aws)")
-	endpoint := fs.String("endpoint", os.Getenv("AWS_ENDPOINT_URL"), "an AWS endpoint already running (default $AWS_ENDPOINT_URL)")
-	useAWS := fs.Bool("aws", false, "run against AWS with the standard credential chain (AWS_ENDPOINT_URL unset)")
+	endpoint := fs.String("endpoint", "", "run against an AWS endpoint already running instead of starting moto")
+	useAWS := fs.Bool("aws", false, "run against AWS with the standard credential chain")
+	apiConcurrency := fs.Int("api-concurrency", devstack.DefaultAPIConcurrency, "how many enqueue invocations run at once")
 	parkDelay := fs.Duration("park-delay", 10*time.Second, "how long a disabled job is parked (whole seconds, ≤ 900s)")
 	toggleTTL := fs.Duration("toggle-ttl", 5*time.Second, "how long workers cache the kill switches")
 	stateDir := fs.String("state-dir", ".devstack", "where resources.json, the builds and the function logs go")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if *useAWS && *endpoint != "" {
-		return fmt.Errorf("--aws runs against AWS itself: unset AWS_ENDPOINT_URL (or drop --endpoint)")
+		return usageError{errors.New("--aws runs against AWS itself: give --aws or --endpoint, not both")}
+	}
+	if v := os.Getenv("AWS_ENDPOINT_URL"); v != "" && *endpoint == "" && !*useAWS {
+		fmt.Fprintf(out, "note: AWS_ENDPOINT_URL=%s is set in this shell and ignored (make run ARGS=\"--endpoint %s\" to use it)\n", v, v)
 	}
 	root, err := moto.RepoRoot()
 	if err != nil {
@@ -61,7 +82,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	l, err := devstack.Start(ctx, devstack.Options{
 		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr,
-		ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out,
+		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out,
 	})
 	if err != nil {
 		return err
@@ -75,17 +96,30 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// usageError is a mistake in the command line (exit 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
 func banner(out io.Writer, l *devstack.Local, state string) {
-	endpointEnv := ""
-	if l.Endpoint != "" {
-		endpointEnv = "AWS_ENDPOINT_URL=" + l.Endpoint + " AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 "
+	rel := func(name string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, filepath.Join(state, name)); err == nil && !strings.HasPrefix(r, "..") {
+				return r
+			}
+		}
+		return filepath.Join(state, name)
+	}
+	mail := "Each mail sent and each job outcome shows up below as one line."
+	if l.Mails() == nil {
+		mail = "Mail goes out through SES (not shown here); job outcomes show up below."
 	}
 	fmt.Fprintf(out, `
 runstwice is running (ready)
   API        %s   (caller from header X-Caller, default local-user)
   AWS        %s
   resources  %s
-  logs       %s
+  logs       %s (application JSON), %s, %s
 
 Enqueue a verification mail for the demo user u-demo-1:
 
@@ -93,16 +127,18 @@ Enqueue a verification mail for the demo user u-demo-1:
     -H 'Content-Type: application/json' -H 'Idempotency-Key: first-try' \
     -d '{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}'
 
-The mail shows up below as "mail to=demo1@example.com …". Then:
+%s Then, in another terminal:
 
-  curl -s %s/v1/jobs/JOB_ID                         # the job, Succeeded
-  %sgo run ./cmd/jobctl toggles list
-  %sgo run ./cmd/jobctl toggles set email.welcome.v1 off
-  %sgo run ./cmd/jobctl dlq list
+  curl -s %s/v1/jobs/JOB_ID                # the job
+  go run ./cmd/jobctl toggles list
+  go run ./cmd/jobctl dlq list
+
+(jobctl and other AWS tools: . %s sets their AWS_ENDPOINT_URL and credentials;
+make run itself ignores them.)
 
 Ctrl-C stops everything.
-`, l.APIURL, orAWS(l.Endpoint), filepath.Join(state, "resources.json"), filepath.Join(state, "functions.log"),
-		l.APIURL, l.APIURL, endpointEnv, endpointEnv, endpointEnv)
+`, l.APIURL, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
+		l.APIURL, mail, l.APIURL, rel(devstack.EnvFile))
 }
 
 func orAWS(endpoint string) string {

@@ -4,10 +4,14 @@
 // bootstrap under aws-lambda-rie with the template's environment overlaid by
 // the env file, invokes it with an event file and prints the response.
 //
-//	go run ./cmd/invoke -fn email -event events/email-sqs-batch.json
+//	go run ./cmd/invoke [-v] -fn email -event events/email-sqs-batch.json
 //
-// The endpoint is $AWS_ENDPOINT_URL (default http://127.0.0.1:5000, the
-// local stack's moto). `make invoke FN=… EVENT=…` runs it.
+// The endpoint is -endpoint, else $AWS_ENDPOINT_URL, else the running local
+// stack's (found through .devstack/stack.json); with none of them it says
+// so. Against a running local stack it says which of its queues the
+// function writes to: that stack's workers process what it sends. It shows
+// the function's JSON log lines; -v shows the emulator's lines and the
+// metric documents too. `make invoke FN=… EVENT=… [V=1]` runs it.
 package main
 
 import (
@@ -20,9 +24,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -48,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stackName := fs.String("stack-name", stack.DefaultStackName, "AWS::StackName the local resources are named after")
 	noProvision := fs.Bool("no-provision", false, "do not create the template's resources on the endpoint first")
 	quiet := fs.Bool("quiet", false, "do not show the function's logs")
+	verbose := fs.Bool("v", false, "show the emulator's lines and the metric documents too")
+	endpointFlag := fs.String("endpoint", "", "the AWS endpoint (default $AWS_ENDPOINT_URL, else the running local stack's)")
+	stateDir := fs.String("state-dir", ".devstack", "where a running local stack keeps stack.json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +79,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("no function with CodeUri functions/%s in %s", *fn, *tmplPath)
 	}
-	endpoint := awsx.Getenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+	endpoint, running, err := findEndpoint(*endpointFlag, *stateDir)
+	if err != nil {
+		return err
+	}
+	if err := devstack.CheckEndpoint(ctx, endpoint); err != nil {
+		return err
+	}
 	region := awsx.Getenv("AWS_REGION", stack.DefaultRegion)
 	var st *stack.Stack
 	if *noProvision {
@@ -96,6 +111,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			env[k] = v
 		}
 	}
+	if running != nil && running.Endpoint == endpoint {
+		fmt.Fprintf(stderr, "invoke: the local stack (pid %d) is running on %s: this invocation uses its resources (%s-*)%s\n",
+			running.PID, endpoint, *stackName, queuesNote(env))
+	}
 	env["AWS_ENDPOINT_URL"] = endpoint
 	env["AWS_REGION"] = region
 	env["AWS_ACCESS_KEY_ID"] = awsx.Getenv("AWS_ACCESS_KEY_ID", "test")
@@ -112,10 +131,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logs := stderr
-	if *quiet {
-		logs = io.Discard
+	sinks := lambdarie.Sinks{App: stderr}
+	switch {
+	case *quiet:
+		sinks = lambdarie.Sinks{}
+	case *verbose:
+		sinks.Metrics, sinks.Emulator = stderr, stderr
 	}
+	logs := lambdarie.NewSplitter(*fn, sinks)
+	defer logs.Flush()
 	em, err := lambdarie.Start(ctx, lambdarie.Config{RIE: rie, Bootstrap: bin, FunctionName: *fn, Env: env, Timeout: time.Duration(timeout) * time.Second, Output: logs})
 	if err != nil {
 		return err
@@ -128,4 +152,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s\n", body)
 	return invokeErr
+}
+
+// findEndpoint picks the AWS endpoint: the flag, else $AWS_ENDPOINT_URL,
+// else the running local stack's. running is that stack, when one runs.
+func findEndpoint(flagValue, stateDir string) (endpoint string, running *devstack.StackInfo, err error) {
+	info, alive, err := devstack.ReadStackInfo(stateDir)
+	if err != nil {
+		return "", nil, err
+	}
+	if alive && info.Endpoint != "" {
+		running = &info
+	}
+	switch {
+	case flagValue != "":
+		return flagValue, running, nil
+	case os.Getenv("AWS_ENDPOINT_URL") != "":
+		return os.Getenv("AWS_ENDPOINT_URL"), running, nil
+	case running != nil:
+		return running.Endpoint, running, nil
+	}
+	return "", nil, errors.New("no AWS endpoint: start the local stack (`make run`) in another terminal, or set AWS_ENDPOINT_URL (or -endpoint) to an endpoint such as moto")
+}
+
+// queuesNote names the queues the function's environment points at.
+func queuesNote(env map[string]string) string {
+	var names []string
+	for _, k := range stack.SortedIDs(env) {
+		if strings.HasPrefix(k, "QUEUE_URL_") || k == "DLQ_URL" {
+			names = append(names, env[k][strings.LastIndex(env[k], "/")+1:])
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; it may send to " + strings.Join(names, ", ") + ", which that stack's workers consume"
 }

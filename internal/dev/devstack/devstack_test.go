@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // fnFunc is an in-process Invoker.
@@ -92,6 +94,36 @@ func TestGatewayFunctionErrorIs500LikeAPIGateway(t *testing.T) {
 		NewGateway(fn).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/jobs/abc", nil))
 		if rec.Code != 500 || !strings.Contains(rec.Body.String(), "Internal Server Error") {
 			t.Errorf("%s: %d %s", name, rec.Code, rec.Body)
+		}
+	}
+}
+
+// Like API Gateway, the gateway hands the function an X-Ray trace header:
+// the caller's, or a new trace.
+func TestGatewayCarriesATraceHeader(t *testing.T) {
+	var got events.APIGatewayV2HTTPRequest
+	gw := NewGateway(fnFunc(func(_ context.Context, p []byte) ([]byte, error) {
+		if err := json.Unmarshal(p, &got); err != nil {
+			return nil, err
+		}
+		return json.Marshal(events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: "{}"})
+	}))
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	const given = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+	for _, header := range []string{"", given} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/jobs/x", nil)
+		if header != "" {
+			req.Header.Set("X-Amzn-Trace-Id", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		trace := got.Headers["x-amzn-trace-id"]
+		if obs.TraceRoot(trace) == "" || (header != "" && trace != header) {
+			t.Fatalf("with %q the function got trace header %q", header, trace)
 		}
 	}
 }

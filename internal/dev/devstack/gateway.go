@@ -7,8 +7,11 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +21,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // Invoker invokes one function with an event and returns its response
@@ -138,8 +143,13 @@ func (g *Gateway) event(r *http.Request, rt route, param string, body []byte, ia
 		headers[strings.ToLower(k)] = strings.Join(vs, ",")
 	}
 	delete(headers, strings.ToLower(CallerHeader))
-	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 	now := time.Now()
+	// Like API Gateway, the request carries an X-Ray trace header to the
+	// function: the caller's, or a new trace.
+	if obs.TraceRoot(headers[traceHeader]) == "" {
+		headers[traceHeader] = newTraceHeader(now)
+	}
+	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
 		RouteKey:       rt.method + " " + rt.prefix + "{" + rt.param + "}",
@@ -166,4 +176,16 @@ func (g *Gateway) event(r *http.Request, rt route, param string, body []byte, ia
 		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 	}
 	return ev
+}
+
+// traceHeader is the header that carries an X-Ray trace (lower-cased, as
+// API Gateway passes headers on).
+const traceHeader = "x-amzn-trace-id"
+
+// newTraceHeader starts a trace: Root=1-<epoch seconds, 8 hex>-<96 random
+// bits, 24 hex>, as X-Ray formats trace ids.
+func newTraceHeader(now time.Time) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return fmt.Sprintf("Root=1-%08x-%s;Sampled=1", now.Unix(), hex.EncodeToString(b))
 }

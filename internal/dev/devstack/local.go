@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -32,7 +30,8 @@ import (
 type Options struct {
 	// Root is the checkout (template.yaml, functions/).
 	Root string
-	// StateDir receives resources.json and the function logs (.devstack).
+	// StateDir receives resources.json, stack.json, env, the builds and the
+	// logs (.devstack). One stack runs from a state directory at a time.
 	StateDir string
 	// Endpoint is the AWS endpoint to use; empty starts moto on MotoPort.
 	Endpoint string
@@ -43,40 +42,50 @@ type Options struct {
 	MotoPort int
 	// APIAddr is where the API is served (127.0.0.1:3000).
 	APIAddr string
+	// APIConcurrency is how many enqueue invocations run at once, each in
+	// an instance of its own (DefaultAPIConcurrency when zero).
+	APIConcurrency int
 	// ParkDelay and ToggleTTL shorten the template's defaults for a local run.
 	ParkDelay time.Duration
 	ToggleTTL time.Duration
-	// Out receives progress and the mail as it goes out.
+	// Out receives progress, and one line per mail sent and per job outcome.
 	Out io.Writer
 }
+
+// DefaultAPIConcurrency is how many enqueue instances the API may run at
+// once by default.
+const DefaultAPIConcurrency = 8
 
 // Local is a running local stack.
 type Local struct {
 	// APIURL is the base URL of the API, e.g. http://127.0.0.1:3000.
 	APIURL string
-	// Endpoint is the AWS endpoint the stack runs against.
+	// Endpoint is the AWS endpoint the stack runs against ("" on AWS).
 	Endpoint string
 	// Stack is what was provisioned from the template.
 	Stack *stack.Stack
 
+	stateDir string
+	lock     *stateLock
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	server   *http.Server
 	moto     *moto.Server
-	emus     []*lambdarie.Emulator
-	logFile  *os.File
+	proxy    *awsproxy.Server
+	pools    []*Pool
+	logs     []*os.File
+	mailbox  Mailbox
+	wrote    bool // stack.json and env are ours to remove
 	stopOnce sync.Once
 }
 
 // functions are the bundle's functions, by directory under functions/.
 var functions = []string{"enqueue", "email", "dlq"}
 
-// enqueueSlots is how many emulators serve the API: one per concurrent
-// request, since an emulator takes one invocation at a time.
-const enqueueSlots = 3
-
 // Start brings the whole bundle up and returns once it serves requests. The
-// stack runs until Stop (or until ctx is done).
+// stack runs until Stop. It checks what it needs first (its state directory,
+// its ports, the endpoint or the credentials) and says plainly what is
+// wrong, touching nothing of another stack.
 func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	out := opts.Out
 	if out == nil {
@@ -85,27 +94,61 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step := func(n int, format string, args ...any) {
 		fmt.Fprintf(out, "[%d/6] %s\n", n, fmt.Sprintf(format, args...))
 	}
-	l = &Local{}
+	l = &Local{stateDir: opts.StateDir}
 	defer func() {
 		if err != nil {
 			l.Stop()
+			l = nil
 		}
 	}()
+
+	// 0. Checks, before anything is written or started.
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, err
 	}
-	if l.logFile, err = os.Create(filepath.Join(opts.StateDir, "functions.log")); err != nil {
+	if l.lock, err = lockStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-
-	// 1. The AWS endpoint.
+	apiListener, err := listen(opts.APIAddr, "--api-addr")
+	if err != nil {
+		return nil, err
+	}
+	l.server = &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	defer func() {
+		if err != nil {
+			apiListener.Close()
+		}
+	}()
 	var cfg aws.Config
 	switch {
 	case opts.AWS:
-		step(1, "using AWS through the standard configuration chain")
 		if cfg, err = awsx.Load(ctx); err != nil {
 			return nil, err
 		}
+		if err := checkCredentials(ctx, cfg); err != nil {
+			return nil, err
+		}
+	case opts.Endpoint != "":
+		if err := CheckEndpoint(ctx, opts.Endpoint); err != nil {
+			return nil, err
+		}
+	default:
+		if err := checkMotoPort(opts.MotoPort); err != nil {
+			return nil, err
+		}
+	}
+	sinks, err := l.openLogs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	report := NewReporter(out)
+	l.mailbox.OnMail = report.Mail
+	sinks.App = report.OutcomeWriter(sinks.App)
+
+	// 1. The AWS endpoint.
+	switch {
+	case opts.AWS:
+		step(1, "using AWS through the standard configuration chain")
 	case opts.Endpoint != "":
 		step(1, "using the AWS endpoint %s", opts.Endpoint)
 		l.Endpoint = opts.Endpoint
@@ -116,8 +159,15 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.moto, err = moto.Start(bin, opts.MotoPort, nil); err != nil {
-			return nil, fmt.Errorf("%w (is another `make run` still running?)", err)
+		motoLog, err := l.openLog(opts.StateDir, MotoLog)
+		if err != nil {
+			return nil, err
+		}
+		if l.moto, err = moto.Start(bin, opts.MotoPort, motoLog); err != nil {
+			if errors.Is(err, moto.ErrPortInUse) {
+				return nil, motoPortInUse(opts.MotoPort)
+			}
+			return nil, err
 		}
 		l.Endpoint = l.moto.Endpoint
 		cfg = moto.Config(l.Endpoint, moto.Region)
@@ -126,32 +176,8 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 
 	// 2. Every resource of the template, the same names, keys, TTLs,
 	// redrive policies and toggle parameters that deploy to AWS.
-	tmpl, err := stack.Load(filepath.Join(opts.Root, "template.yaml"))
+	tmpl, err := l.provision(ctx, cfg, opts, step, out)
 	if err != nil {
-		return nil, err
-	}
-	params := map[string]string{"Stage": "local"}
-	if opts.ParkDelay > 0 {
-		params["ParkDelaySeconds"] = strconv.Itoa(int(opts.ParkDelay / time.Second))
-	}
-	if opts.ToggleTTL > 0 {
-		params["ToggleTtl"] = opts.ToggleTTL.String()
-	}
-	step(2, "provisioning template.yaml (stage local)")
-	if l.Stack, err = stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{Params: params}); err != nil {
-		return nil, err
-	}
-	refs := l.Stack.Refs()
-	ids := make([]string, 0, len(refs))
-	for id := range refs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for i, id := range ids {
-		fmt.Fprintf(out, "      %2d of %d  %-22s %s\n", i+1, len(ids), id, refs[id])
-	}
-	b, _ := json.MarshalIndent(refs, "", "  ")
-	if err := os.WriteFile(filepath.Join(opts.StateDir, "resources.json"), append(b, '\n'), 0o644); err != nil {
 		return nil, err
 	}
 
@@ -181,9 +207,21 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		}
 	}
 
-	// 5. Each function under the runtime interface emulator.
-	step(5, "starting the functions under aws-lambda-rie (logs: %s)", l.logFile.Name())
-	start := func(fn string) (*lambdarie.Emulator, error) {
+	// 5. Each function under the runtime interface emulator, its AWS calls
+	// through the proxy that shows the mail going out.
+	step(5, "starting the functions under aws-lambda-rie (logs: %s)", filepath.Join(opts.StateDir, FunctionsLog))
+	functionEndpoint := l.Endpoint
+	if !opts.AWS {
+		p, err := awsproxy.New(l.Endpoint, l.mailbox.Hook)
+		if err != nil {
+			return nil, err
+		}
+		if l.proxy, err = awsproxy.Serve("127.0.0.1:0", p); err != nil {
+			return nil, err
+		}
+		functionEndpoint = l.proxy.URL
+	}
+	newPool := func(fn string, size int) (*Pool, error) {
 		id, ok := tmpl.FunctionByCodeURI("functions/" + fn)
 		if !ok {
 			return nil, fmt.Errorf("devstack: no function with CodeUri functions/%s", fn)
@@ -192,29 +230,22 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range l.awsEnv(opts) {
+		for k, v := range awsEnv(opts.AWS, functionEndpoint) {
 			env[k] = v
 		}
 		timeout, err := l.Stack.FunctionTimeout(id)
 		if err != nil {
 			return nil, err
 		}
-		em, err := lambdarie.Start(ctx, lambdarie.Config{
-			RIE: rie, Bootstrap: bins[fn], FunctionName: fn, Env: env,
-			Timeout: time.Duration(timeout) * time.Second, Output: l.logFile,
-		})
-		if err == nil {
-			l.emus = append(l.emus, em)
-		}
-		return em, err
+		p := EmulatorPool(size, lambdarie.Config{RIE: rie, Bootstrap: bins[fn], FunctionName: fn, Env: env,
+			Timeout: time.Duration(timeout) * time.Second}, func() io.Writer { return lambdarie.NewSplitter(fn, sinks) })
+		l.pools = append(l.pools, p)
+		// One warm instance now: a function that cannot start says so here.
+		return p, p.Warm(ctx)
 	}
-	var api pool
-	for range enqueueSlots {
-		em, err := start("enqueue")
-		if err != nil {
-			return nil, err
-		}
-		api.add(em)
+	api, err := newPool("enqueue", orDefault(opts.APIConcurrency, DefaultAPIConcurrency))
+	if err != nil {
+		return nil, err
 	}
 	sources, err := EventSources(l.Stack)
 	if err != nil {
@@ -223,86 +254,106 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	sqsClient := sqs.NewFromConfig(cfg)
-	logger := slog.New(slog.NewTextHandler(l.logFile, nil))
+	platform := slog.New(slog.NewTextHandler(sinks.Emulator, nil))
 	for _, src := range sources {
-		em, err := start(src.Function)
+		fn, err := newPool(src.Function, 1)
 		if err != nil {
 			return nil, err
 		}
 		p := &Poller{Client: sqsClient, QueueURL: src.QueueURL, QueueARN: src.QueueARN, Region: cfg.Region,
-			Function: em, BatchSize: src.BatchSize, Window: src.Window, Logger: logger}
-		l.wg.Add(1)
-		go func() { defer l.wg.Done(); p.Run(runCtx) }()
+			Function: fn, BatchSize: src.BatchSize, Window: src.Window, Logger: platform}
+		l.wg.Go(func() { p.Run(runCtx) })
 	}
 
-	// 6. The API, and the mail as it goes out.
-	step(6, "serving the API on http://%s", opts.APIAddr)
-	ln, err := net.Listen("tcp", opts.APIAddr)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: API address: %w", err)
+	// 6. The API.
+	step(6, "serving the API on http://%s", apiListener.Addr())
+	l.APIURL = "http://" + apiListener.Addr().String()
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails()); err != nil {
+		return nil, err
 	}
-	l.APIURL = "http://" + ln.Addr().String()
-	l.server = &http.Server{Handler: NewGateway(&api), ReadHeaderTimeout: 10 * time.Second}
-	l.wg.Add(1)
-	go func() { defer l.wg.Done(); _ = l.server.Serve(ln) }()
-	if !opts.AWS {
-		l.wg.Add(1)
-		go func() { defer l.wg.Done(); WatchMail(runCtx, l.Endpoint, out, 500*time.Millisecond) }()
+	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
+	if err := writeStackFiles(opts.StateDir, StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}); err != nil {
+		return nil, err
 	}
+	l.wrote = true
 	return l, nil
 }
 
-// awsEnv is what the functions need to reach the same AWS as the stack.
-func (l *Local) awsEnv(opts Options) map[string]string {
-	env := map[string]string{"AWS_REGION": moto.Region, "AWS_DEFAULT_REGION": moto.Region}
-	if opts.AWS {
-		for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
-			if v := os.Getenv(k); v != "" {
-				env[k] = v
-			}
-		}
-		return env
+// provision creates the template's resources and writes resources.json.
+func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, step func(int, string, ...any), out io.Writer) (*stack.Template, error) {
+	tmpl, err := stack.Load(filepath.Join(opts.Root, "template.yaml"))
+	if err != nil {
+		return nil, err
 	}
-	env["AWS_ENDPOINT_URL"] = l.Endpoint
-	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "test", "test"
-	return env
+	params := map[string]string{"Stage": Stage}
+	if opts.ParkDelay > 0 {
+		params["ParkDelaySeconds"] = strconv.Itoa(int(opts.ParkDelay / time.Second))
+	}
+	if opts.ToggleTTL > 0 {
+		params["ToggleTtl"] = opts.ToggleTTL.String()
+	}
+	step(2, "provisioning template.yaml (stage %s)", Stage)
+	if l.Stack, err = stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{Params: params}); err != nil {
+		return nil, err
+	}
+	refs := l.Stack.Refs()
+	ids := stack.SortedIDs(refs)
+	for i, id := range ids {
+		fmt.Fprintf(out, "      %2d of %d  %-22s %s\n", i+1, len(ids), id, refs[id])
+	}
+	b, _ := json.MarshalIndent(refs, "", "  ")
+	return tmpl, os.WriteFile(filepath.Join(opts.StateDir, ResourcesFile), append(b, '\n'), 0o644)
 }
 
-// Stop stops every process the stack started. It is safe to call twice.
+// Mails is the mail the functions sent (nil on AWS, where the stack does
+// not see it).
+func (l *Local) Mails() MailLog {
+	if l.proxy == nil {
+		return nil
+	}
+	return &l.mailbox
+}
+
+// Stop stops every process the stack started and removes stack.json and
+// env. It is safe to call twice, and on a stack that did not fully start.
 func (l *Local) Stop() {
+	if l == nil {
+		return
+	}
 	l.stopOnce.Do(func() {
 		if l.cancel != nil {
 			l.cancel()
 		}
 		if l.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_ = l.server.Shutdown(ctx)
+			if l.server.Shutdown(ctx) != nil {
+				_ = l.server.Close()
+			}
 			cancel()
 		}
 		l.wg.Wait()
-		for _, em := range l.emus {
-			em.Stop()
+		var wg sync.WaitGroup
+		for _, p := range l.pools {
+			wg.Go(p.Stop)
 		}
+		wg.Wait()
+		l.proxy.Close()
 		if l.moto != nil {
 			l.moto.Stop()
 		}
-		if l.logFile != nil {
-			l.logFile.Close()
+		if l.wrote {
+			removeStackFiles(l.stateDir)
 		}
+		for _, f := range l.logs {
+			f.Close()
+		}
+		l.lock.release()
 	})
 }
 
-// pool spreads invocations over several emulators, each serving one at a
-// time, the way Lambda runs concurrent invocations in separate containers.
-type pool struct {
-	emus []*lambdarie.Emulator
-	next atomic.Uint32
-}
-
-func (p *pool) add(em *lambdarie.Emulator) { p.emus = append(p.emus, em) }
-
-// Invoke implements Invoker.
-func (p *pool) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	em := p.emus[int(p.next.Add(1))%len(p.emus)]
-	return em.Invoke(ctx, payload)
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }

@@ -20,10 +20,11 @@ type SQSAPI interface {
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 }
 
-// Poller is an event source mapping: it long-polls one queue, hands batches
-// to a function, deletes the records that succeeded and leaves the batch item
-// failures to the visibility timeout, so the queue's redrive policy works as
-// in AWS.
+// Poller is an event source mapping: it long-polls one queue, gathers a
+// batch the way Lambda does (until BatchSize records or the batching window
+// ends), hands it to a function, deletes the records that succeeded and
+// leaves the batch item failures to the visibility timeout, so the queue's
+// redrive policy works as in AWS.
 type Poller struct {
 	Client   SQSAPI
 	QueueURL string
@@ -32,42 +33,44 @@ type Poller struct {
 	Function Invoker
 	// BatchSize is the most records per invocation (1–10).
 	BatchSize int32
-	// Window is the batching window: how long to gather records before
-	// invoking with a partial batch.
+	// Window is MaximumBatchingWindowInSeconds: how long to keep gathering
+	// records, from the first one, before invoking with a partial batch.
 	Window time.Duration
-	Logger *slog.Logger
+	// IdleWait is how long one receive waits for a first record (20 s, the
+	// longest long poll, when zero).
+	IdleWait time.Duration
+	Logger   *slog.Logger
 }
+
+// shortPoll is the pause between empty receives in the last second of a
+// batching window (a long poll waits whole seconds).
+const shortPoll = 50 * time.Millisecond
 
 // Run polls until ctx is done.
 func (p *Poller) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if _, err := p.Once(ctx); err != nil && ctx.Err() == nil {
 			p.Logger.Warn("poller", "queue", p.QueueARN, "error", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
+			sleep(ctx, time.Second)
 		}
 	}
 }
 
-// Once receives one batch (waiting up to the batching window, at least one
-// second), invokes the function and deletes the successes. It returns the
-// number of records handed over.
+// Once gathers one batch, invokes the function with it and deletes the
+// successes. It returns the number of records handed over (0 when none
+// came within the idle wait).
 func (p *Poller) Once(ctx context.Context) (int, error) {
-	wait := max(int32(p.Window/time.Second), 1)
-	out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(p.QueueURL),
-		MaxNumberOfMessages:         min(max(p.BatchSize, 1), 10),
-		WaitTimeSeconds:             min(wait, 20),
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		MessageAttributeNames:       []string{"All"},
-	})
-	if err != nil || len(out.Messages) == 0 {
+	msgs, err := p.gather(ctx)
+	if len(msgs) == 0 || ctx.Err() != nil {
+		// Records received when ctx ended return after their visibility
+		// timeout, as when a poller stops in AWS.
 		return 0, err
 	}
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(out.Messages))}
-	for i, m := range out.Messages {
+	if err != nil {
+		p.Logger.Warn("poller: invoking with a partial batch", "queue", p.QueueARN, "error", err)
+	}
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	for i, m := range msgs {
 		ev.Records[i] = p.record(m)
 	}
 	payload, err := json.Marshal(ev)
@@ -89,7 +92,7 @@ func (p *Poller) Once(ctx context.Context) (int, error) {
 		failed[f.ItemIdentifier] = true
 	}
 	var del []types.DeleteMessageBatchRequestEntry
-	for i, m := range out.Messages {
+	for i, m := range msgs {
 		if !failed[aws.ToString(m.MessageId)] {
 			del = append(del, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
 		}
@@ -100,6 +103,62 @@ func (p *Poller) Once(ctx context.Context) (int, error) {
 		}
 	}
 	return len(ev.Records), nil
+}
+
+// gather receives records until the batch is full or the batching window,
+// counted from the first record, ends. A receive under way is never cut
+// short (its records would be lost until their visibility timeout): near
+// the end of the window it short-polls instead.
+func (p *Poller) gather(ctx context.Context) ([]types.Message, error) {
+	size := min(max(p.BatchSize, 1), 10)
+	idle := p.IdleWait
+	if idle <= 0 {
+		idle = 20 * time.Second
+	}
+	msgs, err := p.receive(ctx, size, min(max(int32(idle/time.Second), 1), 20))
+	if err != nil || len(msgs) == 0 || p.Window <= 0 {
+		return msgs, err
+	}
+	end := time.Now().Add(p.Window)
+	for int32(len(msgs)) < size {
+		left := time.Until(end)
+		if left <= 0 || ctx.Err() != nil {
+			break
+		}
+		wait := int32(min(left/time.Second, 20))
+		more, err := p.receive(ctx, size-int32(len(msgs)), wait)
+		msgs = append(msgs, more...)
+		if err != nil {
+			return msgs, err
+		}
+		if len(more) == 0 && wait == 0 {
+			sleep(ctx, min(left, shortPoll))
+		}
+	}
+	return msgs, nil
+}
+
+func (p *Poller) receive(ctx context.Context, n, waitSeconds int32) ([]types.Message, error) {
+	out, err := p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(p.QueueURL),
+		MaxNumberOfMessages:         n,
+		WaitTimeSeconds:             waitSeconds,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // record converts a received message to the event record Lambda builds.

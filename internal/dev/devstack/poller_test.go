@@ -5,6 +5,7 @@ package devstack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -38,7 +39,7 @@ func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 	var seen []events.SQSMessage
 	p := &Poller{
 		Client: client, QueueURL: q.URL, QueueARN: q.ARN, Region: testenv.Region, BatchSize: 10, Window: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IdleWait: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Function: fnFunc(func(_ context.Context, payload []byte) ([]byte, error) {
 			var ev events.SQSEvent
 			if err := json.Unmarshal(payload, &ev); err != nil {
@@ -80,4 +81,63 @@ func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatal("the failing record never reached the DLQ through the redrive policy")
+}
+
+// TestPollerGathersAFullBatchWithinTheWindow: records that trickle in
+// during the batching window reach the function as one full batch, as an
+// event source mapping with MaximumBatchingWindowInSeconds delivers them;
+// a batch that does not fill goes out when the window ends.
+func TestPollerGathersAFullBatchWithinTheWindow(t *testing.T) {
+	moto := testenv.Moto(t)
+	client := sqs.NewFromConfig(moto.Config())
+	q := testenv.CreateQueue(t, client, testenv.Name(t, "burst"), nil)
+	ctx := context.Background()
+	send := func(body string) {
+		t.Helper()
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(body)}); err != nil {
+			t.Error(err)
+		}
+	}
+	var batches [][]string
+	p := &Poller{
+		Client: client, QueueURL: q.URL, QueueARN: q.ARN, Region: testenv.Region, BatchSize: 10, Window: 20 * time.Second,
+		IdleWait: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Function: fnFunc(func(_ context.Context, payload []byte) ([]byte, error) {
+			var ev events.SQSEvent
+			if err := json.Unmarshal(payload, &ev); err != nil {
+				return nil, err
+			}
+			var bodies []string
+			for _, r := range ev.Records {
+				bodies = append(bodies, r.Body)
+			}
+			batches = append(batches, bodies)
+			return []byte(`{"batchItemFailures":[]}`), nil
+		}),
+	}
+	send("m0")
+	go func() {
+		// A burst that trickles in one message at a time.
+		for i := 1; i < 10; i++ {
+			time.Sleep(30 * time.Millisecond)
+			send(fmt.Sprintf("m%d", i))
+		}
+	}()
+	n, err := p.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || len(batches) != 1 || len(batches[0]) != 10 {
+		t.Fatalf("batches %v; want one batch of all 10 records", batches)
+	}
+
+	// Fewer records than a batch: one invocation with all of them once the
+	// window ends.
+	p.Window = time.Second
+	for _, b := range []string{"a", "b", "c"} {
+		send(b)
+	}
+	if n, err := p.Once(ctx); err != nil || n != 3 {
+		t.Fatalf("Once = %d, %v; want the 3 records in one batch (batches %v)", n, err, batches)
+	}
 }

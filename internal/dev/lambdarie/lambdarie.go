@@ -5,8 +5,9 @@
 // event and returns the response, Stop ends it.
 //
 // The emulator serves one invocation at a time and crashes on a concurrent
-// one, so an Emulator serializes its Invoke calls; run one Emulator per
-// concurrency slot.
+// one, so an Emulator serializes its Invoke calls and holds its slot until
+// the invocation ends, whatever its caller does (as a Lambda execution
+// environment does); run one Emulator per concurrency slot.
 package lambdarie
 
 import (
@@ -93,11 +94,22 @@ type Emulator struct {
 	// URL is the emulator's base URL, e.g. http://127.0.0.1:41235.
 	URL string
 
-	mu     sync.Mutex // one invocation at a time
-	cmd    *exec.Cmd
-	exited chan struct{}
-	client *http.Client
+	slot    chan struct{} // held for the whole of an invocation
+	timeout time.Duration // the function timeout
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	client  *http.Client
+	stop    sync.Once
 }
+
+// ErrExited is returned by Invoke when the emulator process has ended (it
+// crashed or was stopped); a fresh one must take its place.
+var ErrExited = errors.New("lambdarie: the emulator has exited")
+
+// invokeGrace is how long past the function timeout Invoke waits for the
+// emulator's answer (it reports a timeout itself) before it gives the
+// emulator up as hung and stops it.
+const invokeGrace = 5 * time.Second
 
 // FunctionError is a response the function produced by failing: a returned
 // error or a panic (errorType, errorMessage), or the emulator's report of a
@@ -186,7 +198,8 @@ func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("lambdarie: start %s: %w", cfg.RIE, err)
 	}
-	e := &Emulator{URL: "http://" + addr, cmd: cmd, exited: make(chan struct{}), client: &http.Client{}}
+	e := &Emulator{URL: "http://" + addr, cmd: cmd, exited: make(chan struct{}), client: &http.Client{},
+		slot: make(chan struct{}, 1), timeout: cfg.Timeout}
 	go func() { _ = cmd.Wait(); close(e.exited) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -212,22 +225,42 @@ func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort 
 
 // Invoke sends event to the function and returns its response payload. A
 // function error (returned error, panic, crash, timeout) is a
-// *FunctionError. Calls are serialized.
+// *FunctionError.
+//
+// Calls are serialized: ctx bounds only the wait for the emulator to be
+// free. Once sent, an invocation runs to its end (bounded by the function
+// timeout) even if ctx is cancelled, as in Lambda, because the emulator
+// cannot take another one before; a caller that must not wait runs Invoke
+// in a goroutine. An emulator that does not answer by the timeout plus a
+// grace period is stopped (then Invoke returns an error and Exited reports
+// true).
 func (e *Emulator) Invoke(ctx context.Context, event []byte) ([]byte, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	select {
+	case e.slot <- struct{}{}:
 	case <-e.exited:
-		return nil, errors.New("lambdarie: the emulator has exited")
-	default:
+		return nil, ErrExited
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lambdarie: waiting for the emulator: %w", ctx.Err())
 	}
+	defer func() { <-e.slot }()
+	if e.Exited() {
+		return nil, ErrExited
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout+invokeGrace)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+InvokePath, bytes.NewReader(event))
 	if err != nil {
 		return nil, fmt.Errorf("lambdarie: %w", err)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("lambdarie: invoke: %w", err)
+		if e.Exited() {
+			return nil, fmt.Errorf("lambdarie: invoke: %w (%w)", ErrExited, err)
+		}
+		// No answer: the emulator's state is unknown, so it takes no
+		// further invocation.
+		e.Stop()
+		return nil, fmt.Errorf("lambdarie: invoke: no answer, emulator stopped: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -252,18 +285,35 @@ func (e *Emulator) Invoke(ctx context.Context, event []byte) ([]byte, error) {
 	return body, nil
 }
 
-// Stop ends the emulator and its function process.
-func (e *Emulator) Stop() {
-	if e.cmd == nil || e.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+// Exited reports whether the emulator process has ended.
+func (e *Emulator) Exited() bool {
 	select {
 	case <-e.exited:
-	case <-time.After(3 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.exited
+		return true
+	default:
+		return false
 	}
+}
+
+// Pid is the emulator's process id (its function runs in the same process
+// group).
+func (e *Emulator) Pid() int { return e.cmd.Process.Pid }
+
+// Stop ends the emulator and its function process. It is safe to call more
+// than once and from several goroutines.
+func (e *Emulator) Stop() {
+	if e == nil || e.cmd == nil || e.cmd.Process == nil {
+		return
+	}
+	e.stop.Do(func() {
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-e.exited:
+		case <-time.After(3 * time.Second):
+			_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+			<-e.exited
+		}
+	})
 }
 
 func freePort() (int, error) {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +18,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func TestEmulatorInvokes(t *testing.T) {
+// startEcho builds and starts the echo test function.
+func startEcho(t *testing.T) *Emulator {
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +38,13 @@ func TestEmulatorInvokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer em.Stop()
+	t.Cleanup(em.Stop)
+	return em
+}
+
+func TestEmulatorInvokes(t *testing.T) {
+	em := startEcho(t)
+	ctx := context.Background()
 
 	tests := []struct {
 		name    string
@@ -90,6 +100,53 @@ func TestEmulatorInvokes(t *testing.T) {
 		if err != nil {
 			t.Errorf("concurrent invoke: %v", err)
 		}
+	}
+}
+
+// TestInvokeOutlivesItsCaller: a caller that gives up mid-invocation does
+// not free the emulator; the next call waits for the running invocation to
+// end instead of landing on a busy emulator (which crashes it).
+func TestInvokeOutlivesItsCaller(t *testing.T) {
+	em := startEcho(t)
+	impatient, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		body, err := em.Invoke(impatient, []byte(`{"say":"slow","slowMs":800}`))
+		if err == nil && !strings.Contains(string(body), `"said":"slow"`) {
+			err = errors.New("first reply: " + string(body))
+		}
+		first <- err
+	}()
+	// Wait until the slow invocation holds the slot, then give up on it.
+	for len(em.slot) == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	// A new caller with its own short patience is refused, not served by the
+	// busy emulator.
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := em.Invoke(short, []byte(`{"say":"x"}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("invoke while busy = %v; want it to wait for the slot until its deadline", err)
+	}
+	body, err := em.Invoke(context.Background(), []byte(`{"say":"next"}`))
+	if err != nil || !strings.Contains(string(body), `"said":"next"`) {
+		t.Fatalf("next invoke = %s, %v; want its own reply", body, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the abandoned invocation did not run to its end: %v", err)
+	}
+	if em.Exited() {
+		t.Fatal("the emulator crashed")
+	}
+}
+
+// TestInvokeOnAStoppedEmulator: an emulator that is gone says so.
+func TestInvokeOnAStoppedEmulator(t *testing.T) {
+	em := startEcho(t)
+	em.Stop()
+	if _, err := em.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, ErrExited) || !em.Exited() {
+		t.Fatalf("invoke after Stop = %v; want ErrExited", err)
 	}
 }
 

@@ -1,10 +1,11 @@
-// Package motoserver starts and stops a moto server, the AWS emulator the
+// Package moto starts and stops a moto server, the AWS emulator the
 // integration tests and the local stack run against.
 package moto
 
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -98,13 +100,21 @@ func StartFree(bin string, logs io.Writer) (*Server, error) {
 
 // Start starts moto on 127.0.0.1:port and waits until it answers. Its output
 // goes to logs (discarded when nil). The server dies with this process.
+//
+// It is ready only when this very process says it listens on the port and
+// the port answers: a port some other server holds is never taken for moto
+// (moto exits, and Start says the port is in use).
 func Start(bin string, port int, logs io.Writer) (*Server, error) {
-	var captured bytes.Buffer
-	out := io.Writer(&captured)
+	captured := &startWatch{listening: fmt.Sprintf("Running on http://127.0.0.1:%d", port), ready: make(chan struct{})}
+	out := io.Writer(captured)
 	if logs != nil {
-		out = io.MultiWriter(&captured, logs)
+		out = io.MultiWriter(captured, logs)
 	}
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	if python := scriptPython(bin); python != "" {
+		cmd = exec.Command(python, "-c", launchFromStdin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+		cmd.Stdin = strings.NewReader(launcher)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_DEFAULT_REGION="+Region)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -115,7 +125,25 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 	go func() { s.exited <- cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	listening := captured.ready
 	for {
+		select {
+		case err := <-s.exited:
+			s.exited <- err
+			if bytes.Contains(captured.tail(), []byte("in use")) {
+				return nil, fmt.Errorf("motoserver: 127.0.0.1:%d is in use by another program: %w", port, ErrPortInUse)
+			}
+			return nil, fmt.Errorf("motoserver: exited on port %d: %v: %s", port, err, captured.tail())
+		case <-ctx.Done():
+			s.Stop()
+			return nil, fmt.Errorf("motoserver: not ready after 60s on port %d", port)
+		case <-listening:
+			listening = nil // ours holds the port: wait for it to answer
+		case <-time.After(100 * time.Millisecond):
+		}
+		if listening != nil {
+			continue
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/moto-api/", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -123,15 +151,69 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 				return s, nil
 			}
 		}
-		select {
-		case err := <-s.exited:
-			return nil, fmt.Errorf("motoserver: exited on port %d: %v: %s", port, err, tail(captured.Bytes()))
-		case <-ctx.Done():
-			s.Stop()
-			return nil, fmt.Errorf("motoserver: not ready after 60s on port %d", port)
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
+}
+
+// launcher starts moto_server with DynamoDB transactions that back up only
+// the items they touch (see launch.py).
+//
+//go:embed launch.py
+var launcher string
+
+// launchFromStdin runs the launcher, which moto's command line reads from
+// standard input (so process listings show a short command).
+const launchFromStdin = "import sys; exec(compile(sys.stdin.read(), 'runstwice-moto-launch.py', 'exec'))"
+
+// scriptPython returns the interpreter of the moto_server entry-point
+// script bin (its #! line), or "" when bin is not such a script (then it
+// runs as it is, without the launcher).
+func scriptPython(bin string) string {
+	f, err := os.Open(bin)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	line, _, _ := bytes.Cut(head[:n], []byte("\n"))
+	python, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("#!"))
+	if !ok || !bytes.Contains(python, []byte("python")) || bytes.ContainsAny(python, " \t") {
+		return ""
+	}
+	return string(python)
+}
+
+// ErrPortInUse is the cause when moto cannot listen on its port.
+var ErrPortInUse = errors.New("port in use")
+
+// startWatch keeps the last 2 KB moto wrote and closes ready when moto says
+// it listens.
+type startWatch struct {
+	listening string
+	ready     chan struct{}
+	mu        sync.Mutex
+	buf       []byte
+	seen      bool
+}
+
+func (w *startWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if !w.seen && bytes.Contains(w.buf, []byte(w.listening)) {
+		w.seen = true
+		close(w.ready)
+	}
+	if len(w.buf) > 4096 {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-2048:]...)
+	}
+	return len(p), nil
+}
+
+func (w *startWatch) tail() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.buf)
 }
 
 // Stop ends the server and waits for it. It is safe to call more than once.
@@ -145,11 +227,4 @@ func (s *Server) Stop() {
 			<-s.exited
 		}
 	})
-}
-
-func tail(b []byte) []byte {
-	if len(b) > 2000 {
-		return b[len(b)-2000:]
-	}
-	return b
 }

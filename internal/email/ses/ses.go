@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -31,6 +32,9 @@ type SES struct {
 // New returns a sender through client from the address from.
 func New(client SESAPI, from string) *SES { return &SES{client: client, from: from} }
 
+// tagValue is what SES accepts as a tag value.
+var tagValue = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
 func utf8Content(s string) *types.Content {
 	return &types.Content{Data: aws.String(s), Charset: aws.String("UTF-8")}
 }
@@ -48,6 +52,11 @@ func (s *SES) Send(ctx context.Context, m email.Message) error {
 			Subject: utf8Content(m.Subject),
 			Body:    &types.Body{Text: utf8Content(m.Text), Html: utf8Content(m.HTML)},
 		}},
+	}
+	if tagValue.MatchString(m.ID) {
+		// The job id travels with the mail (SES event destinations, the
+		// local stack's mail view) so a mail can be traced to its job.
+		in.EmailTags = []types.MessageTag{{Name: aws.String("jobId"), Value: aws.String(m.ID)}}
 	}
 	if s.ConfigurationSet != "" {
 		in.ConfigurationSetName = aws.String(s.ConfigurationSet)

@@ -1,6 +1,6 @@
 // Command echo is the test function of package lambdarie: it answers with
 // the event, the value of $ECHO_VAR and the function name, or fails when the
-// event asks it to.
+// event asks it to, or answers late (slowMs), or outlives its deadline.
 package main
 
 import (
@@ -17,6 +17,8 @@ type event struct {
 	Say   string `json:"say"`
 	Fail  bool   `json:"fail"`
 	Sleep bool   `json:"sleep"`
+	// SlowMs delays the answer by that many milliseconds.
+	SlowMs int `json:"slowMs"`
 }
 
 type reply struct {
@@ -30,6 +32,7 @@ func main() {
 		if e.Fail {
 			return reply{}, errors.New("asked to fail")
 		}
+		time.Sleep(time.Duration(e.SlowMs) * time.Millisecond)
 		if e.Sleep {
 			// Outlive the deadline: the emulator must report the timeout.
 			// (Returning at the deadline would race with it.)

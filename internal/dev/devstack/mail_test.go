@@ -1,0 +1,137 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+
+	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+)
+
+// TestMailboxRecordsWhatSESAccepts: the SDK's own SendEmail request, passed
+// through the proxy, is recorded with its recipients, subject, link and
+// job id, once SES accepted it; a refused one is not.
+func TestMailboxRecordsWhatSESAccepts(t *testing.T) {
+	refuse := false
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if refuse {
+			w.Header().Set("X-Amzn-Errortype", "MessageRejected")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"message":"rejected"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"MessageId":"ses-1"}`)
+	}))
+	defer upstream.Close()
+	var printed []Mail
+	mb := &Mailbox{OnMail: func(m Mail) { printed = append(printed, m) }}
+	p, err := awsproxy.New(upstream.URL, mb.Hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := awsproxy.Serve("127.0.0.1:0", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client := sesv2.NewFromConfig(moto.Config(srv.URL, moto.Region))
+	send := func() error {
+		_, err := client.SendEmail(context.Background(), &sesv2.SendEmailInput{
+			FromEmailAddress: aws.String("no-reply@example.com"),
+			Destination:      &types.Destination{ToAddresses: []string{"demo1@example.com"}},
+			Content: &types.EmailContent{Simple: &types.Message{
+				Subject: &types.Content{Data: aws.String("Confirm")},
+				Body: &types.Body{Text: &types.Content{Data: aws.String("text")},
+					Html: &types.Content{Data: aws.String(`<a href="https://app.example.com/verify?a=1&amp;token=t">go</a>`)}},
+			}},
+			EmailTags: []types.MessageTag{{Name: aws.String("jobId"), Value: aws.String("job-1")}},
+		})
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	refuse = true
+	if err := send(); err == nil {
+		t.Fatal("the refused send succeeded")
+	}
+	got := mb.Recent(10)
+	if len(got) != 1 || len(printed) != 1 {
+		t.Fatalf("recorded %+v, printed %d; want the accepted mail only", got, len(printed))
+	}
+	m := got[0]
+	if m.MessageID != "ses-1" || m.JobID != "job-1" || m.From != "no-reply@example.com" || strings.Join(m.To, ",") != "demo1@example.com" ||
+		m.Subject != "Confirm" || m.Link != "https://app.example.com/verify?a=1&token=t" || m.Time.IsZero() {
+		t.Fatalf("mail %+v", m)
+	}
+}
+
+func TestMailboxKeepsTheLatest(t *testing.T) {
+	var mb Mailbox
+	for i := range mailboxSize + 5 {
+		mb.add(Mail{Subject: fmt.Sprint(i)})
+	}
+	got := mb.Recent(3)
+	if len(got) != 3 || got[0].Subject != fmt.Sprint(mailboxSize+2) || got[2].Subject != fmt.Sprint(mailboxSize+4) {
+		t.Fatalf("Recent(3) = %+v; want the last three, oldest first", got)
+	}
+	if n := len(mb.Recent(5000)); n != mailboxSize {
+		t.Fatalf("Recent(5000) = %d mails; want the %d kept", n, mailboxSize)
+	}
+	if mb.Total() != mailboxSize+5 || len(mb.Recent(-1)) != 0 {
+		t.Fatalf("Total %d", mb.Total())
+	}
+	var few Mailbox
+	few.add(Mail{Subject: "a"})
+	few.add(Mail{Subject: "b"})
+	if got := few.Recent(5); len(got) != 2 || got[0].Subject != "a" || got[1].Subject != "b" {
+		t.Fatalf("Recent(5) of 2 = %+v", got)
+	}
+}
+
+func TestReporterPrintsOneLinePerOutcome(t *testing.T) {
+	var out bytes.Buffer
+	r := NewReporter(&out)
+	r.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	app := r.OutcomeWriter(io.Discard)
+	r.Mail(Mail{To: []string{"a@example.com"}, Subject: "Hi", Link: "https://x", JobID: "j1", Time: r.now()})
+	for _, line := range []string{
+		`{"level":"INFO","msg":"job outcome","outcome":"succeeded","jobId":"j1","type":"email.welcome.v1","function":"email"}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"noop","reason":"no mail needed: user not found","jobId":"j2","type":"email.welcome.v1"}`,
+		`{"level":"WARN","msg":"job outcome","outcome":"parked","reason":"switched off","jobId":"j3","type":"email.welcome.v1"}`,
+		`{"level":"ERROR","msg":"job outcome","outcome":"dead-lettered","reason":"invalid JSON","jobId":"","type":""}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"something-new","jobId":"j5","type":"t"}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"succeeded","jobId":"j6","type":"t"}`,
+		`{"level":"INFO","msg":"mail sent","jobId":"j1"}`,
+		`{"level":"INFO","msg":"job outcome"}`,
+		`not json but says job outcome`,
+	} {
+		if _, err := app.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		`03:04:05  mail sent      to=a@example.com  subject="Hi"  link=https://x  job=j1`,
+		`03:04:05  noop           email.welcome.v1  job=j2  reason="no mail needed: user not found"`,
+		`03:04:05  parked         email.welcome.v1  job=j3  reason="switched off"`,
+		`03:04:05  dead-lettered  -  job=-  reason="invalid JSON"`,
+		`03:04:05  something-new  t  job=j5`,
+		`03:04:05  succeeded      t  job=j6`,
+	}
+	if got := strings.TrimSpace(out.String()); got != strings.Join(want, "\n") {
+		t.Fatalf("printed:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,112 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/dev/moto"
+)
+
+// startError is a start-up failure: a plain message for the user, and the
+// kind of failure for errors.Is.
+type startError struct {
+	kind error
+	msg  string
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.kind }
+
+func failure(kind error, format string, args ...any) error {
+	return &startError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrPortInUse means an address the stack needs is taken.
+var ErrPortInUse = errors.New("port in use")
+
+// listen takes addr for the API, or says plainly that it is taken.
+func listen(addr, flag string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, failure(ErrPortInUse, "%s is in use — is another `make run` running? (or choose another address with %s)", addr, flag)
+	}
+	return nil, fmt.Errorf("cannot listen on %s (%s): %w", addr, flag, err)
+}
+
+// checkMotoPort says plainly when moto's port is taken: the stack never
+// joins a server it did not start.
+func checkMotoPort(port int) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln.Close()
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return motoPortInUse(port)
+	}
+	return fmt.Errorf("cannot listen on %s for moto: %w", addr, err)
+}
+
+func motoPortInUse(port int) error {
+	return failure(ErrPortInUse, "127.0.0.1:%d is in use — is another `make run` running? Another program may hold it "+
+		"(on macOS, the AirPlay Receiver listens on 5000): choose another port, e.g. make run ARGS=\"--moto-port %d\"",
+		port, port+1)
+}
+
+// ErrEndpoint means the AWS endpoint given cannot serve the stack.
+var ErrEndpoint = errors.New("AWS endpoint unusable")
+
+// CheckEndpoint makes sure endpoint answers, and answers as AWS (an SQS
+// ListQueues), before anything is provisioned on it.
+func CheckEndpoint(ctx context.Context, endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return failure(ErrEndpoint, "the AWS endpoint %q is not an http(s) URL", endpoint)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+	}
+	c, err := (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return failure(ErrEndpoint, "the AWS endpoint %s does not answer — is it running? (%v)", endpoint, err)
+	}
+	c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := sqs.NewFromConfig(moto.Config(endpoint, moto.Region))
+	if _, err := client.ListQueues(ctx, &sqs.ListQueuesInput{MaxResults: aws.Int32(1)}); err != nil {
+		return failure(ErrEndpoint, "the AWS endpoint %s answers, but not as AWS (SQS ListQueues: %v)", endpoint, err)
+	}
+	return nil
+}
+
+// ErrNoCredentials means --aws found no credentials.
+var ErrNoCredentials = errors.New("no AWS credentials")
+
+// checkCredentials makes sure cfg has credentials before the stack uses
+// AWS (the chain may otherwise wait on an instance metadata service that is
+// not there).
+func checkCredentials(ctx context.Context, cfg aws.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cfg.Credentials == nil {
+		return failure(ErrNoCredentials, "--aws needs credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or drop --aws to run on moto)")
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return failure(ErrNoCredentials, "--aws needs credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or drop --aws to run on moto): %v", err)
+	}
+	return nil
+}

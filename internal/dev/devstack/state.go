@@ -1,0 +1,128 @@
+package devstack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/runstwice/runstwice/internal/dev/moto"
+)
+
+// Files in the state directory (.devstack).
+const (
+	LockFile      = "lock"
+	StackFile     = "stack.json"
+	EnvFile       = "env"
+	ResourcesFile = "resources.json"
+	FunctionsLog  = "functions.log"
+	MetricsLog    = "metrics.log"
+	EmulatorLog   = "emulator.log"
+	MotoLog       = "moto.log"
+)
+
+// Stage is the stage of the local stack.
+const Stage = "local"
+
+// StackInfo is .devstack/stack.json: how to reach a running local stack.
+type StackInfo struct {
+	// Endpoint is the AWS endpoint (moto), "" when the stack runs on AWS.
+	Endpoint string `json:"endpoint"`
+	APIURL   string `json:"apiUrl"`
+	Stage    string `json:"stage"`
+	Region   string `json:"region"`
+	PID      int    `json:"pid"`
+}
+
+// ReadStackInfo reads dir/stack.json and reports whether the stack it names
+// is still running (its process is alive). A missing file is no error: ok
+// is false.
+func ReadStackInfo(dir string) (info StackInfo, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, StackFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return StackInfo{}, false, nil
+	}
+	if err != nil {
+		return StackInfo{}, false, err
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return StackInfo{}, false, fmt.Errorf("devstack: %s: %w", filepath.Join(dir, StackFile), err)
+	}
+	return info, alive(info.PID), nil
+}
+
+// alive reports whether a process with pid exists.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// writeStackFiles writes stack.json and the sourceable env file.
+func writeStackFiles(dir string, info StackInfo) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, StackFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var env strings.Builder
+	env.WriteString("# The local stack's AWS settings, for jobctl and other AWS tools:\n#   . " + filepath.Join(dir, EnvFile) + "\n# (`make run` itself ignores AWS_ENDPOINT_URL unless given --endpoint.)\n")
+	if info.Endpoint != "" {
+		fmt.Fprintf(&env, "export AWS_ENDPOINT_URL=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s\n", info.Endpoint, moto.AccessKeyID, moto.SecretAccessKey)
+	}
+	fmt.Fprintf(&env, "export AWS_REGION=%s RUNSTWICE_STAGE=%s\n", info.Region, info.Stage)
+	return os.WriteFile(filepath.Join(dir, EnvFile), []byte(env.String()), 0o644)
+}
+
+func removeStackFiles(dir string) {
+	_ = os.Remove(filepath.Join(dir, StackFile))
+	_ = os.Remove(filepath.Join(dir, EnvFile))
+}
+
+// stateLock holds dir/lock: one local stack per state directory. The lock
+// is an flock, which the kernel drops when its holder dies, so a stack that
+// crashed never blocks the next one; the file names the holder's pid.
+type stateLock struct{ f *os.File }
+
+// ErrStateDirInUse means another local stack runs from the same state
+// directory.
+var ErrStateDirInUse = errors.New("state directory in use")
+
+func lockStateDir(dir string) (*stateLock, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		holder := "another process"
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				holder = "pid " + strconv.Itoa(pid)
+			}
+		}
+		return nil, failure(ErrStateDirInUse, "another `make run` (%s) is running from %s; stop it first, or give this one its own --state-dir", holder, dir)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &stateLock{f: f}, nil
+}
+
+func (l *stateLock) release() {
+	if l == nil {
+		return
+	}
+	_ = l.f.Truncate(0)
+	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	l.f.Close()
+}

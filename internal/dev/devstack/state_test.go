@@ -1,0 +1,84 @@
+package devstack
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestStateDirLock(t *testing.T) {
+	dir := t.TempDir()
+	first, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockStateDir(dir); !errors.Is(err, ErrStateDirInUse) || !strings.Contains(err.Error(), "pid ") {
+		t.Fatalf("second lock = %v; want ErrStateDirInUse naming the holder", err)
+	}
+	first.release()
+	again, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again.release()
+	var none *stateLock
+	none.release() // a stack that never locked stops cleanly
+}
+
+// A lock file left by a stack that died (its pid gone) holds nothing.
+func TestStaleLockIsNoHolder(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := cmd.Process.Pid
+	if err := os.WriteFile(filepath.Join(dir, LockFile), []byte(strconv.Itoa(dead)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatalf("lock over a stale lock file: %v", err)
+	}
+	defer l.release()
+	if alive(dead) {
+		t.Fatalf("pid %d of an ended process reads alive", dead)
+	}
+	if !alive(os.Getpid()) {
+		t.Fatal("this process reads dead")
+	}
+}
+
+func TestStackFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok, err := ReadStackInfo(dir); ok || err != nil {
+		t.Fatalf("no stack.json: ok=%v err=%v; want neither", ok, err)
+	}
+	info := StackInfo{Endpoint: "http://127.0.0.1:5000", APIURL: "http://127.0.0.1:3000", Stage: Stage, Region: "us-east-1", PID: os.Getpid()}
+	if err := writeStackFiles(dir, info); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := ReadStackInfo(dir)
+	if err != nil || !ok || got != info {
+		t.Fatalf("ReadStackInfo = %+v %v %v; want %+v running", got, ok, err, info)
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, EnvFile))
+	for _, want := range []string{"export AWS_ENDPOINT_URL=http://127.0.0.1:5000 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n",
+		"export AWS_REGION=us-east-1 RUNSTWICE_STAGE=local\n"} {
+		if !strings.Contains(string(env), want) {
+			t.Errorf("env file lacks %q:\n%s", want, env)
+		}
+	}
+	out, err := exec.Command("sh", "-c", ". "+filepath.Join(dir, EnvFile)+" && echo $AWS_ENDPOINT_URL $RUNSTWICE_STAGE").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "http://127.0.0.1:5000 local" {
+		t.Fatalf("sourcing env: %q %v", out, err)
+	}
+	removeStackFiles(dir)
+	if _, ok, err := ReadStackInfo(dir); ok || err != nil {
+		t.Fatalf("after removal: ok=%v err=%v", ok, err)
+	}
+}

@@ -1,0 +1,45 @@
+package devstack
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/dev/webview"
+)
+
+// ViewPath is where the local web view is served beside the API.
+const ViewPath = webview.DefaultPrefix
+
+// handler serves the API, and the local web view of the whole stack under
+// ViewPath (jobs, mails, dead letters, switches).
+func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog) (http.Handler, error) {
+	var log webview.MailLog
+	if mail != nil {
+		log = viewMails{mail}
+	}
+	src, err := webview.FromStack(cfg, st, log)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage")}))
+	mux.Handle("/", api)
+	return mux, nil
+}
+
+// viewMails shows the stack's mail log in the web view, newest first.
+type viewMails struct{ log MailLog }
+
+// Recent implements webview.MailLog.
+func (v viewMails) Recent(n int) []webview.Mail {
+	mails := v.log.Recent(n)
+	out := make([]webview.Mail, 0, len(mails))
+	for _, m := range slices.Backward(mails) {
+		out = append(out, webview.Mail{To: strings.Join(m.To, ", "), Subject: m.Subject, Link: m.Link, JobID: m.JobID, Time: m.Time})
+	}
+	return out
+}

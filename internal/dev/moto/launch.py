@@ -1,0 +1,163 @@
+# Starts moto_server with three changes to moto 5.2.1 (the version
+# tools/requirements.txt pins) that make a call cost what it would in AWS,
+# not time in proportion to everything moto holds; what each API call does
+# is unchanged. With any other moto version it starts moto as it is.
+#
+# 1. DynamoDB calls run one at a time, as DynamoDB applies each write (and
+#    each transaction) atomically: moto serves requests on threads, and two
+#    conditional writes to one item could otherwise both pass their check,
+#    or a cancelled transaction's rollback undo another call's write.
+#    TransactWriteItems backs up only the items the transaction touches,
+#    instead of a deep copy of every table it names (which, taken while
+#    another request thread writes to the table, also fails with
+#    "dictionary changed size during iteration", HTTP 500). All of its
+#    operations apply, or none.
+# 2. SQS SendMessage reads the one queue attribute it needs, and
+#    ReceiveMessage the retention period, instead of all of them (the
+#    approximate counts walk every message of the queue, per message
+#    received).
+# 3. Which service a request is for is worked out once per host name, not
+#    on every request (moto lists its modules on disk and tries hundreds of
+#    URL patterns each time).
+#
+# Usage: python launch.py [moto_server arguments]
+import copy
+import sys
+import threading
+import types
+from importlib.metadata import version
+
+
+def _patch():
+    _patch_transactions()
+    _patch_send_message()
+    import moto.backends
+
+    modules = tuple(moto.backends.list_of_moto_modules())
+    moto.backends.list_of_moto_modules = lambda: modules
+    _patch_dispatch()
+
+
+
+def _patch_transactions():
+    import moto.dynamodb.models as ddb
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    def deepcopy(x, memo=None):
+        # Moto's rollback copy of a whole table: hand back the live table,
+        # so moto's own rollback (putting its "copy" back) changes nothing;
+        # the touched items are restored below instead.
+        if isinstance(x, Table):
+            return x
+        return copy.deepcopy(x, memo)
+
+    def touched(backend, transact_items):
+        """(table, hash key, range key, item before or None) per operation."""
+        out = []
+        for entry in transact_items:
+            if len(entry) != 1:
+                continue  # moto's own checks reject it
+            op_type, op = next(iter(entry.items()))
+            try:
+                table = backend.get_table(op["TableName"])
+                key = op["Item"] if op_type == "Put" else op["Key"]
+                hash_key = DynamoType(key[table.hash_key_attr])
+                range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+                current = table.get_item(hash_key, range_key)
+            except Exception:
+                continue  # moto's own checks report it
+            out.append((table, hash_key, range_key, copy.deepcopy(current)))
+        return out
+
+    original = ddb.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        before = touched(self, transact_items)
+        try:
+            return original(self, transact_items)
+        except BaseException:
+            for table, hash_key, range_key, item in reversed(before):
+                if item is None:
+                    table.delete_item(hash_key, range_key)
+                elif range_key is not None:
+                    table.items[hash_key][range_key] = item
+                else:
+                    table.items[hash_key] = item
+            raise
+
+    ddb.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
+    ddb.DynamoDBBackend.transact_write_items = transact_write_items
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    one_at_a_time = threading.Lock()
+    call_action = DynamoHandler.call_action
+
+    def serialized_call_action(self):
+        with one_at_a_time:
+            return call_action(self)
+
+    DynamoHandler.call_action = serialized_call_action
+
+
+def _patch_dispatch():
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    backend_for_host = DomainDispatcherApplication.get_backend_for_host
+    known = {}
+
+    def cached_backend_for_host(self, host):
+        # Called under the dispatcher's lock; the answer depends on the host
+        # name alone.
+        if host not in known:
+            known[host] = backend_for_host(self, host)
+        return known[host]
+
+    DomainDispatcherApplication.get_backend_for_host = cached_backend_for_host
+
+
+_sending = threading.local()
+
+
+def _patch_send_message():
+    from moto.core.utils import unix_time
+    from moto.sqs.models import Queue, SQSBackend
+
+    all_attributes = Queue.attributes.fget
+
+    def attributes(self):
+        if not getattr(_sending, "on", False):
+            return all_attributes(self)
+        # All the send path reads: ContentBasedDeduplication, as a string.
+        if not self.fifo_queue:
+            return {}
+        value = self.content_based_deduplication
+        return {"ContentBasedDeduplication": str(value).lower() if isinstance(value, bool) else value}
+
+    send = SQSBackend.send_message
+
+    def send_message(self, *args, **kwargs):
+        _sending.on = True
+        try:
+            return send(self, *args, **kwargs)
+        finally:
+            _sending.on = False
+
+    def is_message_valid_based_on_retention_period(self, queue_name, message):
+        retention = int(self.get_queue(queue_name).message_retention_period)
+        return retention + message.sent_timestamp / 1000 > unix_time()
+
+    Queue.attributes = property(attributes)
+    SQSBackend.send_message = send_message
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+
+
+if __name__ == "__main__":
+    if version("moto") == "5.2.1":
+        _patch()
+    else:
+        print("runstwice: moto %s is not the pinned 5.2.1: starting it unchanged" % version("moto"), file=sys.stderr)
+    from moto.server import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,246 @@
+//go:build integration
+
+package moto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// TestTransactionsAllOrNothing: with the launcher's item-level backups, a
+// transaction still applies all its operations or none, and transactions
+// under concurrent writes never fail inside moto.
+func TestTransactionsAllOrNothing(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	for _, name := range []string{"a", "b"} {
+		if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(name),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	put := func(table, pk, v string) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{"pk": str(pk), "v": str(v)},
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}}
+	}
+	get := func(table, pk string) string {
+		t.Helper()
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": str(pk)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := out.Item["v"].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	tx := func(items ...types.TransactWriteItem) error {
+		_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		return err
+	}
+	if err := tx(put("a", "k1", "one"), put("b", "k1", "one")); err != nil {
+		t.Fatal(err)
+	}
+	// The second put fails its condition: the update and the new item are
+	// rolled back, the existing items keep their values.
+	update := types.TransactWriteItem{Update: &types.Update{TableName: aws.String("a"), Key: map[string]types.AttributeValue{"pk": str("k1")},
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": str("changed")}}}
+	err := tx(update, put("a", "k2", "new"), put("b", "k1", "again"))
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) {
+		t.Fatalf("transaction = %v; want it cancelled", err)
+	}
+	if got := get("a", "k1"); got != "one" {
+		t.Errorf("a/k1 = %q after a cancelled transaction; want one", got)
+	}
+	if got := get("a", "k2"); got != "" {
+		t.Errorf("a/k2 = %q after a cancelled transaction; want no item", got)
+	}
+	if got := get("b", "k1"); got != "one" {
+		t.Errorf("b/k1 = %q; want one", got)
+	}
+	del := types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String("b"), Key: map[string]types.AttributeValue{"pk": str("k1")}}}
+	if err := tx(update, del); err != nil {
+		t.Fatal(err)
+	}
+	if get("a", "k1") != "changed" || get("b", "k1") != "" {
+		t.Fatal("a successful transaction did not apply all its operations")
+	}
+
+	// Transactions while other writers fill the tables: no internal errors.
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				pk := fmt.Sprintf("w%d-%d", w, i)
+				if w%2 == 0 {
+					errs <- tx(put("a", pk, "x"), put("b", pk, "x"))
+				} else {
+					_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("a"), Item: map[string]types.AttributeValue{"pk": str(pk), "v": str("x")}})
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent write: %v", err)
+		}
+	}
+}
+
+// TestSendMessageUnchanged: with the launcher's cheap attribute read on
+// send, FIFO content-based deduplication still works and the queue's
+// attributes still count its messages.
+func TestSendMessageUnchanged(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
+	fifo, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("f.fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("plain")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: fifo.QueueUrl, MessageBody: aws.String("same"), MessageGroupId: aws.String("g")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: plain.QueueUrl, MessageBody: aws.String("same")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without a group id on a FIFO queue the send is still refused.
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: fifo.QueueUrl, MessageBody: aws.String("x")}); err == nil {
+		t.Fatal("a FIFO send without MessageGroupId was accepted")
+	}
+	for url, want := range map[*string]string{fifo.QueueUrl: "1", plain.QueueUrl: "3"} {
+		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Attributes["ApproximateNumberOfMessages"]; got != want {
+			t.Errorf("%s holds %s messages; want %s (attributes %v)", aws.ToString(url), got, want, out.Attributes)
+		}
+	}
+}
+
+// TestReceiveReadsRetentionDirectly: a message within its queue's
+// retention period is received (the launcher reads the period from the
+// queue instead of computing every attribute).
+func TestReceiveReadsRetentionDirectly(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
+	short, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("short"), Attributes: map[string]string{"MessageRetentionPeriod": "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: short.QueueUrl, MessageBody: aws.String("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: short.QueueUrl, MaxNumberOfMessages: 10})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive = %v, %v; want the message within its retention", out, err)
+	}
+	if aws.ToString(out.Messages[0].Body) != "kept" {
+		t.Fatalf("body %q", aws.ToString(out.Messages[0].Body))
+	}
+}
+
+// startMoto starts a moto of its own for the test, through the launcher.
+func startMoto(t *testing.T) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scriptPython(bin) == "" {
+		t.Fatalf("%s is not a Python entry point: the launcher would not be used", bin)
+	}
+	s, err := StartFree(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestConcurrentWritesAreAtomic: of many conditional puts of one item at
+// once exactly one wins, and a transaction cancelled meanwhile never undoes
+// another call's write (DynamoDB applies each call atomically).
+func TestConcurrentWritesAreAtomic(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("c"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for round := range 20 {
+		pk := fmt.Sprint("k", round)
+		var wg sync.WaitGroup
+		wins := make(chan int, 16)
+		for w := range 8 {
+			wg.Go(func() {
+				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("c"),
+					Item:                map[string]types.AttributeValue{"pk": str(pk), "w": str(fmt.Sprint(w))},
+					ConditionExpression: aws.String("attribute_not_exists(pk)")})
+				if err == nil {
+					wins <- w
+				}
+			})
+			// Cancelled transactions on the same item at the same time.
+			wg.Go(func() {
+				_, _ = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+					{Update: &types.Update{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str(pk)},
+						UpdateExpression: aws.String("SET x = :x"), ExpressionAttributeValues: map[string]types.AttributeValue{":x": str("tx")}}},
+					{ConditionCheck: &types.ConditionCheck{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str("never")},
+						ConditionExpression: aws.String("attribute_exists(pk)")}},
+				}})
+			})
+		}
+		wg.Wait()
+		close(wins)
+		var winners []int
+		for w := range wins {
+			winners = append(winners, w)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d conditional puts of one item won (%v); want exactly 1", round, len(winners), winners)
+		}
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("c"), Key: map[string]types.AttributeValue{"pk": str(pk)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := out.Item["w"].(*types.AttributeValueMemberS)
+		if w == nil || w.Value != fmt.Sprint(winners[0]) || out.Item["x"] != nil {
+			t.Fatalf("round %d: item %v; want the winner's put, untouched by the cancelled transactions", round, out.Item)
+		}
+	}
+}
