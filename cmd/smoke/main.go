@@ -36,8 +36,8 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
-// main has the form of jobctl's on purpose: an interrupt cancels the run,
-// and run returns the exit code.
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
