@@ -68,7 +68,8 @@ func (s State) Terminal() bool {
 // Event is something that writes a job record.
 type Event string
 
-// The events of a job record's life.
+// The events of a job record's life, declared as the states are: one
+// documented constant each.
 const (
 	// EventSent: SQS accepted the message (without a delay).
 	EventSent Event = "sent"
