@@ -149,6 +149,8 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 	now := l.now()
 	exp := now.Add(QueueRetention + TerminalRetention).Unix()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(StatePending)).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeRedriven)).
+		Set(expression.Name("lastReason"), expression.Value("redriven by an operator after it was dead-lettered")).
 		Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(exp)).

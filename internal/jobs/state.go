@@ -105,7 +105,9 @@ var transitions = map[State]map[Event]State{
 		EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled,
 	},
 	StateFailed: {
-		EventFailed: StateFailed, EventRedriven: StateEnqueued,
+		// A redriven job is Pending until its message is sent again, then
+		// Enqueued (EventSent), as a new job is.
+		EventFailed: StateFailed, EventRedriven: StatePending,
 	},
 	StateCancelled: {
 		EventCancelled: StateCancelled,
