@@ -138,7 +138,7 @@ Enqueue a verification mail for the demo user u-demo-1:
 their AWS_ENDPOINT_URL, region and credentials — make run itself ignores them.)
 
 Ctrl-C stops everything.
-`, l.APIURL, l.APIURL, strings.TrimPrefix(devstack.ViewPath, ""), orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
+`, l.APIURL, l.APIURL, devstack.ViewPath, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
 		l.APIURL, mail, l.APIURL, rel(devstack.EnvFile))
 }
 
