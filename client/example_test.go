@@ -105,7 +105,8 @@ func ExampleProblem() {
 	// 409 RejectAlways existing job: 0b6d7c3e-0000-4000-8000-000000000001
 }
 
-// Wait reads a job until it has finished.
+// Wait reads a job until it has finished. (Each example opens its client
+// again, on purpose: the docs show every example whole.)
 func ExampleClient_Wait() {
 	api := exampleAPI()
 	defer api.Close()

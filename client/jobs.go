@@ -59,7 +59,8 @@ const (
 // State is a job's state.
 type State string
 
-// The job states.
+// The job states. The public client cannot import internal/jobs, so it
+// repeats the states of the wire format.
 const (
 	StateEnqueued   State = "Enqueued"
 	StateScheduled  State = "Scheduled"
@@ -122,7 +123,8 @@ type Result struct {
 }
 
 // Job is a job record as the API reports it. Fields the API adds later are
-// ignored.
+// ignored. It repeats the JSON fields of internal/jobs.Job on purpose: the
+// public client cannot import internal packages.
 type Job struct {
 	JobID          string    `json:"jobId"`
 	Type           string    `json:"type"`

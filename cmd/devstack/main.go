@@ -127,6 +127,7 @@ func banner(out io.Writer, l *devstack.Local, state string) {
 	fmt.Fprintf(out, `
 runstwice is running (ready)
   API        %s   (caller from header X-Caller, default local-user)
+  web view   %s%s   (jobs, mails, dead letters, switches)
   AWS        %s
   resources  %s
   logs       %s (application JSON), %s, %s
@@ -143,11 +144,11 @@ Enqueue a verification mail for the demo user u-demo-1:
   go run ./cmd/jobctl toggles list
   go run ./cmd/jobctl dlq list
 
-(jobctl and other AWS tools: . %s sets their AWS_ENDPOINT_URL and credentials;
-make run itself ignores them.)
+(jobctl finds this stack by itself; for other AWS tools, . %s sets
+their AWS_ENDPOINT_URL, region and credentials — make run itself ignores them.)
 
 Ctrl-C stops everything.
-`, l.APIURL, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
+`, l.APIURL, l.APIURL, devstack.ViewPath, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
 		l.APIURL, mail, l.APIURL, rel(devstack.EnvFile))
 }
 

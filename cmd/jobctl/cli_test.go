@@ -216,37 +216,27 @@ func TestRateHolds(t *testing.T) {
 // TestProgress: on a terminal the line is redrawn; off a terminal a short
 // run prints nothing and a long one a line now and then.
 func TestProgress(t *testing.T) {
-	counts := map[deadletter.Outcome]int{deadletter.Redrove: 1}
-	var tty bytes.Buffer
-	clk := &fakeClock{t: time.Unix(0, 0)}
-	p := newProgress(&tty, true, clk, "redriving", 3)
-	for i := 1; i <= 3; i++ {
-		clk.t = clk.t.Add(time.Second)
-		p.Update(i, counts)
+	// run reports n steps, step apart on a fake clock, and returns the output.
+	run := func(terminal bool, n int, step time.Duration) string {
+		var out bytes.Buffer
+		clk := &fakeClock{t: time.Unix(0, 0)}
+		p := newProgress(&out, terminal, clk, "redriving", n)
+		for i := 1; i <= n; i++ {
+			clk.t = clk.t.Add(step)
+			p.Update(i, map[deadletter.Outcome]int{deadletter.Redrove: 1})
+		}
+		return out.String()
 	}
-	if !strings.Contains(tty.String(), "\r") || !strings.Contains(tty.String(), "redriving 3/3") || !strings.HasSuffix(tty.String(), "\n") {
-		t.Fatalf("terminal progress %q", tty.String())
+	if tty := run(true, 3, time.Second); !strings.Contains(tty, "\r") || !strings.Contains(tty, "redriving 3/3") || !strings.HasSuffix(tty, "\n") {
+		t.Fatalf("terminal progress %q", tty)
 	}
-	var quiet bytes.Buffer
-	clk = &fakeClock{t: time.Unix(0, 0)}
-	p = newProgress(&quiet, false, clk, "redriving", 100)
-	for i := 1; i <= 100; i++ {
-		clk.t = clk.t.Add(10 * time.Millisecond)
-		p.Update(i, counts)
+	if quiet := run(false, 100, 10*time.Millisecond); quiet != "" {
+		t.Fatalf("a one-second run off a terminal printed %q", quiet)
 	}
-	if quiet.Len() != 0 {
-		t.Fatalf("a one-second run off a terminal printed %q", quiet.String())
-	}
-	var long bytes.Buffer
-	clk = &fakeClock{t: time.Unix(0, 0)}
-	p = newProgress(&long, false, clk, "redriving", 100)
-	for i := 1; i <= 100; i++ {
-		clk.t = clk.t.Add(500 * time.Millisecond)
-		p.Update(i, counts)
-	}
-	lines := strings.Count(long.String(), "\n")
-	if lines < 3 || lines > 6 || !strings.Contains(long.String(), "redriving 100/100") || strings.Contains(long.String(), "\r") {
-		t.Fatalf("a 50-second run off a terminal printed %d lines:\n%s", lines, long.String())
+	long := run(false, 100, 500*time.Millisecond)
+	lines := strings.Count(long, "\n")
+	if lines < 3 || lines > 6 || !strings.Contains(long, "redriving 100/100") || strings.Contains(long, "\r") {
+		t.Fatalf("a 50-second run off a terminal printed %d lines:\n%s", lines, long)
 	}
 }
 

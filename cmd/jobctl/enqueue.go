@@ -127,6 +127,12 @@ func (a *app) enqueue(ctx context.Context, rest []string) error {
 			return usagef("enqueue: --api URL is needed for stage %s (the stack's ApiUrl output)", a.stage)
 		}
 		r.api = localapi.DefaultURL
+		if a.stateDir == "" {
+			a.stateDir = findStateDir()
+		}
+		if info, ok, err := localStack(a.stateDir); err == nil && ok && info.APIURL != "" {
+			r.api = info.APIURL // the running local stack's API, whatever its port
+		}
 	}
 	c, how, err := a.producer(ctx, r)
 	if err != nil {

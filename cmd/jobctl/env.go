@@ -57,7 +57,9 @@ func findStateDir() string {
 }
 
 // localStack reads dir/stack.json; ok is false when there is none or the
-// stack that wrote it is no longer running.
+// stack that wrote it is no longer running. It repeats
+// devstack.ReadStackInfo on purpose: importing internal/dev/devstack would
+// link the whole local emulation into the operator's CLI.
 func localStack(dir string) (info stackInfo, ok bool, err error) {
 	if dir == "" {
 		return info, false, nil

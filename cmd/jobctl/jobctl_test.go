@@ -12,13 +12,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -118,24 +117,13 @@ func TestUsageAndNotFound(t *testing.T) {
 }
 
 func TestDLQListAndRedrive(t *testing.T) {
-	moto := testenv.Moto(t)
-	cfg := moto.Config()
-	ddb := dynamodb.NewFromConfig(cfg)
-	sqsClient := sqs.NewFromConfig(cfg)
-	table := testenv.Name(t, "dead-letters")
-	testenv.CreateTable(t, ddb, table, "pk", "")
 	// No QUEUE_URL_* in the environment: jobctl finds the stage's queues by
-	// the template's names, as it does against dev or prod.
+	// the template's names, as it does against dev or prod; the dead-letters
+	// table is the one DEAD_LETTERS_TABLE names.
 	stage := strings.ToLower(testenv.Name(t, "st"))
-	testenv.CreateTable(t, ddb, "runstwice-"+stage+"-jobs", "pk", "")
-	testenv.CreateTable(t, ddb, "runstwice-"+stage+"-markers", "HandlerName", "MessageKey")
-	var queue testenv.Queue
-	for _, q := range contract.Queues {
-		created := testenv.CreateQueue(t, sqsClient, "runstwice-"+stage+"-"+string(q), nil)
-		if q == contract.QueueDefault {
-			queue = created
-		}
-	}
+	names := stageNames(stage)
+	names.DeadLetters = testenv.Name(t, "dead-letters")
+	w := deadlettertest.New(t, names)
 
 	env := contract.Envelope{
 		V: 1, MessageID: contract.DeriveMessageID("alice", "k-dlq"), Type: email.Welcome.Name, Key: "welcome:u-1",
@@ -143,13 +131,13 @@ func TestDLQListAndRedrive(t *testing.T) {
 	}
 	body, _ := env.Encode()
 	now := time.Now()
-	if _, err := deadletter.NewStore(ddb, table).Save(context.Background(), deadletter.Record{
+	if _, err := w.Letters.Save(context.Background(), deadletter.Record{
 		ID: env.MessageID, JobID: env.MessageID, Type: env.Type, Body: string(body), Reason: "exceeded maxReceiveCount (5 receives)",
 		ReceiveCount: 5, Status: deadletter.StatusDead, FirstSeen: now, LastSeen: now,
 	}, "sqs-1"); err != nil {
 		t.Fatal(err)
 	}
-	jobctl := cli(t, map[string]string{"DEAD_LETTERS_TABLE": table, "STAGE": stage})
+	jobctl := cli(t, map[string]string{"DEAD_LETTERS_TABLE": names.DeadLetters, "STAGE": stage})
 
 	code, out, stderr := jobctl("dlq", "list")
 	if code != exitOK || !strings.Contains(out, env.MessageID) || !strings.Contains(out, "exceeded maxReceiveCount") {
@@ -159,7 +147,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "redriven "+env.MessageID) {
 		t.Fatalf("dlq redrive: exit %d\n%s%s", code, out, stderr)
 	}
-	got := testenv.Receive(t, sqsClient, queue.URL, time.Second)
+	got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueDefault].URL, time.Second)
 	if len(got) != 1 {
 		t.Fatalf("queue holds %d messages after redrive; want 1", len(got))
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"fmt"
@@ -24,19 +26,32 @@ func (a *app) lister() *joblist.Lister {
 	return joblist.NewLister(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
 }
 
-func (a *app) jobsGet(ctx context.Context, args []string) error {
+// jobArg parses the one job ID `jobs <cmd>` takes, connects, and returns
+// the ID and a DynamoDB client for the stores.
+func (a *app) jobArg(ctx context.Context, args []string, cmd string) (string, *dynamodb.Client, error) {
 	p, err := parseArgs(args, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(p.pos) != 1 {
+		return "", nil, usagef("jobs %s needs one job ID", cmd)
+	}
+	if err := a.connect(ctx); err != nil {
+		return "", nil, err
+	}
+	return p.pos[0], dynamodb.NewFromConfig(a.cfg), nil
+}
+
+// jobNotFound is the error of a job ID the jobs table does not hold.
+func (a *app) jobNotFound(id string) error {
+	return &notFoundError{fmt.Sprintf("job %s not found in %s", id, a.res.JobsTable)}
+}
+
+func (a *app) jobsGet(ctx context.Context, args []string) error {
+	id, client, err := a.jobArg(ctx, args, "get")
 	if err != nil {
 		return err
 	}
-	if len(p.pos) != 1 {
-		return usagef("jobs get needs one job ID")
-	}
-	id := p.pos[0]
-	if err := a.connect(ctx); err != nil {
-		return err
-	}
-	client := dynamodb.NewFromConfig(a.cfg)
 	markers := marker.NewDynamo(client, a.res.MarkersTable)
 	j, err := jobs.NewStore(client, a.res.JobsTable, markers).Get(ctx, id)
 	if err == nil {
@@ -46,7 +61,7 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 		}
 	}
 	if errors.Is(err, jobs.ErrNotFound) {
-		return &notFoundError{fmt.Sprintf("job %s not found in %s", id, a.res.JobsTable)}
+		return a.jobNotFound(id)
 	}
 	return err
 }
@@ -192,22 +207,14 @@ func (a *app) parseSince(s string) (time.Time, error) {
 // jobsCancel cancels a job as an operator (any caller's): the tombstone
 // its workers see, then the record.
 func (a *app) jobsCancel(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, nil)
+	id, client, err := a.jobArg(ctx, args, "cancel")
 	if err != nil {
 		return err
 	}
-	if len(p.pos) != 1 {
-		return usagef("jobs cancel needs one job ID")
-	}
-	id := p.pos[0]
-	if err := a.connect(ctx); err != nil {
-		return err
-	}
-	client := dynamodb.NewFromConfig(a.cfg)
 	j, err := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable)).Cancel(ctx, id, "")
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
-		return &notFoundError{fmt.Sprintf("job %s not found in %s", id, a.res.JobsTable)}
+		return a.jobNotFound(id)
 	case errors.Is(err, jobs.ErrConflict):
 		return refusedf("job %s is %s: it can no longer be cancelled", id, j.State)
 	case err != nil:

@@ -34,6 +34,8 @@ import (
 	"os/signal"
 )
 
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

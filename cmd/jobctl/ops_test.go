@@ -3,6 +3,8 @@
 package main
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,46 +17,28 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
-// stageWorld is a stage's tables and queues on moto, named as the template
-// names them, so jobctl finds them by --stage alone.
+// stageWorld is a stage's tables and queues on moto (deadlettertest), named
+// as the template names them, so jobctl finds them by --stage alone.
 type stageWorld struct {
-	stage  string
-	db     *dynamodb.Client
-	sqs    *sqs.Client
-	jobs   *jobs.Store
-	rec    *jobs.Recorder
-	queues map[contract.Queue]testenv.Queue
-	table  string // dead letters
-	cli    func(args ...string) (int, string, string)
+	*deadlettertest.World
+	stage string
+	cli   func(args ...string) (int, string, string)
 }
 
 func newStage(t *testing.T) *stageWorld {
 	t.Helper()
-	cfg := testenv.Moto(t).Config()
-	w := &stageWorld{stage: strings.ToLower(testenv.Name(t, "ops")), db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg),
-		queues: map[contract.Queue]testenv.Queue{}}
-	names := conventionalNames(w.stage)
-	testenv.CreateTable(t, w.db, names["JobsTable"], jobs.AttrPK, "")
-	testenv.CreateTable(t, w.db, names["MarkersTable"], marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, w.db, names["DeadLettersTable"], deadletter.AttrPK, "")
-	w.table = names["DeadLettersTable"]
-	for _, q := range contract.Queues {
-		w.queues[q] = testenv.CreateQueue(t, w.sqs, "runstwice-"+w.stage+"-"+string(q), nil)
-	}
-	w.jobs = jobs.NewStore(w.db, names["JobsTable"], marker.NewDynamo(w.db, names["MarkersTable"]))
-	w.rec = jobs.NewRecorder(w.db, names["JobsTable"])
+	w := &stageWorld{stage: strings.ToLower(testenv.Name(t, "ops"))}
+	w.World = deadlettertest.New(t, stageNames(w.stage))
 	jobctl := cli(t, nil)
 	w.cli = func(args ...string) (int, string, string) {
 		return jobctl(append([]string{"--stage", w.stage}, args...)...)
@@ -62,39 +46,17 @@ func newStage(t *testing.T) *stageWorld {
 	return w
 }
 
-// enqueue creates an Enqueued job as the enqueue function does.
-func (w *stageWorld) enqueue(t *testing.T, typ, caller, key string) contract.Envelope {
-	t.Helper()
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: typ, Key: key, CorrelationID: "corr-1",
-		Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
-	body, _ := env.Encode()
-	now := time.Now()
-	d, err := w.jobs.Reserve(context.Background(), jobs.Job{ID: env.MessageID, Caller: caller, Type: typ, Key: key,
-		Queue: string(contract.QueueDefault), CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
-	if err != nil || d.Outcome != jobs.Reserved {
-		t.Fatalf("reserve: %v %v", d.Outcome, err)
-	}
-	if err := w.jobs.Promote(context.Background(), d.Job); err != nil {
-		t.Fatal(err)
-	}
-	return env
+// stageNames are the names the template gives stage's tables and queues.
+func stageNames(stage string) deadlettertest.Names {
+	names := conventionalNames(stage)
+	return deadlettertest.Names{Jobs: names["JobsTable"], Markers: names["MarkersTable"],
+		DeadLetters: names["DeadLettersTable"], QueuePrefix: "runstwice-" + stage + "-"}
 }
 
 // letter makes a failed job with a dead letter last seen at seen.
 func (w *stageWorld) letter(t *testing.T, typ, key, reason string, seen time.Time) string {
 	t.Helper()
-	env := w.enqueue(t, typ, "caller-a", key)
-	if err := w.rec.MarkFailed(context.Background(), env.MessageID, jobs.Failure{Class: "permanent"}); err != nil {
-		t.Fatal(err)
-	}
-	body, _ := env.Encode()
-	store := deadletter.NewStore(w.db, w.table)
-	store.Now = func() time.Time { return seen }
-	if _, err := store.Save(context.Background(), deadletter.Record{ID: env.MessageID, JobID: env.MessageID, Type: typ,
-		Body: string(body), Reason: reason, ReceiveCount: 1, Status: deadletter.StatusDead}, "sqs-"+env.MessageID); err != nil {
-		t.Fatal(err)
-	}
-	return env.MessageID
+	return w.Letter(t, typ, "caller-a", key, reason, seen).MessageID
 }
 
 func (w *stageWorld) queuedIDs(t *testing.T) []string {
@@ -102,7 +64,7 @@ func (w *stageWorld) queuedIDs(t *testing.T) []string {
 	var ids []string
 	for _, q := range contract.Queues {
 		for {
-			msgs := testenv.Receive(t, w.sqs, w.queues[q].URL, 0)
+			msgs := testenv.Receive(t, w.SQS, w.Queues[q].URL, 0)
 			if len(msgs) == 0 {
 				break
 			}
@@ -117,15 +79,6 @@ func (w *stageWorld) queuedIDs(t *testing.T) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-func (w *stageWorld) state(t *testing.T, id string) jobs.State {
-	t.Helper()
-	j, err := w.jobs.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j.State
 }
 
 func sorted(ids ...string) []string { slices.Sort(ids); return ids }
@@ -227,7 +180,7 @@ func TestDLQFiltersSelectExactly(t *testing.T) {
 	}
 	for id, want := range map[string]jobs.State{wBounceNew: jobs.StateEnqueued, rBounce: jobs.StateEnqueued,
 		wBounceOld: jobs.StateFailed, wMax: jobs.StateFailed, rMax: jobs.StateFailed} {
-		if got := w.state(t, id); got != want {
+		if got := w.State(t, id); got != want {
 			t.Errorf("job %s reads %s; want %s", id, got, want)
 		}
 	}
@@ -245,13 +198,13 @@ func TestDLQFiltersSelectExactly(t *testing.T) {
 func TestDLQSupersededAndDrop(t *testing.T) {
 	w := newStage(t)
 	old := w.letter(t, email.Welcome.Name, "welcome:u-7", "permanent: bounce", time.Now())
-	newer := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-7")
+	newer := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-7")
 	code, out, stderr := w.cli("dlq", "redrive", old)
 	if code != exitRefused || !strings.Contains(out, "superseded "+old) || !strings.Contains(out, newer.MessageID) || !strings.Contains(stderr, "--force") {
 		t.Fatalf("superseded redrive: exit %d\n%s%s", code, out, stderr)
 	}
-	if got := w.queuedIDs(t); len(got) != 0 || w.state(t, old) != jobs.StateFailed {
-		t.Fatalf("a superseded letter was touched: queued %v, job %s", got, w.state(t, old))
+	if got := w.queuedIDs(t); len(got) != 0 || w.State(t, old) != jobs.StateFailed {
+		t.Fatalf("a superseded letter was touched: queued %v, job %s", got, w.State(t, old))
 	}
 	if code, out, stderr := w.cli("dlq", "redrive", old, "--force"); code != exitOK || !strings.Contains(out, "redriven "+old) {
 		t.Fatalf("forced: exit %d\n%s%s", code, out, stderr)
@@ -262,15 +215,15 @@ func TestDLQSupersededAndDrop(t *testing.T) {
 	if code != exitRefused || !strings.Contains(out, "would drop "+drop) || !strings.Contains(stderr, "--yes") {
 		t.Fatalf("drop without --yes: exit %d\n%s%s", code, out, stderr)
 	}
-	if rec, _ := deadletter.NewStore(w.db, w.table).Get(context.Background(), drop); rec.Status != deadletter.StatusDead {
+	if rec, _ := w.Letters.Get(context.Background(), drop); rec.Status != deadletter.StatusDead {
 		t.Fatalf("drop without --yes changed the letter to %s", rec.Status)
 	}
 	if code, out, stderr := w.cli("dlq", "drop", drop, "--yes"); code != exitOK || !strings.Contains(out, "dropped "+drop) {
 		t.Fatalf("drop --yes: exit %d\n%s%s", code, out, stderr)
 	}
-	rec, _ := deadletter.NewStore(w.db, w.table).Get(context.Background(), drop)
-	if rec.Status != deadletter.StatusDropped || rec.Reason != "permanent: mailbox unknown" || w.state(t, drop) != jobs.StateFailed {
-		t.Fatalf("after drop: letter %+v, job %s", rec, w.state(t, drop))
+	rec, _ := w.Letters.Get(context.Background(), drop)
+	if rec.Status != deadletter.StatusDropped || rec.Reason != "permanent: mailbox unknown" || w.State(t, drop) != jobs.StateFailed {
+		t.Fatalf("after drop: letter %+v, job %s", rec, w.State(t, drop))
 	}
 	if code, _, _ := w.cli("dlq", "drop", "no-such-letter", "--yes"); code != exitNotFound {
 		t.Fatalf("drop of a missing letter: exit %d; want %d", code, exitNotFound)
@@ -303,7 +256,7 @@ func TestDLQRateMeasured(t *testing.T) {
 func TestJobsListAndGet(t *testing.T) {
 	w := newStage(t)
 	failed := w.letter(t, email.Welcome.Name, "welcome:u-9", "permanent: bounce", time.Now())
-	active := w.enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-9")
+	active := w.Enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-9")
 	code, out, stderr := w.cli("jobs", "list", "--json")
 	var all []joblist.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].ID != active.MessageID {

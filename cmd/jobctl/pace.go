@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	smithytime "github.com/aws/smithy-go/time"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -24,14 +26,7 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return smithytime.SleepWithContext(ctx, d)
 }
 
 // limiter paces events to a rate: a token bucket of one token refilled every

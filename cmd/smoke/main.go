@@ -15,6 +15,8 @@
 package main
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +36,8 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

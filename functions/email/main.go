@@ -28,6 +28,8 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
+// The three functions' mains have one form on purpose: each function is
+// its own binary that only wires adapters, and internal/function starts it.
 func main() {
 	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
+// The three functions' mains have one form on purpose: each function is
+// its own binary that only wires adapters, and internal/function starts it.
 func main() {
 	function.Main("enqueue", build, func(h *enqueue.Handler) any { return h.Handle })
 }

@@ -17,6 +17,7 @@ func validEnvelope() Envelope {
 	}
 }
 
+// Encode, then Decode, each error fatal: the plain form of a round trip.
 func TestEnvelopeRoundTrip(t *testing.T) {
 	env := validEnvelope()
 	b, err := env.Encode()

@@ -8,7 +8,8 @@ import (
 
 // A job type is declared once, with its args, queue, kill-switch default,
 // bias, lease and key derivation. The registry refuses a declaration that
-// cannot work, and says why.
+// cannot work, and says why. (The runner's examples declare the same invoice
+// type again, on purpose: the docs show every example whole.)
 func ExampleNewRegistry() {
 	invoice := contract.JobType{
 		Name:             "billing.invoice-ready.v1",

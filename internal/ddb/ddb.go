@@ -87,6 +87,15 @@ func Now(clock func() time.Time) time.Time {
 	return time.Now()
 }
 
+// DurationOr returns d when it is positive, else def: the optional
+// retention and timeout fields every store takes.
+func DurationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
 // KeyS returns a key of one string attribute.
 func KeyS(name, value string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{name: &types.AttributeValueMemberS{Value: value}}
@@ -165,26 +174,29 @@ func Put(table string, item any, cond expression.ConditionBuilder, returnOld boo
 	if err != nil {
 		return nil, fmt.Errorf("condition: %w", err)
 	}
-	p := &types.Put{
+	return &types.Put{
 		TableName: aws.String(table), Item: av, ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	}
+		ReturnValuesOnConditionCheckFailure: onFailure(returnOld),
+	}, nil
+}
+
+// onFailure is what a write asks back when its condition fails: the item it
+// failed against with returnOld, else nothing.
+func onFailure(returnOld bool) types.ReturnValuesOnConditionCheckFailure {
 	if returnOld {
-		p.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		return types.ReturnValuesOnConditionCheckFailureAllOld
 	}
-	return p, nil
+	return ""
 }
 
 // PutInput turns a transaction Put into a PutItem request.
 func PutInput(p *types.Put) *dynamodb.PutItemInput {
-	in := &dynamodb.PutItemInput{
+	return &dynamodb.PutItemInput{
 		TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
 		ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
 	}
-	if p.ReturnValuesOnConditionCheckFailure != "" {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return in
 }
 
 // Update returns a conditional update of the item under key, for UpdateItem
@@ -194,26 +206,20 @@ func Update(table string, key map[string]types.AttributeValue, upd expression.Up
 	if err != nil {
 		return nil, fmt.Errorf("update expression: %w", err)
 	}
-	u := &types.Update{
+	return &types.Update{
 		TableName: aws.String(table), Key: key, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	}
-	if returnOld {
-		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return u, nil
+		ReturnValuesOnConditionCheckFailure: onFailure(returnOld),
+	}, nil
 }
 
 // UpdateInput turns a transaction Update into an UpdateItem request.
 func UpdateInput(u *types.Update) *dynamodb.UpdateItemInput {
-	in := &dynamodb.UpdateItemInput{
+	return &dynamodb.UpdateItemInput{
 		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
 		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
 	}
-	if u.ReturnValuesOnConditionCheckFailure != "" {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return in
 }
 
 // ItemAt returns the item the transaction element i failed its condition
@@ -230,7 +236,7 @@ func ItemAt(err error, i int) (item map[string]types.AttributeValue, failed bool
 }
 
 // DeleteInput returns a DeleteItem of the item under key, conditional on
-// cond.
+// cond. It builds its condition as Put does; the SDK's request types differ.
 func DeleteInput(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder) (*dynamodb.DeleteItemInput, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

@@ -61,3 +61,13 @@ func TestOldItem(t *testing.T) {
 		t.Fatal("old item from a plain error")
 	}
 }
+
+func TestDurationOr(t *testing.T) {
+	for _, tc := range []struct{ d, want time.Duration }{
+		{0, time.Hour}, {-time.Second, time.Hour}, {time.Minute, time.Minute},
+	} {
+		if got := DurationOr(tc.d, time.Hour); got != tc.want {
+			t.Errorf("DurationOr(%v, 1h) = %v; want %v", tc.d, got, tc.want)
+		}
+	}
+}

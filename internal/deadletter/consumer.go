@@ -65,7 +65,8 @@ type Consumer struct {
 	cfg Config
 }
 
-// NewConsumer checks cfg and returns a Consumer.
+// NewConsumer checks cfg and returns a Consumer. It checks its config as
+// runner.New does: each names its own required fields.
 func NewConsumer(cfg Config) (*Consumer, error) {
 	switch {
 	case cfg.Records == nil:

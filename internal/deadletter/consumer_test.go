@@ -1,7 +1,8 @@
 package deadletter_test
 
 import (
-	"bytes"
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -19,7 +20,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -65,84 +65,49 @@ type harness struct {
 	records *fakeRecords
 	jobs    *testkit.Jobs
 	markers *marker.Memory
-	logs    *bytes.Buffer
-	metrics *bytes.Buffer
+	logs    *testkit.Buffer
+	metrics *testkit.Buffer
 	c       *deadletter.Consumer
 }
 
 func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 	t.Helper()
 	h := &harness{
-		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &testkit.Jobs{Trace: &markertest.Trace{}},
-		markers: marker.NewMemory(), logs: &bytes.Buffer{}, metrics: &bytes.Buffer{},
+		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &testkit.Jobs{},
+		markers: marker.NewMemory(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{},
 	}
-	cfg := deadletter.Config{
+	h.c = testkit.Build(t, deadletter.Config{
 		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: catalog.Registry(),
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	c, err := deadletter.NewConsumer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c = c
+	}, mutate, deadletter.NewConsumer)
 	return h
 }
 
 func (h *harness) run(t *testing.T, msgs ...events.SQSMessage) []string {
 	t.Helper()
-	resp, err := h.c.Handle(context.Background(), events.SQSEvent{Records: msgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
+	return testkit.Run(t, context.Background(), h.c, msgs...)
 }
-
-var seq int
 
 func envelope(jobType string) contract.Envelope {
-	seq++
-	return contract.Envelope{
-		V: 1, MessageID: contract.DeriveMessageID("dlq-test", fmt.Sprint(seq, time.Now().UnixNano())), Type: jobType,
-		Key: fmt.Sprintf("k-%d", seq), CorrelationID: fmt.Sprintf("c-%d", seq), Args: map[string]string{"userId": "u-1"},
-		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-	}
+	return testkit.Envelope(jobType, map[string]string{"userId": "u-1"})
 }
-
-func str(s string) *string { return &s }
 
 // moved is a message the queue's redrive policy moved: no reason attribute,
 // its receive count carried over plus this DLQ delivery.
 func moved(t *testing.T, env contract.Envelope, receiveCount int) events.SQSMessage {
 	t.Helper()
-	body, err := env.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return events.SQSMessage{
-		MessageId: fmt.Sprintf("sqs-%d", seq), Body: string(body),
-		Attributes: map[string]string{"ApproximateReceiveCount": fmt.Sprint(receiveCount)},
-	}
+	return testkit.Record(t, env, receiveCount)
 }
 
 // sent is a message a worker sent straight to the DLQ with its reason.
 func sent(body, reason string) events.SQSMessage {
-	seq++
-	return events.SQSMessage{
-		MessageId: fmt.Sprintf("sqs-direct-%d", seq), Body: body,
-		Attributes: map[string]string{"ApproximateReceiveCount": "1"},
-		MessageAttributes: map[string]events.SQSMessageAttribute{
-			contract.AttrReason:       {StringValue: str(reason), DataType: "String"},
-			contract.AttrReceiveCount: {StringValue: str("1"), DataType: "Number"},
-			contract.AttrSourceQueue:  {StringValue: str("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
-		},
+	msg := testkit.RawRecord(body, 1)
+	msg.MessageAttributes = map[string]events.SQSMessageAttribute{
+		contract.AttrReason:       {StringValue: aws.String(reason), DataType: "String"},
+		contract.AttrReceiveCount: {StringValue: aws.String("1"), DataType: "Number"},
+		contract.AttrSourceQueue:  {StringValue: aws.String("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
 	}
+	return msg
 }
 
 func TestConsumerRecordsEachKind(t *testing.T) {
@@ -265,8 +230,8 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusSucceeded {
 		t.Fatalf("status %q; want succeeded", rec.Status)
 	}
-	if strings.Contains(h.metrics.String(), "DeadLetters") || strings.Contains(h.logs.String(), `"alert":true`) || h.jobs.Trace.Has("mark-failed") {
-		t.Fatalf("a succeeded job counted as a dead letter: metrics %s jobs %s", h.metrics, h.jobs.Trace)
+	if strings.Contains(h.metrics.String(), "DeadLetters") || strings.Contains(h.logs.String(), `"alert":true`) || h.failedClass(env.MessageID) != "" {
+		t.Fatalf("a succeeded job counted as a dead letter: metrics %s, job failed as %q", h.metrics, h.failedClass(env.MessageID))
 	}
 }
 
@@ -286,7 +251,7 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 		t.Fatalf("status %q; want dead", rec.Status)
 	}
 	if obstest.Count(h.metrics.String(), env.Type, obs.DeadLetters) != 1 || h.failedClass(env.MessageID) == "" {
-		t.Fatalf("not counted or job not marked Failed: metrics %s jobs %s", h.metrics, h.jobs.Trace)
+		t.Fatalf("not counted or job not marked Failed: metrics %s", h.metrics)
 	}
 }
 

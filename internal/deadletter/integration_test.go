@@ -3,7 +3,8 @@
 package deadletter_test
 
 import (
-	"bytes"
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -23,68 +22,48 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/users"
+	"github.com/runstwice/runstwice/internal/email/emailtest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-const maxReceives = 5
+const maxReceives = emailtest.MaxReceives
 
-// world is both functions' resources on moto.
+// world is both functions' resources on moto: the e-mail function's
+// (emailtest) and the dlq function's jobs and dead-letters tables, consumer
+// and redriver.
 type world struct {
-	db                                  *dynamodb.Client
-	sqs                                 *sqs.Client
-	markers                             *marker.Dynamo
-	jobs                                *jobs.Store
-	store                               *deadletter.Store
-	users                               string
-	queues                              map[contract.Queue]testenv.Queue
-	urls                                map[contract.Queue]string
-	dlq                                 testenv.Queue
-	workerLogs, dlqLogs, workerMetrics  *bytes.Buffer
-	dlqMetrics                          *bytes.Buffer
-	consumer                            *deadletter.Consumer
-	redriver                            *deadletter.Redriver
-	counter                             *testenv.CallCounter
-	markersTable, jobsTable, deadLetter string
+	*emailtest.World
+	jobs                *jobs.Store
+	store               *deadletter.Store
+	dlqLogs, dlqMetrics *testkit.Buffer
+	consumer            *deadletter.Consumer
+	redriver            *deadletter.Redriver
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	moto := testenv.Moto(t)
-	w := &world{counter: testenv.NewCallCounter(), workerLogs: &bytes.Buffer{}, dlqLogs: &bytes.Buffer{}, workerMetrics: &bytes.Buffer{}, dlqMetrics: &bytes.Buffer{}}
-	cfg := moto.Config(w.counter.Option)
-	w.db, w.sqs = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	w.markersTable, w.jobsTable, w.deadLetter, w.users = testenv.Name(t, "markers"), testenv.Name(t, "jobs"), testenv.Name(t, "dead-letters"), testenv.Name(t, "users")
-	testenv.CreateTable(t, w.db, w.markersTable, marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, w.db, w.jobsTable, jobs.AttrPK, "")
-	testenv.CreateTable(t, w.db, w.deadLetter, deadletter.AttrPK, "")
-	testenv.CreateTable(t, w.db, w.users, users.AttrUserID, "")
-	w.dlq = testenv.CreateQueue(t, w.sqs, testenv.Name(t, "dlq"), nil)
-	w.queues, w.urls = map[contract.Queue]testenv.Queue{}, map[contract.Queue]string{}
-	for _, q := range contract.Queues {
-		w.queues[q] = testenv.CreateQueue(t, w.sqs, testenv.Name(t, string(q)), map[string]string{
-			"RedrivePolicy": testenv.RedrivePolicy(w.dlq.ARN, maxReceives),
-		})
-		w.urls[q] = w.queues[q].URL
-	}
-	w.markers = marker.NewDynamo(w.db, w.markersTable)
-	w.jobs = jobs.NewStore(w.db, w.jobsTable, w.markers)
-	w.store = deadletter.NewStore(w.db, w.deadLetter)
+	w := &world{World: emailtest.New(t), dlqLogs: &testkit.Buffer{}, dlqMetrics: &testkit.Buffer{}}
+	jobsTable, deadLetters := testenv.Name(t, "jobs"), testenv.Name(t, "dead-letters")
+	testenv.CreateTable(t, w.DB, jobsTable, jobs.AttrPK, "")
+	testenv.CreateTable(t, w.DB, deadLetters, deadletter.AttrPK, "")
+	w.jobs = jobs.NewStore(w.DB, jobsTable, w.Markers)
+	w.store = deadletter.NewStore(w.DB, deadLetters)
 	c, err := deadletter.NewConsumer(deadletter.Config{
-		Records: w.store, Markers: w.markers, Jobs: jobs.NewRecorder(w.db, w.jobsTable), Registry: catalog.Registry(),
+		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: catalog.Registry(),
 		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.consumer = c
-	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.sqs, w.urls, ""), catalog.Registry())
+	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), catalog.Registry())
 	return w
 }
 
@@ -93,25 +72,8 @@ func newWorld(t *testing.T) *world {
 // is left to the dlq function.
 func (w *world) worker(t *testing.T, sender email.Sender) *runner.Runner {
 	t.Helper()
-	handlers, err := email.Handlers(email.Config{Users: users.New(w.db, w.users), Sender: sender, BaseURL: "http://127.0.0.1:3000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := queue.New(w.sqs, w.urls, w.dlq.URL)
-	r, err := runner.New(runner.Config{
-		Registry: catalog.Registry(), Handlers: handlers, Toggles: allOn{}, Markers: w.markers,
-		Parker: q, DeadLetterer: q, MaxReceiveCount: maxReceives,
-		Logger: obs.NewLogger(w.workerLogs, "debug"), Metrics: obs.NewMetrics(w.workerMetrics),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return w.Worker(t, sender, nil)
 }
-
-type allOn struct{}
-
-func (allOn) IsJobEnabled(context.Context, string, bool) bool { return true }
 
 // enqueue records the job and sends its message, as the enqueue function does.
 func (w *world) enqueue(t *testing.T, env contract.Envelope) {
@@ -142,8 +104,8 @@ func (w *world) send(t *testing.T, q contract.Queue, body string, env contract.E
 	if env.Type != "" {
 		attrs[contract.AttrType] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(env.Type)}
 	}
-	if _, err := w.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{
-		QueueUrl: aws.String(w.urls[q]), MessageBody: aws.String(body), MessageAttributes: attrs,
+	if _, err := w.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(w.Queues[q].URL), MessageBody: aws.String(body), MessageAttributes: attrs,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +116,7 @@ func (w *world) send(t *testing.T, q contract.Queue, body string, env contract.E
 // visibility timeout, shortened). It returns the number of messages received.
 func poll(t *testing.T, w *world, q testenv.Queue, handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) int {
 	t.Helper()
-	msgs := testenv.Receive(t, w.sqs, q.URL, 0)
+	msgs := testenv.Receive(t, w.SQS, q.URL, 0)
 	if len(msgs) == 0 {
 		return 0
 	}
@@ -173,12 +135,12 @@ func poll(t *testing.T, w *world, q testenv.Queue, handle func(context.Context, 
 	ctx := context.Background()
 	for _, m := range msgs {
 		if failed[aws.ToString(m.MessageId)] {
-			if _, err := w.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q.URL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			if _, err := w.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q.URL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
-		if _, err := w.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.URL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		if _, err := w.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.URL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,14 +156,6 @@ func toEvent(m sqstypes.Message, arn string) events.SQSMessage {
 		ev.MessageAttributes[k] = events.SQSMessageAttribute{StringValue: v.StringValue, DataType: aws.ToString(v.DataType)}
 	}
 	return ev
-}
-
-func (w *world) putUser(t *testing.T, id, addr string) {
-	t.Helper()
-	item, _ := attributevalue.MarshalMap(map[string]any{users.AttrUserID: id, users.AttrEmail: addr, users.AttrDisplayName: "D"})
-	if _, err := w.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(w.users), Item: item}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 type failingSender struct{ sends int }
@@ -225,13 +179,13 @@ func (o *okSender) Send(_ context.Context, m email.Message) error {
 // twice. A redrive then sends the same message back, and it succeeds.
 func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	w := newWorld(t)
-	w.putUser(t, "u-exhaust", "exhaust@example.com")
+	w.PutUser(t, email.User{ID: "u-exhaust", Email: "exhaust@example.com", DisplayName: "D"})
 	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-exhaust",
 		CorrelationID: "corr-exhaust", Args: map[string]string{"userId": "u-exhaust"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	sender := &failingSender{}
 	worker := w.worker(t, sender)
-	workQ := w.queues[contract.QueueDefault]
+	workQ := w.Queues[contract.QueueDefault]
 	for i := 0; poll(t, w, workQ, worker.Handle) > 0; i++ {
 		if i > maxReceives+2 {
 			t.Fatal("the message never left the work queue")
@@ -244,11 +198,11 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 		t.Fatalf("job %v %v; the worker (without the final-attempt hook) must not have marked it", j.State, err)
 	}
 	// The dlq function, delivered the same DLQ message twice.
-	dlqMsgs := testenv.Receive(t, w.sqs, w.dlq.URL, 0)
+	dlqMsgs := testenv.Receive(t, w.SQS, w.DLQ.URL, 0)
 	if len(dlqMsgs) != 1 {
 		t.Fatalf("%d messages in the DLQ; want 1", len(dlqMsgs))
 	}
-	ev := events.SQSEvent{Records: []events.SQSMessage{toEvent(dlqMsgs[0], w.dlq.ARN)}}
+	ev := events.SQSEvent{Records: []events.SQSMessage{toEvent(dlqMsgs[0], w.DLQ.ARN)}}
 	for range 2 {
 		if resp, _ := w.consumer.Handle(context.Background(), ev); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("dlq failures %v", resp.BatchItemFailures)
@@ -282,13 +236,13 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	t.Logf("dead letter: %s (%s), job %s/%s", rec.Reason, rec.SourceQueue, j.State, j.LastErrorClass)
 
 	// Redrive: same body, same messageId, back to the type's queue.
-	w.counter.Reset()
+	w.Counter.Reset()
 	res, err := w.redriver.Redrive(context.Background(), env.MessageID)
 	if err != nil || res.Queue != contract.QueueDefault || res.Skipped != "" {
 		t.Fatalf("redrive %+v %v", res, err)
 	}
-	t.Logf("AWS calls for one redrive: %s", w.counter)
-	back := testenv.Receive(t, w.sqs, workQ.URL, 0)
+	t.Logf("AWS calls for one redrive: %s", w.Counter)
+	back := testenv.Receive(t, w.SQS, workQ.URL, 0)
 	if len(back) != 1 || aws.ToString(back[0].Body) != string(body) {
 		t.Fatalf("redriven messages %v; want the stored body", back)
 	}
@@ -299,7 +253,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 		t.Fatalf("record after redrive %+v", rec)
 	}
 	// Make it visible again and let a healthy worker run it.
-	if _, err := w.sqs.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(workQ.URL), ReceiptHandle: back[0].ReceiptHandle}); err != nil {
+	if _, err := w.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(workQ.URL), ReceiptHandle: back[0].ReceiptHandle}); err != nil {
 		t.Fatal(err)
 	}
 	ok := &okSender{}
@@ -307,7 +261,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(ok.sent) != 1 || ok.sent[0].ID != env.MessageID {
 		t.Fatalf("redriven job sent %d mails", len(ok.sent))
 	}
-	if m, ok, err := w.markers.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil || !ok || !m.Processed() {
+	if m, ok, err := w.Markers.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil || !ok || !m.Processed() {
 		t.Fatalf("marker after a successful redrive: %+v %v %v; want claimed", m, ok, err)
 	}
 	// A claimed marker is Succeeded whatever the record says.
@@ -332,21 +286,21 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 	w := newWorld(t)
 	w.send(t, contract.QueueCritical, "this is not json {", contract.Envelope{})
 	worker := w.worker(t, &okSender{})
-	if n := poll(t, w, w.queues[contract.QueueCritical], worker.Handle); n != 1 {
+	if n := poll(t, w, w.Queues[contract.QueueCritical], worker.Handle); n != 1 {
 		t.Fatalf("received %d", n)
 	}
-	if n := len(testenv.Receive(t, w.sqs, w.queues[contract.QueueCritical].URL, 0)); n != 0 {
+	if n := len(testenv.Receive(t, w.SQS, w.Queues[contract.QueueCritical].URL, 0)); n != 0 {
 		t.Fatalf("poison message still in the work queue (%d)", n)
 	}
-	dlqMsgs := testenv.Receive(t, w.sqs, w.dlq.URL, 0)
+	dlqMsgs := testenv.Receive(t, w.SQS, w.DLQ.URL, 0)
 	if len(dlqMsgs) != 1 {
 		t.Fatalf("%d DLQ messages", len(dlqMsgs))
 	}
-	w.counter.Reset()
-	if resp, _ := w.consumer.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{toEvent(dlqMsgs[0], w.dlq.ARN)}}); len(resp.BatchItemFailures) != 0 {
+	w.Counter.Reset()
+	if resp, _ := w.consumer.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{toEvent(dlqMsgs[0], w.DLQ.ARN)}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
-	t.Logf("AWS calls for one poison dead letter: %s", w.counter)
+	t.Logf("AWS calls for one poison dead letter: %s", w.Counter)
 	list, err := w.store.List(context.Background(), deadletter.StatusDead)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +316,7 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	case !strings.Contains(rec.Reason, "invalid JSON"):
 		t.Fatalf("reason %q", rec.Reason)
-	case rec.SourceQueue != w.queues[contract.QueueCritical].ARN || rec.ReceiveCount != 1:
+	case rec.SourceQueue != w.Queues[contract.QueueCritical].ARN || rec.ReceiveCount != 1:
 		t.Fatalf("source %q count %d", rec.SourceQueue, rec.ReceiveCount)
 	}
 	if _, err := w.redriver.Redrive(context.Background(), rec.ID); !errors.Is(err, deadletter.ErrNotRedrivable) {
@@ -385,7 +339,7 @@ func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
-	if _, err := w.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

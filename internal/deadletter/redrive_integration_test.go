@@ -5,18 +5,15 @@ package deadletter_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -24,44 +21,20 @@ import (
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
-// opsWorld is what an operator's redrive touches, on moto: the jobs,
-// markers and dead-letters tables and the work queues.
+// opsWorld is what an operator's redrive touches, on moto
+// (deadlettertest), with the redriver on it.
 type opsWorld struct {
-	db        *dynamodb.Client
-	sqs       *sqs.Client
-	counter   *testenv.CallCounter
-	jobs      *jobs.Store
-	rec       *jobs.Recorder
-	markers   *marker.Dynamo
-	markersT  string
-	store     *deadletter.Store
-	queues    map[contract.Queue]testenv.Queue
+	*deadlettertest.World
 	redriver  *deadletter.Redriver
 	lifecycle *jobs.Lifecycle
 }
 
 func newOpsWorld(t *testing.T) *opsWorld {
 	t.Helper()
-	w := &opsWorld{counter: testenv.NewCallCounter(), queues: map[contract.Queue]testenv.Queue{}}
-	cfg := testenv.Moto(t).Config(w.counter.Option)
-	w.db, w.sqs = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	jobsT, deadT := testenv.Name(t, "jobs"), testenv.Name(t, "dead-letters")
-	w.markersT = testenv.Name(t, "markers")
-	testenv.CreateTable(t, w.db, jobsT, jobs.AttrPK, "")
-	testenv.CreateTable(t, w.db, w.markersT, marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, w.db, deadT, deadletter.AttrPK, "")
-	urls := map[contract.Queue]string{}
-	for _, q := range contract.Queues {
-		w.queues[q] = testenv.CreateQueue(t, w.sqs, testenv.Name(t, string(q)), nil)
-		urls[q] = w.queues[q].URL
-	}
-	w.markers = marker.NewDynamo(w.db, w.markersT)
-	w.jobs = jobs.NewStore(w.db, jobsT, w.markers)
-	w.rec = jobs.NewRecorder(w.db, jobsT)
-	w.store = deadletter.NewStore(w.db, deadT)
-	w.lifecycle = jobs.NewLifecycle(w.db, jobsT)
-	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.sqs, urls, ""), catalog.Registry())
-	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, w.markers
+	w := &opsWorld{World: deadlettertest.New(t, deadlettertest.Unique(t))}
+	w.lifecycle = jobs.NewLifecycle(w.DB, w.Names.Jobs)
+	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), catalog.Registry())
+	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, w.Markers
 	return w
 }
 
@@ -69,70 +42,36 @@ func newOpsWorld(t *testing.T) *opsWorld {
 // its dead letter with reason, as the enqueue and dlq functions do.
 func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) contract.Envelope {
 	t.Helper()
-	ctx := context.Background()
-	env := w.enqueue(t, caller, key)
-	if err := w.rec.MarkFailed(ctx, env.MessageID, jobs.Failure{Class: deadletter.ClassPermanent}); err != nil {
-		t.Fatal(err)
-	}
-	body, _ := env.Encode()
-	now := time.Now()
-	if _, err := w.store.Save(ctx, deadletter.Record{
-		ID: env.MessageID, JobID: env.MessageID, Type: env.Type, Body: string(body), Reason: reason,
-		ReceiveCount: 1, Status: deadletter.StatusDead, FirstSeen: now, LastSeen: now,
-	}, "sqs-"+env.MessageID); err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func (w *opsWorld) enqueue(t *testing.T, caller, key string) contract.Envelope {
-	t.Helper()
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: key,
-		CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
-	body, _ := env.Encode()
-	now := time.Now()
-	d, err := w.jobs.Reserve(context.Background(), jobs.Job{ID: env.MessageID, Caller: caller, Type: env.Type, Key: key,
-		Queue: string(contract.QueueDefault), CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now},
-		jobs.AllowAfterFailed)
-	if err != nil || d.Outcome != jobs.Reserved {
-		t.Fatalf("reserve: %v %v", d.Outcome, err)
-	}
-	if err := w.jobs.Promote(context.Background(), d.Job); err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
-
-func (w *opsWorld) state(t *testing.T, id string) jobs.State {
-	t.Helper()
-	j, err := w.jobs.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j.State
+	return w.Letter(t, email.Welcome.Name, caller, key, reason, time.Now())
 }
 
 func (w *opsWorld) queued(t *testing.T) []string {
 	t.Helper()
 	var bodies []string
-	for _, m := range testenv.Receive(t, w.sqs, w.queues[contract.QueueDefault].URL, 0) {
+	for _, m := range testenv.Receive(t, w.SQS, w.Queues[contract.QueueDefault].URL, 0) {
 		bodies = append(bodies, aws.ToString(m.Body))
 	}
 	return bodies
+}
+
+// wantQueuedOnce fails t unless the default queue holds env's message, and
+// only it, once.
+func (w *opsWorld) wantQueuedOnce(t *testing.T, env contract.Envelope) {
+	t.Helper()
+	body, _ := env.Encode()
+	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
+		t.Fatalf("queue holds %q; want %s's stored body once", got, env.MessageID)
+	}
 }
 
 // putFailedMarker writes what a claim-then-effect job leaves when its effect
 // failed after its claim.
 func (w *opsWorld) putFailedMarker(t *testing.T, env contract.Envelope) {
 	t.Helper()
-	if _, err := w.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(w.markersT), Item: map[string]ddbtypes.AttributeValue{
-		marker.AttrHandler:    &ddbtypes.AttributeValueMemberS{Value: env.Type},
-		marker.AttrMessageKey: &ddbtypes.AttributeValueMemberS{Value: env.MessageID},
-		marker.AttrState:      &ddbtypes.AttributeValueMemberS{Value: "FAILED"},
-		marker.AttrExpiresAt:  &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)},
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
+		marker.AttrHandler: env.Type, marker.AttrMessageKey: env.MessageID, marker.AttrState: "FAILED",
+		marker.AttrExpiresAt: time.Now().Add(time.Hour).Unix(),
+	})
 }
 
 // TestRedriveMakesFailedJobActive: the redriven job reads Enqueued, its
@@ -143,33 +82,30 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	ctx := context.Background()
 	env := w.failedJob(t, "caller-a", "welcome:u-1", "permanent: provider refused")
 	w.putFailedMarker(t, env)
-	if got := w.state(t, env.MessageID); got != jobs.StateFailed {
+	if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 		t.Fatalf("before: %s", got)
 	}
-	w.counter.Reset()
+	w.Counter.Reset()
 	res, err := w.redriver.Redrive(ctx, env.MessageID)
 	if err != nil || res.Outcome != deadletter.Redrove || res.JobState != jobs.StateFailed {
 		t.Fatalf("redrive = %+v, %v", res, err)
 	}
-	t.Logf("AWS calls for one redrive that reactivates its job: %s", w.counter)
-	if got := w.state(t, env.MessageID); got != jobs.StateEnqueued {
+	t.Logf("AWS calls for one redrive that reactivates its job: %s", w.Counter)
+	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("job after redrive: %s; want Enqueued", got)
 	}
-	if _, ok, err := w.markers.Peek(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
+	if _, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
-	body, _ := env.Encode()
-	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
-		t.Fatalf("queue holds %q; want the stored body once", got)
-	}
+	w.wantQueuedOnce(t, env)
 	twin := contract.Envelope{MessageID: contract.NewMessageID()}
 	now := time.Now()
-	d, err := w.jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
+	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != env.MessageID {
 		t.Fatalf("AllowAfterFailed enqueue of the redriven key = %v (%s), %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
 	}
-	if rec, _ := w.store.Get(ctx, env.MessageID); rec.Status != deadletter.StatusRedriven {
+	if rec, _ := w.Letters.Get(ctx, env.MessageID); rec.Status != deadletter.StatusRedriven {
 		t.Fatalf("letter %s; want redriven", rec.Status)
 	}
 }
@@ -181,31 +117,29 @@ func TestRedriveSupersededLeftAloneUnlessForced(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
 	old := w.failedJob(t, "caller-a", "welcome:u-2", "exceeded maxReceiveCount (5 receives)")
-	newer := w.enqueue(t, "caller-a", "welcome:u-2")
-	w.counter.Reset()
+	newer := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-2")
+	w.Counter.Reset()
 	res, err := w.redriver.Redrive(ctx, old.MessageID)
 	if err != nil || res.Outcome != deadletter.Superseded || res.SupersededBy != newer.MessageID {
 		t.Fatalf("redrive = %+v, %v; want superseded by %s", res, err, newer.MessageID)
 	}
-	if n := w.counter.Sum("SQS.SendMessage", "DynamoDB.UpdateItem", "DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.TransactWriteItems"); n != 0 {
-		t.Fatalf("a superseded letter was touched: %s", w.counter)
+	if n := w.Counter.Sum("SQS.SendMessage", "DynamoDB.UpdateItem", "DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.TransactWriteItems"); n != 0 {
+		t.Fatalf("a superseded letter was touched: %s", w.Counter)
 	}
-	if got := w.state(t, old.MessageID); got != jobs.StateFailed {
+	if got := w.State(t, old.MessageID); got != jobs.StateFailed {
 		t.Fatalf("superseded job reads %s; want Failed", got)
 	}
 	res, err = w.redriver.RedriveWith(ctx, old.MessageID, deadletter.Options{Force: true})
 	if err != nil || res.Outcome != deadletter.Redrove {
 		t.Fatalf("forced redrive = %+v, %v", res, err)
 	}
-	if got := w.state(t, old.MessageID); got != jobs.StateEnqueued {
+	if got := w.State(t, old.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("forced: job reads %s; want Enqueued", got)
 	}
 	if rv, _ := w.lifecycle.Inspect(ctx, old.MessageID); rv.SupersededBy != newer.MessageID {
 		t.Fatalf("the forced redrive took the key from the newer job: %+v", rv)
 	}
-	if got := w.queued(t); len(got) != 1 {
-		t.Fatalf("%d messages after the forced redrive; want 1", len(got))
-	}
+	w.wantQueuedOnce(t, old)
 }
 
 // TestDryRunChangesNothing: a dry run of redrive and drop reads, and neither
@@ -216,12 +150,12 @@ func TestDryRunChangesNothing(t *testing.T) {
 	a := w.failedJob(t, "caller-a", "welcome:u-3", "permanent: bounced")
 	w.putFailedMarker(t, a)
 	b := w.failedJob(t, "caller-a", "welcome:u-4", "exceeded maxReceiveCount (5 receives)")
-	w.enqueue(t, "caller-a", "welcome:u-4") // b is superseded
-	recs, err := w.store.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
+	w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-4") // b is superseded
+	recs, err := w.Letters.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("select %d, %v", len(recs), err)
 	}
-	w.counter.Reset()
+	w.Counter.Reset()
 	for _, rec := range recs {
 		for _, force := range []bool{false, true} {
 			res, err := w.redriver.RedriveRecord(ctx, rec, deadletter.Options{DryRun: true, Force: force})
@@ -233,19 +167,19 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Fatalf("dry drop %s = %+v, %v", rec.ID, res, err)
 		}
 	}
-	t.Logf("AWS calls of the dry runs: %s", w.counter)
-	if n := w.counter.Sum("SQS.SendMessage", "DynamoDB.UpdateItem", "DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.TransactWriteItems", "DynamoDB.BatchWriteItem"); n != 0 {
-		t.Fatalf("a dry run wrote or sent: %s", w.counter)
+	t.Logf("AWS calls of the dry runs: %s", w.Counter)
+	if n := w.Counter.Sum("SQS.SendMessage", "DynamoDB.UpdateItem", "DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.TransactWriteItems", "DynamoDB.BatchWriteItem"); n != 0 {
+		t.Fatalf("a dry run wrote or sent: %s", w.Counter)
 	}
-	if w.counter.Get("DynamoDB.GetItem") == 0 {
-		t.Fatalf("the dry run did not even read: %s", w.counter)
+	if w.Counter.Get("DynamoDB.GetItem") == 0 {
+		t.Fatalf("the dry run did not even read: %s", w.Counter)
 	}
 	for _, env := range []contract.Envelope{a, b} {
-		if got := w.state(t, env.MessageID); got != jobs.StateFailed {
+		if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 			t.Fatalf("job %s after dry runs; want Failed", got)
 		}
 	}
-	if _, ok, _ := w.markers.Peek(ctx, marker.Key{Handler: a.Type, MessageKey: a.MessageID}); !ok {
+	if _, ok, _ := w.Markers.Peek(ctx, marker.Key{Handler: a.Type, MessageKey: a.MessageID}); !ok {
 		t.Fatal("a dry run cleared a FAILED marker")
 	}
 	if got := w.queued(t); len(got) != 0 {
@@ -268,15 +202,15 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
 	env := w.failedJob(t, "caller-a", "welcome:u-5", "permanent: bounced")
-	failing := deadletter.NewRedriver(w.store, downSQS{}, catalog.Registry())
-	failing.Jobs, failing.Markers = w.lifecycle, w.markers
+	failing := deadletter.NewRedriver(w.Letters, downSQS{}, catalog.Registry())
+	failing.Jobs, failing.Markers = w.lifecycle, w.Markers
 	if _, err := failing.Redrive(ctx, env.MessageID); err == nil {
 		t.Fatal("a redrive whose send failed reported success")
 	}
-	if got := w.state(t, env.MessageID); got != jobs.StateFailed {
+	if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 		t.Fatalf("after a failed send the job reads %s; want Failed", got)
 	}
-	if rec, _ := w.store.Get(ctx, env.MessageID); rec.Status != deadletter.StatusDead {
+	if rec, _ := w.Letters.Get(ctx, env.MessageID); rec.Status != deadletter.StatusDead {
 		t.Fatalf("letter %s after a failed send; want still dead", rec.Status)
 	}
 
@@ -288,10 +222,10 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.state(t, env.MessageID); got != jobs.StatePending {
+	if got := w.State(t, env.MessageID); got != jobs.StatePending {
 		t.Fatalf("after a crash before the send the job reads %s; want Pending (never Enqueued with nothing queued)", got)
 	}
-	store := *w.jobs
+	store := *w.Jobs
 	store.Now = func() time.Time { return time.Now().Add(jobs.DefaultPendingTimeout + time.Second) }
 	now := time.Now()
 	d, err := store.Reserve(ctx, jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-5",
@@ -304,15 +238,14 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	if err != nil || res.Outcome != deadletter.Redrove || res.JobState != jobs.StatePending {
 		t.Fatalf("rerun = %+v, %v", res, err)
 	}
-	if got := w.state(t, env.MessageID); got != jobs.StateEnqueued {
+	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("after the rerun: %s; want Enqueued", got)
 	}
-	if got := w.queued(t); len(got) != 1 {
-		t.Fatalf("%d messages; want 1", len(got))
-	}
+	w.wantQueuedOnce(t, env)
 }
 
-// TestDrop: a dropped letter keeps its reason, its job reads Failed (also
+// TestDrop (which starts, as every redrive test does, from a failed job in a
+// new world): a dropped letter keeps its reason, its job reads Failed (also
 // one left Pending by an unfinished redrive), and only dead letters drop.
 func TestDrop(t *testing.T) {
 	w := newOpsWorld(t)
@@ -322,25 +255,25 @@ func TestDrop(t *testing.T) {
 	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil { // an unfinished redrive
 		t.Fatal(err)
 	}
-	rec, _ := w.store.Get(ctx, env.MessageID)
+	rec, _ := w.Letters.Get(ctx, env.MessageID)
 	res, err := w.redriver.Drop(ctx, rec, deadletter.Options{})
 	if err != nil || res.Outcome != deadletter.Dropped {
 		t.Fatalf("drop = %+v, %v", res, err)
 	}
-	if got := w.state(t, env.MessageID); got != jobs.StateFailed {
+	if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 		t.Fatalf("job after drop: %s; want Failed", got)
 	}
-	rec, _ = w.store.Get(ctx, env.MessageID)
+	rec, _ = w.Letters.Get(ctx, env.MessageID)
 	if rec.Status != deadletter.StatusDropped || rec.Reason != "permanent: mailbox does not exist" || rec.DroppedAt.IsZero() {
 		t.Fatalf("letter after drop %+v; want dropped with its reason", rec)
 	}
 	if res, err := w.redriver.Drop(ctx, rec, deadletter.Options{}); err != nil || res.Outcome != deadletter.Skipped {
 		t.Fatalf("second drop = %+v, %v; want skipped", res, err)
 	}
-	if err := w.store.MarkDropped(ctx, env.MessageID); !errors.Is(err, deadletter.ErrNotDead) {
+	if err := w.Letters.MarkDropped(ctx, env.MessageID); !errors.Is(err, deadletter.ErrNotDead) {
 		t.Fatalf("MarkDropped of a dropped letter = %v; want ErrNotDead", err)
 	}
-	if err := w.store.MarkDropped(ctx, "no-such-letter"); !errors.Is(err, deadletter.ErrNotFound) {
+	if err := w.Letters.MarkDropped(ctx, "no-such-letter"); !errors.Is(err, deadletter.ErrNotFound) {
 		t.Fatalf("MarkDropped of a missing letter = %v; want ErrNotFound", err)
 	}
 	if res, err := w.redriver.Redrive(ctx, env.MessageID); err != nil || res.Outcome != deadletter.Skipped {

@@ -102,6 +102,9 @@ var ErrNotFound = errors.New("deadletter: not found")
 var ErrNotDead = errors.New("deadletter: not a dead letter any more")
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -122,23 +125,11 @@ type Store struct {
 // NewStore returns the store on table.
 func NewStore(client DynamoAPI, table string) *Store { return &Store{client: client, table: table} }
 
-func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
+func (s *Store) now() time.Time { return ddb.Now(s.Now) }
 
-func (s *Store) retention() time.Duration {
-	if s.Retention > 0 {
-		return s.Retention
-	}
-	return DefaultRetention
-}
+func (s *Store) retention() time.Duration { return ddb.DurationOr(s.Retention, DefaultRetention) }
 
-func pkAV(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: id}}
-}
+func pkAV(id string) map[string]types.AttributeValue { return ddb.KeyS(AttrPK, id) }
 
 // Save records one DLQ delivery of rec, identified by its SQS message id, in
 // one conditional UpdateItem: the first delivery creates the item, a new
@@ -168,22 +159,14 @@ func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNe
 		Add(expression.Name(AttrSQSMessageIDs), expression.Value(&types.AttributeValueMemberSS{Value: []string{sqsMessageID}}))
 	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
 		Or(expression.Not(expression.Contains(expression.Name(AttrSQSMessageIDs), sqsMessageID)))
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	u, err := ddb.Update(s.table, pkAV(rec.ID), upd, cond, true)
 	if err != nil {
 		return false, fmt.Errorf("deadletter: save: %w", err)
 	}
-	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       pkAV(rec.ID),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		// The item that fails the condition tells a delivery recorded
-		// before from this very call, applied with its response lost and
-		// retried by the SDK: that one is still new (counted once).
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	// The item that fails the condition tells a delivery recorded before
+	// from this very call, applied with its response lost and retried by
+	// the SDK: that one is still new (counted once).
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	switch {
 	case err == nil:
 		return true, nil
@@ -196,15 +179,10 @@ func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNe
 
 // Get reads one dead letter (consistent read).
 func (s *Store) Get(ctx context.Context, id string) (Record, error) {
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: pkAV(id), ConsistentRead: aws.Bool(true),
-	})
+	var rec Record
+	ok, err := ddb.GetLive(ctx, s.client, s.table, pkAV(id), s.now(), &rec)
 	if err != nil {
 		return Record{}, fmt.Errorf("deadletter: get %s: %w", id, err)
-	}
-	rec, ok, err := s.decodeLive(out.Item)
-	if err != nil {
-		return Record{}, err
 	}
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -231,9 +209,10 @@ func (s *Store) List(ctx context.Context, status Status) ([]Record, error) {
 			return nil, fmt.Errorf("deadletter: list: %w", err)
 		}
 		for _, item := range page.Items {
-			rec, ok, err := s.decodeLive(item)
+			var rec Record
+			ok, err := ddb.DecodeLive(item, s.now(), &rec)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("deadletter: list: %w", err)
 			}
 			if ok {
 				out = append(out, rec)
@@ -285,18 +264,11 @@ func (s *Store) MarkDropped(ctx context.Context, id string) error {
 // mark applies upd to the letter id under cond; a failed condition returns
 // an error matching ErrNotFound.
 func (s *Store) mark(ctx context.Context, id string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, what string) error {
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	u, err := ddb.Update(s.table, pkAV(id), upd, cond, false)
 	if err != nil {
 		return fmt.Errorf("deadletter: mark %s: %w", what, err)
 	}
-	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       pkAV(id),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	if ddb.IsConditionFailed(err) {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -341,18 +313,4 @@ func (s *Store) Select(ctx context.Context, f Filter) ([]Record, error) {
 		return nil, err
 	}
 	return slices.DeleteFunc(recs, func(r Record) bool { return !f.Match(r) }), nil
-}
-
-func (s *Store) decodeLive(item map[string]types.AttributeValue) (Record, bool, error) {
-	if len(item) == 0 {
-		return Record{}, false, nil
-	}
-	var rec Record
-	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-		return Record{}, false, fmt.Errorf("deadletter: decode: %w", err)
-	}
-	if ddb.Expired(rec.ExpiresAt, s.now()) {
-		return Record{}, false, nil
-	}
-	return rec, true, nil
 }

@@ -3,6 +3,8 @@
 package email_test
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -28,14 +29,14 @@ import (
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/emailtest"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -45,56 +46,24 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const mailFrom = "noreply@runstwice.test"
 
-// stack is the e-mail function's world on moto: markers and users tables,
-// the work queues and the DLQ, SES with a verified sender.
+// stack is the e-mail function's world on moto (emailtest) with SSM for the
+// kill switches and SES with a verified sender.
 type stack struct {
-	moto    *testenv.Server
-	counter *testenv.CallCounter
-	db      *dynamodb.Client
-	sqs     *sqs.Client
-	ssm     *ssm.Client
-	ses     *sesv2.Client
-	markers string
-	users   string
-	urls    map[contract.Queue]string
-	dlq     testenv.Queue
-	logs    *testkit.Buffer
-	metrics *testkit.Buffer
+	*emailtest.World
+	moto *testenv.Server
+	ssm  *ssm.Client
+	ses  *sesv2.Client
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	moto := testenv.Moto(t)
-	s := &stack{moto: moto, counter: testenv.NewCallCounter(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{}}
-	cfg := moto.Config(s.counter.Option)
-	s.db, s.sqs, s.ssm, s.ses = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg), sesv2.NewFromConfig(cfg)
-	s.markers, s.users = testenv.Name(t, "markers"), testenv.Name(t, "users")
-	testenv.CreateTable(t, s.db, s.markers, marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, s.db, s.users, users.AttrUserID, "")
-	s.dlq = testenv.CreateQueue(t, s.sqs, testenv.Name(t, "dlq"), nil)
-	s.urls = map[contract.Queue]string{}
-	for _, q := range contract.Queues {
-		s.urls[q] = testenv.CreateQueue(t, s.sqs, testenv.Name(t, string(q)), map[string]string{
-			"RedrivePolicy": testenv.RedrivePolicy(s.dlq.ARN, 5),
-		}).URL
-	}
+	s := &stack{World: emailtest.New(t), moto: testenv.Moto(t)}
+	cfg := s.moto.Config(s.Counter.Option)
+	s.ssm, s.ses = ssm.NewFromConfig(cfg), sesv2.NewFromConfig(cfg)
 	if _, err := s.ses.CreateEmailIdentity(context.Background(), &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(mailFrom)}); err != nil {
 		t.Fatalf("verify sender: %v", err)
 	}
 	return s
-}
-
-func (s *stack) putUser(t *testing.T, u email.User) {
-	t.Helper()
-	item, err := attributevalue.MarshalMap(map[string]any{
-		users.AttrUserID: u.ID, users.AttrEmail: u.Email, users.AttrDisplayName: u.DisplayName, users.AttrEmailConfirmed: u.EmailConfirmed,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.users), Item: item}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 type runnerOpts struct {
@@ -102,46 +71,23 @@ type runnerOpts struct {
 	sender  email.Sender
 }
 
-// runner returns the e-mail function as main.go wires it, on the stack.
+// runner returns the e-mail function as main.go wires it, on the stack, with
+// SES as its sender unless o names another.
 func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
 	t.Helper()
-	metrics := obs.NewMetrics(s.metrics)
 	if o.sender == nil {
 		o.sender = ses.New(s.ses, mailFrom)
 	}
-	if o.toggles == nil {
-		o.toggles = &testkit.Switches{}
-	}
-	handlers, err := email.Handlers(email.Config{
-		Users: users.New(s.db, s.users), Sender: o.sender, BaseURL: "http://127.0.0.1:3000",
+	return s.Worker(t, o.sender, func(c *runner.Config) {
+		if o.toggles != nil {
+			c.Toggles = o.toggles
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	queues := queue.New(s.sqs, s.urls, s.dlq.URL)
-	r, err := runner.New(runner.Config{
-		Registry: catalog.Registry(), Handlers: handlers, Toggles: o.toggles,
-		Markers: marker.NewDynamo(s.db, s.markers), Parker: queues, DeadLetterer: queues,
-		ParkDelay: time.Second, MaxReceiveCount: 5,
-		Logger: obs.NewLogger(s.logs, "debug"), Metrics: metrics,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func handle(t *testing.T, r *runner.Runner, msgs ...events.SQSMessage) []string {
 	t.Helper()
-	resp, err := r.Handle(context.Background(), events.SQSEvent{Records: msgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
+	return testkit.Run(t, context.Background(), r, msgs...)
 }
 
 // sesMail is a mail as moto stored it (the HTML body when there is one).
@@ -186,7 +132,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "twin")) + "@example.com"
 			id := "u-" + strings.TrimPrefix(strings.ToLower(testenv.Name(t, "twin")), "twin-")
-			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != email.PartnerVerification.Name})
+			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != email.PartnerVerification.Name})
 			a, b := s.runner(t, runnerOpts{toggles: digestOn()}), s.runner(t, runnerOpts{toggles: digestOn()})
 			msg := record(t, jobFor(typ, id), 1)
 			var wg sync.WaitGroup
@@ -259,7 +205,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			src.Logger = obs.NewLogger(io.Discard, "error")
 			addr := strings.ToLower(testenv.Name(t, "digest")) + "@example.com"
 			id := "u-" + strings.ToLower(testenv.Name(t, "d"))
-			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Partner", EmailConfirmed: true})
+			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Partner", EmailConfirmed: true})
 			r := s.runner(t, runnerOpts{toggles: src})
 			msg := record(t, jobFor(email.PartnerDigest.Name, id), 1)
 			if f := handle(t, r, msg); len(f) != 0 {
@@ -275,11 +221,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			if len(mails) != 0 {
 				t.Fatalf("fail-closed digest sent %d mails", len(mails))
 			}
-			parked := testenv.Receive(t, s.sqs, s.urls[contract.QueueBulk], 3*time.Second)
+			parked := testenv.Receive(t, s.SQS, s.Queues[contract.QueueBulk].URL, 3*time.Second)
 			if !slices.ContainsFunc(parked, func(m sqstypes.Message) bool { return aws.ToString(m.Body) == msg.Body }) {
 				t.Fatalf("digest not parked on the bulk queue (got %d messages)", len(parked))
 			}
-			deleteAll(t, s, s.urls[contract.QueueBulk], parked)
+			deleteAll(t, s, s.Queues[contract.QueueBulk].URL, parked)
 		})
 	}
 }
@@ -295,7 +241,7 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "tok")) + "@example.com"
 			id := "u-" + strings.ToLower(testenv.Name(t, "t"))
-			s.putUser(t, email.User{ID: id, Email: addr, DisplayName: "Token Holder"})
+			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Token Holder"})
 			r := s.runner(t, runnerOpts{})
 			msg := record(t, jobFor(typ, id), 1)
 			if f := handle(t, r, msg); len(f) != 0 {
@@ -310,8 +256,8 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 				t.Fatalf("no token link in the mail:\n%s", mails[0].Body)
 			}
 			token := m[1]
-			out, err := s.db.GetItem(context.Background(), &dynamodb.GetItemInput{
-				TableName: aws.String(s.users), Key: map[string]ddbtypes.AttributeValue{users.AttrUserID: &ddbtypes.AttributeValueMemberS{Value: id}},
+			out, err := s.DB.GetItem(context.Background(), &dynamodb.GetItemInput{
+				TableName: aws.String(s.UsersTable), Key: ddb.KeyS(users.AttrUserID, id),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -328,13 +274,13 @@ func TestTokenNeverInLogsOrMessages(t *testing.T) {
 			}
 			itemJSON, _ := json.Marshal(stored)
 			for where, text := range map[string]string{
-				"log lines": s.logs.String(), "metric lines": s.metrics.String(), "job message body": msg.Body, "users item": string(itemJSON),
+				"log lines": s.Logs.String(), "metric lines": s.Metrics.String(), "job message body": msg.Body, "users item": string(itemJSON),
 			} {
 				if strings.Contains(text, token) {
 					t.Fatalf("raw token found in %s", where)
 				}
 			}
-			if strings.Contains(s.logs.String(), addr) {
+			if strings.Contains(s.Logs.String(), addr) {
 				t.Fatal("the address appears in a log line")
 			}
 		})
@@ -362,42 +308,42 @@ func TestCallsPerJobLeaseMode(t *testing.T) {
 	var msgs []events.SQSMessage
 	for i := range 10 {
 		id := fmt.Sprintf("u-calls-%d-%d", time.Now().UnixNano()%1e6, i)
-		s.putUser(t, email.User{ID: id, Email: id + "@example.com", DisplayName: "Calls"})
+		s.PutUser(t, email.User{ID: id, Email: id + "@example.com", DisplayName: "Calls"})
 		msgs = append(msgs, record(t, jobFor(email.Welcome.Name, id), 1))
 	}
 	r := s.runner(t, runnerOpts{})
-	s.counter.Reset()
+	s.Counter.Reset()
 	if f := handle(t, r, msgs...); len(f) != 0 {
 		t.Fatalf("failures %v", f)
 	}
 	const jobs = 10
-	t.Logf("AWS calls for a 10-message batch (lease mode): %s", s.counter)
+	t.Logf("AWS calls for a 10-message batch (lease mode): %s", s.Counter)
 	for _, op := range []string{"DynamoDB.BatchGetItem", "DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.GetItem", "DynamoDB.UpdateItem", "SESv2.SendEmail", "SQS.SendMessage"} {
-		t.Logf("  %-22s %5.1f per job", op, float64(s.counter.Get(op))/jobs)
+		t.Logf("  %-22s %5.1f per job", op, float64(s.Counter.Get(op))/jobs)
 	}
-	markerWrites := s.counter.Sum("DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.UpdateItem")
+	markerWrites := s.Counter.Sum("DynamoDB.PutItem", "DynamoDB.DeleteItem", "DynamoDB.UpdateItem")
 	if markerWrites > 2*jobs {
 		t.Fatalf("%d marker writes for %d jobs; want ≤ 2 per job", markerWrites, jobs)
 	}
-	if n := s.counter.Get("DynamoDB.BatchGetItem"); n != 1 {
+	if n := s.Counter.Get("DynamoDB.BatchGetItem"); n != 1 {
 		t.Fatalf("%d peeks; want one BatchGetItem for the batch", n)
 	}
-	if n := s.counter.Get("SESv2.SendEmail"); n != jobs {
+	if n := s.Counter.Get("SESv2.SendEmail"); n != jobs {
 		t.Fatalf("%d sends; want %d", n, jobs)
 	}
 	// The redelivered batch costs one read and nothing else.
-	s.counter.Reset()
+	s.Counter.Reset()
 	handle(t, r, msgs...)
-	t.Logf("AWS calls for the same batch redelivered: %s", s.counter)
-	if s.counter.String() != "DynamoDB.BatchGetItem=1" {
-		t.Fatalf("redelivered batch cost %s; want one BatchGetItem", s.counter)
+	t.Logf("AWS calls for the same batch redelivered: %s", s.Counter)
+	if s.Counter.String() != "DynamoDB.BatchGetItem=1" {
+		t.Fatalf("redelivered batch cost %s; want one BatchGetItem", s.Counter)
 	}
 }
 
 func deleteAll(t *testing.T, s *stack, url string, msgs []sqstypes.Message) {
 	t.Helper()
 	for _, m := range msgs {
-		if _, err := s.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		if _, err := s.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 			t.Fatal(err)
 		}
 	}

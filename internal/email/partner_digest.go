@@ -12,6 +12,9 @@ import (
 // addresses. It is fail-closed: it runs only while its switch
 // /runstwice/<stage>/toggles/email.partner-digest.v1 says on, so
 // template.yaml creates that parameter set to false.
+//
+// Every type declares itself in its own file, beside its handler, so the
+// e-mail type files share their form on purpose (docs/job-types.md).
 var PartnerDigest = contract.JobType{
 	Name: "email.partner-digest.v1",
 	Args: []contract.ArgSpec{

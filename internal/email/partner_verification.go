@@ -11,6 +11,9 @@ import (
 // new partner to confirm their address. It carries a verification token
 // (made at send time, 48 hours) and is unnecessary once the address is
 // confirmed.
+//
+// Every type declares itself in its own file, beside its handler, so the
+// e-mail type files share their form on purpose (docs/job-types.md).
 var PartnerVerification = contract.JobType{
 	Name: "email.partner-verification.v1",
 	Args: []contract.ArgSpec{

@@ -9,6 +9,9 @@ import (
 
 // PasswordReset is email.password-reset.v1: a password-reset link with a
 // token made at send time (valid one hour).
+//
+// Every type declares itself in its own file, beside its handler, so the
+// e-mail type files share their form on purpose (docs/job-types.md).
 var PasswordReset = contract.JobType{
 	Name: "email.password-reset.v1",
 	Args: []contract.ArgSpec{

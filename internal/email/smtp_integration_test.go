@@ -3,6 +3,8 @@
 package email_test
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"bytes"
 	"context"
 	"encoding/json"
@@ -50,6 +52,7 @@ func startMailpit(t *testing.T, extraArgs ...string) mailpit {
 			t.Fatalf("install %s: %v\n%s", mailpitModule, err, out)
 		}
 	}
+	// Two free ports, each checked as every caller of FreePort checks it.
 	smtpPort, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)

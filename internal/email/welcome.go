@@ -9,6 +9,9 @@ import (
 
 // Welcome is email.welcome.v1: a welcome mail with a link to the
 // application. It carries no token.
+//
+// Every type declares itself in its own file, beside its handler, so the
+// e-mail type files share their form on purpose (docs/job-types.md).
 var Welcome = contract.JobType{
 	Name:             "email.welcome.v1",
 	Args:             []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},

@@ -57,10 +57,7 @@ func newStack(t *testing.T) *stack {
 	testenv.CreateTable(t, db, idemTable, idempotency.AttrPK, "")
 	testenv.CreateTable(t, db, jobsTable, jobs.AttrPK, "")
 	testenv.CreateTable(t, db, markersTable, marker.AttrHandler, marker.AttrMessageKey)
-	urls := map[contract.Queue]string{}
-	for _, q := range contract.Queues {
-		urls[q] = testenv.CreateQueue(t, sq, testenv.Name(t, string(q)), nil).URL
-	}
+	urls := testenv.CreateWorkQueues(t, sq, testenv.Name(t, "q")+"-", 0).URLs()
 	clock := markertest.NewClock(time.Now().UTC())
 	m := marker.NewDynamo(db, markersTable)
 	m.Now = clock.Now
@@ -145,15 +142,21 @@ func TestIntegrationEnqueueReplayAndCost(t *testing.T) {
 	}
 }
 
-func TestIntegrationConcurrentSameKey(t *testing.T) {
-	s := newStack(t)
-	const n = 20
+// concurrently sends n welcome requests for u-1 at once, the i-th under
+// Idempotency-Key key(i), and returns their responses.
+func (s *stack) concurrently(t *testing.T, n int, key func(i int) string) []events.APIGatewayV2HTTPResponse {
 	resps := make([]events.APIGatewayV2HTTPResponse, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { resps[i] = call(t, s.h, post(welcome, "same-key", welcomeU1)) })
+		wg.Go(func() { resps[i] = call(t, s.h, post(welcome, key(i), welcomeU1)) })
 	}
 	wg.Wait()
+	return resps
+}
+
+func TestIntegrationConcurrentSameKey(t *testing.T) {
+	s := newStack(t)
+	resps := s.concurrently(t, 20, func(int) string { return "same-key" })
 	byStatus := map[int]int{}
 	for _, r := range resps {
 		byStatus[r.StatusCode]++
@@ -185,13 +188,7 @@ func TestIntegrationConcurrentSameKey(t *testing.T) {
 // TestIntegrationConcurrentSameNaturalKey: many keys, one natural key → one job.
 func TestIntegrationConcurrentSameNaturalKey(t *testing.T) {
 	s := newStack(t)
-	const n = 10
-	resps := make([]events.APIGatewayV2HTTPResponse, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { resps[i] = call(t, s.h, post(welcome, fmt.Sprintf("key-%d", i), welcomeU1)) })
-	}
-	wg.Wait()
+	resps := s.concurrently(t, 10, func(i int) string { return fmt.Sprintf("key-%d", i) })
 	ids := map[string]bool{}
 	for _, r := range resps {
 		switch r.StatusCode {

@@ -31,7 +31,8 @@ const (
 // ProblemTypePrefix prefixes every problem type URI.
 const ProblemTypePrefix = "urn:runstwice:problem:"
 
-// Problem is an RFC 9457 problem detail, the body of every error response.
+// Problem is an RFC 9457 problem detail, the body of every error response (a
+// plain JSON struct: its form matches other declarations by chance).
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`

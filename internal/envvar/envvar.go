@@ -4,6 +4,8 @@
 package envvar
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"fmt"
@@ -50,40 +52,38 @@ func (e *Env) Optional(name, def string) string {
 
 // Int returns the positive integer in name, or def when it is empty.
 func (e *Env) Int(name string, def int) int {
-	v := e.Optional(name, "")
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
-		return def
-	}
-	return n
+	return positive(e, name, def, strconv.Atoi, "integer")
 }
 
 // Seconds returns the whole seconds in name as a duration, or def when it is
 // empty.
 func (e *Env) Seconds(name string, def time.Duration) time.Duration {
-	if e.Optional(name, "") == "" {
-		return def
-	}
-	return time.Duration(e.Int(name, 0)) * time.Second
+	return positive(e, name, def, func(v string) (time.Duration, error) {
+		n, err := strconv.Atoi(v)
+		return time.Duration(n) * time.Second, err
+	}, "integer")
 }
 
 // Duration returns the Go duration in name (e.g. "30s"), or def when it is
 // empty.
 func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	return positive(e, name, def, time.ParseDuration, "Go duration")
+}
+
+// positive returns the value in name as parse reads it, or def when it is
+// empty; a value parse refuses or that is not positive is recorded as a
+// problem (what names the kind of value expected) and def returned.
+func positive[T int | time.Duration](e *Env, name string, def T, parse func(string) (T, error), what string) T {
 	v := e.Optional(name, "")
 	if v == "" {
 		return def
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive Go duration", name, v))
+	n, err := parse(v)
+	if err != nil || n <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a positive %s", name, v, what))
 		return def
 	}
-	return d
+	return n
 }
 
 // QueueURLs returns the URLs of the three work queues, each required.

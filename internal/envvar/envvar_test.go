@@ -32,3 +32,29 @@ func TestEnv(t *testing.T) {
 		t.Fatalf("err %v; want every problem named", err)
 	}
 }
+
+// Every number reader refuses a value that is not a positive number of its
+// kind, names it, and returns the default.
+func TestNumbersMustBePositive(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		read func(e *Env) any
+		def  any
+		want string
+	}{
+		{"0", func(e *Env) any { return e.Int("V", 3) }, 3, "positive integer"},
+		{"x", func(e *Env) any { return e.Int("V", 3) }, 3, "positive integer"},
+		{"-5", func(e *Env) any { return e.Seconds("V", time.Second) }, time.Second, "positive integer"},
+		{"5s", func(e *Env) any { return e.Seconds("V", time.Second) }, time.Second, "positive integer"},
+		{"0s", func(e *Env) any { return e.Duration("V", time.Minute) }, time.Minute, "positive Go duration"},
+		{"5", func(e *Env) any { return e.Duration("V", time.Minute) }, time.Minute, "positive Go duration"},
+	} {
+		e := New(func(string) string { return tc.v })
+		if got := tc.read(e); got != tc.def {
+			t.Errorf("%q: got %v; want the default %v", tc.v, got, tc.def)
+		}
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), `V="`+tc.v+`" is not a `+tc.want) {
+			t.Errorf("%q: err %v; want %q named", tc.v, err, tc.want)
+		}
+	}
+}

@@ -44,7 +44,8 @@ const (
 	RejectAlways DuplicatePolicy = "RejectAlways"
 )
 
-// Policies lists the duplicate policies.
+// Policies lists the duplicate policies (declared as contract.Queues is: the
+// constants, then the list of all).
 var Policies = []DuplicatePolicy{AllowAfterFailed, RejectIfFailed, RejectAlways}
 
 // ParsePolicy returns the policy named s; "" is AllowAfterFailed. ok is false

@@ -106,7 +106,7 @@ func TestTransition(t *testing.T) {
 		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
 		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
 		StateParked:    {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
-		StateFailed:    {EventFailed: StateFailed, EventRedriven: StateEnqueued},
+		StateFailed:    {EventFailed: StateFailed, EventRedriven: StatePending},
 		StateCancelled: {EventCancelled: StateCancelled},
 	}
 	for _, from := range stored {

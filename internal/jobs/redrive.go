@@ -26,6 +26,9 @@ import (
 // pending timeout has passed the next enqueue of the same key sends the
 // stored message again under the same id (as for any unconfirmed enqueue),
 // and so does a second run of the redrive.
+//
+// It has a Recorder's fields (client, table, clock) with a wider client on
+// purpose: an operator's writes are not a worker's.
 type Lifecycle struct {
 	client DynamoAPI
 	table  string
@@ -38,12 +41,7 @@ func NewLifecycle(client DynamoAPI, table string) *Lifecycle {
 	return &Lifecycle{client: client, table: table}
 }
 
-func (l *Lifecycle) now() time.Time {
-	if l.Now != nil {
-		return l.Now()
-	}
-	return time.Now()
-}
+func (l *Lifecycle) now() time.Time { return ddb.Now(l.Now) }
 
 // Revival is what a redrive needs to know of a job before it sends it again.
 type Revival struct {
@@ -105,11 +103,7 @@ type dedupPointer struct {
 
 // get reads one live item into out; ok is false when there is none.
 func (l *Lifecycle) get(ctx context.Context, pk string, out any) (bool, error) {
-	ok, err := ddb.GetLive(ctx, l.client, l.table, keyAV(pk), l.now(), out)
-	if err != nil {
-		return false, fmt.Errorf("jobs: get %s: %w", pk, err)
-	}
-	return ok, nil
+	return getLive(ctx, l.client, l.table, pk, l.now(), out)
 }
 
 // Inspect reads job jobID's record and its key's dedup pointer, and writes
@@ -155,6 +149,8 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 	now := l.now()
 	exp := now.Add(QueueRetention + TerminalRetention).Unix()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(StatePending)).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeRedriven)).
+		Set(expression.Name("lastReason"), expression.Value("redriven by an operator after it was dead-lettered")).
 		Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(exp)).
@@ -210,11 +206,7 @@ func (l *Lifecycle) Settle(ctx context.Context, jobID string, sent bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-		ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
+	_, err = l.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("jobs: settle %s: %w", jobID, err)
 	}

@@ -9,51 +9,23 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/jobstest"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
-// opsWorld is a jobs table, a markers table, the store that enqueue uses and
-// the operator's lifecycle, on one clock.
+// opsWorld is the jobs fixture with the operator's lifecycle on its clock.
 type opsWorld struct {
-	store     *jobs.Store
-	rec       *jobs.Recorder
+	*jobstest.World
 	lifecycle *jobs.Lifecycle
-	markers   *marker.Dynamo
-	clock     *markertest.Clock
-	counter   *testenv.CallCounter
-	world     *jobstest.World
 }
 
 func newOpsWorld(t *testing.T) opsWorld {
 	t.Helper()
-	w := jobstest.New(t)
-	o := opsWorld{store: w.Store, rec: w.Recorder, markers: w.Markers, clock: w.Clock, counter: w.Counter, world: w}
-	o.lifecycle = jobs.NewLifecycle(w.Client, w.JobsTable)
-	o.lifecycle.Now = w.Clock.Now
-	return o
-}
-
-// enqueue creates an Enqueued job the way the enqueue function does.
-func (w opsWorld) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
-	return w.world.Enqueue(t, typ, caller, key)
-}
-
-func (w opsWorld) failed(t *testing.T, caller, key string) jobs.Job {
-	return w.world.Failed(t, email.Welcome.Name, caller, key)
-}
-
-func (w opsWorld) state(t *testing.T, id string) jobs.Job {
-	t.Helper()
-	j, err := w.store.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
+	w := opsWorld{World: jobstest.New(t)}
+	w.lifecycle = jobs.NewLifecycle(w.Client, w.JobsTable)
+	w.lifecycle.Now = w.Clock.Now
+	return w
 }
 
 // TestReactivateKeepsTheKey: a redriven job is active again, so enqueue with
@@ -61,53 +33,53 @@ func (w opsWorld) state(t *testing.T, id string) jobs.Job {
 func TestReactivateKeepsTheKey(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	j := w.failed(t, "caller-a", "welcome:u-1")
+	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-1")
 	// Before: AllowAfterFailed would admit a twin (the bug a redrive must close).
-	w.clock.Advance(time.Hour)
+	w.Clock.Advance(time.Hour)
 	rv, err := w.lifecycle.Inspect(ctx, j.ID)
 	if err != nil || !rv.Found || rv.State != jobs.StateFailed || rv.Superseded() || rv.Key != "welcome:u-1" {
 		t.Fatalf("Inspect = %+v, %v", rv, err)
 	}
-	w.counter.Reset()
+	w.Counter.Reset()
 	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
 		t.Fatal(err)
 	}
-	if w.counter.String() != "DynamoDB.TransactWriteItems=1" {
-		t.Fatalf("reactivation took %s; want one transaction", w.counter)
+	if w.Counter.String() != "DynamoDB.TransactWriteItems=1" {
+		t.Fatalf("reactivation took %s; want one transaction", w.Counter)
 	}
-	got := w.state(t, j.ID)
-	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.clock.Now()) || got.LastErrorClass != "max-receives" {
+	got := w.Get(t, j.ID)
+	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.Clock.Now()) || got.LastErrorClass != "max-receives" {
 		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, error class kept", got)
 	}
 	twin := jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
-		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.clock.Now(), RunAt: w.clock.Now()}
-	w.clock.Advance(jobs.DefaultPendingTimeout + time.Second)
-	if d, err := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
+		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}
+	w.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
+	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
 		t.Fatalf("enqueue of the same key while redriven (pending) = %v %s, %v; want the redriven job", d.Outcome, d.Job.ID, err)
 	}
 	if err := w.lifecycle.Settle(ctx, j.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.state(t, j.ID); got.State != jobs.StateEnqueued {
+	if got := w.Get(t, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("after Settle(sent): %s; want Enqueued", got.State)
 	}
-	if d, err := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("enqueue of the same key after the redrive = %v %s, %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
 	}
 	// It lives like a new record: not Expired long after its first run time,
 	// and the pointer lives as long (the key stays taken).
-	w.clock.Advance(jobs.QueueRetention - time.Hour)
-	if got := w.state(t, j.ID); got.State != jobs.StateEnqueued {
+	w.Clock.Advance(jobs.QueueRetention - time.Hour)
+	if got := w.Get(t, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("%s after most of the queue retention; want Enqueued", got.State)
 	}
-	if d, _ := w.store.Reserve(ctx, twin, jobs.AllowAfterFailed); d.Outcome != jobs.Duplicate {
+	if d, _ := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); d.Outcome != jobs.Duplicate {
 		t.Fatalf("twin admitted late in the redriven job's life: %v", d.Outcome)
 	}
 	// A second Reactivate (a rerun) writes nothing and is no error.
 	rv, _ = w.lifecycle.Inspect(ctx, j.ID)
-	w.counter.Reset()
-	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil || w.counter.Get("DynamoDB.TransactWriteItems") != 0 {
-		t.Fatalf("rerun: %v, %s", err, w.counter)
+	w.Counter.Reset()
+	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil || w.Counter.Get("DynamoDB.TransactWriteItems") != 0 {
+		t.Fatalf("rerun: %v, %s", err, w.Counter)
 	}
 }
 
@@ -116,7 +88,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 func TestSettleUnsent(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	j := w.failed(t, "caller-a", "welcome:u-2")
+	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-2")
 	rv, _ := w.lifecycle.Inspect(ctx, j.ID)
 	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
 		t.Fatal(err)
@@ -124,18 +96,18 @@ func TestSettleUnsent(t *testing.T) {
 	if err := w.lifecycle.Settle(ctx, j.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	got := w.state(t, j.ID)
+	got := w.Get(t, j.ID)
 	if got.State != jobs.StateFailed || got.FailedAt == nil || got.LastErrorClass != "max-receives" {
 		t.Fatalf("after a failed send: %+v; want Failed with its class", got)
 	}
 	if err := w.lifecycle.Settle(ctx, j.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.state(t, j.ID); got.State != jobs.StateFailed {
+	if got := w.Get(t, j.ID); got.State != jobs.StateFailed {
 		t.Fatalf("Settle moved a Failed job to %s", got.State)
 	}
 	// A stale Revival (it read Failed, the job is Succeeded now) is refused.
-	other := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
+	other := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
 	stale := jobs.Revival{JobID: other.ID, Found: true, State: jobs.StateFailed, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-3"}
 	if err := w.lifecycle.Reactivate(ctx, stale, false); !errors.Is(err, jobs.ErrStateChanged) {
 		t.Fatalf("Reactivate of an Enqueued job read as Failed = %v; want ErrStateChanged", err)
@@ -151,8 +123,8 @@ func TestSettleUnsent(t *testing.T) {
 func TestReactivateSuperseded(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	old := w.failed(t, "arn:aws:iam::1:user/a#b", "welcome:u-4")
-	newer := w.enqueue(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	old := w.Failed(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	newer := w.Enqueue(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
 	rv, err := w.lifecycle.Inspect(ctx, old.ID)
 	if err != nil || rv.SupersededBy != newer.ID {
 		t.Fatalf("Inspect = %+v, %v; want superseded by %s", rv, err, newer.ID)
@@ -160,13 +132,13 @@ func TestReactivateSuperseded(t *testing.T) {
 	if err := w.lifecycle.Reactivate(ctx, rv, false); !errors.Is(err, jobs.ErrSuperseded) {
 		t.Fatalf("Reactivate without force = %v; want ErrSuperseded", err)
 	}
-	if got := w.state(t, old.ID); got.State != jobs.StateFailed {
+	if got := w.Get(t, old.ID); got.State != jobs.StateFailed {
 		t.Fatalf("superseded job moved to %s without force", got.State)
 	}
 	if err := w.lifecycle.Reactivate(ctx, rv, true); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.state(t, old.ID); got.State != jobs.StatePending {
+	if got := w.Get(t, old.ID); got.State != jobs.StatePending {
 		t.Fatalf("forced: %s; want Pending", got.State)
 	}
 	if rv, _ := w.lifecycle.Inspect(ctx, old.ID); rv.SupersededBy != newer.ID {
@@ -174,13 +146,13 @@ func TestReactivateSuperseded(t *testing.T) {
 	}
 
 	// The race: Inspect saw the key free, then a newer job took it.
-	racer := w.failed(t, "caller-b", "welcome:u-5")
+	racer := w.Failed(t, email.Welcome.Name, "caller-b", "welcome:u-5")
 	rv, _ = w.lifecycle.Inspect(ctx, racer.ID)
-	w.enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-5")
+	w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-5")
 	if err := w.lifecycle.Reactivate(ctx, rv, false); !errors.Is(err, jobs.ErrSuperseded) {
 		t.Fatalf("Reactivate after the key was taken = %v; want ErrSuperseded", err)
 	}
-	if got := w.state(t, racer.ID); got.State != jobs.StateFailed {
+	if got := w.Get(t, racer.ID); got.State != jobs.StateFailed {
 		t.Fatalf("the losing reactivation wrote the record: %s", got.State)
 	}
 }

@@ -68,7 +68,8 @@ func (s State) Terminal() bool {
 // Event is something that writes a job record.
 type Event string
 
-// The events of a job record's life.
+// The events of a job record's life, declared as the states are: one
+// documented constant each.
 const (
 	// EventSent: SQS accepted the message (without a delay).
 	EventSent Event = "sent"
@@ -104,7 +105,9 @@ var transitions = map[State]map[Event]State{
 		EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled,
 	},
 	StateFailed: {
-		EventFailed: StateFailed, EventRedriven: StateEnqueued,
+		// A redriven job is Pending until its message is sent again, then
+		// Enqueued (EventSent), as a new job is.
+		EventFailed: StateFailed, EventRedriven: StatePending,
 	},
 	StateCancelled: {
 		EventCancelled: StateCancelled,

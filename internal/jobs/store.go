@@ -14,6 +14,9 @@ import (
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -72,10 +75,7 @@ func NewStore(client DynamoAPI, table string, markers Markers) *Store {
 func (s *Store) now() time.Time { return ddb.Now(s.Now) }
 
 func (s *Store) pendingTimeout() time.Duration {
-	if s.PendingTimeout > 0 {
-		return s.PendingTimeout
-	}
-	return DefaultPendingTimeout
+	return ddb.DurationOr(s.PendingTimeout, DefaultPendingTimeout)
 }
 
 // record is a job record as stored.
@@ -159,14 +159,20 @@ func (r record) job() Job {
 
 func keyAV(pk string) map[string]types.AttributeValue { return ddb.KeyS(AttrPK, pk) }
 
-// getItem reads one item with a consistent read into out; ok is false when
-// there is none or it has expired (TTL deletion is never trusted).
-func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
-	ok, err := ddb.GetLive(ctx, s.client, s.table, keyAV(pk), s.now(), out)
+// getLive reads the item pk of table with a consistent read into out; ok is
+// false when there is none or it has expired at now (TTL deletion is never
+// trusted).
+func getLive(ctx context.Context, c ddb.Getter, table, pk string, now time.Time, out any) (bool, error) {
+	ok, err := ddb.GetLive(ctx, c, table, keyAV(pk), now, out)
 	if err != nil {
 		return false, fmt.Errorf("jobs: get %s: %w", pk, err)
 	}
 	return ok, nil
+}
+
+// getItem reads one live item into out (see getLive).
+func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
+	return getLive(ctx, s.client, s.table, pk, s.now(), out)
 }
 
 // Get returns the job with its derived state: the record (consistent read)

@@ -15,152 +15,122 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type fixture struct {
-	store   *jobs.Store
-	rec     *jobs.Recorder
-	markers *marker.Dynamo
-	clock   *markertest.Clock
-	counter *testenv.CallCounter
-	world   *jobstest.World
-}
-
-func newFixture(t *testing.T) fixture {
-	t.Helper()
-	w := jobstest.New(t)
-	return fixture{store: w.Store, rec: w.Recorder, markers: w.Markers, clock: w.Clock, counter: w.Counter, world: w}
-}
-
-func (f fixture) job(caller, key string, delay time.Duration) jobs.Job {
-	return f.world.Job(email.Welcome.Name, caller, key, delay)
-}
-
 func TestReserveLifecycle(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-1", 0)
+	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-1", 0)
 
-	d, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed)
+	d, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("Reserve = %v, %v; want reserved", d.Outcome, err)
 	}
-	got, err := f.store.Get(ctx, j.ID)
+	got, err := f.Store.Get(ctx, j.ID)
 	if err != nil || got.State != jobs.StatePending || got.Caller != "caller-a" || got.Message == "" {
 		t.Fatalf("Get pending = %+v, %v", got, err)
 	}
 	// The owner retrying (a new try of the request, moments later) finds
 	// its own pending job.
-	f.clock.Advance(time.Millisecond)
+	f.Clock.Advance(time.Millisecond)
 	retry := j
-	retry.CreatedAt, retry.RunAt = f.clock.Now(), f.clock.Now()
-	if d, err := f.store.Reserve(ctx, retry, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
+	retry.CreatedAt, retry.RunAt = f.Clock.Now(), f.Clock.Now()
+	if d, err := f.Store.Reserve(ctx, retry, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
 		t.Fatalf("own retry = %+v, %v; want own resume", d, err)
 	}
 	// Another request for the key waits while the job is fresh, then resumes it.
-	other := f.job("caller-a", "welcome:u-1", 0)
-	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
+	other := f.Job(email.Welcome.Name, "caller-a", "welcome:u-1", 0)
+	if d, err := f.Store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
 		t.Fatalf("other while pending = %+v, %v; want busy", d, err)
 	}
-	f.clock.Advance(jobs.DefaultPendingTimeout + time.Second)
-	if d, err := f.store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
+	f.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
+	if d, err := f.Store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
 		t.Fatalf("other after timeout = %+v, %v; want resume of %s", d, err, j.ID)
 	}
-	if err := f.store.Promote(ctx, j); err != nil {
+	if err := f.Store.Promote(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateEnqueued {
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("after promote: %s", got.State)
 	}
-	if d, err := f.store.Reserve(ctx, other, jobs.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+	if d, err := f.Store.Reserve(ctx, other, jobs.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("duplicate = %+v, %v", d, err)
 	}
 	// A lease makes it Processing, a claim Succeeded.
-	if _, err := f.markers.Lease(ctx, j.MarkerKey(), "w1", f.clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateProcessing || got.Attempts != 1 {
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateProcessing || got.Attempts != 1 {
 		t.Fatalf("leased: %+v", got)
 	}
-	if _, err := f.markers.Claim(ctx, j.MarkerKey(), "w1"); err != nil {
+	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), "w1"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
 		t.Fatalf("claimed: %s", got.State)
 	}
-	if d, _ := f.store.Reserve(ctx, other, jobs.RejectAlways); d.Outcome != jobs.Rejected || d.Job.ID != j.ID {
+	if d, _ := f.Store.Reserve(ctx, other, jobs.RejectAlways); d.Outcome != jobs.Rejected || d.Job.ID != j.ID {
 		t.Fatalf("RejectAlways after success = %+v", d)
 	}
-	d, err = f.store.Reserve(ctx, other, jobs.RejectIfFailed)
+	d, err = f.Store.Reserve(ctx, other, jobs.RejectIfFailed)
 	if err != nil || d.Outcome != jobs.Reserved || d.Job.ID != other.ID {
 		t.Fatalf("RejectIfFailed after success = %+v, %v", d, err)
 	}
 }
 
 func TestMarkFailed(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-2", 0)
-	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-2")
+	if err := f.Recorder.MarkFailed(ctx, j.ID, jobs.Failure{Class: "transient", Reason: "failed on its final attempt (5)", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.Promote(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.rec.MarkFailed(ctx, j.ID, jobs.Failure{Class: "transient", Reason: "failed on its final attempt (5)", Attempts: 5}); err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Advance(time.Second)
-	if err := f.rec.MarkFailed(ctx, j.ID, jobs.Failure{Class: "max\nreceives", Reason: "exceeded maxReceiveCount (5 receives)", Attempts: 5}); err != nil {
+	f.Clock.Advance(time.Second)
+	if err := f.Recorder.MarkFailed(ctx, j.ID, jobs.Failure{Class: "max\nreceives", Reason: "exceeded maxReceiveCount (5 receives)", Attempts: 5}); err != nil {
 		t.Fatalf("second MarkFailed: %v; want nil (idempotent)", err)
 	}
-	got, err := f.store.Get(ctx, j.ID)
+	got, err := f.Store.Get(ctx, j.ID)
 	if err != nil || got.State != jobs.StateFailed || got.LastErrorClass != "max_receives" || got.Attempts != 5 || got.FailedAt == nil ||
 		got.LastOutcome != jobs.OutcomeDeadLettered || got.LastReason != "exceeded maxReceiveCount (5 receives)" {
 		t.Fatalf("failed job = %+v, %v", got, err)
 	}
 	// Promote never resurrects a failed job.
-	if err := f.store.Promote(ctx, j); err != nil {
+	if err := f.Store.Promote(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateFailed {
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateFailed {
 		t.Fatalf("promote overwrote Failed: %s", got.State)
 	}
-	if err := f.rec.MarkFailed(ctx, contract.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.MarkFailed(ctx, contract.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
 	}
 	// A failed record expires TerminalRetention later; reads honour it.
-	f.clock.Advance(jobs.TerminalRetention + time.Second)
-	if _, err := f.store.Get(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
+	f.Clock.Advance(jobs.TerminalRetention + time.Second)
+	if _, err := f.Store.Get(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("Get after retention = %v; want ErrNotFound", err)
 	}
 }
 
 func TestExpired(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-3", 0)
-	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Promote(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Advance(jobs.QueueRetention + time.Minute)
-	if got, err := f.store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
+	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
+	f.Clock.Advance(jobs.QueueRetention + time.Minute)
+	if got, err := f.Store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
 		t.Fatalf("after retention: %+v, %v", got, err)
 	}
-	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Expired = %v", d.Outcome)
 	}
 }
 
 // TestReserveConcurrent: many requests reserving one key at once create one job.
 func TestReserveConcurrent(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
 	const n = 12
 	outcomes := make([]jobs.Decision, n)
@@ -168,7 +138,7 @@ func TestReserveConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			outcomes[i], errs[i] = f.store.Reserve(ctx, f.job("caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
+			outcomes[i], errs[i] = f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
 		})
 	}
 	wg.Wait()
@@ -186,145 +156,134 @@ func TestReserveConcurrent(t *testing.T) {
 	if reserved != 1 {
 		t.Fatalf("%d reservations; want exactly 1", reserved)
 	}
-	t.Logf("AWS calls for %d concurrent reserves: %s", n, f.counter)
+	t.Logf("AWS calls for %d concurrent reserves: %s", n, f.Counter)
 }
 
 // TestReserveCost: a new job is one write and no read; a dedup hit is the
 // failed write (which returns the pointer) and one read of the job and its
 // marker together.
 func TestReserveCost(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	first := f.job("caller-a", "welcome:u-5", 0)
-	if _, err := f.store.Reserve(ctx, first, jobs.AllowAfterFailed); err != nil {
+	first := f.Job(email.Welcome.Name, "caller-a", "welcome:u-5", 0)
+	if _, err := f.Store.Reserve(ctx, first, jobs.AllowAfterFailed); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("AWS calls for a new reserve: %s", f.counter)
-	if f.counter.Total() != 1 || f.counter.Get("DynamoDB.TransactWriteItems") != 1 {
-		t.Fatalf("calls: %s; want 1 TransactWriteItems and nothing else", f.counter)
+	t.Logf("AWS calls for a new reserve: %s", f.Counter)
+	if f.Counter.Total() != 1 || f.Counter.Get("DynamoDB.TransactWriteItems") != 1 {
+		t.Fatalf("calls: %s; want 1 TransactWriteItems and nothing else", f.Counter)
 	}
-	if err := f.store.Promote(ctx, first); err != nil {
+	if err := f.Store.Promote(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	f.counter.Reset()
-	if d, err := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
+	f.Counter.Reset()
+	if d, err := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
 		t.Fatalf("dedup hit = %+v, %v", d, err)
 	}
-	t.Logf("AWS calls for a dedup hit: %s", f.counter)
-	if f.counter.Total() != 2 || f.counter.Get("DynamoDB.BatchGetItem") != 1 {
-		t.Fatalf("calls: %s; want the failed transaction and 1 BatchGetItem", f.counter)
+	t.Logf("AWS calls for a dedup hit: %s", f.Counter)
+	if f.Counter.Total() != 2 || f.Counter.Get("DynamoDB.BatchGetItem") != 1 {
+		t.Fatalf("calls: %s; want the failed transaction and 1 BatchGetItem", f.Counter)
 	}
 }
 
 // A parked job reads Parked, never expires while it is parked, and keeps its
 // key: no twin is admitted however long its switch stays off.
 func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-park", 0)
-	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Promote(ctx, j); err != nil {
-		t.Fatal(err)
-	}
+	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-park")
 	// Parked again and again (every park delay) for weeks.
 	for day := range 4 * int(jobs.QueueRetention/(24*time.Hour)) {
-		prev, err := f.rec.MarkParked(ctx, j.ID)
+		prev, err := f.Recorder.MarkParked(ctx, j.ID)
 		if err != nil || (day > 0 && prev != jobs.StateParked) {
 			t.Fatalf("park on day %d = %s, %v", day, prev, err)
 		}
-		f.clock.Advance(24 * time.Hour)
+		f.Clock.Advance(24 * time.Hour)
 	}
-	got, err := f.store.Get(ctx, j.ID)
+	got, err := f.Store.Get(ctx, j.ID)
 	if err != nil || got.State != jobs.StateParked || got.LastOutcome != jobs.OutcomeParked {
 		t.Fatalf("after weeks parked: %+v, %v; want Parked", got, err)
 	}
-	d, err := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
+	d, err := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("a second enqueue of a parked key = %+v, %v; want a duplicate of the parked job", d, err)
 	}
 	// A parked job that is cancelled is not parked again.
-	if _, err := f.store.Cancel(ctx, j.ID, "caller-a"); err != nil {
+	if _, err := f.Store.Cancel(ctx, j.ID, "caller-a"); err != nil {
 		t.Fatal(err)
 	}
-	if prev, err := f.rec.MarkParked(ctx, j.ID); prev != jobs.StateCancelled || !errors.Is(err, jobs.ErrConflict) {
+	if prev, err := f.Recorder.MarkParked(ctx, j.ID); prev != jobs.StateCancelled || !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("park after cancel = %s, %v; want Cancelled and ErrConflict", prev, err)
 	}
 }
 
 // Cancel writes the tombstone the workers see, and the record follows.
 func TestCancel(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-cancel", 0)
-	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Promote(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Cancel(ctx, j.ID, "caller-b"); !errors.Is(err, jobs.ErrNotFound) {
+	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-cancel")
+	if _, err := f.Store.Cancel(ctx, j.ID, "caller-b"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("another caller's cancel = %v; want ErrNotFound", err)
 	}
 	for range 2 { // repeating it is a success
-		got, err := f.store.Cancel(ctx, j.ID, "caller-a")
+		got, err := f.Store.Cancel(ctx, j.ID, "caller-a")
 		if err != nil || got.State != jobs.StateCancelled {
 			t.Fatalf("cancel = %+v, %v", got, err)
 		}
 	}
-	m, ok, _ := f.markers.Peek(ctx, j.MarkerKey())
+	m, ok, _ := f.Markers.Peek(ctx, j.MarkerKey())
 	if !ok || m.State != marker.StateCancelled {
 		t.Fatalf("marker after cancel = %+v; want a tombstone", m)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.State != jobs.StateCancelled || got.LastOutcome != jobs.OutcomeCancelled {
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateCancelled || got.LastOutcome != jobs.OutcomeCancelled {
 		t.Fatalf("record after cancel = %+v", got)
 	}
 	// Cancelled is terminal: a new job may follow under AllowAfterFailed
 	// and RejectIfFailed, not under RejectAlways.
-	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Cancelled = %v", d.Outcome)
 	}
-	if d, _ := f.store.Reserve(ctx, f.job("caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
+	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
 		t.Fatalf("RejectIfFailed after Cancelled = %v", d.Outcome)
 	}
 
 	// What ran (or runs) cannot be cancelled.
-	done := f.job("caller-a", "welcome:u-done", 0)
-	running := f.job("caller-a", "welcome:u-running", 0)
+	done := f.Job(email.Welcome.Name, "caller-a", "welcome:u-done", 0)
+	running := f.Job(email.Welcome.Name, "caller-a", "welcome:u-running", 0)
 	for _, x := range []jobs.Job{done, running} {
-		if _, err := f.store.Reserve(ctx, x, jobs.AllowAfterFailed); err != nil {
+		if _, err := f.Store.Reserve(ctx, x, jobs.AllowAfterFailed); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
+	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.markers.Lease(ctx, running.MarkerKey(), "w", f.clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, running.MarkerKey(), "w", f.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	for x, want := range map[string]jobs.State{done.ID: jobs.StateSucceeded, running.ID: jobs.StateProcessing} {
-		if got, err := f.store.Cancel(ctx, x, "caller-a"); !errors.Is(err, jobs.ErrConflict) || got.State != want {
+		if got, err := f.Store.Cancel(ctx, x, "caller-a"); !errors.Is(err, jobs.ErrConflict) || got.State != want {
 			t.Fatalf("cancel of a %s job = %s, %v; want ErrConflict", want, got.State, err)
 		}
 	}
 }
 
-// A no-op's reason is recorded on the job.
+// A no-op's reason is recorded on the job (starting, as TestReserveCost
+// does, from a reserved job).
 func TestRecordOutcome(t *testing.T) {
-	f := newFixture(t)
+	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.job("caller-a", "welcome:u-noop", 0)
-	if _, err := f.store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-noop", 0)
+	if _, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.rec.RecordOutcome(ctx, j.ID, jobs.OutcomeNoop, "no mail needed: user not found"); err != nil {
+	if err := f.Recorder.RecordOutcome(ctx, j.ID, jobs.OutcomeNoop, "no mail needed: user not found"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.store.Get(ctx, j.ID); got.LastOutcome != jobs.OutcomeNoop || got.LastReason != "no mail needed: user not found" {
+	if got, _ := f.Store.Get(ctx, j.ID); got.LastOutcome != jobs.OutcomeNoop || got.LastReason != "no mail needed: user not found" {
 		t.Fatalf("record = %+v", got)
 	}
-	if err := f.rec.RecordOutcome(ctx, contract.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.RecordOutcome(ctx, contract.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("outcome of an unknown job = %v; want ErrNotFound", err)
 	}
 }

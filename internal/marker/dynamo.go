@@ -11,11 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -42,12 +46,7 @@ func NewDynamo(client DynamoAPI, table string) *Dynamo {
 // Table is the table's name.
 func (d *Dynamo) Table() string { return d.table }
 
-func (d *Dynamo) retention() time.Duration {
-	if d.Retention > 0 {
-		return d.Retention
-	}
-	return DefaultRetention
-}
+func (d *Dynamo) retention() time.Duration { return ddb.DurationOr(d.Retention, DefaultRetention) }
 
 // KeyAV is the table key of k.
 func KeyAV(k Key) map[string]types.AttributeValue {
@@ -91,7 +90,7 @@ func (d *Dynamo) PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, err
 		req := map[string]types.KeysAndAttributes{d.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt > 0 {
-				if err := sleep(ctx, backoff(attempt)); err != nil {
+				if err := smithytime.SleepWithContext(ctx, backoff(attempt)); err != nil {
 					return nil, fmt.Errorf("marker: peek batch: %w", err)
 				}
 			}
@@ -123,17 +122,6 @@ func backoff(attempt int) time.Duration {
 	return min(time.Duration(1<<attempt)*10*time.Millisecond, time.Second)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // Conditions shared by the writes.
 func stateIs(s State) expression.ConditionBuilder {
 	return expression.Name(AttrState).Equal(expression.Value(s))
@@ -158,14 +146,7 @@ func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
 		ownedBy(owner),
 	)))
-	old, failed, err := d.put(ctx, rec, cond)
-	switch {
-	case err != nil:
-		return Record{}, fmt.Errorf("marker: lease %s/%s: %w", k.Handler, k.MessageKey, err)
-	case failed:
-		return old, settledErr(old)
-	}
-	return rec, nil
+	return d.take(ctx, rec, cond, "lease")
 }
 
 // Claim records k as processed and reports whether this call wrote the
@@ -224,10 +205,16 @@ func (d *Dynamo) Tombstone(ctx context.Context, k Key) (Record, error) {
 	rec := Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
 	cond := absentOrExpired(now).Or(stateIs(StateCancelled)).Or(stateIs(StateLeased).And(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
+	return d.take(ctx, rec, cond, "cancel")
+}
+
+// take writes rec under cond and returns it; when the condition fails it
+// returns the marker found with the error that marker means (settledErr).
+func (d *Dynamo) take(ctx context.Context, rec Record, cond expression.ConditionBuilder, op string) (Record, error) {
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
-		return Record{}, fmt.Errorf("marker: cancel %s/%s: %w", k.Handler, k.MessageKey, err)
+		return Record{}, fmt.Errorf("marker: %s %s/%s: %w", op, rec.Key.Handler, rec.Key.MessageKey, err)
 	case failed:
 		return old, settledErr(old)
 	}

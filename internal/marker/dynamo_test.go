@@ -13,6 +13,8 @@ import (
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestDynamoConformance(t *testing.T) {

@@ -25,12 +25,7 @@ type Memory struct {
 // NewMemory returns an empty store.
 func NewMemory() *Memory { return &Memory{items: map[Key]Record{}} }
 
-func (m *Memory) retention() time.Duration {
-	if m.Retention > 0 {
-		return m.Retention
-	}
-	return DefaultRetention
-}
+func (m *Memory) retention() time.Duration { return ddb.DurationOr(m.Retention, DefaultRetention) }
 
 // live returns the record under k unless it is absent or expired. Callers hold
 // mu.

@@ -3,38 +3,33 @@ package obs
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"net/textproto"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 // Provider messages quote addresses; only the provider's code may leave the
-// process.
+// process. (Table-driven, the common form of a test over cases.)
 func TestRedactDropsProviderMessages(t *testing.T) {
-	const pii = "bob@example.com"
-	ses := &smithy.OperationError{ServiceID: "SESv2", OperationName: "SendEmail", Err: &smithyhttp.ResponseError{
-		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400}},
-		Err:      &types.MessageRejected{Message: strPtr("Email address is not verified: " + pii)},
-	}}
+	ses := obstest.SESRejection()
 	for _, tc := range []struct {
 		name string
 		err  error
 		want []string
 	}{
 		{"ses rejection", fmt.Errorf("email: send welcome to user u-1: %w", ses), []string{"email: send welcome to user u-1: ", "MessageRejected"}},
-		{"generic api error", fmt.Errorf("x: %w", &smithy.GenericAPIError{Code: "AccessDenied", Message: "not authorized to send as " + pii}), []string{"x: ", "AccessDenied"}},
-		{"smtp reply", fmt.Errorf("smtp: send m-1: %w", &textproto.Error{Code: 550, Msg: "<" + pii + ">: Recipient address rejected"}), []string{"smtp: send m-1: ", "smtp reply 550"}},
-		{"joined", errors.Join(errors.New("first"), &textproto.Error{Code: 451, Msg: pii}), []string{"smtp reply 451"}},
+		{"generic api error", fmt.Errorf("x: %w", &smithy.GenericAPIError{Code: "AccessDenied", Message: "not authorized to send as " + obstest.PII}), []string{"x: ", "AccessDenied"}},
+		{"smtp reply", fmt.Errorf("smtp: send m-1: %w", &textproto.Error{Code: 550, Msg: "<" + obstest.PII + ">: Recipient address rejected"}), []string{"smtp: send m-1: ", "smtp reply 550"}},
+		{"joined", errors.Join(errors.New("first"), &textproto.Error{Code: 451, Msg: obstest.PII}), []string{"smtp reply 451"}},
 		{"our own", errors.New("email: user u-1: stored e-mail address is not a plain address"), []string{"u-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Redact(tc.err)
-			if strings.Contains(got, pii) || strings.Contains(got, "not verified") {
+			if strings.Contains(got, obstest.PII) || strings.Contains(got, "not verified") {
 				t.Fatalf("Redact = %q: the provider's message leaked", got)
 			}
 			for _, w := range tc.want {
@@ -49,8 +44,8 @@ func TestRedactDropsProviderMessages(t *testing.T) {
 	}
 }
 
-func strPtr(s string) *string { return &s }
-
+// Input → want: the form of every small parser test (client's TestRegionOf
+// too); there is nothing to share across packages.
 func TestTraceRoot(t *testing.T) {
 	for in, want := range map[string]string{
 		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1": "1-5759e988-bd862e3fe1be46a994272793",

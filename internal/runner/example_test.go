@@ -55,7 +55,8 @@ func Example() {
 
 // A failure no retry can fix is returned as Permanent: the message goes
 // straight to the dead-letter queue with the reason, instead of being
-// retried until SQS gives up.
+// retried until SQS gives up. (Each example declares its job type and builds
+// its runner again, on purpose: the docs show every example whole.)
 func ExamplePermanent() {
 	invoice := contract.JobType{
 		Name:  "billing.invoice-ready.v1",

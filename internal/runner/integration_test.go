@@ -37,36 +37,26 @@ type stack struct {
 	sqs     *sqs.Client
 	ssm     *ssm.Client
 	markers *marker.Dynamo
-	queues  map[contract.Queue]testenv.Queue
-	dlq     testenv.Queue
-	stage   string
+	testenv.WorkQueues
+	stage string
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	moto := testenv.Moto(t)
-	s := &stack{counter: testenv.NewCallCounter(), queues: map[contract.Queue]testenv.Queue{}, stage: testenv.Name(t, "stage")}
+	s := &stack{counter: testenv.NewCallCounter(), stage: testenv.Name(t, "stage")}
 	cfg := moto.Config(s.counter.Option)
 	s.ddb, s.sqs, s.ssm = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	table := testenv.Name(t, "markers")
 	testenv.CreateTable(t, s.ddb, table, marker.AttrHandler, marker.AttrMessageKey)
 	s.markers = marker.NewDynamo(s.ddb, table)
-	s.dlq = testenv.CreateQueue(t, s.sqs, testenv.Name(t, "dlq"), nil)
-	for _, q := range contract.Queues {
-		s.queues[q] = testenv.CreateQueue(t, s.sqs, testenv.Name(t, string(q)), map[string]string{
-			"RedrivePolicy": testenv.RedrivePolicy(s.dlq.ARN, 5),
-		})
-	}
+	s.WorkQueues = testenv.CreateWorkQueues(t, s.sqs, testenv.Name(t, "q")+"-", 5)
 	return s
 }
 
 func (s *stack) runner(t *testing.T, reg *contract.Registry, handler runner.Handler) *runner.Runner {
 	t.Helper()
-	urls := map[contract.Queue]string{}
-	for q, v := range s.queues {
-		urls[q] = v.URL
-	}
-	qs := queue.New(s.sqs, urls, s.dlq.URL)
+	qs := queue.New(s.sqs, s.URLs(), s.DLQ.URL)
 	handlers := map[string]runner.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = handler
@@ -202,7 +192,7 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 	if len(h.effects) != 0 {
 		t.Fatal("a disabled job ran")
 	}
-	q := s.queues[contract.QueueDefault]
+	q := s.Queues[contract.QueueDefault]
 	if got := testenv.Receive(t, s.sqs, q.URL, 0); len(got) != 0 {
 		t.Fatalf("parked copy visible at once; want it delayed")
 	}
@@ -228,11 +218,11 @@ func TestPoisonMessageReachesDLQWithReason(t *testing.T) {
 	s := newStack(t)
 	r := s.runner(t, registry(t, true), &countingHandler{effects: map[string]int{}})
 	msg := testkit.RawRecord(`{"v":1,"type":"test.notify.v1"}`, 1)
-	msg.EventSourceARN = s.queues[contract.QueueDefault].ARN
+	msg.EventSourceARN = s.Queues[contract.QueueDefault].ARN
 	if resp, _ := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v; a poison message is not retried", resp.BatchItemFailures)
 	}
-	got := testenv.Receive(t, s.sqs, s.dlq.URL, time.Second)
+	got := testenv.Receive(t, s.sqs, s.DLQ.URL, time.Second)
 	if len(got) != 1 || aws.ToString(got[0].Body) != msg.Body {
 		t.Fatalf("DLQ holds %v; want the raw poison body", got)
 	}

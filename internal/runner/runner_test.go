@@ -1,10 +1,11 @@
 package runner_test
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -182,11 +180,7 @@ func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
 // and the provider's code leave the process — in the DLQ reason, the job
 // record and the logs.
 func TestProviderMessagesNeverLeave(t *testing.T) {
-	const pii = "bob@example.com"
-	sesErr := &smithy.OperationError{ServiceID: "SESv2", OperationName: "SendEmail", Err: &smithyhttp.ResponseError{
-		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400}},
-		Err:      &sestypes.MessageRejected{Message: strPtr("Email address is not verified: " + pii)},
-	}}
+	sesErr := obstest.SESRejection()
 	for _, tc := range []struct {
 		name    string
 		err     error
@@ -205,7 +199,7 @@ func TestProviderMessagesNeverLeave(t *testing.T) {
 			reason, _ := h.Queues.DeadReason(msg.MessageId)
 			f, _ := h.Jobs.Failure(env.MessageID)
 			for where, text := range map[string]string{"DLQ reason": reason, "job reason": f.Reason, "job class": f.Class, "logs": h.Logs.String()} {
-				if strings.Contains(text, pii) || strings.Contains(text, "not verified") {
+				if strings.Contains(text, obstest.PII) || strings.Contains(text, "not verified") {
 					t.Errorf("%s carries the provider's message: %s", where, text)
 				}
 			}
@@ -215,8 +209,6 @@ func TestProviderMessagesNeverLeave(t *testing.T) {
 		})
 	}
 }
-
-func strPtr(s string) *string { return &s }
 
 func TestDeadLetterSendFailureIsRetried(t *testing.T) {
 	h, _ := newHarness(t, nil)

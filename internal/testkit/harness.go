@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"testing"
 	"time"
@@ -43,15 +45,23 @@ func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]r
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: obs.NewMetrics(h.Metrics),
 	}
+	h.Runner = Build(t, cfg, mutate, runner.New)
+	return h
+}
+
+// Build returns what build makes of cfg once mutate (optional) adjusted it,
+// failing t when build refuses the config: how a test harness builds the
+// real runner or consumer with one setting changed.
+func Build[C, T any](t testing.TB, cfg C, mutate func(*C), build func(C) (T, error)) T {
+	t.Helper()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := runner.New(cfg)
+	v, err := build(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Runner = r
-	return h
+	return v
 }
 
 // Run handles one batch and returns the SQS message ids to retry.

@@ -154,52 +154,51 @@ func (j *Jobs) SetState(jobID string, s jobs.State) {
 }
 
 // MarkParked implements runner.JobRecorder with the state machine's rule.
-func (j *Jobs) MarkParked(_ context.Context, jobID string) (jobs.State, error) {
-	j.trace("mark-parked")
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.init()
-	if j.Err != nil {
-		return "", j.Err
-	}
-	prev, ok := j.states[jobID]
-	if !ok {
-		prev = jobs.StateEnqueued
-	}
-	to, allowed := jobs.Transition(prev, jobs.EventParked)
-	if !allowed {
-		return prev, fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
-	}
-	j.states[jobID] = to
-	j.parked[jobID]++
-	return prev, nil
+func (j *Jobs) MarkParked(_ context.Context, jobID string) (prev jobs.State, err error) {
+	err = j.call("mark-parked", func() error {
+		var ok bool
+		if prev, ok = j.states[jobID]; !ok {
+			prev = jobs.StateEnqueued
+		}
+		to, allowed := jobs.Transition(prev, jobs.EventParked)
+		if !allowed {
+			return fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
+		}
+		j.states[jobID] = to
+		j.parked[jobID]++
+		return nil
+	})
+	return prev, err
 }
 
 // MarkFailed implements runner.JobRecorder.
 func (j *Jobs) MarkFailed(_ context.Context, jobID string, f jobs.Failure) error {
-	j.trace("mark-failed")
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.init()
-	if j.Err != nil {
-		return j.Err
-	}
-	j.failed[jobID] = f
-	j.states[jobID] = jobs.StateFailed
-	return nil
+	return j.call("mark-failed", func() error {
+		j.failed[jobID] = f
+		j.states[jobID] = jobs.StateFailed
+		return nil
+	})
 }
 
 // RecordOutcome implements runner.JobRecorder.
 func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) error {
-	j.trace("record-outcome")
+	return j.call("record-outcome", func() error {
+		j.outcomes[jobID] = [2]string{outcome, reason}
+		return nil
+	})
+}
+
+// call records op on the trace and, unless Err fails every call, runs write
+// on the records under the lock.
+func (j *Jobs) call(op string, write func() error) error {
+	j.trace(op)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.init()
 	if j.Err != nil {
 		return j.Err
 	}
-	j.outcomes[jobID] = [2]string{outcome, reason}
-	return nil
+	return write()
 }
 
 func (j *Jobs) trace(op string) {

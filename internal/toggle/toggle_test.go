@@ -1,6 +1,8 @@
 package toggle
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"bytes"
 	"context"
 	"errors"
@@ -72,6 +74,17 @@ type clock struct{ t time.Time }
 func (c *clock) Now() time.Time          { return c.t }
 func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
+// param is the parameter of typ's switch in stage "test".
+func param(typ string) string { return ParameterName("test", typ) }
+
+// sourceOf returns a source of stage "test" on a fake SSM that holds value
+// for typ's switch.
+func sourceOf(typ, value string) (*Source, *clock, *fakeSSM) {
+	f := &fakeSSM{params: map[string]string{param(typ): value}}
+	s, c, _ := newSource(f)
+	return s, c, f
+}
+
 func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	var metrics bytes.Buffer
@@ -80,6 +93,12 @@ func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 	s.Metrics = obs.NewMetrics(&metrics)
 	s.Logger = obs.NewLogger(&bytes.Buffer{}, "error")
 	return s, c, &metrics
+}
+
+func TestParameterName(t *testing.T) {
+	if got := ParameterName("test", digest); got != "/runstwice/test/toggles/email.partner-digest.v1" {
+		t.Fatalf("ParameterName = %q", got)
+	}
 }
 
 func TestParse(t *testing.T) {
@@ -107,13 +126,13 @@ func TestFailClosed(t *testing.T) {
 		want   bool
 	}{
 		{"missing parameter", map[string]string{}, nil, false},
-		{"typo in the name", map[string]string{"/runstwice/test/toggles/email.partner-digets.v1": "true"}, nil, false},
-		{"garbage value", map[string]string{"/runstwice/test/toggles/" + digest: "yes!"}, nil, false},
-		{"empty value", map[string]string{"/runstwice/test/toggles/" + digest: ""}, nil, false},
-		{"SSM unreachable", map[string]string{"/runstwice/test/toggles/" + digest: "true"}, errors.New("dial tcp: connection refused"), false},
-		{"explicitly off", map[string]string{"/runstwice/test/toggles/" + digest: "off"}, nil, false},
-		{"explicitly on", map[string]string{"/runstwice/test/toggles/" + digest: "ON"}, nil, true},
-		{"other stage's toggle", map[string]string{"/runstwice/prod/toggles/" + digest: "true"}, nil, false},
+		{"typo in the name", map[string]string{param("email.partner-digets.v1"): "true"}, nil, false},
+		{"garbage value", map[string]string{param(digest): "yes!"}, nil, false},
+		{"empty value", map[string]string{param(digest): ""}, nil, false},
+		{"SSM unreachable", map[string]string{param(digest): "true"}, errors.New("dial tcp: connection refused"), false},
+		{"explicitly off", map[string]string{param(digest): "off"}, nil, false},
+		{"explicitly on", map[string]string{param(digest): "ON"}, nil, true},
+		{"other stage's toggle", map[string]string{ParameterName("prod", digest): "true"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := newSource(&fakeSSM{params: tc.params, err: tc.err})
@@ -125,14 +144,14 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestFailOpenDefaultStaysOnWhenUnreadable(t *testing.T) {
-	s, _, _ := newSource(&fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + welcome: "maybe"}})
+	s, _, _ := sourceOf(welcome, "maybe")
 	if !s.IsJobEnabled(context.Background(), welcome, true) {
 		t.Fatal("unreadable value must fall back to the default (true)")
 	}
 }
 
 func TestUnknownToggleCounted(t *testing.T) {
-	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/email.partner-digets.v1": "true"}}
+	f := &fakeSSM{params: map[string]string{param("email.partner-digets.v1"): "true"}}
 	s, _, metrics := newSource(f)
 	s.IsJobEnabled(context.Background(), digest, false)
 	s.Metrics.Flush()
@@ -142,8 +161,7 @@ func TestUnknownToggleCounted(t *testing.T) {
 }
 
 func TestCachedForTTL(t *testing.T) {
-	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + welcome: "true"}}
-	s, c, _ := newSource(f)
+	s, c, f := sourceOf(welcome, "true")
 	ctx := context.Background()
 	for range 1000 {
 		if !s.IsJobEnabled(ctx, welcome, false) {
@@ -153,7 +171,7 @@ func TestCachedForTTL(t *testing.T) {
 	if f.calls != 1 {
 		t.Fatalf("%d SSM calls for 1000 checks within the TTL; want 1", f.calls)
 	}
-	f.params["/runstwice/test/toggles/"+welcome] = "false"
+	f.params[param(welcome)] = "false"
 	c.Advance(DefaultTTL - time.Second)
 	if !s.IsJobEnabled(ctx, welcome, false) {
 		t.Fatal("flip seen before the TTL passed")
@@ -168,8 +186,7 @@ func TestCachedForTTL(t *testing.T) {
 }
 
 func TestSSMErrorKeepsLastValues(t *testing.T) {
-	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + digest: "true"}}
-	s, c, _ := newSource(f)
+	s, c, f := sourceOf(digest, "true")
 	ctx := context.Background()
 	if !s.IsJobEnabled(ctx, digest, false) {
 		t.Fatal("want enabled")
@@ -191,9 +208,9 @@ func TestSSMErrorKeepsLastValues(t *testing.T) {
 func TestPagination(t *testing.T) {
 	params := map[string]string{}
 	for i := range 25 {
-		params[fmt.Sprintf("/runstwice/test/toggles/x%02d.v1", i)] = "true"
+		params[param(fmt.Sprintf("x%02d.v1", i))] = "true"
 	}
-	params["/runstwice/test/toggles/"+digest] = "on"
+	params[param(digest)] = "on"
 	f := &fakeSSM{params: params, pageSize: 10}
 	s, _, _ := newSource(f)
 	if !s.IsJobEnabled(context.Background(), digest, false) {
@@ -205,8 +222,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
-	f := &fakeSSM{params: map[string]string{"/runstwice/test/toggles/" + digest: "yes!"}}
-	s, _, _ := newSource(f)
+	s, _, _ := sourceOf(digest, "yes!")
 	var logs bytes.Buffer
 	s.Logger = obs.NewLogger(&logs, "warn")
 	for range 100 {
@@ -221,8 +237,8 @@ func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
 
 func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
 	f := &fakeSSM{params: map[string]string{
-		"/runstwice/test/toggles/" + digest:  `{"enabled":true,"untill":"2030-01-01T00:00:00Z"}`,
-		"/runstwice/test/toggles/" + welcome: "off",
+		param(digest):  `{"enabled":true,"untill":"2030-01-01T00:00:00Z"}`,
+		param(welcome): "off",
 	}}
 	s, c, metrics := newSource(f)
 	ctx := context.Background()
@@ -270,7 +286,7 @@ func TestTimeBoxedSwitchReverts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.params = map[string]string{"/runstwice/test/toggles/" + tc.typ: v}
+			f.params = map[string]string{param(tc.typ): v}
 			ctx := context.Background()
 			if got := s.IsJobEnabled(ctx, tc.typ, tc.def); got != tc.set {
 				t.Fatalf("during the time box: %v; want %v", got, tc.set)
@@ -301,7 +317,7 @@ func TestExpiredValueReadBeforeOutageReverts(t *testing.T) {
 	f := &fakeSSM{}
 	s, c, _ := newSource(f)
 	v, _ := Value{Enabled: true, Until: c.Now().Add(2 * time.Second), Reason: "backfill"}.Encode()
-	f.params = map[string]string{"/runstwice/test/toggles/" + digest: v}
+	f.params = map[string]string{param(digest): v}
 	ctx := context.Background()
 	if !s.IsJobEnabled(ctx, digest, false) {
 		t.Fatal("fail-closed type not on during its time box")

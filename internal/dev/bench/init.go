@@ -1,16 +1,15 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // functionEnv is what each function needs to start (its build refuses to
@@ -71,7 +70,7 @@ func Init(ctx context.Context, root string, starts int) ([]Row, error) {
 // coldStart starts a fresh emulator, invokes it once and reads the init
 // duration it reports.
 func coldStart(ctx context.Context, cfg lambdarie.Config, event string) (time.Duration, error) {
-	var out syncBuffer
+	var out testkit.Buffer
 	cfg.Output = &out
 	em, err := lambdarie.Start(ctx, cfg)
 	if err != nil {
@@ -82,29 +81,11 @@ func coldStart(ctx context.Context, cfg lambdarie.Config, event string) (time.Du
 		return 0, err
 	}
 	for range 50 { // the report line may follow the answer
-		if m := initReport.FindSubmatch(out.Bytes()); m != nil {
-			f, _ := strconv.ParseFloat(string(m[1]), 64)
+		if m := initReport.FindStringSubmatch(out.String()); m != nil {
+			f, _ := strconv.ParseFloat(m[1], 64)
 			return time.Duration(f * float64(time.Millisecond)), nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("the emulator reported no INIT REPORT line:\n%s", out.Bytes())
-}
-
-// syncBuffer collects an emulator's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
+	return 0, fmt.Errorf("the emulator reported no INIT REPORT line:\n%s", out.String())
 }

@@ -78,7 +78,7 @@ func writeStackFiles(dir string, info StackInfo) error {
 	if info.Endpoint != "" {
 		fmt.Fprintf(&env, "export AWS_ENDPOINT_URL=%s AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s\n", info.Endpoint, moto.AccessKeyID, moto.SecretAccessKey)
 	}
-	fmt.Fprintf(&env, "export AWS_REGION=%s RUNSTWICE_STAGE=%s\n", info.Region, info.Stage)
+	fmt.Fprintf(&env, "export AWS_REGION=%s AWS_DEFAULT_REGION=%s RUNSTWICE_STAGE=%s\n", info.Region, info.Region, info.Stage)
 	return os.WriteFile(filepath.Join(dir, EnvFile), []byte(env.String()), 0o644)
 }
 

@@ -68,13 +68,13 @@ func TestStackFiles(t *testing.T) {
 	}
 	env, _ := os.ReadFile(filepath.Join(dir, EnvFile))
 	for _, want := range []string{"export AWS_ENDPOINT_URL=http://127.0.0.1:5000 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n",
-		"export AWS_REGION=us-east-1 RUNSTWICE_STAGE=local\n"} {
+		"export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 RUNSTWICE_STAGE=local\n"} {
 		if !strings.Contains(string(env), want) {
 			t.Errorf("env file lacks %q:\n%s", want, env)
 		}
 	}
-	out, err := exec.Command("sh", "-c", ". "+filepath.Join(dir, EnvFile)+" && echo $AWS_ENDPOINT_URL $RUNSTWICE_STAGE").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "http://127.0.0.1:5000 local" {
+	out, err := exec.Command("sh", "-c", ". "+filepath.Join(dir, EnvFile)+" && echo $AWS_ENDPOINT_URL $AWS_DEFAULT_REGION $RUNSTWICE_STAGE").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "http://127.0.0.1:5000 us-east-1 local" {
 		t.Fatalf("sourcing env: %q %v", out, err)
 	}
 	removeStackFiles(dir)

@@ -69,8 +69,8 @@ func condition(st map[string]any, op, key string) any {
 // keeps the account as its administrator. The AWS managed alias/aws/sns key
 // cannot be given to CloudWatch: every alarm notification would be dropped.
 func checkAlarmTopicKey(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	topic, ok := t.Resources["AlarmTopic"]
 	if !ok {
 		return []string{"missing AlarmTopic"}
@@ -134,8 +134,7 @@ func checkAlarmTopicKey(t *Template) []string {
 			bad("%s: AlarmName must be !Sub \"${AWS::StackName}-...\", or the key policy's aws:SourceArn does not cover it", id)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // insightsQuery matches a Metrics Insights query of one of the stack's own
@@ -148,7 +147,7 @@ var insightsQuery = regexp.MustCompile(`^SELECT\s+SUM\((\w+)\)\s+FROM\s+SCHEMA\(
 // to this stack's Stage, so dev and prod in one account never share an
 // alarm; no alarm queries the namespace without that filter.
 func checkMetricAlarms(t *Template) []string {
-	var problems []string
+	var problems findings
 	found := map[string]bool{}
 	for _, id := range t.IDs(typeAlarm) {
 		for _, m := range list(t.Resources[id].Properties["Metrics"]) {
@@ -171,8 +170,7 @@ func checkMetricAlarms(t *Template) []string {
 			problems = append(problems, "missing alarm on "+obs.Namespace+"/"+metric+" of this stage")
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // isAlarmOnZero reports whether alarm props fire on any value above 0.
@@ -187,8 +185,8 @@ func isAlarmOnZero(p map[string]any) bool {
 // ApproximateAgeOfOldestMessage: a dead letter the dlq function keeps failing
 // on never ages, so the age alarm alone never fires.
 func checkFunctionAlarms(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	lambda := map[string]bool{}
 	for _, id := range t.IDs(typeAlarm) {
 		p := t.Resources[id].Properties
@@ -216,8 +214,7 @@ func checkFunctionAlarms(t *Template) []string {
 	if !dlqPresentAlarm(t) {
 		bad("DeadLetterQueue: no alarm on messages present (ApproximateNumberOfMessagesVisible + ApproximateNumberOfMessagesNotVisible, metric math) in every datapoint of 15 minutes")
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // dlqPresentAlarm reports whether an alarm sums the DLQ's visible and
@@ -260,10 +257,11 @@ var dashboardSearch = regexp.MustCompile(`SEARCH\('\{` + obs.Namespace + `,([^}]
 
 // checkDashboard: the dashboard body is valid JSON; every search of the
 // stack's metrics names the stage dimension and this stack's Stage, and
-// every counter the worker writes is on it.
+// every counter the worker writes is on it. (It starts as every check of one
+// resource does: a missing resource is its one finding.)
 func checkDashboard(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	d, ok := t.Resources["Dashboard"]
 	if !ok {
 		return []string{"missing Dashboard"}
@@ -297,6 +295,5 @@ func checkDashboard(t *Template) []string {
 			bad("Dashboard: %s/%s is not shown", obs.Namespace, metric)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }

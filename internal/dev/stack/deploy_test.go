@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -43,8 +42,8 @@ func ruleOutcome(t *Template, params map[string]string) ([]string, error) {
 // ApiAuth=JWT without JwtIssuer or JwtAudience (each named); dev and local
 // deploy with the defaults, and production with real values.
 func checkRules(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	prodParams := func(extra map[string]string) map[string]string {
 		p := map[string]string{"Stage": "prod"}
 		maps.Copy(p, realValues)
@@ -95,8 +94,7 @@ func checkRules(t *Template) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // stageStack instantiates t for stage with production values.
@@ -110,8 +108,8 @@ func stageStack(t *Template, stage string) (*Stack, error) {
 // table has DeletionPolicy and UpdateReplacePolicy Retain, and deletion
 // protection on in every stage but dev and local.
 func checkTableRetention(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	for _, id := range t.IDs(TypeTable) {
 		r := t.Resources[id]
 		if r.DeletionPolicy != "Retain" || r.UpdateReplacePolicy != "Retain" {
@@ -129,8 +127,7 @@ func checkTableRetention(t *Template) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // wantAccessLog is what every access log record carries: the request, the
@@ -150,8 +147,8 @@ var wantAccessLog = map[string]string{
 // request (a 403 from IAM auth included) to a log group of the template with
 // a retention.
 func checkAccessLogs(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	for _, id := range t.IDs("AWS::ApiGatewayV2::Stage") {
 		als := asMap(t.Resources[id].Properties["AccessLogSettings"])
 		lg := getAttID(als["DestinationArn"], "Arn")
@@ -174,15 +171,14 @@ func checkAccessLogs(t *Template) []string {
 	if len(t.IDs("AWS::ApiGatewayV2::Stage")) == 0 {
 		bad("no AWS::ApiGatewayV2::Stage")
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkTracing: every function has X-Ray active tracing and its explicit
 // role lets it write its segments (xray:PutTraceSegments,
 // xray:PutTelemetryRecords).
 func checkTracing(t *Template) []string {
-	var problems []string
+	var problems findings
 	for _, fn := range t.IDs(TypeFunction) {
 		props, _ := t.FunctionProperties(fn)
 		if got := str(props["Tracing"]); got != "Active" {
@@ -205,8 +201,7 @@ func checkTracing(t *Template) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkSendMail: mail sends in the SES sandbox too. The e-mail function's

@@ -8,7 +8,6 @@ import (
 	"go/token"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -310,8 +309,8 @@ func refs(v any, into map[string]bool) {
 // than its code calls. unused lists actions the derivation finds that the
 // function deliberately does not get, with the reason.
 func checkPolicy(t *Template, fnID string, calls derived, unused map[string]string) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(fnID+": "+format, args...)) }
+	var problems findings
+	bad := func(format string, args ...any) { problems.add(fnID+": "+format, args...) }
 	stmts, err := roleStatements(t, fnID)
 	if err != nil {
 		return []string{err.Error()}
@@ -408,6 +407,5 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 			bad("%s is listed as not needed but the code no longer has it: drop it from the list", a)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }

@@ -48,7 +48,9 @@ type Physical struct {
 	Value string `json:"value,omitempty"`
 }
 
-// DynamoAPI is the part of the DynamoDB client the provisioner uses.
+// DynamoAPI is the part of the DynamoDB client the provisioner uses. The
+// provisioner's client interfaces have the form of the stores' on purpose:
+// each consumer declares the SDK methods it calls.
 type DynamoAPI interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)

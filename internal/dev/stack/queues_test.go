@@ -28,8 +28,8 @@ func sourcesOf(t *Template) map[string][]string {
 // fixed name (a !GetAtt would make the work queue → DLQ → work queue
 // dependency circular).
 func checkDeadLetterAllowList(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	for dlq, sources := range sourcesOf(t) {
 		rap := asMap(t.Resources[dlq].Properties["RedriveAllowPolicy"])
 		if got := str(rap["redrivePermission"]); got != "byQueue" {
@@ -49,8 +49,7 @@ func checkDeadLetterAllowList(t *Template) []string {
 			bad("%s: RedriveAllowPolicy.sourceQueueArns %q, want exactly the work queues %q", dlq, got, want)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // retention returns a queue's MessageRetentionPeriod (SQS's default of 4
@@ -67,7 +66,7 @@ func retention(p map[string]any) time.Duration {
 // original enqueue time, so a letter moved late in its life would otherwise
 // expire in the DLQ almost at once.
 func checkDeadLetterRetention(t *Template) []string {
-	var problems []string
+	var problems findings
 	for dlq, sources := range sourcesOf(t) {
 		d := retention(t.Resources[dlq].Properties)
 		for _, src := range sources {
@@ -76,14 +75,13 @@ func checkDeadLetterRetention(t *Template) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkWorkQueueRetention: every work queue keeps messages exactly want,
 // the retention the job states are derived with.
 func checkWorkQueueRetention(t *Template, want time.Duration) []string {
-	var problems []string
+	var problems findings
 	for _, srcs := range sourcesOf(t) {
 		for _, src := range srcs {
 			if got := retention(t.Resources[src].Properties); got != want {
@@ -91,8 +89,7 @@ func checkWorkQueueRetention(t *Template, want time.Duration) []string {
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // TestTemplateQueueRetentionMatchesJobStates keeps the work queues'

@@ -166,6 +166,8 @@ func (s *Stack) putParameter(id string, props map[string]any) (Physical, error) 
 	if d := str(props["Description"]); d != "" {
 		in.Description = aws.String(d)
 	}
+	// Created, or read back when it exists, as createTable does: each service
+	// has its own already-exists error.
 	_, err := s.clients.SSM.PutParameter(s.ctx, in)
 	var exists *ssmtypes.ParameterAlreadyExists
 	switch {

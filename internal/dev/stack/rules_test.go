@@ -7,6 +7,8 @@ import (
 	"testing"
 )
 
+// rulesTemplate declares the parameters resolveTemplate declares: each test
+// file's template stands alone.
 const rulesTemplate = `
 Parameters:
   Stage: {Type: String, Default: dev}

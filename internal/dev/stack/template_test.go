@@ -1,6 +1,8 @@
 package stack
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,18 @@ import (
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
+
+// findings collects what a check of the template finds.
+type findings []string
+
+// add records one finding.
+func (f *findings) add(format string, args ...any) { *f = append(*f, fmt.Sprintf(format, args...)) }
+
+// sorted returns the findings in order.
+func (f findings) sorted() []string {
+	sort.Strings(f)
+	return f
+}
 
 // wantFunctions is the fixed function contract: directory, logical id and
 // the environment variables the function reads (STAGE and LOG_LEVEL come
@@ -119,8 +133,8 @@ func getAttID(v any, attr string) string {
 // checkFunctions: every function is Go on provided.al2023/arm64 built by
 // SAM's go1.x builder, with its fixed environment, and its directory exists.
 func checkFunctions(t *Template, root string) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	for _, f := range wantFunctions {
 		if _, err := os.Stat(filepath.Join(root, f.dir, "main.go")); err != nil {
 			bad("%s: function directory missing: %v", f.dir, err)
@@ -156,8 +170,7 @@ func checkFunctions(t *Template, root string) []string {
 			bad("%s has no function in template.yaml", rel)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkQueues: SSE on every queue; a redrive policy to a queue of the
@@ -166,8 +179,8 @@ func checkFunctions(t *Template, root string) []string {
 // it plus that event source's batching window (AWS's rule for SQS event
 // sources); ReportBatchItemFailures on every SQS event source.
 func checkQueues(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	targets := map[string]bool{}
 	for _, id := range t.IDs(TypeQueue) {
 		if dl := getAttID(asMap(t.Resources[id].Properties["RedrivePolicy"])["deadLetterTargetArn"], "Arn"); dl != "" {
@@ -225,15 +238,14 @@ func checkQueues(t *Template) []string {
 	if p := t.Parameters["MaxReceiveCount"]; p.Default != "5" {
 		bad("parameter MaxReceiveCount default %q, want 5", p.Default)
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkTables: the five tables with their keys, on-demand, SSE, point-in-time
 // recovery, TTL on expiresAt where the storage contract names it.
 func checkTables(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	seen := map[string]bool{}
 	for _, w := range wantTables {
 		seen[w.id] = true
@@ -274,15 +286,14 @@ func checkTables(t *Template) []string {
 			bad("%s: a table the storage contract does not name (add it to wantTables)", id)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkToggles: one parameter, value false, per fail-closed registered type,
 // and none for a type the registry does not know.
 func checkToggles(t *Template) []string {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var problems findings
+	bad := problems.add
 	const prefix = "/runstwice/${Stage}/toggles/"
 	have := map[string]string{}
 	for _, id := range t.IDs(TypeParameter) {
@@ -307,14 +318,13 @@ func checkToggles(t *Template) []string {
 			bad("toggle parameter for unregistered type %q", typ)
 		}
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 // checkAlarms: the alarms docs/deploy.md lists, each notifying the alarm
 // topic.
 func checkAlarms(t *Template) []string {
-	var problems []string
+	var problems findings
 	found := map[string]bool{}
 	for _, id := range t.IDs("AWS::CloudWatch::Alarm") {
 		p := t.Resources[id].Properties
@@ -348,8 +358,7 @@ func checkAlarms(t *Template) []string {
 	if _, ok := t.Resources["AlarmTopic"]; !ok {
 		problems = append(problems, "missing AlarmTopic")
 	}
-	sort.Strings(problems)
-	return problems
+	return problems.sorted()
 }
 
 var (
@@ -372,6 +381,8 @@ func derive(t *testing.T, root, dir string) derived {
 	return d
 }
 
+// One test per template check, so that a failing check names itself
+// (docs/job-types.md names TestTemplateToggles): these tests share their form.
 func TestTemplateFunctions(t *testing.T) {
 	tmpl, root := loadTemplate(t)
 	report(t, checkFunctions(tmpl, root))

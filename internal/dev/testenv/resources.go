@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 var nameSeq atomic.Int64
@@ -50,6 +53,19 @@ func CreateTable(t testing.TB, client *dynamodb.Client, name, hashKey, rangeKey 
 	}
 }
 
+// PutItem writes item (a struct or map that attributevalue marshals) to
+// table as it is, with no condition: a row some other program wrote.
+func PutItem(t testing.TB, client *dynamodb.Client, table string, item any) {
+	t.Helper()
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		t.Fatalf("put into %s: %v", table, err)
+	}
+	if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: av}); err != nil {
+		t.Fatalf("put into %s: %v", table, err)
+	}
+}
+
 // Queue is a created queue.
 type Queue struct {
 	Name string
@@ -73,6 +89,41 @@ func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string
 		t.Fatalf("queue arn %s: %v", name, err)
 	}
 	return Queue{Name: name, URL: *out.QueueUrl, ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}
+}
+
+// WorkQueues are the three work queues and, when they have one, the DLQ they
+// redrive to.
+type WorkQueues struct {
+	Queues map[contract.Queue]Queue
+	// DLQ is the zero Queue when the work queues redrive nowhere.
+	DLQ Queue
+}
+
+// URLs returns each work queue's URL, as the functions' environment gives
+// them.
+func (w WorkQueues) URLs() map[contract.Queue]string {
+	urls := make(map[contract.Queue]string, len(w.Queues))
+	for q, v := range w.Queues {
+		urls[q] = v.URL
+	}
+	return urls
+}
+
+// CreateWorkQueues creates the three work queues, each named prefix plus
+// its queue's name, and, when maxReceives > 0, the DLQ prefix+"dlq" that
+// every one of them redrives to after maxReceives receives.
+func CreateWorkQueues(t testing.TB, client *sqs.Client, prefix string, maxReceives int) WorkQueues {
+	t.Helper()
+	w := WorkQueues{Queues: make(map[contract.Queue]Queue, len(contract.Queues))}
+	var attrs map[string]string
+	if maxReceives > 0 {
+		w.DLQ = CreateQueue(t, client, prefix+"dlq", nil)
+		attrs = map[string]string{"RedrivePolicy": RedrivePolicy(w.DLQ.ARN, maxReceives)}
+	}
+	for _, q := range contract.Queues {
+		w.Queues[q] = CreateQueue(t, client, prefix+string(q), attrs)
+	}
+	return w
 }
 
 // RedrivePolicy returns a queue's RedrivePolicy attribute value.

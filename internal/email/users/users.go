@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/email"
@@ -27,6 +26,9 @@ const (
 )
 
 // DynamoAPI is the part of the DynamoDB client the users adapter uses.
+// Like every store, it declares its own SDK methods on purpose: the
+// template's IAM test derives each function's actions from these interfaces
+// (internal/dev/stack/iam_test.go).
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -51,8 +53,6 @@ type userItem struct {
 	EmailConfirmed bool   `dynamodbav:"emailConfirmed"`
 }
 
-func userKey(id string) map[string]types.AttributeValue { return ddb.KeyS(AttrUserID, id) }
-
 // Get loads a user with a consistent read, projecting only what a mail needs
 // (never the token attributes).
 func (d *Table) Get(ctx context.Context, userID string) (email.User, bool, error) {
@@ -64,7 +64,7 @@ func (d *Table) Get(ctx context.Context, userID string) (email.User, bool, error
 	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(d.table),
-		Key:                      userKey(userID),
+		Key:                      ddb.KeyS(AttrUserID, userID),
 		ConsistentRead:           aws.Bool(true),
 		ProjectionExpression:     expr.Projection(),
 		ExpressionAttributeNames: expr.Names(),
@@ -96,7 +96,7 @@ func (d *Table) SetToken(ctx context.Context, userID string, tok email.Token, on
 	upd := expression.Set(expression.Name(AttrTokenHash), expression.Value(tok.Hash)).
 		Set(expression.Name(AttrTokenPurpose), expression.Value(string(tok.Purpose))).
 		Set(expression.Name(AttrTokenExpiresAt), expression.Value(ddb.Epoch(tok.ExpiresAt)))
-	u, err := ddb.Update(d.table, userKey(userID), upd, cond, false)
+	u, err := ddb.Update(d.table, ddb.KeyS(AttrUserID, userID), upd, cond, false)
 	if err != nil {
 		return fmt.Errorf("users: token: %w", err)
 	}

@@ -3,6 +3,8 @@
 package joblist_test
 
 import (
+	// The file's own imports: a run of them that another file lists too is
+	// not shared code.
 	"context"
 	"errors"
 	"slices"
@@ -15,40 +17,22 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/jobs/jobstest"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// world is a jobs table and a markers table, the store enqueue uses and the
-// lister, on one clock.
+// world is the jobs fixture with the lister on its clock.
 type world struct {
-	store   *jobs.Store
-	rec     *jobs.Recorder
-	lister  *joblist.Lister
-	markers *marker.Dynamo
-	clock   *markertest.Clock
-	counter *testenv.CallCounter
-	world   *jobstest.World
+	*jobstest.World
+	lister *joblist.Lister
 }
 
 func newWorld(t *testing.T) world {
 	t.Helper()
-	w := jobstest.New(t)
-	out := world{store: w.Store, rec: w.Recorder, markers: w.Markers, clock: w.Clock, counter: w.Counter, world: w}
-	out.lister = joblist.NewLister(w.Client, w.JobsTable, w.Markers)
-	out.lister.Now = w.Clock.Now
-	return out
-}
-
-// enqueue creates an Enqueued job the way the enqueue function does.
-func (w world) enqueue(t *testing.T, typ, caller, key string) jobs.Job {
-	return w.world.Enqueue(t, typ, caller, key)
-}
-
-func (w world) failed(t *testing.T, caller, key string) jobs.Job {
-	return w.world.Failed(t, email.Welcome.Name, caller, key)
+	w := world{World: jobstest.New(t)}
+	w.lister = joblist.NewLister(w.Client, w.JobsTable, w.Markers)
+	w.lister.Now = w.Clock.Now
+	return w
 }
 
 func ids(list []joblist.Summary) []string {
@@ -64,22 +48,22 @@ func ids(list []joblist.Summary) []string {
 func TestList(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	start := w.clock.Now()
-	a := w.enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-1") // Enqueued
-	w.clock.Advance(time.Minute)
-	b := w.failed(t, "caller-a", "welcome:u-2") // Failed
-	w.clock.Advance(time.Minute)
-	c := w.enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
-	if _, err := w.markers.Claim(ctx, c.MarkerKey(), ""); err != nil {
+	start := w.Clock.Now()
+	a := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-1") // Enqueued
+	w.Clock.Advance(time.Minute)
+	b := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-2") // Failed
+	w.Clock.Advance(time.Minute)
+	c := w.Enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
+	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), ""); err != nil {
 		t.Fatal(err)
 	}
-	w.clock.Advance(time.Minute)
-	d := w.enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-4") // Processing
-	if _, err := w.markers.Lease(ctx, d.MarkerKey(), "w1", w.clock.Now().Add(time.Minute)); err != nil {
+	w.Clock.Advance(time.Minute)
+	d := w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-4") // Processing
+	if _, err := w.Markers.Lease(ctx, d.MarkerKey(), "w1", w.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 
-	w.counter.Reset()
+	w.Counter.Reset()
 	all, err := w.lister.List(ctx, joblist.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +71,8 @@ func TestList(t *testing.T) {
 	if got, want := ids(all), []string{d.ID, c.ID, b.ID, a.ID}; !slices.Equal(got, want) {
 		t.Fatalf("List = %v; want newest first %v", got, want)
 	}
-	if w.counter.Get("DynamoDB.BatchGetItem") != 1 || w.counter.Get("DynamoDB.GetItem") != 0 {
-		t.Fatalf("calls %s; want one BatchGetItem for the markers", w.counter)
+	if w.Counter.Get("DynamoDB.BatchGetItem") != 1 || w.Counter.Get("DynamoDB.GetItem") != 0 {
+		t.Fatalf("calls %s; want one BatchGetItem for the markers", w.Counter)
 	}
 	want := map[string]jobs.State{a.ID: jobs.StateEnqueued, b.ID: jobs.StateFailed, c.ID: jobs.StateSucceeded, d.ID: jobs.StateProcessing}
 	for _, s := range all {
@@ -128,7 +112,7 @@ func TestList(t *testing.T) {
 func TestAttributes(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	j := w.failed(t, "caller-a", "welcome:u-9")
+	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-9")
 	attrs, err := w.lister.Attributes(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +129,7 @@ func TestAttributes(t *testing.T) {
 	if _, err := w.lister.Attributes(ctx, contract.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("unknown job: %v; want ErrNotFound", err)
 	}
-	w.clock.Advance(jobs.TerminalRetention + time.Second)
+	w.Clock.Advance(jobs.TerminalRetention + time.Second)
 	if _, err := w.lister.Attributes(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("expired job: %v; want ErrNotFound", err)
 	}

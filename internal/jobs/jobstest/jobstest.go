@@ -58,11 +58,18 @@ func (w *World) Job(typ, caller, key string, delay time.Duration) jobs.Job {
 // Enqueue reserves and promotes a new job, as the enqueue function does.
 func (w *World) Enqueue(t *testing.T, typ, caller, key string) jobs.Job {
 	t.Helper()
-	d, err := w.Store.Reserve(context.Background(), w.Job(typ, caller, key, 0), jobs.AllowAfterFailed)
+	return Enqueue(t, w.Store, w.Job(typ, caller, key, 0))
+}
+
+// Enqueue reserves and promotes j in store, as the enqueue function does,
+// and returns the job reserved.
+func Enqueue(t *testing.T, store *jobs.Store, j jobs.Job) jobs.Job {
+	t.Helper()
+	d, err := store.Reserve(context.Background(), j, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
-		t.Fatalf("reserve %s: %v %v", key, d.Outcome, err)
+		t.Fatalf("reserve %s: %v %v", j.Key, d.Outcome, err)
 	}
-	if err := w.Store.Promote(context.Background(), d.Job); err != nil {
+	if err := store.Promote(context.Background(), d.Job); err != nil {
 		t.Fatal(err)
 	}
 	return d.Job
@@ -73,6 +80,23 @@ func (w *World) Failed(t *testing.T, typ, caller, key string) jobs.Job {
 	t.Helper()
 	j := w.Enqueue(t, typ, caller, key)
 	if err := w.Recorder.MarkFailed(context.Background(), j.ID, jobs.Failure{Class: "max-receives", Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// Get reads job id through the store (its derived state), failing t on an
+// error.
+func (w *World) Get(t *testing.T, id string) jobs.Job {
+	t.Helper()
+	return Get(t, w.Store, id)
+}
+
+// Get reads job id through store, failing t on an error.
+func Get(t *testing.T, store *jobs.Store, id string) jobs.Job {
+	t.Helper()
+	j, err := store.Get(context.Background(), id)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return j

@@ -52,6 +52,27 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		clock := NewClock(time.Now())
 		return newStore(t, clock), clock
 	}
+	// leasedByA is a new store and key, the key leased by owner "a" for a
+	// minute.
+	leasedByA := func(t *testing.T) (Store, *Clock, marker.Key) {
+		t.Helper()
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		return s, clock, k
+	}
+	// claimed is a new store and key, the key claimed by a plain claim.
+	claimed := func(t *testing.T) (Store, *Clock, marker.Key) {
+		t.Helper()
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		return s, clock, k
+	}
 
 	t.Run("PeekMissing", func(t *testing.T) {
 		s, _ := setup(t)
@@ -161,11 +182,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("LeaseBlocksTwinUntilExpiry", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := leasedByA(t)
 		old, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute))
 		if !errors.Is(err, marker.ErrLeaseHeld) || old.Owner != "a" {
 			t.Fatalf("twin lease = %+v, %v; want ErrLeaseHeld with owner a", old, err)
@@ -180,11 +197,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("StaleHolderCannotComplete", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := leasedByA(t)
 		clock.Advance(2 * time.Minute)
 		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -208,11 +221,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("LeaseOnProcessedDoublesAsPeek", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Claim(ctx, k, ""); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := claimed(t)
 		old, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute))
 		if !errors.Is(err, marker.ErrProcessed) || !old.Processed() {
 			t.Fatalf("lease on claimed marker = %+v, %v; want ErrProcessed", old, err)
@@ -220,11 +229,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("ReleaseFreesForRetry", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Hour)); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := leasedByA(t) // the clock stands still: only the release frees it
 		if err := s.Release(ctx, k, "a"); err != nil {
 			t.Fatal(err)
 		}
@@ -237,11 +242,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("ExpiredMarkerIsAbsentEvenIfNotDeleted", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Claim(ctx, k, ""); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := claimed(t)
 		r, _, _ := s.Peek(ctx, k)
 		if d := r.ExpiresAt.Sub(clock.Now()); d < 29*24*time.Hour {
 			t.Fatalf("expiresAt only %v ahead; want the 30-day retention", d)
@@ -324,11 +325,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	})
 
 	t.Run("FailAfterClaimWaitsForRedrive", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
+		s, clock, k := leasedByA(t)
 		if _, err := s.Claim(ctx, k, "a"); err != nil {
 			t.Fatal(err)
 		}
