@@ -70,8 +70,9 @@ type Config struct {
 	// Timeout bounds the whole campaign (DefaultTimeout when zero): a
 	// stack that is not quiet by then is itself a finding.
 	Timeout time.Duration
-	// Progress receives a live progress line (rewritten with \r); Log the
-	// stack's own output. Either may be nil.
+	// Progress receives a progress line (rewritten in place once a second
+	// on a terminal, else a line every 10 s); Log the stack's own output.
+	// Either may be nil.
 	Progress, Log io.Writer
 }
 

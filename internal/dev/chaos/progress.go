@@ -3,15 +3,19 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // progress writes a live progress line once a second: the phase, the jobs
-// enqueued, the mails sent, kills, faults, and what is still queued.
+// enqueued, the mails sent, kills, faults, and what is still queued. To a
+// terminal the line is rewritten in place; to anything else (a log file,
+// CI) a plain line goes out every logEvery, and at the end.
 type progress struct {
 	w     io.Writer
+	live  bool
 	c     *campaign
 	start time.Time
 	end   chan struct{}
@@ -25,25 +29,55 @@ type progress struct {
 	busy     int
 }
 
+// logEvery is how often a progress line goes to a writer that is not a
+// terminal.
+const logEvery = 10 * time.Second
+
 func newProgress(w io.Writer, c *campaign) *progress {
-	p := &progress{w: w, c: c, start: time.Now(), end: make(chan struct{})}
+	p := &progress{w: w, live: isTerminal(w), c: c, start: time.Now(), end: make(chan struct{})}
 	if w == nil {
 		return p
 	}
+	every := logEvery
+	if p.live {
+		every = time.Second
+	}
 	p.wg.Go(func() {
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-p.end:
-				fmt.Fprintf(p.w, "\r\033[K%s\n", p.line())
+				p.write(true)
 				return
 			case <-t.C:
-				fmt.Fprintf(p.w, "\r\033[K%s", p.line())
+				p.write(false)
 			}
 		}
 	})
 	return p
+}
+
+// write writes the line: in place on a terminal, else as a line of its own.
+func (p *progress) write(last bool) {
+	switch {
+	case !p.live:
+		fmt.Fprintln(p.w, p.line())
+	case last:
+		fmt.Fprintf(p.w, "\r\033[K%s\n", p.line())
+	default:
+		fmt.Fprintf(p.w, "\r\033[K%s", p.line())
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *progress) phase(name string) {
