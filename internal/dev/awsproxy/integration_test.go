@@ -48,7 +48,7 @@ func TestRealClientsThroughTheProxy(t *testing.T) {
 	cfg := moto.Config(ps.URL, testenv.Region)
 	ctx := context.Background()
 
-	q := testenv.CreateQueue(t, sqs.NewFromConfig(cfg), testenv.Name(t, "q"), nil)
+	q := testenv.NewQueue(t, sqs.NewFromConfig(cfg), "q", nil)
 	if _, err := sqs.NewFromConfig(cfg).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("hi")}); err != nil {
 		t.Fatal(err)
 	}
