@@ -18,8 +18,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/devstack"
@@ -50,13 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var conc []int
-	for _, s := range strings.Split(*levels, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || c < 1 {
-			return fmt.Errorf("-c %q: want positive integers separated by commas", *levels)
-		}
-		conc = append(conc, c)
+	conc, err := loadgen.ParseLevels(*levels)
+	if err != nil {
+		return err
 	}
 	info, running, err := devstack.ReadStackInfo(*stateDir)
 	if err != nil {
