@@ -36,11 +36,7 @@ func TestRealClientsThroughTheProxy(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	p, err := New(srv.Endpoint, record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := Serve("127.0.0.1:0", p)
+	ps, err := Start(srv.Endpoint, record)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -215,11 +215,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step(5, "starting the functions under aws-lambda-rie (logs: %s)", filepath.Join(opts.StateDir, FunctionsLog))
 	functionEndpoint := l.Endpoint
 	if !opts.AWS {
-		p, err := awsproxy.New(l.Endpoint, opts.Chaos.hooks(l.mailbox.Hook)...)
-		if err != nil {
-			return nil, err
-		}
-		if l.proxy, err = awsproxy.Serve("127.0.0.1:0", p); err != nil {
+		if l.proxy, err = awsproxy.Start(l.Endpoint, opts.Chaos.hooks(l.mailbox.Hook)...); err != nil {
 			return nil, err
 		}
 		functionEndpoint = l.proxy.URL

@@ -44,11 +44,7 @@ func newLossy(t *testing.T) *lossy {
 	t.Helper()
 	srv := testenv.Moto(t)
 	in := faults.New(nil, 1)
-	p, err := awsproxy.New(srv.Endpoint, in.Hook)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := awsproxy.Serve("127.0.0.1:0", p)
+	ps, err := awsproxy.Start(srv.Endpoint, in.Hook)
 	if err != nil {
 		t.Fatal(err)
 	}
