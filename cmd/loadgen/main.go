@@ -20,10 +20,14 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/loadgen"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code. How errors map to
+// exit codes is each command's own, so a shared main would hide more than
+// it saves.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -52,13 +56,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	info, running, err := devstack.ReadStackInfo(*stateDir)
+	info, running, err := localapi.ReadStackInfo(*stateDir)
 	if err != nil {
 		return err
 	}
 	if *apiURL == "" {
 		if !running {
-			return fmt.Errorf("no local stack is running (no live %s/%s): start `make run` first, or give -url", *stateDir, devstack.StackFile)
+			return fmt.Errorf("no local stack is running (no live %s/%s): start `make run` first, or give -url", *stateDir, localapi.StackFile)
 		}
 		*apiURL = info.APIURL
 	}
