@@ -19,6 +19,8 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestRealClientsThroughTheProxy: the SDK's own clients work through the
