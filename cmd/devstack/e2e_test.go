@@ -82,7 +82,8 @@ func devstackBin(t *testing.T) string {
 	return bin
 }
 
-func startDevstack(t *testing.T) *e2e {
+// startDevstack starts the built devstack on free ports, with extra flags.
+func startDevstack(t *testing.T, extra ...string) *e2e {
 	t.Helper()
 	root, err := moto.RepoRoot()
 	if err != nil {
@@ -103,6 +104,7 @@ func startDevstack(t *testing.T) *e2e {
 	}
 	e.args = []string{"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
 		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", e.state}
+	e.args = append(e.args, extra...)
 	e.cmd = exec.Command(devstackBin(t), e.args...)
 	e.cmd.Dir = root
 	// An exported AWS_ENDPOINT_URL (here pointing at nothing) is ignored.

@@ -177,6 +177,10 @@ func job(ctx context.Context, cfg Config, c *client.Client, rep *Report, now fun
 	case j.State != client.StateSucceeded:
 		rep.add("succeeded", Fail, "the job is %s (outcome %q, reason %q, error class %q)", j.State, j.LastOutcome, j.LastReason, j.LastErrorClass)
 		return
+	case j.LastOutcome == "noop":
+		// Succeeded without a mail proves nothing about sending.
+		rep.add("succeeded", Fail, "the job succeeded without sending a mail (%s): is --user a user of the stack's users table?", j.LastReason)
+		return
 	}
 	rep.add("succeeded", Pass, "after %s", now().Sub(start).Round(time.Millisecond))
 

@@ -101,7 +101,7 @@ func TestCommonPrefix(t *testing.T) {
 }
 
 // fakeJobAPI creates job j-1 and then reports it in the given states, one
-// per read (the last repeats).
+// per read (the last repeats); "State/outcome" also sets lastOutcome.
 func fakeJobAPI(t *testing.T, states ...string) *httptest.Server {
 	t.Helper()
 	var reads atomic.Int32
@@ -112,8 +112,8 @@ func fakeJobAPI(t *testing.T, states ...string) *httptest.Server {
 			_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.welcome.v1","state":"Enqueued"}`)
 			return
 		}
-		s := states[min(int(reads.Add(1))-1, len(states)-1)]
-		_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.welcome.v1","key":"other","state":"`+s+`","lastReason":"dead-lettered"}`)
+		s, outcome, _ := strings.Cut(states[min(int(reads.Add(1))-1, len(states)-1)], "/")
+		_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.welcome.v1","key":"other","state":"`+s+`","lastOutcome":"`+outcome+`","lastReason":"dead-lettered"}`)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -129,6 +129,7 @@ func TestJobFailures(t *testing.T) {
 		{"the job failed", []string{"Enqueued", "Failed"}, "succeeded", `reason "dead-lettered"`},
 		{"the job never finished", []string{"Enqueued"}, "succeeded", "still Enqueued"},
 		{"the job read back is another", []string{"Succeeded"}, "read back", "want j-1"},
+		{"the job sent no mail", []string{"Enqueued", "Succeeded/noop"}, "succeeded", "without sending a mail"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeJobAPI(t, tc.states...)

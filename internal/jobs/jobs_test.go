@@ -78,6 +78,9 @@ func TestDerive(t *testing.T) {
 		{"failed, then redriven and done", StateFailed, now, done, StateSucceeded},
 		{"failed long ago", StateFailed, now.Add(-30 * 24 * time.Hour), none, StateFailed},
 		{"effect failed after its claim", StateEnqueued, now, failed, StateFailed},
+		{"claim failed after the effect, its lease still running", StateSucceeded, now, leased, StateSucceeded},
+		{"claim failed after the effect, lease lapsed", StateSucceeded, now, lapsed, StateSucceeded},
+		{"claim failed after the effect, long ago", StateSucceeded, old, none, StateSucceeded},
 		{"cancelled record", StateCancelled, now, none, StateCancelled},
 		{"tombstone before the record followed", StateEnqueued, now, tomb, StateCancelled},
 		{"cancelled long ago", StateCancelled, old, tomb, StateCancelled},
@@ -99,13 +102,14 @@ func TestDerive(t *testing.T) {
 // Every transition of the stored state, allowed or refused: a stale worker
 // never overwrites a terminal record.
 func TestTransition(t *testing.T) {
-	stored := []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateFailed, StateCancelled}
-	events := []Event{EventSent, EventSentDelayed, EventParked, EventFailed, EventCancelled, EventRedriven}
+	stored := []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateSucceeded, StateFailed, StateCancelled}
+	events := []Event{EventSent, EventSentDelayed, EventParked, EventFailed, EventCancelled, EventRedriven, EventUnclaimed}
 	want := map[State]map[Event]State{
-		StatePending:   {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
-		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
-		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
-		StateParked:    {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled},
+		StatePending:   {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateParked:    {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateSucceeded: {EventUnclaimed: StateSucceeded},
 		StateFailed:    {EventFailed: StateFailed, EventRedriven: StatePending},
 		StateCancelled: {EventCancelled: StateCancelled},
 	}

@@ -23,6 +23,7 @@ const (
 	OutcomeDeadLettered = "dead-lettered"
 	OutcomeCancelled    = "cancelled"
 	OutcomeRedriven     = "redriven"
+	OutcomeClaimFailed  = "claim-failed"
 )
 
 // UpdateAPI is the part of the DynamoDB client a Recorder uses: workers only
@@ -115,6 +116,21 @@ func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) 
 		return old.State, fmt.Errorf("jobs: park %s: pointer: %w", jobID, err)
 	}
 	return old.State, nil
+}
+
+// MarkUnclaimed records that job jobID's effect ran but its marker could
+// not be claimed (ClaimFailed): the record says Succeeded, with the reason,
+// so the job reads done rather than queued or Processing, and never Failed.
+// A cancelled or failed record is left alone (ErrConflict).
+func (r *Recorder) MarkUnclaimed(ctx context.Context, jobID, reason string) error {
+	now := ddb.Now(r.Now)
+	upd := expression.Set(expression.Name(AttrState), expression.Value(StateSucceeded)).
+		Set(expression.Name("lastOutcome"), expression.Value(OutcomeClaimFailed)).
+		Set(expression.Name("lastReason"), expression.Value(cleanText(reason, 512, OutcomeClaimFailed))).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
+	_, err := r.update(ctx, jobID, EventUnclaimed, upd)
+	return err
 }
 
 // RecordOutcome records the last outcome of job jobID and its reason (e.g.

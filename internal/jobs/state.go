@@ -12,6 +12,8 @@ type State string
 
 // The job states. Pending, Enqueued, Scheduled, Parked, Failed and Cancelled
 // are stored on the record; Processing, Succeeded and Expired are derived.
+// Succeeded is also stored when a worker's effect ran and its marker could
+// not be claimed (EventUnclaimed): no marker says so then.
 const (
 	// StatePending: the job is reserved under its key but SQS has not yet
 	// confirmed its message (the enqueue is in flight, or crashed, or SQS
@@ -28,7 +30,8 @@ const (
 	StateParked State = "Parked"
 	// StateProcessing: a worker holds an unexpired lease on the job's marker.
 	StateProcessing State = "Processing"
-	// StateSucceeded: the job's marker is claimed: its effect is done.
+	// StateSucceeded: the job's marker is claimed (or, when the claim
+	// failed after the effect, its record says so): its effect is done.
 	StateSucceeded State = "Succeeded"
 	// StateFailed: the job was dead-lettered (or its effect failed after a
 	// claim-then-effect claim).
@@ -83,6 +86,10 @@ const (
 	EventCancelled Event = "cancelled"
 	// EventRedriven: an operator sent a dead letter back to its queue.
 	EventRedriven Event = "redriven"
+	// EventUnclaimed: a worker's effect ran but its marker could not be
+	// claimed, even after retries (ClaimFailed). The record itself says
+	// Succeeded, since no marker will: the job is done, never Failed.
+	EventUnclaimed Event = "unclaimed"
 )
 
 // transitions is the state machine of the stored state: from → event → to.
@@ -91,18 +98,24 @@ const (
 var transitions = map[State]map[Event]State{
 	StatePending: {
 		EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked,
-		EventFailed: StateFailed, EventCancelled: StateCancelled,
+		EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded,
 	},
 	StateEnqueued: {
 		EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked,
-		EventFailed: StateFailed, EventCancelled: StateCancelled,
+		EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded,
 	},
 	StateScheduled: {
 		EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked,
-		EventFailed: StateFailed, EventCancelled: StateCancelled,
+		EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded,
 	},
 	StateParked: {
 		EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled,
+		EventUnclaimed: StateSucceeded,
+	},
+	StateSucceeded: {
+		// Only a worker whose claim failed stores it; a retry of that
+		// write finds it done. Nothing else moves it: the effect ran.
+		EventUnclaimed: StateSucceeded,
 	},
 	StateFailed: {
 		// A redriven job is Pending until its message is sent again, then
@@ -140,7 +153,9 @@ func Sources(ev Event) []State {
 //
 //   - cancelled (a tombstone marker, or the record): Cancelled;
 //   - a claimed marker: Succeeded (the effect is done, whatever the record
-//     says: a redriven job that then ran, a twin that finished);
+//     says: a redriven job that then ran, a twin that finished); a record
+//     that says Succeeded (its claim failed after the effect): Succeeded,
+//     even while the lease of that worker runs;
 //   - a record marked Failed, or a marker that failed after its claim: Failed;
 //   - an unexpired lease: Processing;
 //   - a record marked Parked: Parked (it never expires while parked);
@@ -152,7 +167,7 @@ func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now 
 	switch {
 	case stored == StateCancelled || (hasMarker && m.State == marker.StateCancelled):
 		return StateCancelled
-	case hasMarker && m.Processed():
+	case hasMarker && m.Processed(), stored == StateSucceeded:
 		return StateSucceeded
 	case stored == StateFailed || (hasMarker && m.State == marker.StateFailed):
 		return StateFailed

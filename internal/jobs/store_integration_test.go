@@ -287,3 +287,49 @@ func TestRecordOutcome(t *testing.T) {
 		t.Fatalf("outcome of an unknown job = %v; want ErrNotFound", err)
 	}
 }
+
+// A claim that failed after the effect (ClaimFailed): the record says
+// Succeeded, at once (even while the worker's lease runs) and for good, with
+// the reason; the job can no longer be cancelled, and a cancelled job is not
+// revived by a stale worker's write.
+func TestMarkUnclaimed(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-unclaimed", 0)
+	if _, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a retry finds its own write
+		if err := f.Recorder.MarkUnclaimed(ctx, j.ID, "the effect ran but its marker could not be written"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := f.Store.Get(ctx, j.ID)
+	if err != nil || got.State != jobs.StateSucceeded || got.LastOutcome != jobs.OutcomeClaimFailed {
+		t.Fatalf("Get = %+v, %v; want Succeeded with lastOutcome claim-failed while the lease runs", got, err)
+	}
+	f.Clock.Advance(2 * jobs.QueueRetention)
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
+		t.Fatalf("later: %s; want still Succeeded", got.State)
+	}
+	if got, err := f.Store.Cancel(ctx, j.ID, "caller-a"); !errors.Is(err, jobs.ErrConflict) || got.State != jobs.StateSucceeded {
+		t.Fatalf("Cancel = %s, %v; want ErrConflict, Succeeded", got.State, err)
+	}
+
+	cancelled := f.Job(email.Welcome.Name, "caller-a", "welcome:u-unclaimed-cancelled", 0)
+	if _, err := f.Store.Reserve(ctx, cancelled, jobs.AllowAfterFailed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Store.Cancel(ctx, cancelled.ID, "caller-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Recorder.MarkUnclaimed(ctx, cancelled.ID, "stale"); !errors.Is(err, jobs.ErrConflict) {
+		t.Fatalf("MarkUnclaimed on a cancelled job = %v; want ErrConflict", err)
+	}
+	if got, _ := f.Store.Get(ctx, cancelled.ID); got.State != jobs.StateCancelled {
+		t.Fatalf("cancelled job reads %s", got.State)
+	}
+}

@@ -67,9 +67,10 @@ type DeadLetterer interface {
 
 // JobRecorder writes what the runner learns onto the job record
 // (internal/jobs.Recorder): parked, failed on its final attempt, done
-// without work.
+// without work, done with its claim failed.
 type JobRecorder interface {
 	MarkParked(ctx context.Context, jobID string) (jobs.State, error)
 	MarkFailed(ctx context.Context, jobID string, f jobs.Failure) error
 	RecordOutcome(ctx context.Context, jobID, outcome, reason string) error
+	MarkUnclaimed(ctx context.Context, jobID, reason string) error
 }

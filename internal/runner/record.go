@@ -75,8 +75,11 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 		return outcome{kind: kindSucceeded, reason: "lease lost before the claim; the effect may have run twice", err: cerr}
 	case cerr != nil:
 		// Step 9: the effect ran and is not recorded. It is never re-run on
-		// purpose: the record is reported done, counted and alarmed.
-		return outcome{kind: kindClaimFailed, reason: "the effect ran but its marker could not be written; a redelivery may repeat it", err: cerr}
+		// purpose: the record is reported done, counted and alarmed, and
+		// the job record says Succeeded, since its marker cannot.
+		const reason = "the effect ran but its marker could not be written; a redelivery may repeat it"
+		r.recordUnclaimed(ctx, it, reason)
+		return outcome{kind: kindClaimFailed, reason: reason, err: cerr}
 	case !won:
 		// A twin claimed first (no lease, or ours expired): the effect ran
 		// twice. Duplicates over loss, counted as such.
@@ -181,6 +184,19 @@ func (r *Runner) park(ctx context.Context, it *item) outcome {
 		return outcome{kind: kindFailed, reason: "its kill switch is off and it could not be parked", err: err}
 	}
 	return outcome{kind: kindParked, reason: "its kill switch is off; re-sent with a delay of " + r.cfg.ParkDelay.String()}
+}
+
+// recordUnclaimed marks the job Succeeded after its claim failed (best
+// effort: when the record cannot be written either, the job reads as its
+// marker and record say, and the ClaimFailed alarm tells why).
+func (r *Runner) recordUnclaimed(ctx context.Context, it *item, reason string) {
+	if r.cfg.Jobs == nil {
+		return
+	}
+	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Jobs.MarkUnclaimed(wctx, it.env.MessageID, reason) })
+	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+		it.log.Warn("could not mark the job succeeded after its claim failed", obs.KeyError, obs.Redact(err))
+	}
 }
 
 // recordNoop records why a job needed no work on its record (best effort:

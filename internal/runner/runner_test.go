@@ -390,16 +390,18 @@ func (c claimFails) Claim(ctx context.Context, k marker.Key, owner string) (bool
 
 // Step 9: an effect that completed is never re-run on purpose. A claim that
 // fails is retried within the invocation; when it keeps failing the record
-// is reported done (not retried, never Failed) and counted ClaimFailed.
+// is reported done (not retried, never Failed), counted ClaimFailed, and
+// its job record says Succeeded, since its marker cannot.
 func TestClaimFailureAfterEffect(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		failures int32
-		want     string
-		metric   string
+		name      string
+		failures  int32
+		want      string
+		metric    string
+		unclaimed bool
 	}{
-		{"a retry within the invocation succeeds", 2, "succeeded", obs.JobsSucceeded},
-		{"every try fails", 10, "claim-failed", obs.ClaimFailed},
+		{"a retry within the invocation succeeds", 2, "succeeded", obs.JobsSucceeded, false},
+		{"every try fails", 10, "claim-failed", obs.ClaimFailed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int32
@@ -420,6 +422,10 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 			}
 			if !sawDeadline.Load() {
 				t.Fatal("the claim ran without a deadline of its own")
+			}
+			state, marked := h.Jobs.State(env.MessageID)
+			if marked != tc.unclaimed || (tc.unclaimed && state != jobs.StateSucceeded) {
+				t.Fatalf("job record %q (written: %v); want Succeeded written only when every claim failed", state, marked)
 			}
 		})
 	}

@@ -188,6 +188,24 @@ func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) e
 	})
 }
 
+// MarkUnclaimed implements runner.JobRecorder with the state machine's
+// rule.
+func (j *Jobs) MarkUnclaimed(_ context.Context, jobID, reason string) error {
+	return j.call("mark-unclaimed", func() error {
+		prev, ok := j.states[jobID]
+		if !ok {
+			prev = jobs.StateEnqueued
+		}
+		to, allowed := jobs.Transition(prev, jobs.EventUnclaimed)
+		if !allowed {
+			return fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
+		}
+		j.states[jobID] = to
+		j.outcomes[jobID] = [2]string{jobs.OutcomeClaimFailed, reason}
+		return nil
+	})
+}
+
 // call records op on the trace and, unless Err fails every call, runs write
 // on the records under the lock.
 func (j *Jobs) call(op string, write func() error) error {
@@ -221,6 +239,14 @@ func (j *Jobs) Outcome(jobID string) (outcome, reason string) {
 	defer j.mu.Unlock()
 	o := j.outcomes[jobID]
 	return o[0], o[1]
+}
+
+// State is the state a job's record was last given, if any.
+func (j *Jobs) State(jobID string) (jobs.State, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, ok := j.states[jobID]
+	return s, ok
 }
 
 // Parks is how often a job was marked parked.

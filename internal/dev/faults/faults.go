@@ -133,7 +133,7 @@ func (in *Injector) Counts() map[Kind]int {
 
 // draw picks the fault for a call, if any: the first rule that matches
 // and whose draw hits.
-func (in *Injector) draw(service, operation string) (Rule, int, bool) {
+func (in *Injector) draw(service, operation string, body []byte) (Rule, int, bool) {
 	if in.paused.Load() || service == "" {
 		return Rule{}, 0, false
 	}
@@ -141,7 +141,7 @@ func (in *Injector) draw(service, operation string) (Rule, int, bool) {
 	defer in.mu.Unlock()
 	elapsed := in.now().Sub(in.start)
 	for _, r := range in.rules {
-		if !r.matches(service, operation, elapsed) || (r.Limit > 0 && r.fired >= r.Limit) {
+		if !r.matches(service, operation, body, elapsed) || (r.Limit > 0 && r.fired >= r.Limit) {
 			continue
 		}
 		if r.P < 1 && in.rng.Float64() >= r.P {
@@ -168,7 +168,7 @@ func (in *Injector) Hook(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rl, pick, ok := in.draw(c.Service, c.Operation)
+		rl, pick, ok := in.draw(c.Service, c.Operation, c.Body)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

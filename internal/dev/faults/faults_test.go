@@ -228,10 +228,11 @@ func TestRulesSelectCalls(t *testing.T) {
 	in := New([]Rule{
 		{Service: "ssm", Operation: "*", Kind: Down, P: 1, From: 10 * time.Second, Until: 20 * time.Second},
 		{Service: "dynamodb", Operation: "PutItem", Kind: Drop, P: 1, Limit: 2},
+		{Service: "dynamodb", Operation: "UpdateItem", Contains: []string{"markers", "DONE"}, Kind: Error500, P: 1},
 	}, 7)
 	in.start, in.Now = now, func() time.Time { return now }
-	hit := func(svc, op string) Kind {
-		r, _, ok := in.draw(svc, op)
+	hit := func(svc, op string, body ...string) Kind {
+		r, _, ok := in.draw(svc, op, []byte(strings.Join(body, "")))
 		if !ok {
 			return ""
 		}
@@ -254,7 +255,18 @@ func TestRulesSelectCalls(t *testing.T) {
 	} {
 		now = time.Unix(1000, 0).Add(tc.at)
 		if got := hit(tc.svc, tc.op); got != tc.want {
-			t.Errorf("at %s %s.%s: %q; want %q", tc.at, tc.svc, tc.op, got, tc.want)
+			t.Errorf("at %s, %s:%s got %q; want %q", tc.at, tc.svc, tc.op, got, tc.want)
+		}
+	}
+	// A rule with texts applies only to bodies holding every one of them.
+	now = time.Unix(1000, 0)
+	for body, want := range map[string]Kind{
+		`{"TableName":"markers","Item":{"state":{"S":"DONE"}}}`:   Error500,
+		`{"TableName":"markers","Item":{"state":{"S":"LEASED"}}}`: "",
+		`{"TableName":"jobs","Item":{"state":{"S":"DONE"}}}`:      "",
+	} {
+		if got := hit("dynamodb", "UpdateItem", body); got != want {
+			t.Errorf("UpdateItem %s got %q; want %q", body, got, want)
 		}
 	}
 	now = time.Unix(1015, 0)
@@ -271,7 +283,7 @@ func TestRulesSelectCalls(t *testing.T) {
 		in := New([]Rule{{Service: "*", Operation: "*", Kind: Throttle, P: 0.3}}, 42)
 		out := make([]bool, 50)
 		for i := range out {
-			_, _, out[i] = in.draw("sqs", "SendMessage")
+			_, _, out[i] = in.draw("sqs", "SendMessage", nil)
 		}
 		return out
 	}

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -51,7 +52,11 @@ type Rule struct {
 	Service string
 	// Operation is the API operation ("PutItem", "SendEmail") or "*".
 	Operation string
-	Kind      Kind
+	// Contains, when set, narrows the rule to calls whose request body
+	// holds every one of these texts (e.g. a table name and "DONE": one
+	// kind of write to one table).
+	Contains []string
+	Kind     Kind
 	// P is the probability that a matching call gets the fault (0 < P ≤ 1).
 	P float64
 	// Delay is how long a Delay holds the call (DefaultDelay when zero).
@@ -66,7 +71,11 @@ type Rule struct {
 // String returns the rule in the syntax Parse reads.
 func (r Rule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s:%s:%s", r.Service, r.Operation, r.Kind)
+	fmt.Fprintf(&b, "%s:%s", r.Service, r.Operation)
+	for _, c := range r.Contains {
+		b.WriteString("~" + c)
+	}
+	fmt.Fprintf(&b, ":%s", r.Kind)
 	if r.Kind == Delay && r.Delay > 0 {
 		fmt.Fprintf(&b, "(%s)", r.Delay)
 	}
@@ -86,11 +95,19 @@ func (r Rule) String() string {
 }
 
 // matches reports whether the rule applies to a call of service and
-// operation at elapsed since the start.
-func (r Rule) matches(service, operation string, elapsed time.Duration) bool {
-	return (r.Service == "*" || strings.EqualFold(r.Service, service)) &&
-		(r.Operation == "*" || r.Operation == operation) &&
-		elapsed >= r.From && (r.Until == 0 || elapsed < r.Until)
+// operation with body at elapsed since the start.
+func (r Rule) matches(service, operation string, body []byte, elapsed time.Duration) bool {
+	if !(r.Service == "*" || strings.EqualFold(r.Service, service)) ||
+		!(r.Operation == "*" || r.Operation == operation) ||
+		elapsed < r.From || (r.Until != 0 && elapsed >= r.Until) {
+		return false
+	}
+	for _, c := range r.Contains {
+		if !bytes.Contains(body, []byte(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrSpec is returned (wrapped) for a fault spec Parse cannot read.
@@ -98,9 +115,11 @@ var ErrSpec = errors.New("faults: bad spec")
 
 // Parse reads a comma-separated list of rules, each
 //
-//	SERVICE:OPERATION:KIND[(DURATION)][=PROBABILITY][#LIMIT][@FROM-[UNTIL]]
+//	SERVICE:OPERATION[~TEXT…]:KIND[(DURATION)][=PROBABILITY][#LIMIT][@FROM-[UNTIL]]
 //
-// SERVICE and OPERATION may be "*"; KIND is one of Kinds; DURATION is a Go
+// SERVICE and OPERATION may be "*"; each ~TEXT narrows the rule to calls
+// whose request body contains TEXT (no ':', ',', '~', '=', '#' or '@');
+// KIND is one of Kinds; DURATION is a Go
 // duration for delay; PROBABILITY defaults to 1; LIMIT caps how many calls
 // the rule faults; FROM and UNTIL are Go durations since the start (an
 // empty UNTIL: until the end). For example:
@@ -166,7 +185,20 @@ func parseRule(s string) (Rule, error) {
 	if len(fields) != 3 || fields[0] == "" || fields[1] == "" || fields[2] == "" {
 		return r, errors.New("want SERVICE:OPERATION:KIND")
 	}
-	r.Service, r.Operation = strings.ToLower(fields[0]), fields[1]
+	r.Service = strings.ToLower(fields[0])
+	op, texts, _ := strings.Cut(fields[1], "~")
+	if op == "" {
+		return r, errors.New("want SERVICE:OPERATION:KIND")
+	}
+	r.Operation = op
+	if texts != "" || strings.HasSuffix(fields[1], "~") {
+		for t := range strings.SplitSeq(texts, "~") {
+			if t == "" {
+				return r, errors.New("~ needs a text: OPERATION~TEXT")
+			}
+			r.Contains = append(r.Contains, t)
+		}
+	}
 	kind := fields[2]
 	if name, arg, ok := strings.Cut(kind, "("); ok {
 		if !strings.HasSuffix(arg, ")") || name != string(Delay) {

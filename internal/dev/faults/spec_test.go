@@ -9,7 +9,7 @@ import (
 
 func TestParse(t *testing.T) {
 	got, err := Parse("dynamodb:*:throttle=0.02, dynamodb:PutItem:drop=0.02,sqs:SendMessage:500=0.02,ses:*:drop500#3," +
-		"SSM:*:down@30s-1m30s,dynamodb:*:delay(300ms)=0.05,sqs:*:503@2m-,ssm:GetParametersByPath:reset=1")
+		"SSM:*:down@30s-1m30s,dynamodb:*:delay(300ms)=0.05,sqs:*:503@2m-,ssm:GetParametersByPath:reset=1,dynamodb:PutItem~markers~DONE:500")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,6 +22,7 @@ func TestParse(t *testing.T) {
 		{Service: "dynamodb", Operation: "*", Kind: Delay, P: 0.05, Delay: 300 * time.Millisecond},
 		{Service: "sqs", Operation: "*", Kind: Error503, P: 1, From: 2 * time.Minute},
 		{Service: "ssm", Operation: "GetParametersByPath", Kind: Reset, P: 1},
+		{Service: "dynamodb", Operation: "PutItem", Contains: []string{"markers", "DONE"}, Kind: Error500, P: 1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse =\n%+v\nwant\n%+v", got, want)
@@ -52,6 +53,9 @@ func TestParseRefuses(t *testing.T) {
 		"dynamodb:*:throttle(1s)",
 		"dynamodb:*:delay(-1s)",
 		":*:throttle",
+		"dynamodb:PutItem~:500",
+		"dynamodb:PutItem~a~~b:500",
+		"dynamodb:~DONE:500",
 	} {
 		if _, err := Parse(spec); !errors.Is(err, ErrSpec) {
 			t.Errorf("Parse(%q) = %v; want ErrSpec", spec, err)

@@ -326,6 +326,12 @@ func TestJobWritesFindTheirOwnItem(t *testing.T) {
 				t.Fatalf("MarkFailed = %v, state %s; want Failed", err, state(t, job.ID))
 			}
 		}},
+		{"MarkUnclaimed", "UpdateItem", func(ctx context.Context, t *testing.T) {
+			job := reserved(t)
+			if err := rec.MarkUnclaimed(ctx, job.ID, "claim failed"); err != nil || state(t, job.ID) != jobs.StateSucceeded {
+				t.Fatalf("MarkUnclaimed = %v, state %s; want Succeeded", err, state(t, job.ID))
+			}
+		}},
 		{"Cancel: tombstone", "PutItem", func(ctx context.Context, t *testing.T) {
 			job := reserved(t)
 			if j, err := js.Cancel(ctx, job.ID, "caller-a"); err != nil || j.State != jobs.StateCancelled || state(t, job.ID) != jobs.StateCancelled {
