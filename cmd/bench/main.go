@@ -15,10 +15,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 
 	"github.com/runstwice/runstwice/internal/dev/bench"
+	"github.com/runstwice/runstwice/internal/dev/loadgen"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
@@ -40,13 +39,9 @@ func run(ctx context.Context) error {
 	starts := flag.Int("starts", 5, "cold starts per function for the init time (the median is shown)")
 	skipLoad := flag.Bool("skip-load", false, "leave out the enqueue load (it starts the whole local stack)")
 	flag.Parse()
-	var conc []int
-	for _, s := range strings.Split(*levels, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || c < 1 {
-			return fmt.Errorf("-c %q: want positive integers separated by commas", *levels)
-		}
-		conc = append(conc, c)
+	conc, err := loadgen.ParseLevels(*levels)
+	if err != nil {
+		return err
 	}
 	root, err := moto.RepoRoot()
 	if err != nil {

@@ -27,6 +27,10 @@ import (
 	"github.com/runstwice/runstwice/internal/killpoint"
 )
 
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code. How errors map to
+// exit codes is each command's own, so a shared main would hide more than
+// it saves.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // e2e is a running devstack binary, driven as a user would: HTTP for the
@@ -38,23 +39,11 @@ type e2e struct {
 	endpoint  string
 	jobctl    string
 	resources map[string]string
-	out       *syncBuffer
+	out       *testkit.Buffer
 	cmd       *exec.Cmd
 	state     string   // the stack's state directory
 	args      []string // the stack's command line
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func build(t *testing.T, root, pkg, out string) {
 	t.Helper()
@@ -101,7 +90,7 @@ func startDevstack(t *testing.T, extra ...string) *e2e {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := &e2e{t: t, dir: dir, jobctl: filepath.Join(dir, "jobctl"), out: &syncBuffer{}}
+	e := &e2e{t: t, dir: dir, jobctl: filepath.Join(dir, "jobctl"), out: &testkit.Buffer{}}
 	build(t, root, "./cmd/jobctl", e.jobctl)
 	motoPort, _ := moto.FreePort()
 	apiPort, _ := moto.FreePort()
@@ -179,23 +168,11 @@ type response struct {
 	body    map[string]any
 }
 
+// request sends body (JSON when not empty) to the stack's API, under the
+// Idempotency-Key key when not empty.
 func (e *e2e) request(method, path, key, body string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(method, e.api+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	r := response{status: resp.StatusCode, headers: resp.Header}
-	_ = json.NewDecoder(resp.Body).Decode(&r.body)
-	return r
+	return e.requestAs(method, path, key, body, nil)
 }
 
 func (e *e2e) run(args ...string) (int, string, string) {

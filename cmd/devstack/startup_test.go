@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/devstack"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
@@ -205,7 +206,7 @@ func (e *e2e) secondRunsFail(t *testing.T) {
 			}
 		}
 	}
-	var info devstack.StackInfo
+	var info localapi.StackInfo
 	if err := json.Unmarshal(after[devstack.StackFile], &info); err != nil || info.PID != e.cmd.Process.Pid ||
 		info.APIURL != e.api || info.Endpoint != e.endpoint || info.Stage != "local" || info.Region != "us-east-1" {
 		t.Errorf("stack.json = %s (%v); want the first stack's", after[devstack.StackFile], err)

@@ -30,6 +30,7 @@ import (
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 )
@@ -156,8 +157,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // findEndpoint picks the AWS endpoint: the flag, else $AWS_ENDPOINT_URL,
 // else the running local stack's. running is that stack, when one runs.
-func findEndpoint(flagValue, stateDir string) (endpoint string, running *devstack.StackInfo, err error) {
-	info, alive, err := devstack.ReadStackInfo(stateDir)
+func findEndpoint(flagValue, stateDir string) (endpoint string, running *localapi.StackInfo, err error) {
+	info, alive, err := localapi.ReadStackInfo(stateDir)
 	if err != nil {
 		return "", nil, err
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,18 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
-
-// stackInfo is .devstack/stack.json, which a running local stack (`make
-// run`) writes: how to reach it.
-type stackInfo struct {
-	Endpoint string `json:"endpoint"`
-	APIURL   string `json:"apiUrl"`
-	Stage    string `json:"stage"`
-	Region   string `json:"region"`
-	PID      int    `json:"pid"`
-}
 
 // stateDirName is the local stack's state directory, in the checkout.
 const stateDirName = ".devstack"
@@ -56,33 +45,14 @@ func findStateDir() string {
 	}
 }
 
-// localStack reads dir/stack.json; ok is false when there is none or the
-// stack that wrote it is no longer running. It repeats
-// devstack.ReadStackInfo on purpose: importing internal/dev/devstack would
-// link the whole local emulation into the operator's CLI.
-func localStack(dir string) (info stackInfo, ok bool, err error) {
+// localStack reads dir/stack.json, which a running local stack (`make run`)
+// writes; ok is false when there is none (or no dir) or the stack that wrote
+// it is no longer running.
+func localStack(dir string) (info localapi.StackInfo, ok bool, err error) {
 	if dir == "" {
 		return info, false, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "stack.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return info, false, nil
-	}
-	if err != nil {
-		return info, false, err
-	}
-	if err := json.Unmarshal(b, &info); err != nil {
-		return info, false, fmt.Errorf("%s: %w", filepath.Join(dir, "stack.json"), err)
-	}
-	return info, processAlive(info.PID), nil
-}
-
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return localapi.ReadStackInfo(dir)
 }
 
 // connect loads the AWS configuration: the standard chain, with the EC2
@@ -103,14 +73,14 @@ func (a *app) connect(ctx context.Context) error {
 		info, ok, err := localStack(a.stateDir)
 		switch {
 		case err != nil:
-			return fmt.Errorf("the local stack's %s is unreadable: %w", filepath.Join(a.stateDir, "stack.json"), err)
+			return fmt.Errorf("the local stack's %s is unreadable: %w", filepath.Join(a.stateDir, localapi.StackFile), err)
 		case !ok:
 			return errors.New(`no endpoint: the stage is "local" but no local stack is running ` +
 				`(no live .devstack/stack.json here or above) and AWS_ENDPOINT_URL is not set; ` +
 				"start one with `make run`, or name a deployed stage with --stage dev")
 		case info.Endpoint != "":
 			endpoint = info.Endpoint
-			fmt.Fprintf(a.stderr, "jobctl: using the local stack at %s (%s, pid %d)\n", endpoint, filepath.Join(a.stateDir, "stack.json"), info.PID)
+			fmt.Fprintf(a.stderr, "jobctl: using the local stack at %s (%s, pid %d)\n", endpoint, filepath.Join(a.stateDir, localapi.StackFile), info.PID)
 			if a.getenv("AWS_ACCESS_KEY_ID") == "" && a.getenv("AWS_PROFILE") == "" {
 				opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(moto.AccessKeyID, moto.SecretAccessKey, "")))
 			}

@@ -66,7 +66,7 @@ func TestTogglesSetAndList(t *testing.T) {
 		t.Fatalf("set: exit %d out %q err %q", code, out, stderr)
 	}
 	// A typo an operator made by hand with the AWS CLI.
-	client := ssm.NewFromConfig(testenv.Moto(t).Config())
+	client := testenv.SSM(t)
 	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
 		Name: aws.String(toggle.ParameterName(stage, "email.partner-digets.v1")), Value: aws.String("true"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {

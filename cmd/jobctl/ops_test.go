@@ -21,6 +21,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -345,7 +346,7 @@ func TestFindsLocalStack(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, ".devstack", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	info, _ := json.Marshal(stackInfo{Endpoint: moto.Endpoint, APIURL: "http://127.0.0.1:1", Stage: "local", Region: testenv.Region, PID: os.Getpid()})
+	info, _ := json.Marshal(localapi.StackInfo{Endpoint: moto.Endpoint, APIURL: "http://127.0.0.1:1", Stage: "local", Region: testenv.Region, PID: os.Getpid()})
 	if err := os.WriteFile(filepath.Join(dir, ".devstack", "stack.json"), info, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -18,14 +18,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/loadgen"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
+// main has the form of every command's main on purpose: an interrupt
+// cancels the run, and the run's result is the exit code. How errors map to
+// exit codes is each command's own, so a shared main would hide more than
+// it saves.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -50,21 +52,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var conc []int
-	for _, s := range strings.Split(*levels, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || c < 1 {
-			return fmt.Errorf("-c %q: want positive integers separated by commas", *levels)
-		}
-		conc = append(conc, c)
+	conc, err := loadgen.ParseLevels(*levels)
+	if err != nil {
+		return err
 	}
-	info, running, err := devstack.ReadStackInfo(*stateDir)
+	info, running, err := localapi.ReadStackInfo(*stateDir)
 	if err != nil {
 		return err
 	}
 	if *apiURL == "" {
 		if !running {
-			return fmt.Errorf("no local stack is running (no live %s/%s): start `make run` first, or give -url", *stateDir, devstack.StackFile)
+			return fmt.Errorf("no local stack is running (no live %s/%s): start `make run` first, or give -url", *stateDir, localapi.StackFile)
 		}
 		*apiURL = info.APIURL
 	}

@@ -50,9 +50,8 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{World: emailtest.New(t), dlqLogs: &testkit.Buffer{}, dlqMetrics: &testkit.Buffer{}}
-	jobsTable, deadLetters := testenv.Name(t, "jobs"), testenv.Name(t, "dead-letters")
-	testenv.CreateTable(t, w.DB, jobsTable, jobs.AttrPK, "")
-	testenv.CreateTable(t, w.DB, deadLetters, deadletter.AttrPK, "")
+	jobsTable := testenv.NewTable(t, w.DB, "jobs", jobs.AttrPK, "")
+	deadLetters := testenv.NewTable(t, w.DB, "dead-letters", deadletter.AttrPK, "")
 	w.jobs = jobs.NewStore(w.DB, jobsTable, w.Markers)
 	w.store = deadletter.NewStore(w.DB, deadLetters)
 	c, err := deadletter.NewConsumer(deadletter.Config{

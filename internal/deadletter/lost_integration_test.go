@@ -16,9 +16,8 @@ import (
 // finds the item it wrote itself: that is its own success.
 func TestStoreWritesRetriedAfterALostResponse(t *testing.T) {
 	moto := testenv.Moto(t)
-	table := testenv.Name(t, "dead")
 	direct := dynamodb.NewFromConfig(moto.Config())
-	testenv.CreateTable(t, direct, table, deadletter.AttrPK, "")
+	table := testenv.NewTable(t, direct, "dead", deadletter.AttrPK, "")
 	ctx := context.Background()
 	lossy := func() (*deadletter.Store, *testenv.LostResponses) {
 		lost := testenv.NewLostResponses("DynamoDB.UpdateItem")

@@ -22,11 +22,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func newStore(t *testing.T) (*idempotency.Store, *markertest.Clock, *testenv.CallCounter, *dynamodb.Client) {
 	t.Helper()
-	moto := testenv.Moto(t)
 	counter := testenv.NewCallCounter()
-	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
-	table := testenv.Name(t, "idem")
-	testenv.CreateTable(t, client, table, idempotency.AttrPK, "")
+	client := testenv.DynamoDB(t, counter.Option)
+	table := testenv.NewTable(t, client, "idem", idempotency.AttrPK, "")
 	c := markertest.NewClock(time.Now().UTC())
 	s := idempotency.NewStore(client, table)
 	s.Now = c.Now
@@ -114,8 +112,7 @@ func TestReleaseKeepsKeyUsable(t *testing.T) {
 func TestCompleteWithCompanion(t *testing.T) {
 	s, _, counter, client := newStore(t)
 	ctx := context.Background()
-	table := testenv.Name(t, "jobs")
-	testenv.CreateTable(t, client, table, jobs.AttrPK, "")
+	table := testenv.NewTable(t, client, "jobs", jobs.AttrPK, "")
 	js := jobs.NewStore(client, table, nil)
 	now := time.Now()
 	job := jobs.Job{ID: "j-1", Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", CorrelationID: "c", Message: "{}", CreatedAt: now, RunAt: now}
@@ -176,9 +173,8 @@ func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
 	moto := testenv.Moto(t)
 	lost := testenv.NewLostResponses("DynamoDB.PutItem", "DynamoDB.TransactWriteItems")
 	client := dynamodb.NewFromConfig(moto.ConfigWithRetries(lost.Option))
-	idem, jobsTable := testenv.Name(t, "idem"), testenv.Name(t, "jobs")
-	testenv.CreateTable(t, client, idem, idempotency.AttrPK, "")
-	testenv.CreateTable(t, client, jobsTable, jobs.AttrPK, "")
+	idem := testenv.NewTable(t, client, "idem", idempotency.AttrPK, "")
+	jobsTable := testenv.NewTable(t, client, "jobs", jobs.AttrPK, "")
 	s := idempotency.NewStore(client, idem)
 	js := jobs.NewStore(client, jobsTable, nil)
 	ctx := context.Background()

@@ -29,8 +29,7 @@ func newLostWorld(t *testing.T) lostWorld {
 	t.Helper()
 	moto := testenv.Moto(t)
 	client := dynamodb.NewFromConfig(moto.Config())
-	table := testenv.Name(t, "jobs")
-	testenv.CreateTable(t, client, table, jobs.AttrPK, "")
+	table := testenv.NewTable(t, client, "jobs", jobs.AttrPK, "")
 	return lostWorld{direct: jobs.NewStore(client, table, nil), client: client, table: table, moto: moto}
 }
 

@@ -6,8 +6,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
@@ -18,10 +16,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestDynamoConformance(t *testing.T) {
-	moto := testenv.Moto(t)
-	client := dynamodb.NewFromConfig(moto.Config())
-	table := testenv.Name(t, "markers")
-	testenv.CreateTable(t, client, table, marker.AttrHandler, marker.AttrMessageKey)
+	client := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	markertest.Run(t, func(t *testing.T, clock *markertest.Clock) markertest.Store {
 		d := marker.NewDynamo(client, table)
 		d.Now = clock.Now
@@ -32,11 +28,9 @@ func TestDynamoConformance(t *testing.T) {
 // TestDynamoPeekBatchIsOneCall checks the cost rule: the peeks of a whole SQS
 // batch are one BatchGetItem.
 func TestDynamoPeekBatchIsOneCall(t *testing.T) {
-	moto := testenv.Moto(t)
 	counter := testenv.NewCallCounter()
-	client := dynamodb.NewFromConfig(moto.Config(counter.Option))
-	table := testenv.Name(t, "markers")
-	testenv.CreateTable(t, client, table, marker.AttrHandler, marker.AttrMessageKey)
+	client := testenv.DynamoDB(t, counter.Option)
+	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	d := marker.NewDynamo(client, table)
 	ctx := context.Background()
 	keys := make([]marker.Key, 10)

@@ -19,9 +19,8 @@ import (
 // TestResetFailed: only a marker in state FAILED is deleted; a done or leased
 // marker, or none, is left as it is, without an error.
 func TestResetFailed(t *testing.T) {
-	client := dynamodb.NewFromConfig(testenv.Moto(t).Config())
-	table := testenv.Name(t, "markers")
-	testenv.CreateTable(t, client, table, marker.AttrHandler, marker.AttrMessageKey)
+	client := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	d := marker.NewDynamo(client, table)
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour).Unix()

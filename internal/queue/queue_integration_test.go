@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -25,9 +24,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // correlation id as attributes, the delay, the trace header as a system
 // attribute; a dead letter carries its reason, receive count and source.
 func TestSender(t *testing.T) {
-	client := sqs.NewFromConfig(testenv.Moto(t).Config())
-	work := testenv.CreateQueue(t, client, testenv.Name(t, "work"), nil)
-	dlq := testenv.CreateQueue(t, client, testenv.Name(t, "dlq"), nil)
+	client := testenv.SQS(t)
+	work := testenv.NewQueue(t, client, "work", nil)
+	dlq := testenv.NewQueue(t, client, "dlq", nil)
 	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
 	ctx := context.Background()
 

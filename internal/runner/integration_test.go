@@ -47,8 +47,7 @@ func newStack(t *testing.T) *stack {
 	s := &stack{counter: testenv.NewCallCounter(), stage: testenv.Name(t, "stage")}
 	cfg := moto.Config(s.counter.Option)
 	s.ddb, s.sqs, s.ssm = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	table := testenv.Name(t, "markers")
-	testenv.CreateTable(t, s.ddb, table, marker.AttrHandler, marker.AttrMessageKey)
+	table := testenv.NewTable(t, s.ddb, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	s.markers = marker.NewDynamo(s.ddb, table)
 	s.WorkQueues = testenv.CreateWorkQueues(t, s.sqs, testenv.Name(t, "q")+"-", 5)
 	return s

@@ -33,9 +33,8 @@ func put(t *testing.T, client *ssm.Client, name, value string) {
 // TestFlipSeenAfterTTL flips a real parameter on moto: the change is seen
 // after the TTL and not before, with one SSM call per TTL.
 func TestFlipSeenAfterTTL(t *testing.T) {
-	moto := testenv.Moto(t)
 	counter := testenv.NewCallCounter()
-	client := ssm.NewFromConfig(moto.Config(counter.Option))
+	client := testenv.SSM(t, counter.Option)
 	stage := testenv.Name(t, "flip")
 	reg := catalog.Registry()
 	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "false")

@@ -19,6 +19,8 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
+// TestMain stops the test binary's moto server: every integration test
+// package starts with this line, and its first test follows.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestRealClientsThroughTheProxy: the SDK's own clients work through the
@@ -36,11 +38,7 @@ func TestRealClientsThroughTheProxy(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	p, err := New(srv.Endpoint, record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := Serve("127.0.0.1:0", p)
+	ps, err := Start(srv.Endpoint, record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +46,7 @@ func TestRealClientsThroughTheProxy(t *testing.T) {
 	cfg := moto.Config(ps.URL, testenv.Region)
 	ctx := context.Background()
 
-	q := testenv.CreateQueue(t, sqs.NewFromConfig(cfg), testenv.Name(t, "q"), nil)
+	q := testenv.NewQueue(t, sqs.NewFromConfig(cfg), "q", nil)
 	if _, err := sqs.NewFromConfig(cfg).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("hi")}); err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,16 @@ type Server struct {
 	end chan struct{}
 }
 
+// Start serves a proxy to upstream with hooks (see New) on a free loopback
+// port until Close.
+func Start(upstream string, hooks ...Hook) (*Server, error) {
+	p, err := New(upstream, hooks...)
+	if err != nil {
+		return nil, err
+	}
+	return Serve("127.0.0.1:0", p)
+}
+
 // Serve serves h on addr ("127.0.0.1:0" for a free port) until Close.
 func Serve(addr string, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)

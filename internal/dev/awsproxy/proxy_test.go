@@ -28,11 +28,7 @@ func TestProxyForwardsUnchangedThroughHooksInOrder(t *testing.T) {
 			})
 		}
 	}
-	p, err := New(upstream.URL, hook("outer"), hook("inner"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := Serve("127.0.0.1:0", p)
+	srv, err := Start(upstream.URL, hook("outer"), hook("inner"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,8 @@ func messagesIn(ctx context.Context, client *sqs.Client, urls []string) (int, er
 	return total, nil
 }
 
+// sleepCtx is the few lines of devstack's and faults' sleep on purpose: a
+// select too small to give a package of its own.
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -26,7 +26,8 @@ func (c *campaign) ledger(results []result, t *truth, redriven int, quiet bool) 
 }
 
 // Print writes the ledger as a table: the figures, then every invariant
-// with the ids that break it.
+// with the ids that break it. One row a figure: the rows share their form,
+// as a table's rows do, and nothing else.
 func (l *Ledger) Print(w io.Writer) {
 	f := l.Figures
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

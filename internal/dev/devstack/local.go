@@ -22,6 +22,7 @@ import (
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 )
@@ -215,11 +216,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step(5, "starting the functions under aws-lambda-rie (logs: %s)", filepath.Join(opts.StateDir, FunctionsLog))
 	functionEndpoint := l.Endpoint
 	if !opts.AWS {
-		p, err := awsproxy.New(l.Endpoint, opts.Chaos.hooks(l.mailbox.Hook)...)
-		if err != nil {
-			return nil, err
-		}
-		if l.proxy, err = awsproxy.Serve("127.0.0.1:0", p); err != nil {
+		if l.proxy, err = awsproxy.Start(l.Endpoint, opts.Chaos.hooks(l.mailbox.Hook)...); err != nil {
 			return nil, err
 		}
 		functionEndpoint = l.proxy.URL
@@ -279,7 +276,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
-	if err := writeStackFiles(opts.StateDir, StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}); err != nil {
+	if err := writeStackFiles(opts.StateDir, localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}); err != nil {
 		return nil, err
 	}
 	l.wrote = true

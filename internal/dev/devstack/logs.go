@@ -34,7 +34,9 @@ func (l *Local) openLog(dir, name string) (io.Writer, error) {
 	return &lockedWriter{w: f}, nil
 }
 
-// lockedWriter serializes writes from several processes' output.
+// lockedWriter serializes writes from several processes' output. It has
+// the form of testkit.Buffer on purpose, not its use: it wraps a log file,
+// and a test kit is no dependency of the running stack.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

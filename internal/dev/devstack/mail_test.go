@@ -38,11 +38,7 @@ func TestMailboxRecordsWhatSESAccepts(t *testing.T) {
 	defer upstream.Close()
 	var printed []Mail
 	mb := &Mailbox{OnMail: func(m Mail) { printed = append(printed, m) }}
-	p, err := awsproxy.New(upstream.URL, mb.Hook)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := awsproxy.Serve("127.0.0.1:0", p)
+	srv, err := awsproxy.Start(upstream.URL, mb.Hook)
 	if err != nil {
 		t.Fatal(err)
 	}

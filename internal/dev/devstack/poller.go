@@ -14,7 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// SQSAPI is the part of the SQS client a poller uses.
+// SQSAPI is the part of the SQS client a poller uses. It has the form of
+// the stores' client interfaces on purpose: each consumer names the calls
+// it makes.
 type SQSAPI interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)

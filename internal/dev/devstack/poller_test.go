@@ -24,10 +24,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // an event source mapping, so a record the function keeps failing reaches
 // the DLQ through the queue's own redrive policy.
 func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
-	moto := testenv.Moto(t)
-	client := sqs.NewFromConfig(moto.Config())
-	dlq := testenv.CreateQueue(t, client, testenv.Name(t, "dlq"), nil)
-	q := testenv.CreateQueue(t, client, testenv.Name(t, "work"), map[string]string{
+	client := testenv.SQS(t)
+	dlq := testenv.NewQueue(t, client, "dlq", nil)
+	q := testenv.NewQueue(t, client, "work", map[string]string{
 		"VisibilityTimeout": "1", "RedrivePolicy": testenv.RedrivePolicy(dlq.ARN, 2),
 	})
 	ctx := context.Background()
@@ -88,9 +87,8 @@ func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 // event source mapping with MaximumBatchingWindowInSeconds delivers them;
 // a batch that does not fill goes out when the window ends.
 func TestPollerGathersAFullBatchWithinTheWindow(t *testing.T) {
-	moto := testenv.Moto(t)
-	client := sqs.NewFromConfig(moto.Config())
-	q := testenv.CreateQueue(t, client, testenv.Name(t, "burst"), nil)
+	client := testenv.SQS(t)
+	q := testenv.NewQueue(t, client, "burst", nil)
 	ctx := context.Background()
 	send := func(body string) {
 		t.Helper()

@@ -10,13 +10,14 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 // Files in the state directory (.devstack).
 const (
 	LockFile      = "lock"
-	StackFile     = "stack.json"
+	StackFile     = localapi.StackFile
 	EnvFile       = "env"
 	ResourcesFile = "resources.json"
 	FunctionsLog  = "functions.log"
@@ -28,44 +29,9 @@ const (
 // Stage is the stage of the local stack.
 const Stage = "local"
 
-// StackInfo is .devstack/stack.json: how to reach a running local stack.
-type StackInfo struct {
-	// Endpoint is the AWS endpoint (moto), "" when the stack runs on AWS.
-	Endpoint string `json:"endpoint"`
-	APIURL   string `json:"apiUrl"`
-	Stage    string `json:"stage"`
-	Region   string `json:"region"`
-	PID      int    `json:"pid"`
-}
-
-// ReadStackInfo reads dir/stack.json and reports whether the stack it names
-// is still running (its process is alive). A missing file is no error: ok
-// is false.
-func ReadStackInfo(dir string) (info StackInfo, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, StackFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return StackInfo{}, false, nil
-	}
-	if err != nil {
-		return StackInfo{}, false, err
-	}
-	if err := json.Unmarshal(b, &info); err != nil {
-		return StackInfo{}, false, fmt.Errorf("devstack: %s: %w", filepath.Join(dir, StackFile), err)
-	}
-	return info, alive(info.PID), nil
-}
-
-// alive reports whether a process with pid exists.
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// writeStackFiles writes stack.json and the sourceable env file.
-func writeStackFiles(dir string, info StackInfo) error {
+// writeStackFiles writes stack.json (which localapi.ReadStackInfo reads)
+// and the sourceable env file.
+func writeStackFiles(dir string, info localapi.StackInfo) error {
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err

@@ -102,11 +102,7 @@ func through(t *testing.T, rules ...Rule) (noRetry, retried aws.Config, up *upst
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
 	in = New(rules, 1)
-	p, err := awsproxy.New(srv.URL, in.Hook)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := awsproxy.Serve("127.0.0.1:0", p)
+	ps, err := awsproxy.Start(srv.URL, in.Hook)
 	if err != nil {
 		t.Fatal(err)
 	}

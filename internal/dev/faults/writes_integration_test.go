@@ -44,11 +44,7 @@ func newLossy(t *testing.T) *lossy {
 	t.Helper()
 	srv := testenv.Moto(t)
 	in := faults.New(nil, 1)
-	p, err := awsproxy.New(srv.Endpoint, in.Hook)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := awsproxy.Serve("127.0.0.1:0", p)
+	ps, err := awsproxy.Start(srv.Endpoint, in.Hook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +104,7 @@ func next(prefix string) string { seq++; return prefix + "-" + strconv.Itoa(seq)
 // item it wrote itself and reports success.
 func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table := testenv.Name(t, "markers")
-	testenv.CreateTable(t, l.direct, table, marker.AttrHandler, marker.AttrMessageKey)
+	table := testenv.NewTable(t, l.direct, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	m, direct := marker.NewDynamo(l.client, table), marker.NewDynamo(l.direct, table)
 	until := time.Now().Add(time.Minute)
 	state := func(t *testing.T, k marker.Key) marker.State {
@@ -188,9 +183,8 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 // TestIdempotencyWritesFindTheirOwnItem: the request layer's writes.
 func TestIdempotencyWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table, jobsTable := testenv.Name(t, "idem"), testenv.Name(t, "jobs")
-	testenv.CreateTable(t, l.direct, table, idempotency.AttrPK, "")
-	testenv.CreateTable(t, l.direct, jobsTable, jobs.AttrPK, "")
+	table := testenv.NewTable(t, l.direct, "idem", idempotency.AttrPK, "")
+	jobsTable := testenv.NewTable(t, l.direct, "jobs", jobs.AttrPK, "")
 	s, direct := idempotency.NewStore(l.client, table), idempotency.NewStore(l.direct, table)
 	js := jobs.NewStore(l.direct, jobsTable, nil)
 	begin := func(t *testing.T, s *idempotency.Store, key string) idempotency.Result {
@@ -254,9 +248,8 @@ func newJob(caller, idemKey string) jobs.Job {
 // cancel, redrive).
 func TestJobWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table, markers := testenv.Name(t, "jobs"), testenv.Name(t, "markers")
-	testenv.CreateTable(t, l.direct, table, jobs.AttrPK, "")
-	testenv.CreateTable(t, l.direct, markers, marker.AttrHandler, marker.AttrMessageKey)
+	table := testenv.NewTable(t, l.direct, "jobs", jobs.AttrPK, "")
+	markers := testenv.NewTable(t, l.direct, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	js := jobs.NewStore(l.client, table, marker.NewDynamo(l.client, markers))
 	direct := jobs.NewStore(l.direct, table, marker.NewDynamo(l.direct, markers))
 	rec, lc := jobs.NewRecorder(l.client, table), jobs.NewLifecycle(l.client, table)
@@ -396,8 +389,7 @@ func expiresAt(t *testing.T, c *dynamodb.Client, table, pk string) string {
 // TestDeadLetterWritesFindTheirOwnItem: the dead-letters table's writes.
 func TestDeadLetterWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table := testenv.Name(t, "dead")
-	testenv.CreateTable(t, l.direct, table, deadletter.AttrPK, "")
+	table := testenv.NewTable(t, l.direct, "dead", deadletter.AttrPK, "")
 	s, direct := deadletter.NewStore(l.client, table), deadletter.NewStore(l.direct, table)
 	letter := func() deadletter.Record {
 		return deadletter.Record{ID: next("job"), Type: "email.welcome.v1", Body: "{}", Reason: "r", Status: deadletter.StatusDead}
@@ -432,8 +424,7 @@ func TestDeadLetterWritesFindTheirOwnItem(t *testing.T) {
 // TestUserWritesFindTheirOwnItem: the token a verification mail stores.
 func TestUserWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table := testenv.Name(t, "users")
-	testenv.CreateTable(t, l.direct, table, users.AttrUserID, "")
+	table := testenv.NewTable(t, l.direct, "users", users.AttrUserID, "")
 	u := users.New(l.client, table)
 	l.each([]write{
 		{"SetToken", "UpdateItem", func(ctx context.Context, t *testing.T) {

@@ -26,8 +26,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/proc"
 )
 
 // InvokePath is the emulator's invocation endpoint.
@@ -36,19 +37,12 @@ const InvokePath = "/2015-03-31/functions/function/invocations"
 // Binary finds aws-lambda-rie: $RUNSTWICE_RIE, <root>/bin/aws-lambda-rie
 // (what `make rie` builds), or PATH.
 func Binary(root string) (string, error) {
-	if p := os.Getenv("RUNSTWICE_RIE"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
+	local := ""
 	if root != "" {
-		p := filepath.Join(root, "bin", "aws-lambda-rie")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+		local = filepath.Join(root, "bin", "aws-lambda-rie")
 	}
-	p, err := exec.LookPath("aws-lambda-rie")
-	if err != nil {
+	p, ok := proc.Find("aws-lambda-rie", os.Getenv("RUNSTWICE_RIE"), local)
+	if !ok {
 		return "", errors.New("lambdarie: aws-lambda-rie not found in $RUNSTWICE_RIE, ./bin or PATH (run `make rie`)")
 	}
 	return p, nil
@@ -153,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	}
 	var lastErr error
 	for range 3 { // a port taken between picking and binding: try others
-		apiPort, err1 := freePort()
+		apiPort, err1 := proc.FreePort()
 		rtPort, err2 := runtimePort()
 		if err := errors.Join(err1, err2); err != nil {
 			if err2 == nil {
@@ -199,7 +193,7 @@ func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort 
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = proc.Group()
 	if err := cmd.Start(); err != nil {
 		releaseRuntimePort(runtimePort)
 		return nil, fmt.Errorf("lambdarie: start %s: %w", cfg.RIE, err)
@@ -311,24 +305,7 @@ func (e *Emulator) Stop() {
 	if e == nil || e.cmd == nil || e.cmd.Process == nil {
 		return
 	}
-	e.stop.Do(func() {
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-e.exited:
-		case <-time.After(3 * time.Second):
-			_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-			<-e.exited
-		}
-	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	e.stop.Do(func() { proc.Stop(e.cmd.Process.Pid, e.exited) })
 }
 
 // EnvFile reads a `sam local invoke --env-vars` file: a JSON object whose

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +94,21 @@ func CheckLoopback(rawURL string) error {
 		return fmt.Errorf("%w: %s is not a loopback address", ErrNotLoopback, u.Hostname())
 	}
 	return nil
+}
+
+// ParseLevels reads concurrency levels written as a comma-separated list of
+// positive integers, e.g. "1,8,32", as the -c flag of loadgen and bench
+// takes them.
+func ParseLevels(s string) ([]int, error) {
+	var levels []int
+	for _, f := range strings.Split(s, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 {
+			return nil, fmt.Errorf("-c %q: want positive integers separated by commas", s)
+		}
+		levels = append(levels, c)
+	}
+	return levels, nil
 }
 
 // Run sends the load and returns what it measured. Only a bad configuration

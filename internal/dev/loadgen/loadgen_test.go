@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +113,33 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(nil, 50) != 0 || percentile([]time.Duration{7}, 99) != 7 {
 		t.Fatal("edge cases")
+	}
+}
+
+func TestParseLevels(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"32", []int{32}},
+		{"1,8,32", []int{1, 8, 32}},
+		{" 1 , 8 ", []int{1, 8}},
+		{"", nil},
+		{"0", nil},
+		{"-1", nil},
+		{"1,,8", nil},
+		{"eight", nil},
+	} {
+		got, err := ParseLevels(tc.in)
+		if tc.want == nil {
+			if err == nil || !strings.Contains(err.Error(), "positive integers") {
+				t.Errorf("ParseLevels(%q) = %v, %v; want an error", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseLevels(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package localapi is the local stack's API as a producer sees it: where it
-// listens, how to tell a URL on this machine, and the credentials its
+// listens, whether a stack runs and how to reach it (.devstack/stack.json,
+// which `make run` writes), how to tell a URL on this machine, and the credentials its
 // gateway verifies signatures with (moto's test/test, the local stack's
 // default caller). Commands that call the API (jobctl enqueue, smoke) sign
 // local requests with them, so a developer's real AWS credentials never

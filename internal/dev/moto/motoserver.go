@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,8 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/proc"
 )
 
 // Region is the region every emulated resource lives in.
@@ -38,14 +38,12 @@ func Binary() (string, error) {
 	if p := os.Getenv("RUNSTWICE_MOTO"); p != "" {
 		return p, nil
 	}
+	venv := ""
 	if root, err := RepoRoot(); err == nil {
-		p := filepath.Join(root, ".venv", "bin", "moto_server")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+		venv = filepath.Join(root, ".venv", "bin", "moto_server")
 	}
-	p, err := exec.LookPath("moto_server")
-	if err != nil {
+	p, ok := proc.Find("moto_server", venv)
+	if !ok {
 		return "", errors.New("moto_server not found in .venv/bin or on PATH (run `make venv`)")
 	}
 	return p, nil
@@ -71,14 +69,7 @@ func RepoRoot() (string, error) {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return proc.FreePort() }
 
 // StartFree starts moto on a free loopback port, trying again when another
 // process takes the port first.
@@ -117,7 +108,7 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_DEFAULT_REGION="+Region)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = proc.Group()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("motoserver: start %s: %w", bin, err)
 	}
@@ -218,13 +209,5 @@ func (w *startWatch) tail() []byte {
 
 // Stop ends the server and waits for it. It is safe to call more than once.
 func (s *Server) Stop() {
-	s.once.Do(func() {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(3 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-		}
-	})
+	s.once.Do(func() { proc.Stop(s.cmd.Process.Pid, s.exited) })
 }

@@ -45,9 +45,8 @@ func New(t *testing.T) *World {
 	w := &World{Counter: testenv.NewCallCounter(), Logs: &testkit.Buffer{}, Metrics: &testkit.Buffer{}}
 	cfg := testenv.Moto(t).Config(w.Counter.Option)
 	w.DB, w.SQS = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	w.MarkersTable, w.UsersTable = testenv.Name(t, "markers"), testenv.Name(t, "users")
-	testenv.CreateTable(t, w.DB, w.MarkersTable, marker.AttrHandler, marker.AttrMessageKey)
-	testenv.CreateTable(t, w.DB, w.UsersTable, users.AttrUserID, "")
+	w.MarkersTable = testenv.NewTable(t, w.DB, "markers", marker.AttrHandler, marker.AttrMessageKey)
+	w.UsersTable = testenv.NewTable(t, w.DB, "users", users.AttrUserID, "")
 	w.Markers = marker.NewDynamo(w.DB, w.MarkersTable)
 	w.WorkQueues = testenv.CreateWorkQueues(t, w.SQS, testenv.Name(t, "q")+"-", MaxReceives)
 	return w

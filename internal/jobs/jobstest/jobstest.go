@@ -33,10 +33,9 @@ type World struct {
 func New(t *testing.T) *World {
 	t.Helper()
 	w := &World{Counter: testenv.NewCallCounter(), Clock: markertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
-	w.Client = dynamodb.NewFromConfig(testenv.Moto(t).Config(w.Counter.Option))
-	w.JobsTable, w.MarkersTable = testenv.Name(t, "jobs"), testenv.Name(t, "markers")
-	testenv.CreateTable(t, w.Client, w.JobsTable, jobs.AttrPK, "")
-	testenv.CreateTable(t, w.Client, w.MarkersTable, marker.AttrHandler, marker.AttrMessageKey)
+	w.Client = testenv.DynamoDB(t, w.Counter.Option)
+	w.JobsTable = testenv.NewTable(t, w.Client, "jobs", jobs.AttrPK, "")
+	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", marker.AttrHandler, marker.AttrMessageKey)
 	w.Markers = marker.NewDynamo(w.Client, w.MarkersTable)
 	w.Markers.Now = w.Clock.Now
 	w.Store = jobs.NewStore(w.Client, w.JobsTable, w.Markers)

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // TestReadWithMetadata reads a time-boxed value and SSM's record of who set
 // it from a real parameter store.
 func TestReadWithMetadata(t *testing.T) {
-	client := ssm.NewFromConfig(testenv.Moto(t).Config())
+	client := testenv.SSM(t)
 	stage := testenv.Name(t, "meta")
 	v, err := toggle.Value{Enabled: false, Until: time.Now().Add(time.Hour), Reason: "SES incident 4711"}.Encode()
 	if err != nil {

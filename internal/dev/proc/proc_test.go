@@ -1,0 +1,83 @@
+package proc
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	here := filepath.Join(dir, "tool")
+	if err := os.WriteFile(here, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		paths  []string
+		want   string
+		wantOK bool
+	}{
+		{"sh", []string{"", filepath.Join(dir, "missing"), here}, here, true},
+		{"sh", []string{filepath.Join(dir, "missing")}, sh, true},
+		{"sh", nil, sh, true},
+		{"runstwice-no-such-tool", []string{filepath.Join(dir, "missing")}, "", false},
+	} {
+		got, ok := Find(tc.name, tc.paths...)
+		if ok != tc.wantOK || (ok && got != tc.want) {
+			t.Errorf("Find(%q, %q) = %q, %v; want %q, %v", tc.name, tc.paths, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+func TestFreePort(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatalf("port %d is not free: %v", port, err)
+	}
+	l.Close()
+}
+
+// Stop ends the whole group, the children the command started included,
+// even one that ignores SIGTERM.
+func TestStopEndsTheGroup(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `trap "" TERM; sleep 60 & echo $!; wait`)
+	cmd.SysProcAttr = Group()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	child, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatalf("child pid %q: %v", buf[:n], err)
+	}
+	go func() { _ = cmd.Wait(); close(exited) }()
+	Stop(cmd.Process.Pid, exited)
+	if err := syscall.Kill(child, 0); !errors.Is(err, syscall.ESRCH) {
+		// The child may linger a moment as a zombie of init; a signal to it
+		// then still succeeds, so read its state instead.
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat"); b != nil && !strings.Contains(string(b), ") Z") {
+			t.Fatalf("child %d of the group still runs after Stop: %s", child, b)
+		}
+	}
+}
