@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/runstwice/runstwice/internal/contract"
 )
@@ -42,15 +44,44 @@ func CreateTable(t testing.TB, client *dynamodb.Client, name, hashKey, rangeKey 
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(rangeKey), AttributeType: types.ScalarAttributeTypeS})
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(rangeKey), KeyType: types.KeyTypeRange})
 	}
-	if _, err := client.CreateTable(ctx, in); err != nil {
+	tries := 0
+	if err := setup(func() error {
+		tries++
+		_, err := client.CreateTable(ctx, in)
+		var inUse *types.ResourceInUseException
+		if tries > 1 && errors.As(err, &inUse) {
+			return nil // our first try was applied, its response lost
+		}
+		return err
+	}); err != nil {
 		t.Fatalf("create table %s: %v", name, err)
 	}
-	if _, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)},
+	if err := setup(func() error {
+		_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)},
+		})
+		return err
 	}); err != nil {
 		t.Fatalf("ttl on %s: %v", name, err)
 	}
+}
+
+// setup runs one call that sets up a test's resources, again (up to three
+// times) when it failed in transport rather than with an answer of the
+// service: the tests' clients have no retryer, so that each test sees and
+// counts every call it makes, but a connection lost while a table is being
+// created is no finding of any test.
+func setup(call func() error) error {
+	var err error
+	for range 3 {
+		var apiErr smithy.APIError
+		if err = call(); err == nil || errors.As(err, &apiErr) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // PutItem writes item (a struct or map that attributevalue marshals) to
@@ -78,12 +109,20 @@ type Queue struct {
 func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string]string) Queue {
 	t.Helper()
 	ctx := context.Background()
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	var out *sqs.CreateQueueOutput
+	err := setup(func() (err error) { // CreateQueue is idempotent
+		out, err = client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
-	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	var got *sqs.GetQueueAttributesOutput
+	err = setup(func() (err error) {
+		got, err = client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+		})
+		return err
 	})
 	if err != nil {
 		t.Fatalf("queue arn %s: %v", name, err)
