@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
@@ -270,7 +271,7 @@ func TestClaimFailedEndToEnd(t *testing.T) {
 	eventually(t, 30*time.Second, "the job's message is still in its queue", func() bool {
 		out, err := queues.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
 			QueueUrl:       aws.String(e.resources["DefaultQueue"]),
-			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
 		})
 		return err == nil && out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 	})
