@@ -8,8 +8,6 @@
 package main
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"context"
 	"flag"
 	"fmt"

@@ -1,8 +1,6 @@
 package main
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"context"
 	"errors"
 	"fmt"

@@ -3,8 +3,6 @@
 package email_test
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"bytes"
 	"context"
 	"encoding/json"

@@ -4,8 +4,6 @@
 package envvar
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"context"
 	"errors"
 	"fmt"

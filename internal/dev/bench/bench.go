@@ -8,8 +8,6 @@
 package bench
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"fmt"
 	"io"
 	"slices"

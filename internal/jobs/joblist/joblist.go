@@ -5,8 +5,6 @@
 package joblist
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"context"
 	"fmt"
 	"slices"

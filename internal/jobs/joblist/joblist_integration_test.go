@@ -3,8 +3,6 @@
 package joblist_test
 
 import (
-	// The file's own imports: a run of them that another file lists too is
-	// not shared code.
 	"context"
 	"errors"
 	"slices"
