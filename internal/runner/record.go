@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -190,26 +191,30 @@ func (r *Runner) park(ctx context.Context, it *item) outcome {
 // effort: when the record cannot be written either, the job reads as its
 // marker and record say, and the ClaimFailed alarm tells why).
 func (r *Runner) recordUnclaimed(ctx context.Context, it *item, reason string) {
-	if r.cfg.Jobs == nil {
-		return
-	}
-	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Jobs.MarkUnclaimed(wctx, it.env.MessageID, reason) })
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
-		it.log.Warn("could not mark the job succeeded after its claim failed", obs.KeyError, obs.Redact(err))
-	}
+	r.onRecord(ctx, it, slog.LevelWarn, "could not mark the job succeeded after its claim failed", func(wctx context.Context, id string) error {
+		return r.cfg.Jobs.MarkUnclaimed(wctx, id, reason)
+	})
 }
 
 // recordNoop records why a job needed no work on its record (best effort:
 // the job succeeded either way).
 func (r *Runner) recordNoop(ctx context.Context, it *item, reason string) {
+	r.onRecord(ctx, it, slog.LevelWarn, "could not record the no-op reason on the job", func(wctx context.Context, id string) error {
+		return r.cfg.Jobs.RecordOutcome(wctx, id, jobs.OutcomeNoop, reason)
+	})
+}
+
+// onRecord writes what the runner learnt onto the job record, when there is
+// a recorder, under the writes' own deadline (see write). It is best effort:
+// a job without a record is fine, and any other failure is logged at level
+// with msg, never the record's outcome.
+func (r *Runner) onRecord(ctx context.Context, it *item, level slog.Level, msg string, write func(wctx context.Context, jobID string) error) {
 	if r.cfg.Jobs == nil {
 		return
 	}
-	err := r.write(ctx, func(wctx context.Context) error {
-		return r.cfg.Jobs.RecordOutcome(wctx, it.env.MessageID, jobs.OutcomeNoop, reason)
-	})
+	err := r.write(ctx, func(wctx context.Context) error { return write(wctx, it.env.MessageID) })
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
-		it.log.Warn("could not record the no-op reason on the job", obs.KeyError, obs.Redact(err))
+		it.log.Log(ctx, level, msg, obs.KeyError, obs.Redact(err))
 	}
 }
 
@@ -228,14 +233,9 @@ func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
 		return outcome{kind: kindFailed, reason: fmt.Sprintf("attempt %d of %d failed; SQS retries it", attempt, r.cfg.MaxReceiveCount), err: err}
 	}
 	reason := fmt.Sprintf("failed on its final attempt (%d): %s", attempt, obs.Redact(err))
-	if r.cfg.Jobs != nil {
-		ferr := r.write(ctx, func(wctx context.Context) error {
-			return r.cfg.Jobs.MarkFailed(wctx, it.env.MessageID, jobs.Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
-		})
-		if ferr != nil && !errors.Is(ferr, jobs.ErrNotFound) {
-			it.log.Error("could not mark the job Failed", obs.KeyError, obs.Redact(ferr))
-		}
-	}
+	r.onRecord(ctx, it, slog.LevelError, "could not mark the job Failed", func(wctx context.Context, id string) error {
+		return r.cfg.Jobs.MarkFailed(wctx, id, jobs.Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
+	})
 	return outcome{kind: kindFailed, final: true, reason: reason + "; the queue moves it to the dead-letter queue", err: err}
 }
 
