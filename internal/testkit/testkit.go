@@ -156,15 +156,10 @@ func (j *Jobs) SetState(jobID string, s jobs.State) {
 // MarkParked implements runner.JobRecorder with the state machine's rule.
 func (j *Jobs) MarkParked(_ context.Context, jobID string) (prev jobs.State, err error) {
 	err = j.call("mark-parked", func() error {
-		var ok bool
-		if prev, ok = j.states[jobID]; !ok {
-			prev = jobs.StateEnqueued
+		var terr error
+		if prev, terr = j.transition(jobID, jobs.EventParked); terr != nil {
+			return terr
 		}
-		to, allowed := jobs.Transition(prev, jobs.EventParked)
-		if !allowed {
-			return fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
-		}
-		j.states[jobID] = to
 		j.parked[jobID]++
 		return nil
 	})
@@ -192,18 +187,28 @@ func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) e
 // rule.
 func (j *Jobs) MarkUnclaimed(_ context.Context, jobID, reason string) error {
 	return j.call("mark-unclaimed", func() error {
-		prev, ok := j.states[jobID]
-		if !ok {
-			prev = jobs.StateEnqueued
+		if _, err := j.transition(jobID, jobs.EventUnclaimed); err != nil {
+			return err
 		}
-		to, allowed := jobs.Transition(prev, jobs.EventUnclaimed)
-		if !allowed {
-			return fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
-		}
-		j.states[jobID] = to
 		j.outcomes[jobID] = [2]string{jobs.OutcomeClaimFailed, reason}
 		return nil
 	})
+}
+
+// transition moves job jobID's state by ev as the state machine allows (a
+// job never seen is Enqueued) and returns the state it had; a refused event
+// is ErrConflict. Callers hold mu.
+func (j *Jobs) transition(jobID string, ev jobs.Event) (prev jobs.State, err error) {
+	prev, ok := j.states[jobID]
+	if !ok {
+		prev = jobs.StateEnqueued
+	}
+	to, allowed := jobs.Transition(prev, ev)
+	if !allowed {
+		return prev, fmt.Errorf("%w: %s is %s", jobs.ErrConflict, jobID, prev)
+	}
+	j.states[jobID] = to
+	return prev, nil
 }
 
 // call records op on the trace and, unless Err fails every call, runs write
