@@ -186,12 +186,12 @@ func parseRule(s string) (Rule, error) {
 		return r, errors.New("want SERVICE:OPERATION:KIND")
 	}
 	r.Service = strings.ToLower(fields[0])
-	op, texts, _ := strings.Cut(fields[1], "~")
+	op, texts, narrowed := strings.Cut(fields[1], "~")
 	if op == "" {
 		return r, errors.New("want SERVICE:OPERATION:KIND")
 	}
 	r.Operation = op
-	if texts != "" || strings.HasSuffix(fields[1], "~") {
+	if narrowed {
 		for t := range strings.SplitSeq(texts, "~") {
 			if t == "" {
 				return r, errors.New("~ needs a text: OPERATION~TEXT")
