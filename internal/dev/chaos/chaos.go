@@ -14,12 +14,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
@@ -27,6 +30,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // DefaultFaults are the faults of make chaos, per AWS call of the functions.
@@ -119,7 +123,7 @@ func (c *Config) defaults() error {
 		return err
 	}
 	for _, m := range c.Mutations {
-		if !contains(killpoint.Mutations, m) {
+		if !slices.Contains(killpoint.Mutations, m) {
 			return fmt.Errorf("%w: unknown mutation %q (want one of %s)", ErrConfig, m, strings.Join(killpoint.Mutations, ", "))
 		}
 	}
@@ -135,7 +139,7 @@ func checkKillAt(spec string) error {
 	for part := range strings.SplitSeq(spec, ",") {
 		step, p, ok := strings.Cut(strings.TrimSpace(part), "=")
 		f, err := strconv.ParseFloat(p, 64)
-		if !ok || !contains(killpoint.Steps, step) || err != nil || f < 0 || f > 1 {
+		if !ok || !slices.Contains(killpoint.Steps, step) || err != nil || f < 0 || f > 1 {
 			return fmt.Errorf("%w: kill-at %q: want step=probability with a step of %s", ErrConfig, part, strings.Join(killpoint.Steps, ", "))
 		}
 	}
@@ -145,20 +149,14 @@ func checkKillAt(spec string) error {
 // ErrConfig is returned (wrapped) for a Config that cannot run.
 var ErrConfig = errors.New("chaos: bad configuration")
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // campaign is a running campaign: the stack and what watches it.
 type campaign struct {
 	cfg      Config
 	stack    *devstack.Local
 	aws      aws.Config
+	db       *dynamodb.Client // the campaign's own clients, made once
+	sqs      *sqs.Client
+	sender   *queue.Sender
 	faults   *faults.Injector
 	obs      *observer
 	witness  *witness
@@ -271,6 +269,8 @@ func (c *campaign) startStack(ctx context.Context) error {
 	if c.res, err = resolve(c.stack.Stack); err != nil {
 		return err
 	}
+	c.db, c.sqs = dynamodb.NewFromConfig(c.aws), sqs.NewFromConfig(c.aws)
+	c.sender = queue.New(c.sqs, c.res.Queues, "")
 	c.front = newFront(http.DefaultTransport)
 	c.api, err = client.New(c.stack.APIURL, client.WithCaller(Caller),
 		client.WithHTTPClient(&http.Client{Transport: c.front, Timeout: time.Minute}),
@@ -278,7 +278,14 @@ func (c *campaign) startStack(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.seedUsers(ctx)
+	var users []devstack.DemoUser
+	for _, k := range kinds {
+		all, poisoned := usersOf(k, c.cfg.UsersPerType)
+		for _, u := range append(all, poisoned) {
+			users = append(users, devstack.DemoUser{UserID: u.ID, Email: u.Email(), DisplayName: "Chaos " + u.ID, EmailConfirmed: u.Confirmed})
+		}
+	}
+	return devstack.SeedUsers(ctx, c.db, c.res.Users, users)
 }
 
 // The local run's park delay and toggle cache.

@@ -47,7 +47,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
-	return &world{t: t, at: time.Unix(1_000_000, 0), truth: &truth{Markers: nil, Letters: map[string]deadletter.Record{},
+	return &world{t: t, at: time.Unix(1_000_000, 0), truth: &truth{Letters: map[string]deadletter.Record{},
 		States: map[string]client.Job{}, Seen: seen{Outcomes: map[string][]devstack.Outcome{}, Records: map[string]int{}}}}
 }
 

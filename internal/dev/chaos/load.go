@@ -8,12 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -121,24 +117,16 @@ func (c *campaign) cancel(ctx context.Context, jobID string) string {
 // at once (duplicate deliveries, some of them concurrent with the
 // original), and returns how many SQS accepted.
 func (c *campaign) sendCopies(ctx context.Context, jobID string, n int) int {
-	var rec struct {
-		Message       string `dynamodbav:"message"`
-		Queue         string `dynamodbav:"queue"`
-		Type          string `dynamodbav:"type"`
-		CorrelationID string `dynamodbav:"correlationId"`
-	}
-	db := dynamodb.NewFromConfig(c.aws)
-	ok, err := ddb.GetLive(ctx, db, c.res.Jobs, ddb.KeyS(jobs.AttrPK, jobs.JobPK(jobID)), ddb.Now(nil), &rec)
-	if err != nil || !ok {
-		c.problem(fmt.Errorf("chaos: read the message of %s: found %v, %v", jobID, ok, err))
+	rec, err := jobs.NewStore(c.db, c.res.Jobs, nil).Get(ctx, jobID)
+	if err != nil {
+		c.problem(fmt.Errorf("chaos: read the message of %s: %w", jobID, err))
 		return 0
 	}
-	sender := queue.New(sqs.NewFromConfig(c.aws), c.res.Queues, "")
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			err := sender.Send(ctx, queue.Message{Queue: contract.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
+			err := c.sender.Send(ctx, queue.Message{Queue: contract.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
 			if err != nil {
 				c.problem(fmt.Errorf("chaos: copy of %s: %w", jobID, err))
 				return

@@ -47,7 +47,7 @@ func (l *Ledger) Print(w io.Writer) {
 	row("kills by step", joinCounts(f.Kills, killpoint.Steps))
 	row("invocations lost", f.LostInvocations)
 	row("worker outcomes", joinCounts(f.Outcomes, nil))
-	row("AWS faults by kind", joinCounts(f.Faults, kindNames()))
+	row("AWS faults by kind", joinCounts(f.Faults, faults.KindNames()))
 	row("effects (mails SES holds)", f.Effects)
 	row("jobs with exactly one effect", f.ExactlyOne)
 	row("jobs with two", f.Two)
@@ -118,12 +118,4 @@ func joinCounts(m map[string]int, order []string) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func kindNames() []string {
-	out := make([]string, len(faults.Kinds))
-	for i, k := range faults.Kinds {
-		out[i] = string(k)
-	}
-	return out
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // resources are the tables and queues the campaign reads and writes.
@@ -50,31 +49,11 @@ func resolve(st *stack.Stack) (resources, error) {
 	return r, nil
 }
 
-// seedUsers writes the campaign's users, each with the address
-// confirmation its type needs to send a mail.
-func (c *campaign) seedUsers(ctx context.Context) error {
-	db := dynamodb.NewFromConfig(c.aws)
-	for _, k := range kinds {
-		users, poisoned := usersOf(k, c.cfg.UsersPerType)
-		for _, u := range append(users, poisoned) {
-			item, err := attributevalue.MarshalMap(devstack.DemoUser{UserID: u.ID, Email: u.Email(),
-				DisplayName: "Chaos " + u.ID, EmailConfirmed: u.Confirmed})
-			if err != nil {
-				return err
-			}
-			if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.res.Users), Item: item}); err != nil {
-				return fmt.Errorf("chaos: seed %s: %w", u.ID, err)
-			}
-		}
-	}
-	return nil
-}
-
 // toggle sets the kill switch of jobType (straight to the endpoint, as an
 // operator's jobctl would).
 func (c *campaign) toggle(ctx context.Context, jobType string, on bool) error {
 	_, err := ssm.NewFromConfig(c.aws).PutParameter(ctx, &ssm.PutParameterInput{
-		Name: aws.String("/runstwice/" + devstack.Stage + "/toggles/" + jobType), Value: aws.String(fmt.Sprint(on)),
+		Name: aws.String(toggle.ParameterName(devstack.Stage, jobType)), Value: aws.String(fmt.Sprint(on)),
 		Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true),
 	})
 	if err != nil {

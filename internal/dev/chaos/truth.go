@@ -8,36 +8,28 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/faults"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // truth is what the campaign reads back once the stack is quiet: the
-// ground truth (the mail SES holds, the markers, the dead letters), what
+// ground truth (the mail SES holds, the dead letters), what
 // the API reports for every job, and what the campaign's own instruments
 // saw.
 type truth struct {
 	// Mails are the ids of the mails SES (moto) holds.
 	Mails []string
-	// Markers are the effect markers' states, by job id.
-	Markers map[string]marker.State
 	// Letters are the dead letters, by job id.
 	Letters map[string]deadletter.Record
-	// States are the jobs as GET /v1/jobs/{id} reports them, by job id;
-	// GetErrors the GETs that failed.
-	States    map[string]client.Job
-	GetErrors map[string]string
-	Sends     []send
-	Claims    []claim
-	Faults    []faults.Event
-	Seen      seen
-	Attempts  []attempt
+	// States are the jobs as GET /v1/jobs/{id} reports them, by job id (a
+	// GET that failed leaves its job out).
+	States   map[string]client.Job
+	Sends    []send
+	Claims   []claim
+	Faults   []faults.Event
+	Seen     seen
+	Attempts []attempt
 }
 
 func (c *campaign) readTruth(ctx context.Context, results []result) (*truth, error) {
@@ -47,11 +39,7 @@ func (c *campaign) readTruth(ctx context.Context, results []result) (*truth, err
 	if t.Mails, err = motoMails(ctx, c.stack.Endpoint); err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(c.aws)
-	if t.Markers, err = scanMarkers(ctx, db, c.res.Markers); err != nil {
-		return nil, err
-	}
-	letters, err := deadletter.NewStore(db, c.res.DeadLetters).List(ctx, "")
+	letters, err := deadletter.NewStore(c.db, c.res.DeadLetters).List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +47,7 @@ func (c *campaign) readTruth(ctx context.Context, results []result) (*truth, err
 	for _, l := range letters {
 		t.Letters[l.ID] = l
 	}
-	t.States, t.GetErrors = c.getAll(ctx, results)
+	t.States = c.getAll(ctx, results)
 	return t, nil
 }
 
@@ -94,33 +82,9 @@ func motoMails(ctx context.Context, endpoint string) ([]string, error) {
 	return ids, nil
 }
 
-// scanMarkers reads every marker's state, by job id (the marker's
-// MessageKey).
-func scanMarkers(ctx context.Context, db *dynamodb.Client, table string) (map[string]marker.State, error) {
-	out := map[string]marker.State{}
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: scan markers: %w", err)
-		}
-		for _, item := range page.Items {
-			var m struct {
-				MessageKey string       `dynamodbav:"MessageKey"`
-				State      marker.State `dynamodbav:"state"`
-			}
-			if err := attributevalue.UnmarshalMap(item, &m); err != nil {
-				return nil, err
-			}
-			out[m.MessageKey] = m.State
-		}
-	}
-	return out, nil
-}
-
 // getAll asks the API for every accepted job, as its caller would.
-func (c *campaign) getAll(ctx context.Context, results []result) (map[string]client.Job, map[string]string) {
-	states, errs := map[string]client.Job{}, map[string]string{}
+func (c *campaign) getAll(ctx context.Context, results []result) map[string]client.Job {
+	states := map[string]client.Job{}
 	var mu sync.Mutex
 	work := make(chan string)
 	var wg sync.WaitGroup
@@ -128,12 +92,11 @@ func (c *campaign) getAll(ctx context.Context, results []result) (map[string]cli
 		wg.Go(func() {
 			for id := range work {
 				j, err := c.api.Get(ctx, id)
-				mu.Lock()
 				if err != nil {
-					errs[id] = err.Error()
-				} else {
-					states[id] = *j
+					continue
 				}
+				mu.Lock()
+				states[id] = *j
 				mu.Unlock()
 			}
 		})
@@ -145,5 +108,5 @@ func (c *campaign) getAll(ctx context.Context, results []result) (map[string]cli
 	}
 	close(work)
 	wg.Wait()
-	return states, errs
+	return states
 }

@@ -191,7 +191,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if !ok {
 		return nil, errors.New("devstack: the template has no UsersTable")
 	}
-	if err := SeedUsers(ctx, dynamodb.NewFromConfig(cfg), users.Name); err != nil {
+	if err := SeedUsers(ctx, dynamodb.NewFromConfig(cfg), users.Name, DemoUsers); err != nil {
 		return nil, err
 	}
 	if err := VerifySender(ctx, sesv2.NewFromConfig(cfg), l.Stack.Param("MailFrom")); err != nil {
@@ -252,12 +252,12 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := opts.Chaos.shortenVisibility(ctx, sqs.NewFromConfig(cfg), sources); err != nil {
+	sqsClient := sqs.NewFromConfig(cfg)
+	if err := opts.Chaos.shortenVisibility(ctx, sqsClient, sources); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
-	sqsClient := sqs.NewFromConfig(cfg)
 	platform := slog.New(slog.NewTextHandler(sinks.Emulator, nil))
 	for _, src := range sources {
 		fn, err := newPool(src.Function, 1)

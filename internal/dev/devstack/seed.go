@@ -30,9 +30,10 @@ type PutItemAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
-// SeedUsers writes the demo users into the users table, replacing them.
-func SeedUsers(ctx context.Context, client PutItemAPI, table string) error {
-	for _, u := range DemoUsers {
+// SeedUsers writes users into the users table, replacing them (make run
+// seeds DemoUsers; make chaos its own).
+func SeedUsers(ctx context.Context, client PutItemAPI, table string, users []DemoUser) error {
+	for _, u := range users {
 		item, err := attributevalue.MarshalMap(u)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,25 +212,17 @@ func parseRule(s string) (Rule, error) {
 		kind, r.Delay = name, d
 	}
 	r.Kind = Kind(strings.ToLower(kind))
-	if !knownKind(r.Kind) {
-		return r, fmt.Errorf("unknown kind %q (want one of %s)", kind, kindList())
+	if !slices.Contains(Kinds, r.Kind) {
+		return r, fmt.Errorf("unknown kind %q (want one of %s)", kind, strings.Join(KindNames(), ", "))
 	}
 	return r, nil
 }
 
-func knownKind(k Kind) bool {
-	for _, known := range Kinds {
-		if k == known {
-			return true
-		}
-	}
-	return false
-}
-
-func kindList() string {
+// KindNames lists the names of Kinds, in their order.
+func KindNames() []string {
 	names := make([]string, len(Kinds))
 	for i, k := range Kinds {
 		names[i] = string(k)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
