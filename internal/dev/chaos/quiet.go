@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	smithytime "github.com/aws/smithy-go/time"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // quietChecks is how many checks in a row, a second apart, must find the
@@ -27,14 +27,13 @@ const quietChecks = 3
 // function invocation under way, several checks in a row. It reports
 // false when ctx ended first.
 func (c *campaign) waitQuiet(ctx context.Context) bool {
-	client := sqs.NewFromConfig(c.aws)
 	urls := []string{c.res.DLQ}
 	for _, u := range c.res.Queues {
 		urls = append(urls, u)
 	}
 	stable := 0
 	for ctx.Err() == nil {
-		n, err := messagesIn(ctx, client, urls)
+		n, err := messagesIn(ctx, c.sqs, urls)
 		busy := c.obs.inFlight.Load()
 		c.progress.setQueued(n, int(busy))
 		if err == nil && n == 0 && busy == 0 {
@@ -45,7 +44,7 @@ func (c *campaign) waitQuiet(ctx context.Context) bool {
 		} else {
 			stable = 0
 		}
-		sleepCtx(ctx, time.Second)
+		_ = smithytime.SleepWithContext(ctx, time.Second)
 	}
 	c.problem(errNotQuiet)
 	return false
@@ -70,27 +69,15 @@ func messagesIn(ctx context.Context, client *sqs.Client, urls []string) (int, er
 	return total, nil
 }
 
-// sleepCtx is the few lines of devstack's and faults' sleep on purpose: a
-// select too small to give a package of its own.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // redrive sends the dead letters back to their queues the way an
 // operator's `jobctl dlq redrive` does, each letter at most
 // maxRedrivesPerLetter times (a poisoned job comes back every time), and
 // returns how many went back.
 func (c *campaign) redrive(ctx context.Context) (int, error) {
-	db := dynamodb.NewFromConfig(c.aws)
-	store := deadletter.NewStore(db, c.res.DeadLetters)
-	r := deadletter.NewRedriver(store, queue.New(sqs.NewFromConfig(c.aws), c.res.Queues, ""), catalog.Registry())
-	r.Jobs = jobs.NewLifecycle(db, c.res.Jobs)
-	r.Markers = marker.NewDynamo(db, c.res.Markers)
+	store := deadletter.NewStore(c.db, c.res.DeadLetters)
+	r := deadletter.NewRedriver(store, c.sender, catalog.Registry())
+	r.Jobs = jobs.NewLifecycle(c.db, c.res.Jobs)
+	r.Markers = marker.NewDynamo(c.db, c.res.Markers)
 	letters, err := store.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
 	if err != nil {
 		return 0, fmt.Errorf("chaos: redrive: %w", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	smithytime "github.com/aws/smithy-go/time"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -53,7 +55,7 @@ func (p *Poller) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if _, err := p.Once(ctx); err != nil && ctx.Err() == nil {
 			p.Logger.Warn("poller", "queue", p.QueueARN, "error", err)
-			sleep(ctx, time.Second)
+			_ = smithytime.SleepWithContext(ctx, time.Second)
 		}
 	}
 }
@@ -134,7 +136,7 @@ func (p *Poller) gather(ctx context.Context) ([]types.Message, error) {
 			return msgs, err
 		}
 		if len(more) == 0 && wait == 0 {
-			sleep(ctx, min(left, shortPoll))
+			_ = smithytime.SleepWithContext(ctx, min(left, shortPoll))
 		}
 	}
 	return msgs, nil
@@ -152,15 +154,6 @@ func (p *Poller) receive(ctx context.Context, n, waitSeconds int32) ([]types.Mes
 		return nil, err
 	}
 	return out.Messages, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // record converts a received message to the event record Lambda builds.

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func (r *Reporter) Mail(m Mail) {
 		r.mailed[m.JobID] = true
 	}
 	fmt.Fprintf(r.out, "%s  %-14s to=%s  subject=%q  link=%s  job=%s\n",
-		m.Time.Format(time.TimeOnly), "mail sent", strings.Join(m.To, ","), m.Subject, orDash(m.Link), orDash(m.JobID))
+		m.Time.Format(time.TimeOnly), "mail sent", strings.Join(m.To, ","), m.Subject, cmp.Or(m.Link, "-"), cmp.Or(m.JobID, "-"))
 }
 
 // Outcome prints a job outcome.
@@ -78,7 +79,7 @@ func (r *Reporter) Outcome(o Outcome) {
 	if o.Outcome == "succeeded" && mailed {
 		return
 	}
-	line := fmt.Sprintf("%s  %-14s %s  job=%s", r.now().Format(time.TimeOnly), o.Outcome, orDash(o.Type), orDash(o.JobID))
+	line := fmt.Sprintf("%s  %-14s %s  job=%s", r.now().Format(time.TimeOnly), o.Outcome, cmp.Or(o.Type, "-"), cmp.Or(o.JobID, "-"))
 	if o.Reason != "" {
 		line += fmt.Sprintf("  reason=%q", o.Reason)
 	}
@@ -100,10 +101,3 @@ func (r *Reporter) OutcomeWriter(w io.Writer) io.Writer {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

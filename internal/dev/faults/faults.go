@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	smithytime "github.com/aws/smithy-go/time"
+
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 )
 
@@ -191,7 +193,7 @@ func (in *Injector) Hook(next http.Handler) http.Handler {
 			in.record(ev)
 			cut(w, c.Service)
 		case Delay:
-			if !sleep(r.Context(), rl.Delay) {
+			if smithytime.SleepWithContext(r.Context(), rl.Delay) != nil {
 				return // the caller went away while it waited: nothing was sent
 			}
 			in.record(ev)
@@ -225,17 +227,6 @@ func cut(w http.ResponseWriter, service string) {
 		_ = tc.SetLinger(0) // close with RST, not FIN
 	}
 	_ = conn.Close()
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // bufferedResponse takes a response that is never sent on.

@@ -56,20 +56,6 @@ func (s *Stack) intrinsic(name string, arg any) (any, error) {
 			return s.resolve(parts[1])
 		}
 		return s.resolve(parts[2])
-	case "Fn::Equals":
-		parts, _ := arg.([]any)
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("stack: Fn::Equals of %v", arg)
-		}
-		a, err := s.ResolveString(parts[0])
-		if err != nil {
-			return nil, err
-		}
-		b, err := s.ResolveString(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		return a == b, nil
 	case "Fn::Not", "Fn::And", "Fn::Or":
 		parts, _ := arg.([]any)
 		vals := make([]bool, len(parts))
