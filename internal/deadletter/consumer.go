@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // UnknownType is the metric dimension and recorded type of a dead letter
@@ -189,9 +190,15 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 			rec.Type = env.Type
 		}
-		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type, "sqsMessageId", msg.MessageId)
+		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type,
+			obs.KeyKey, env.Key, "sqsMessageId", msg.MessageId)
 	} else {
 		l.log = l.log.With(obs.KeyType, UnknownType)
+	}
+	// The trace the message carries (SQS keeps AWSTraceHeader when it moves
+	// a message to the DLQ, and the worker sends its own with a letter).
+	if trace := obs.TraceRoot(queue.RecordTraceHeader(msg)); trace != "" {
+		l.log = l.log.With(obs.KeyTraceID, trace)
 	}
 
 	rec.ReceiveCount = c.receiveCount(msg)

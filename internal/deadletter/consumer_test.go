@@ -309,3 +309,23 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Every line about a letter carries its job id, type, natural key and the
+// trace its message carries, as the worker's lines do.
+func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
+	h := newHarness(t, nil)
+	env := envelope(email.Welcome.Name)
+	msg := moved(t, env, 6)
+	const trace = "1-5759e988-bd862e3fe1be46a994272793"
+	msg.Attributes["AWSTraceHeader"] = "Root=" + trace + ";Sampled=1"
+	h.run(t, msg)
+	lines := obstest.Lines(h.logs.String())
+	if len(lines) == 0 {
+		t.Fatal("no log lines")
+	}
+	for _, l := range lines {
+		if l[obs.KeyJobID] != env.MessageID || l[obs.KeyType] != env.Type || l[obs.KeyKey] != env.Key || l[obs.KeyTraceID] != trace {
+			t.Errorf("line %v lacks the job id, type, key or trace id", l)
+		}
+	}
+}

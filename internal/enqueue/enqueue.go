@@ -147,7 +147,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
 	id := contract.DeriveMessageID(caller, idemKey)
-	log = log.With(obs.KeyJobID, id)
+	log = log.With(obs.KeyJobID, id, obs.KeyKey, in.Key)
 	env := contract.Envelope{
 		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
 	}

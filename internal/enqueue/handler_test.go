@@ -17,6 +17,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 func newHandler(w *world) *enqueue.Handler {
@@ -372,4 +373,25 @@ func TestPendingJobOfAnotherRequest(t *testing.T) {
 	if env, err := contract.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
 		t.Fatalf("message %+v, %v", env, err)
 	}
+}
+
+// The enqueue function's line about a job carries its id, natural key and
+// trace id, so one search finds the request's line beside the worker's.
+func TestJobLineCarriesKeyAndTrace(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	var logs strings.Builder
+	h.Logger = obs.NewLogger(&logs, "info")
+	const trace = "1-5759e988-bd862e3fe1be46a994272793"
+	mustBody(t, call(t, h, post(verify, "k-log", verifyBody, withHeader("X-Amzn-Trace-Id", "Root="+trace+";Sampled=1"))), http.StatusAccepted)
+	for _, l := range obstest.Lines(logs.String()) {
+		if l["msg"] != "enqueue: job queued" {
+			continue
+		}
+		if l[obs.KeyJobID] != contract.DeriveMessageID(alice, "k-log") || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
+			t.Fatalf("job line %v lacks the job id, key or trace id", l)
+		}
+		return
+	}
+	t.Fatalf("no job line in:\n%s", logs.String())
 }
