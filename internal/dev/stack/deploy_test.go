@@ -330,10 +330,17 @@ func TestDeployDocsCoverTheTemplate(t *testing.T) {
 			t.Errorf("parameter %s has no row in docs/deploy.md's parameter table", name)
 		}
 	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range tmpl.IDs(typeAlarm) {
 		name := strings.Replace(subString(tmpl.Resources[id].Properties["AlarmName"]), "${AWS::StackName}", "<stack>", 1)
 		if !strings.Contains(alarms, "`"+name+"`") {
 			t.Errorf("alarm %s (%s) has no row in docs/deploy.md's alarm table", id, name)
+		}
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("alarm %s (%s) is not in README.md's alarm table", id, name)
 		}
 	}
 	for _, name := range SortedIDs(tmpl.Rules) {
