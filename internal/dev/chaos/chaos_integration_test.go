@@ -22,7 +22,10 @@ import (
 // Randomness is seeded and only invariants are asserted, never timings or
 // counts that depend on them.
 func TestShortCampaignKeepsThePromise(t *testing.T) {
+	// Kills twice as often as make chaos's default, so that a run of this
+	// size surely kills some processes (about a dozen).
 	l, err := chaos.Run(context.Background(), chaos.Config{Root: repoRoot(t), StateDir: t.TempDir(), N: 200, Seed: 1,
+		KillAt:    "after-decode=0.02,after-lease=0.01,after-effect=0.02,after-claim=0.01,before-response=0.02",
 		SESOutage: 15 * time.Second, Timeout: 8 * time.Minute, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +46,8 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 		t.Errorf("no job took the dead-letter path (poisoned %d, failed %d, dead-lettered %d, redriven %d)", f.Poisoned, f.FailedAtEnd, f.DeadLettered, f.Redriven)
 	case f.Faults["throttle"] == 0 || f.Faults["down"] == 0:
 		t.Errorf("faults %v; want throttles and outages", f.Faults)
+	case f.LostInvocations == 0:
+		t.Errorf("kills %v, no invocation lost; want processes killed", f.Kills)
 	}
 }
 
