@@ -108,7 +108,9 @@ func (e *e2e) parkedJob(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("POST digest = %d %v", r.status, r.body)
 	}
-	eventually(t, 20*time.Second, "the fail-closed digest never read Parked", func() bool {
+	// The bulk queue gathers a batch for up to its 20 s batching window
+	// before the worker sees the digest at all.
+	eventually(t, 45*time.Second, "the fail-closed digest never read Parked", func() bool {
 		state, outcome := e.job(id)
 		return state == "Parked" && outcome == "parked"
 	})
