@@ -24,6 +24,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // stageWorld is a stage's tables and queues on moto (deadlettertest), named
@@ -361,5 +362,33 @@ func TestFindsLocalStack(t *testing.T) {
 	}
 	if lines := strings.Count(errOut.String(), "using the local stack"); lines != 1 {
 		t.Fatalf("said it %d times", lines)
+	}
+}
+
+// TestJobsCancel: an operator cancels any caller's job that has not run
+// (tombstone and record, again is still 0), is refused a job that ended
+// (exit 4), and told a job that does not exist (exit 3).
+func TestJobsCancel(t *testing.T) {
+	w := newStage(t)
+	active := w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-cancel")
+	for range 2 {
+		code, out, stderr := w.cli("jobs", "cancel", active.MessageID, "--json")
+		var got map[string]any
+		if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || got["state"] != string(jobs.StateCancelled) {
+			t.Fatalf("jobs cancel: exit %d %s %s; want Cancelled", code, out, stderr)
+		}
+	}
+	if s := w.State(t, active.MessageID); s != jobs.StateCancelled {
+		t.Fatalf("job reads %s after the cancel", s)
+	}
+	if m, ok, err := w.Markers.Peek(context.Background(), marker.Key{Handler: active.Type, MessageKey: active.MessageID}); err != nil || !ok || m.State != marker.StateCancelled {
+		t.Fatalf("marker %+v %v %v; want the tombstone a worker's peek sees", m, ok, err)
+	}
+	failed := w.letter(t, email.Welcome.Name, "welcome:u-cancel-failed", "permanent: bounce", time.Now())
+	if code, _, stderr := w.cli("jobs", "cancel", failed); code != exitRefused || !strings.Contains(stderr, "Failed") {
+		t.Fatalf("cancel of a failed job: exit %d %s; want refused, naming its state", code, stderr)
+	}
+	if code, _, _ := w.cli("jobs", "cancel", contract.NewMessageID()); code != exitNotFound {
+		t.Fatalf("cancel of a missing job: exit %d; want %d", code, exitNotFound)
 	}
 }

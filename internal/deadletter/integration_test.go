@@ -221,8 +221,8 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 		t.Fatal("no source queue")
 	}
 	j, err := w.jobs.Get(context.Background(), env.MessageID)
-	if err != nil || j.State != jobs.StateFailed || j.LastErrorClass != deadletter.ClassMaxReceives {
-		t.Fatalf("job %+v %v; want Failed with class %s", j, err, deadletter.ClassMaxReceives)
+	if err != nil || j.State != jobs.StateFailed || j.LastErrorClass != deadletter.ClassMaxReceives || j.Attempts != maxReceives {
+		t.Fatalf("job %+v %v; want Failed with class %s after its %d real attempts", j, err, deadletter.ClassMaxReceives, maxReceives)
 	}
 	if n := strings.Count(w.dlqMetrics.String(), `"DeadLetters":1`); n != 1 {
 		t.Fatalf("%d DeadLetters lines for one dead letter handled twice; want 1", n)
