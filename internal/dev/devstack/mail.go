@@ -52,7 +52,6 @@ const mailboxSize = 1000
 type Mailbox struct {
 	// OnMail, when set, is called with each mail as it is recorded.
 	OnMail func(Mail)
-	now    func() time.Time
 	mu     sync.Mutex
 	mails  []Mail // a ring of mailboxSize once full
 	next   int
@@ -79,11 +78,7 @@ func (b *Mailbox) Hook(next http.Handler) http.Handler {
 }
 
 func (b *Mailbox) add(m Mail) {
-	if b.now != nil {
-		m.Time = b.now()
-	} else {
-		m.Time = time.Now()
-	}
+	m.Time = time.Now()
 	b.mu.Lock()
 	if len(b.mails) < mailboxSize {
 		b.mails = append(b.mails, m)
