@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -24,14 +27,7 @@ func TestTransactionsAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
 	for _, name := range []string{"a", "b"} {
-		if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(name),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createTable(t, db, name)
 	}
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	put := func(table, pk, v string) types.TransactWriteItem {
@@ -169,6 +165,19 @@ func TestReceiveReadsRetentionDirectly(t *testing.T) {
 	}
 }
 
+// createTable creates an on-demand table keyed by the string "pk" (this
+// package cannot use testenv, which starts moto through it).
+func createTable(t *testing.T, db *dynamodb.Client, name string) {
+	t.Helper()
+	if _, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startMoto starts a moto of its own for the test, through the launcher.
 func startMoto(t *testing.T) *Server {
 	t.Helper()
@@ -194,13 +203,7 @@ func TestConcurrentWritesAreAtomic(t *testing.T) {
 	s := startMoto(t)
 	ctx := context.Background()
 	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("c"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, db, "c")
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	for round := range 20 {
 		pk := fmt.Sprint("k", round)
@@ -241,6 +244,98 @@ func TestConcurrentWritesAreAtomic(t *testing.T) {
 		w, _ := out.Item["w"].(*types.AttributeValueMemberS)
 		if w == nil || w.Value != fmt.Sprint(winners[0]) || out.Item["x"] != nil {
 			t.Fatalf("round %d: item %v; want the winner's put, untouched by the cancelled transactions", round, out.Item)
+		}
+	}
+}
+
+// TestConnectionsAreKeptAlive: moto answers a client's calls on one kept-
+// alive connection, as AWS endpoints do (werkzeug's development server
+// closed every connection after one response, so every call paid for a new
+// connection and a new server thread).
+func TestConnectionsAreKeptAlive(t *testing.T) {
+	s := startMoto(t)
+	var opened, reused atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Reused {
+			reused.Add(1)
+		} else {
+			opened.Add(1)
+		}
+	}})
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	for range 20 {
+		if _, err := db.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opened.Load() != 1 || reused.Load() != 19 {
+		t.Fatalf("20 calls in a row opened %d connections and reused %d; want 1 and 19", opened.Load(), reused.Load())
+	}
+	// A long poll holds its connection and a server thread; other calls
+	// are answered meanwhile.
+	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
+	queue, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("long-poll")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, _ = q.ReceiveMessage(pollCtx, &sqs.ReceiveMessageInput{QueueUrl: queue.QueueUrl, WaitTimeSeconds: 20})
+		})
+	}
+	callCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	if _, err := db.ListTables(callCtx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("a call during 8 long polls: %v", err)
+	}
+	cancel()
+	wg.Wait()
+}
+
+// TestConditionTokensCachedPerText: the same condition text with other
+// values each call is judged with that call's values, and a text moto
+// cannot tokenize is refused every time (a failure is not kept).
+func TestConditionTokensCachedPerText(t *testing.T) {
+	s := startMoto(t)
+	ctx := context.Background()
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	createTable(t, db, "v")
+	num := func(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
+	key := &types.AttributeValueMemberS{Value: "k"}
+	// Each put raises n by one only if n is still below the call's bound.
+	put := func(n, below int) error {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("v"),
+			Item:                      map[string]types.AttributeValue{"pk": key, "n": num(n)},
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR (#n < :below)"),
+			ExpressionAttributeNames:  map[string]string{"#n": "n"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":below": num(below)},
+		})
+		return err
+	}
+	for _, c := range []struct {
+		n, below int
+		wantOK   bool
+	}{
+		{1, 0, true},  // no item yet
+		{2, 2, true},  // 1 < 2
+		{3, 2, false}, // 2 < 2 fails: the cached text, this call's value
+		{3, 5, true},  // 2 < 5
+		{4, 3, false}, // 3 < 3 fails
+	} {
+		err := put(c.n, c.below)
+		var failed *types.ConditionalCheckFailedException
+		if c.wantOK && err != nil || !c.wantOK && !errors.As(err, &failed) {
+			t.Fatalf("put n=%d if n < %d: %v; want success %v", c.n, c.below, err, c.wantOK)
+		}
+	}
+	for range 2 {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("v"),
+			Item: map[string]types.AttributeValue{"pk": key}, ConditionExpression: aws.String("attribute_not_exists(pk) ~ 1")})
+		if err == nil {
+			t.Fatal("an expression moto cannot tokenize was accepted")
 		}
 	}
 }
