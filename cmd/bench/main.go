@@ -4,7 +4,7 @@
 // function's init time under the runtime emulator — each figure beside its
 // target.
 //
-//	bench [-rounds 5] [-n 1000] [-c 1,8,32] [-starts 5] [-skip-load]
+//	bench [-rounds 15] [-n 1000] [-c 1,8,32] [-starts 5] [-skip-load]
 package main
 
 import (
@@ -31,7 +31,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	rounds := flag.Int("rounds", 5, "batches per worker measurement (the median is shown)")
+	rounds := flag.Int("rounds", 15, "batches per worker measurement (the median is shown)")
 	n := flag.Int("n", 1000, "enqueue requests per concurrency level")
 	levels := flag.String("c", "1,8,32", "concurrent clients of the enqueue load, comma-separated")
 	starts := flag.Int("starts", 5, "cold starts per function for the init time (the median is shown)")

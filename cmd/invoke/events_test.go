@@ -28,8 +28,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // expectFile is events/expect.json.
 type expectFile struct {
 	Seed   map[string][]map[string]any `json:"seed"`

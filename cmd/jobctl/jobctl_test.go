@@ -23,8 +23,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // cli points jobctl at moto the way a user would: AWS_ENDPOINT_URL and the
 // standard credential variables.
 func cli(t *testing.T, env map[string]string) func(args ...string) (int, string, string) {

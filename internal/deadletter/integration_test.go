@@ -29,8 +29,6 @@ import (
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 const maxReceives = emailtest.MaxReceives
 
 // world is both functions' resources on moto: the e-mail function's

@@ -40,8 +40,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 const mailFrom = "noreply@runstwice.test"
 
 // stack is the e-mail function's world on moto (emailtest) with SSM for the

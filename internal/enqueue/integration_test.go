@@ -30,8 +30,6 @@ import (
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // stack is the enqueue handler on moto: real tables and queues, a counted
 // client and a settable clock.
 type stack struct {

@@ -18,8 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 func newStore(t *testing.T) (*idempotency.Store, *markertest.Clock, *testenv.CallCounter, *dynamodb.Client) {
 	t.Helper()
 	counter := testenv.NewCallCounter()

@@ -10,16 +10,11 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 	"github.com/runstwice/runstwice/internal/marker"
 )
-
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestReserveLifecycle(t *testing.T) {
 	f := jobstest.New(t)

@@ -11,10 +11,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 func TestDynamoConformance(t *testing.T) {
 	client := testenv.DynamoDB(t)
 	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)

@@ -16,10 +16,6 @@ import (
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // What the sender puts on the wire: the body unchanged, the type and
 // correlation id as attributes, the delay, the trace header as a system
 // attribute; a dead letter carries its reason, receive count and source.

@@ -27,8 +27,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // stack is the real AWS side of a runner on moto: a marker table, the work
 // queues and a DLQ, and the toggles of one stage.
 type stack struct {

@@ -19,8 +19,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 func put(t *testing.T, client *ssm.Client, name, value string) {
 	t.Helper()
 	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{

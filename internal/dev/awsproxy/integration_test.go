@@ -19,10 +19,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // TestRealClientsThroughTheProxy: the SDK's own clients work through the
 // proxy unchanged, and every call is named by service and operation.
 func TestRealClientsThroughTheProxy(t *testing.T) {

@@ -18,8 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // TestPollerDeletesSuccessesAndLetsFailuresRedrive: the poller behaves like
 // an event source mapping, so a record the function keeps failing reaches
 // the DLQ through the queue's own redrive policy.

@@ -29,8 +29,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // lossy is a DynamoDB client whose calls pass a fault-injecting proxy in
 // front of moto, with the SDK's standard retryer (as in a function).
 type lossy struct {

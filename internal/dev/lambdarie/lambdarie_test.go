@@ -16,8 +16,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // startEcho builds and starts the echo test function.
 func startEcho(t *testing.T) *Emulator {
 	t.Helper()

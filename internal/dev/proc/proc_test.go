@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFind(t *testing.T) {
@@ -80,4 +81,39 @@ func TestStopEndsTheGroup(t *testing.T) {
 			t.Fatalf("child %d of the group still runs after Stop: %s", child, b)
 		}
 	}
+}
+
+// A process started with Group dies when the process that started it exits,
+// even when nothing stops it: an integration test binary's moto server ends
+// with the binary (testenv relies on it).
+func TestGroupDiesWithItsParent(t *testing.T) {
+	if os.Getenv("RUNSTWICE_PROC_PARENT") == "1" {
+		// The parent: start a long sleep in a group, say its pid, exit.
+		cmd := exec.Command("sleep", "60")
+		cmd.SysProcAttr = Group()
+		if err := cmd.Start(); err != nil {
+			os.Exit(2)
+		}
+		os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
+		os.Exit(0)
+	}
+	parent := exec.Command(os.Args[0], "-test.run=^TestGroupDiesWithItsParent$")
+	parent.Env = append(os.Environ(), "RUNSTWICE_PROC_PARENT=1")
+	out, err := parent.Output()
+	if err != nil {
+		t.Fatalf("parent: %v", err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("child pid %q: %v", out, err)
+	}
+	for range 100 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z") {
+			return // gone, or a zombie waiting for init to reap it
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(child, syscall.SIGKILL)
+	t.Fatalf("child %d still runs 2 s after its parent exited", child)
 }

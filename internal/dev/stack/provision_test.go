@@ -19,10 +19,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // TestProvisionCreatesTheTemplate provisions template.yaml on moto and reads
 // back what it created: keys, TTL, point-in-time recovery, queue attributes,
 // redrive policies, the toggle parameter and the functions' environments.

@@ -1,12 +1,13 @@
 // Package testenv starts the real emulators the integration tests run against.
 // A test that needs moto calls Moto(t); the first call starts one moto server
-// for the test binary on a free loopback port and TestMain stops it. When it
-// cannot start, the test fails: integration tests never skip.
+// for the test binary on a free loopback port, and the server dies with the
+// test binary (the kernel kills it when its parent exits, however the
+// binary ends), so a test package needs no TestMain. When it cannot start,
+// the test fails: integration tests never skip.
 package testenv
 
 import (
 	"net/http"
-	"os"
 	"sync"
 	"testing"
 
@@ -38,16 +39,6 @@ func Moto(t testing.TB) *Server {
 		t.Fatalf("testenv: moto server did not start (integration tests need it; run `make venv`): %v", startErr)
 	}
 	return shared
-}
-
-// Main runs the tests and stops the moto server, if one was started. Use it
-// as `func TestMain(m *testing.M) { testenv.Main(m) }`.
-func Main(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
-	os.Exit(code)
 }
 
 // Config returns an SDK configuration for the server, with the given extra

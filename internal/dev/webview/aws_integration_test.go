@@ -25,8 +25,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // local is the template's resources provisioned for stage local on a wiped
 // moto (the stage's switch parameters are shared by every stack on it).
 type local struct {

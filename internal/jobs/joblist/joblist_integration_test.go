@@ -10,14 +10,11 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // world is the jobs fixture with the lister on its clock.
 type world struct {

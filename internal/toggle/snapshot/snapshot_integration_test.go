@@ -17,10 +17,6 @@ import (
 	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
 
-// TestMain stops the test binary's moto server: every integration test
-// package starts with this line, and its first test follows.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // TestReadWithMetadata reads a time-boxed value and SSM's record of who set
 // it from a real parameter store.
 func TestReadWithMetadata(t *testing.T) {
