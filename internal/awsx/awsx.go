@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 )
 
@@ -17,13 +18,19 @@ import (
 // and the shared config names none.
 const DefaultRegion = "us-east-1"
 
-// Load returns the SDK configuration from the standard chain. The SDK itself
-// applies AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_<SERVICE>) to every client.
+// Load returns the SDK configuration from the standard chain, its HTTP
+// client wrapped by PlainBodies (the SDK's default client when the chain
+// names none). The SDK itself applies AWS_ENDPOINT_URL (and
+// AWS_ENDPOINT_URL_<SERVICE>) to every client.
 func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("awsx: load config: %w", err)
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient()
+	}
+	cfg.HTTPClient = PlainBodies(cfg.HTTPClient)
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
 	}

@@ -3,6 +3,8 @@ package moto
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/runstwice/runstwice/internal/awsx"
 )
 
 // Credentials are the fixed credentials every emulated call signs with.
@@ -24,5 +26,8 @@ func Config(endpoint, region string) aws.Config {
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
+		// The functions' client: without it, a client that retries nothing
+		// would fail on the transport race awsx.HTTPClient works around.
+		HTTPClient: awsx.HTTPClient(),
 	}
 }

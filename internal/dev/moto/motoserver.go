@@ -146,7 +146,7 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 }
 
 // launcher starts moto_server with DynamoDB transactions that back up only
-// the items they touch (see launch.py).
+// the items they touch, served with kept-alive connections (see launch.py).
 //
 //go:embed launch.py
 var launcher string

@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -243,6 +246,53 @@ func TestConcurrentWritesAreAtomic(t *testing.T) {
 			t.Fatalf("round %d: item %v; want the winner's put, untouched by the cancelled transactions", round, out.Item)
 		}
 	}
+}
+
+// TestConnectionsAreKeptAlive: moto answers a client's calls on one kept-
+// alive connection, as AWS endpoints do (werkzeug's development server
+// closed every connection after one response, so every call paid for a new
+// connection and a new server thread).
+func TestConnectionsAreKeptAlive(t *testing.T) {
+	s := startMoto(t)
+	var opened, reused atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Reused {
+			reused.Add(1)
+		} else {
+			opened.Add(1)
+		}
+	}})
+	db := dynamodb.NewFromConfig(Config(s.Endpoint, Region))
+	for range 20 {
+		if _, err := db.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opened.Load() != 1 || reused.Load() != 19 {
+		t.Fatalf("20 calls in a row opened %d connections and reused %d; want 1 and 19", opened.Load(), reused.Load())
+	}
+	// A long poll holds its connection and a server thread; other calls
+	// are answered meanwhile.
+	q := sqs.NewFromConfig(Config(s.Endpoint, Region))
+	queue, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("long-poll")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, _ = q.ReceiveMessage(pollCtx, &sqs.ReceiveMessageInput{QueueUrl: queue.QueueUrl, WaitTimeSeconds: 20})
+		})
+	}
+	callCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	if _, err := db.ListTables(callCtx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("a call during 8 long polls: %v", err)
+	}
+	cancel()
+	wg.Wait()
 }
 
 // TestConditionTokensCachedPerText: the same condition text with other
