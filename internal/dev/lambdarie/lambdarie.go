@@ -214,7 +214,9 @@ func start(ctx context.Context, cfg Config, out io.Writer, apiPort, runtimePort 
 		case <-ctx.Done():
 			e.Stop()
 			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
+			// aws-lambda-rie listens within a few milliseconds; a cold
+			// start waits for this loop, so it looks again soon.
 		}
 		if time.Now().After(deadline) {
 			e.Stop()

@@ -23,7 +23,9 @@
 #    on every call (moto's tokenizer compiles and tries six patterns per
 #    token, the largest single part of a conditional write). What they mean is
 #    still worked out on every call, with that call's names and values.
-# 5. It serves HTTP with waitress, which keeps a client's connection open
+# 5. The actions a response class answers are listed once per class, not
+#    on every request (moto walks every member of the class each time).
+# 6. It serves HTTP with waitress, which keeps a client's connection open
 #    between requests as AWS endpoints do, instead of werkzeug's development
 #    server, which closes every connection after one response: each call
 #    paid for a new connection and a new thread, and a batch's ten
@@ -46,6 +48,7 @@ def _patch():
     moto.backends.list_of_moto_modules = lambda: modules
     _patch_dispatch()
     _patch_condition_tokens()
+    _patch_action_names()
 
 
 
@@ -148,6 +151,23 @@ def _patch_condition_tokens():
         return deque(tokens)
 
     ConditionExpressionParser._lex_condition_expression = cached_tokenize
+
+
+def _patch_action_names():
+    import moto.core.responses as responses
+
+    list_actions = responses.method_names_from_class
+    known = {}
+
+    def cached_actions(cls):
+        # A class's functions do not change while moto runs; callers only
+        # test membership, so one frozen set serves them all.
+        actions = known.get(cls)
+        if actions is None:
+            actions = known[cls] = frozenset(list_actions(cls))
+        return actions
+
+    responses.method_names_from_class = cached_actions
 
 
 def _serve(argv):
