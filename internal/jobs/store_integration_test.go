@@ -161,9 +161,7 @@ func TestReserveCost(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	first := f.Job(email.Welcome.Name, "caller-a", "welcome:u-5", 0)
-	if _, err := f.Store.Reserve(ctx, first, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
+	f.Reserve(t, first)
 	t.Logf("AWS calls for a new reserve: %s", f.Counter)
 	if f.Counter.Total() != 1 || f.Counter.Get("DynamoDB.TransactWriteItems") != 1 {
 		t.Fatalf("calls: %s; want 1 TransactWriteItems and nothing else", f.Counter)
@@ -246,9 +244,7 @@ func TestCancel(t *testing.T) {
 	done := f.Job(email.Welcome.Name, "caller-a", "welcome:u-done", 0)
 	running := f.Job(email.Welcome.Name, "caller-a", "welcome:u-running", 0)
 	for _, x := range []jobs.Job{done, running} {
-		if _, err := f.Store.Reserve(ctx, x, jobs.AllowAfterFailed); err != nil {
-			t.Fatal(err)
-		}
+		f.Reserve(t, x)
 	}
 	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
 		t.Fatal(err)
@@ -269,9 +265,7 @@ func TestRecordOutcome(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-noop", 0)
-	if _, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
+	f.Reserve(t, j)
 	if err := f.Recorder.RecordOutcome(ctx, j.ID, jobs.OutcomeNoop, "no mail needed: user not found"); err != nil {
 		t.Fatal(err)
 	}
@@ -291,9 +285,7 @@ func TestMarkUnclaimed(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-unclaimed", 0)
-	if _, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed); err != nil {
-		t.Fatal(err)
-	}
+	f.Reserve(t, j)
 	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

@@ -64,12 +64,27 @@ func (w *World) Enqueue(t *testing.T, typ, caller, key string) jobs.Job {
 // and returns the job reserved.
 func Enqueue(t *testing.T, store *jobs.Store, j jobs.Job) jobs.Job {
 	t.Helper()
+	r := Reserve(t, store, j)
+	if err := store.Promote(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Reserve reserves the new job j (Pending: the enqueue function has not
+// sent it yet), failing t unless it is reserved.
+func (w *World) Reserve(t *testing.T, j jobs.Job) jobs.Job {
+	t.Helper()
+	return Reserve(t, w.Store, j)
+}
+
+// Reserve reserves the new job j in store, failing t unless it is reserved,
+// and returns the job reserved.
+func Reserve(t *testing.T, store *jobs.Store, j jobs.Job) jobs.Job {
+	t.Helper()
 	d, err := store.Reserve(context.Background(), j, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("reserve %s: %v %v", j.Key, d.Outcome, err)
-	}
-	if err := store.Promote(context.Background(), d.Job); err != nil {
-		t.Fatal(err)
 	}
 	return d.Job
 }
