@@ -145,8 +145,10 @@ func Start(bin string, port int, logs io.Writer) (*Server, error) {
 	}
 }
 
-// launcher starts moto_server with DynamoDB transactions that back up only
-// the items they touch, served with kept-alive connections (see launch.py).
+// launcher starts moto_server with the changes launch.py lists at its top
+// (among them: DynamoDB transactions that back up only the items they
+// touch, kept-alive connections, a cycle collector that never rescans what
+// moto holds).
 //
 //go:embed launch.py
 var launcher string
