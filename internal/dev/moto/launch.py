@@ -38,8 +38,9 @@
 #    a few hundred milliseconds on any call they caught. Freed memory is
 #    unchanged for objects with no reference cycle (reference counting frees
 #    them); cyclic garbage that was still alive at a full collection is not
-#    reclaimed (measured: about one object per job). A reset hands
-#    everything back to the collector.
+#    reclaimed (measured: a one-off 96,000 objects from moto's start, then
+#    under one object per job). A reset hands everything back to the
+#    collector.
 #
 # Usage: python launch.py [moto_server arguments]
 import copy
