@@ -180,13 +180,22 @@ func (d *Dynamo) Claim(ctx context.Context, k Key, owner string) (bool, error) {
 	return false, ErrLeaseLost
 }
 
-// Fail turns owner's claim of k into StateFailed: a claim-then-effect job
-// whose effect failed after its claim. Only a redrive clears it. It returns
-// ErrLeaseLost when owner does not hold the claim.
+// Fail records that k's job failed and was dead-lettered: StateFailed, which
+// only a redrive clears, so no other copy of the job runs meanwhile. With an
+// owner it turns that owner's claim (a claim-then-effect job whose effect
+// failed after its claim) or lease (a job that failed on its final attempt)
+// into StateFailed; with owner "" (no worker holds the job) it succeeds when
+// there is no marker or only an expired lease. A marker that is already
+// FAILED is success. Otherwise it returns ErrLeaseLost: the job is done,
+// cancelled, or another worker holds it.
 func (d *Dynamo) Fail(ctx context.Context, k Key, owner string) error {
 	now := ddb.Now(d.Now)
 	rec := Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
-	_, failed, err := d.put(ctx, rec, ownedBy(owner).And(expression.Or(stateIs(StateDone), stateIs(StateFailed))))
+	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
+	if owner != "" {
+		cond = ownedBy(owner).And(expression.Or(stateIs(StateDone), stateIs(StateLeased)))
+	}
+	_, failed, err := d.put(ctx, rec, cond.Or(stateIs(StateFailed)))
 	switch {
 	case err != nil:
 		return fmt.Errorf("marker: fail %s/%s: %w", k.Handler, k.MessageKey, err)

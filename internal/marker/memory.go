@@ -101,15 +101,23 @@ func (m *Memory) Claim(_ context.Context, k Key, owner string) (won bool, err er
 	return won, err
 }
 
-// Fail turns owner's claim into StateFailed; see Dynamo.Fail.
+// Fail records that k's job failed; see Dynamo.Fail.
 func (m *Memory) Fail(_ context.Context, k Key, owner string) error {
 	return m.do(func(now time.Time) error {
 		old, ok := m.live(k, now)
-		if !ok || old.Owner != owner || (old.State != StateDone && old.State != StateFailed) {
+		var may bool
+		switch {
+		case ok && old.State == StateFailed:
+			return nil
+		case owner != "":
+			may = ok && old.Owner == owner && (old.State == StateDone || old.State == StateLeased)
+		default:
+			may = !ok || (old.State == StateLeased && !old.LeaseActive(now))
+		}
+		if !may {
 			return ErrLeaseLost
 		}
-		old.State = StateFailed
-		m.items[k] = old
+		m.items[k] = Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
 		return nil
 	})
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -53,6 +55,29 @@ func NoOp(reason string) error { return &NoOpError{Reason: reason} }
 // claimed (and the retry is a duplicate) or its lease has expired.
 var ErrBusy = errors.New("runner: another worker holds the lease")
 
+// PanicError is the error of a handler (or a runner step) that panicked. The
+// runner recovers it, so one bad record never takes its batch down: the
+// record is retried like any transient failure, and on its final attempt the
+// job reads Failed. Value is the panic's text when it is a runtime error,
+// else only its Go type (a panic value may quote personal data).
+type PanicError struct {
+	Value string
+}
+
+func (e *PanicError) Error() string { return "panic: " + e.Value }
+
+// panicText is what may be said of a recovered panic value outside the
+// process.
+func panicText(v any) string {
+	switch v := v.(type) {
+	case runtime.Error:
+		return v.Error()
+	case error:
+		return obs.Redact(v)
+	}
+	return fmt.Sprintf("a value of type %T", v)
+}
+
 // isCancellation reports whether err is the context's cancellation or
 // deadline: a retry, never a failure.
 func isCancellation(ctx context.Context, err error) bool {
@@ -76,6 +101,8 @@ func ErrorClass(err error) string {
 		return "canceled"
 	case errors.Is(err, ErrBusy):
 		return "busy"
+	case errors.As(err, new(*PanicError)):
+		return "panic"
 	}
 	if code := obs.ErrorCode(err); code != "" {
 		return class + " " + code

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -20,9 +21,6 @@ import (
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
 func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
 	ctx = queue.WithTraceHeader(ctx, queueTraceHeader(it.msg))
-	if it.disabled {
-		return r.park(ctx, it)
-	}
 	it.hasSeen = it.hasSeen && !killpoint.Mutated(killpoint.NoPeek)
 	switch {
 	case it.hasSeen && it.seen.Processed():
@@ -30,7 +28,10 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	case it.hasSeen && it.seen.State == marker.StateCancelled:
 		return outcome{kind: kindCancelled, reason: "the job was cancelled"}
 	case it.hasSeen && it.seen.State == marker.StateFailed:
-		return r.deadLetter(ctx, it, errors.New("its effect failed after its claim (claim-then-effect); it runs again only when redriven"))
+		return r.deadLetter(ctx, it, errAlreadyFailed)
+	case it.disabled:
+		// Parking runs nothing, so a failed peek does not stop it.
+		return r.park(ctx, it)
 	case !it.peeked && !it.typ.Lease:
 		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
 	}
@@ -42,7 +43,7 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 			case errors.Is(err, marker.ErrCancelled):
 				return outcome{kind: kindCancelled, reason: "the job was cancelled"}
 			case errors.Is(err, marker.ErrFailed):
-				return r.deadLetter(ctx, it, errors.New("its effect failed after its claim (claim-then-effect); it runs again only when redriven"))
+				return r.deadLetter(ctx, it, errAlreadyFailed)
 			case errors.Is(err, marker.ErrLeaseHeld):
 				return r.fail(ctx, it, ErrBusy)
 			}
@@ -57,14 +58,42 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	return r.effectThenClaim(ctx, it, job, owner)
 }
 
+// errAlreadyFailed is the dead-letter reason of a copy of a job whose
+// marker says FAILED: the job was dead-lettered (its effect failed after a
+// claim-then-effect claim, or another copy failed on its final attempt), so
+// it reads Failed, and only a redrive runs it again.
+var errAlreadyFailed = errors.New("the job already failed and was dead-lettered; it runs again only when redriven")
+
+// effect runs the type's handler (steps 5 and 6). A panic in it is
+// recovered as a PanicError, a failure like any other: the record is
+// retried, its lease released, and its neighbours never notice.
+func (r *Runner) effect(ctx context.Context, it *item, job Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			it.log.Error("the handler panicked", "panic", panicText(v), "stack", string(debug.Stack()))
+			err = &PanicError{Value: panicText(v)}
+		}
+	}()
+	return r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+}
+
 // effectThenClaim runs the effect, then claims: a crash between the two
 // repeats the effect on redelivery (duplicates over loss).
 func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner string) outcome {
-	err := r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+	err := r.effect(ctx, it, job)
 	var noop *NoOpError
 	if err != nil && !errors.As(err, &noop) {
-		r.release(ctx, it, owner)
-		return r.fail(ctx, it, err)
+		o := r.fail(ctx, it, err)
+		if o.final {
+			// The job reads Failed from now on: the marker says so too,
+			// under the lease this worker holds, so a copy of the job that
+			// is still in a queue is dead-lettered, never run, until a
+			// redrive clears it.
+			r.failMarker(ctx, it, owner)
+		} else {
+			r.release(ctx, it, owner)
+		}
+		return o
 	}
 	killpoint.At(killpoint.AfterEffect)
 	won, cerr := r.claim(ctx, it, owner)
@@ -105,7 +134,7 @@ func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner s
 		return outcome{kind: kindDuplicate, reason: "already claimed"}
 	}
 	killpoint.At(killpoint.AfterClaim)
-	err = r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+	err = r.effect(ctx, it, job)
 	killpoint.At(killpoint.AfterEffect)
 	var noop *NoOpError
 	switch {
@@ -115,12 +144,22 @@ func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner s
 	case err != nil:
 		// Claimed first, so a retry would skip it: the job goes to the DLQ
 		// and reads Failed; only a redrive runs it again.
-		if ferr := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner) }); ferr != nil {
-			it.log.Error("could not mark the marker FAILED; the dead letter says why", obs.KeyError, obs.Redact(ferr))
-		}
+		r.failMarker(ctx, it, owner)
 		return r.deadLetter(ctx, it, fmt.Errorf("effect failed after its claim (claim-then-effect): %w", err))
 	}
 	return outcome{kind: kindSucceeded}
+}
+
+// failMarker turns owner's lease or claim of the record's marker into
+// FAILED (best effort: the dead letter and the job record say why either
+// way).
+func (r *Runner) failMarker(ctx context.Context, it *item, owner string) {
+	if !it.typ.Lease && it.typ.Bias != contract.ClaimThenEffect {
+		owner = "" // no lease was taken: fail a marker that is absent
+	}
+	if err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner) }); err != nil {
+		it.log.Error("could not mark the marker FAILED; the dead letter says why", obs.KeyError, obs.Redact(err))
+	}
 }
 
 // claim runs step 7: the conditional put of the marker, under a context
@@ -136,7 +175,11 @@ func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error
 	)
 	for attempt := range r.cfg.ClaimAttempts {
 		if attempt > 0 {
-			time.Sleep(time.Duration(attempt*attempt) * 50 * time.Millisecond)
+			pause := time.Duration(attempt*attempt) * 50 * time.Millisecond
+			if stop, ok := writeStop(ctx); ok && time.Until(stop) <= pause {
+				break // no time left for another try before the response
+			}
+			time.Sleep(pause)
 		}
 		err = r.write(ctx, func(wctx context.Context) error {
 			var cerr error
@@ -151,11 +194,18 @@ func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error
 	return false, err
 }
 
-// write runs one marker write under a context cancellation cannot stop, with
-// its own deadline: a hung call never outlives the invocation by much.
+// write runs one write under a context cancellation cannot stop, with its
+// own deadline (WriteTimeout), and never past the invocation's write stop
+// (the real deadline less a share of the margin): a hung or throttled call
+// cannot hold the batch response past the Lambda deadline.
 func (r *Runner) write(ctx context.Context, f func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
 	defer cancel()
+	if stop, ok := writeStop(ctx); ok {
+		var cancelStop context.CancelFunc
+		wctx, cancelStop = context.WithDeadline(wctx, stop)
+		defer cancelStop()
+	}
 	return f(wctx)
 }
 

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -61,6 +62,16 @@ const (
 	// DefaultClaimAttempts is how often a claim is tried within the
 	// invocation before the effect is reported done without it.
 	DefaultClaimAttempts = 3
+)
+
+// Past the deadline margin, writes still run (a claim after a finished
+// effect, a dead letter, a Failed mark), but each ends by the real deadline
+// less a quarter of the margin (writeStopShare), and the batch waits for its
+// records until the deadline less an eighth (waitStopShare): the records
+// settle their outcomes in between, and the response still gets back.
+const (
+	writeStopShare = 4
+	waitStopShare  = 8
 )
 
 // Config wires a Runner. Registry, Handlers, Toggles, Markers and Parker are
@@ -185,7 +196,10 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	// Leases last until the real deadline; the work stops a margin before
 	// it, so the response (and with it every success) reaches SQS.
 	leaseUntil := r.leaseUntil(ctx)
+	var stop time.Time // when the batch stops waiting for its records (zero: no deadline)
 	if d, ok := ctx.Deadline(); ok {
+		stop = d.Add(-r.cfg.DeadlineMargin / waitStopShare)
+		ctx = withWriteStop(ctx, d.Add(-r.cfg.DeadlineMargin/writeStopShare))
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-r.cfg.DeadlineMargin))
 		defer cancel()
@@ -201,10 +215,12 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		if !r.decode(ctx, base, it) {
 			continue
 		}
-		// Step 2 before the peek: a parked record needs no read.
-		if it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault) && !killpoint.Mutated(killpoint.IgnoreSwitch); !it.disabled {
-			toPeek = append(toPeek, it)
-		}
+		// Step 2 first: the switch decides whether the job may run. A
+		// disabled record is peeked too, so a late copy of a job that is
+		// done or cancelled is dropped instead of parked again and again
+		// (its marker expires in 30 days; a switch can stay off longer).
+		it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault) && !killpoint.Mutated(killpoint.IgnoreSwitch)
+		toPeek = append(toPeek, it)
 	}
 	killpoint.At(killpoint.AfterDecode)
 	r.peek(ctx, base, toPeek)
@@ -213,27 +229,13 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	if limit <= 0 {
 		limit = len(items)
 	}
-	sem := make(chan struct{}, max(limit, 1))
-	var wg sync.WaitGroup
-	for i := range items {
-		it := &items[i]
-		if it.out.kind != kindPending {
-			continue
+	r.runAll(ctx, items, limit, stop, func(i int, it *item) outcome {
+		if ctx.Err() != nil {
+			// Nothing starts after the deadline margin.
+			return outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if ctx.Err() != nil {
-				// Nothing starts after the deadline margin.
-				it.out = outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
-				return
-			}
-			it.out = r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
-		}()
-	}
-	wg.Wait()
+		return r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
+	})
 
 	var resp events.SQSEventResponse
 	for i := range items {
@@ -241,6 +243,67 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	}
 	killpoint.At(killpoint.BeforeResponse)
 	return resp, nil
+}
+
+// runAll runs do for every pending record, at most limit at once, and sets
+// each record's outcome. A record whose goroutine panics ends as a retry
+// (kindPending) with the panic logged; its neighbours are untouched. When
+// stop is set, runAll returns by then even if a record is still running (a
+// handler that ignores its context): such a record is retried, and what its
+// goroutine decides later is dropped.
+func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.Time, do func(int, *item) outcome) {
+	sem := make(chan struct{}, max(limit, 1))
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex // guards every it.out below, and abandoned
+		abandoned bool
+	)
+	set := func(it *item, o outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !abandoned {
+			it.out = o
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.out.kind != kindPending {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			defer func() {
+				if v := recover(); v != nil {
+					it.log.Error("the runner panicked on this record; it is retried", "panic", panicText(v), "stack", string(debug.Stack()))
+					set(it, outcome{kind: kindPending, reason: "the runner panicked on it; SQS retries it", err: &PanicError{Value: panicText(v)}})
+				}
+			}()
+			set(it, do(i, it))
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	if stop.IsZero() {
+		<-done
+		return
+	}
+	timer := time.NewTimer(time.Until(stop))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		for i := range items {
+			if it := &items[i]; it.out.kind == kindPending && it.log != nil {
+				it.log.Error("record still running at the deadline; it is retried")
+			}
+		}
+	}
 }
 
 // decode runs step 1 for one record and reports whether it goes on.
@@ -295,6 +358,21 @@ func (r *Runner) peek(ctx context.Context, base *slog.Logger, its []*item) {
 		it.seen, it.hasSeen = seen[it.key]
 		it.peeked = true
 	}
+}
+
+// writeStopKey carries, in an invocation's context, the time by which every
+// write must have ended.
+type writeStopKey struct{}
+
+func withWriteStop(ctx context.Context, stop time.Time) context.Context {
+	return context.WithValue(ctx, writeStopKey{}, stop)
+}
+
+// writeStop is the time by which every write of the invocation must have
+// ended; ok is false when the invocation has no deadline.
+func writeStop(ctx context.Context) (time.Time, bool) {
+	stop, ok := ctx.Value(writeStopKey{}).(time.Time)
+	return stop, ok
 }
 
 // leaseUntil is the Lambda deadline: a crash never holds the lease longer.

@@ -240,8 +240,8 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 			if len(parked) != 1 || parked[0].Body != msg.Body || parked[0].Queue != jt.Queue || parked[0].Delay != 2*time.Second {
 				t.Fatalf("parked %+v; want the same body on %s after 2s", parked, jt.Queue)
 			}
-			if got := h.Trace.String(); got != "mark-parked park" {
-				t.Fatalf("trace %q; want the record marked Parked, then the message parked, and nothing else", got)
+			if got := h.Trace.String(); got != "peek mark-parked park" {
+				t.Fatalf("trace %q; want the peek, the record marked Parked, then the message parked, and nothing else", got)
 			}
 			if h.Jobs.Parks(tc.env.MessageID) != 1 || h.Count(tc.env.Type, obs.JobsParked) != 1 || h.Count(tc.env.Type, obs.JobsSkipped) != 1 {
 				t.Errorf("parks %d, metrics %s", h.Jobs.Parks(tc.env.MessageID), h.Metrics)

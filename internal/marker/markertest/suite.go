@@ -345,4 +345,66 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 			t.Fatalf("lease on a failed marker = %v; want ErrFailed", err)
 		}
 	})
+
+	// A job that failed on its final attempt: its worker turns its own
+	// lease into FAILED, so another copy of the job is refused until a
+	// redrive; nobody else's lease can be failed.
+	t.Run("FailUnderLeaseOnTheFinalAttempt", func(t *testing.T) {
+		s, clock, k := leasedByA(t)
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, marker.ErrLeaseLost) {
+			t.Fatalf("fail of a's lease by b = %v; want ErrLeaseLost", err)
+		}
+		if err := s.Fail(ctx, k, ""); !errors.Is(err, marker.ErrLeaseLost) {
+			t.Fatalf("unowned fail of a's active lease = %v; want ErrLeaseLost", err)
+		}
+		for range 2 { // the second is a retry after a lost response
+			if err := s.Fail(ctx, k, "a"); err != nil {
+				t.Fatalf("fail by the lease holder: %v", err)
+			}
+		}
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrFailed) {
+			t.Fatalf("lease by another copy after the fail = %v; want ErrFailed", err)
+		}
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := s.Peek(ctx, k); r.State != marker.StateFailed {
+			t.Fatalf("a plain claim overwrote the failed marker: %+v", r)
+		}
+	})
+
+	// A dead letter whose job no worker holds: the marker is failed without
+	// an owner when there is none or only an expired lease, never over a
+	// done, cancelled or actively leased one.
+	t.Run("FailWithoutOwner", func(t *testing.T) {
+		s, clock := setup(t)
+		none, crashed, done, cancelled := key(), key(), key(), key()
+		if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, done, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Tombstone(ctx, cancelled); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for _, k := range []marker.Key{none, crashed} {
+			if err := s.Fail(ctx, k, ""); err != nil {
+				t.Fatalf("unowned fail of %s: %v", k.MessageKey, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != marker.StateFailed {
+				t.Fatalf("after an unowned fail: %+v; want FAILED", r)
+			}
+		}
+		for _, k := range []marker.Key{done, cancelled} {
+			before, _, _ := s.Peek(ctx, k)
+			if err := s.Fail(ctx, k, ""); !errors.Is(err, marker.ErrLeaseLost) {
+				t.Fatalf("unowned fail of a %s marker = %v; want ErrLeaseLost", before.State, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != before.State {
+				t.Fatalf("fail overwrote a %s marker: %+v", before.State, r)
+			}
+		}
+	})
 }
