@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -33,12 +34,15 @@ const attrDLQSourceARN = "DeadLetterQueueSourceArn"
 
 // Records stores dead letters (*Store is one).
 type Records interface {
-	Save(ctx context.Context, rec Record, sqsMessageID string) (isNew bool, err error)
+	SaveDelivery(ctx context.Context, rec Record, sqsMessageID string) (Saved, error)
 }
 
-// MarkerPeeker reads effect markers (*marker.Dynamo is one).
+// MarkerPeeker reads effect markers and marks a dead-lettered job's marker
+// FAILED, so no other copy of the job runs until a redrive (*marker.Dynamo
+// is one).
 type MarkerPeeker interface {
 	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
+	Fail(ctx context.Context, k marker.Key, owner string) error
 }
 
 // JobFailer marks a job Failed, conditionally: it never overwrites a
@@ -89,8 +93,11 @@ type letter struct {
 	rec     Record
 	decoded bool
 	key     marker.Key
-	class   string
-	log     *slog.Logger
+	// marker is the job's marker the batch peek found, when hasMarker.
+	marker    marker.Record
+	hasMarker bool
+	class     string
+	log       *slog.Logger
 }
 
 // Handle records every message of a DLQ batch and reports the ones to retry
@@ -110,7 +117,7 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	retry := func(l *letter) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: l.msg.MessageId})
 	}
-	var done map[marker.Key]marker.Record
+	var done map[marker.Key]marker.Record // the batch's markers, by key
 	if len(keys) > 0 {
 		var err error
 		if done, err = c.cfg.Markers.PeekBatch(ctx, keys); err != nil {
@@ -131,9 +138,11 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 		// succeeded meanwhile (a twin finished it). A letter a worker sent
 		// with a reason failed, whatever the marker says: a claim-then-effect
 		// job claims before its effect fails.
-		if m, ok := done[l.key]; l.decoded && ok && m.Processed() && l.class == ClassMaxReceives {
+		m, ok := done[l.key]
+		if l.decoded && ok && m.Processed() && l.class == ClassMaxReceives {
 			l.rec.Status = StatusSucceeded
 		}
+		l.marker, l.hasMarker = m, ok
 		if err := c.record(ctx, l); err != nil {
 			l.log.Error("dead letter not recorded; retrying", "error", err)
 			retry(l)
@@ -144,10 +153,11 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 
 // record stores one letter, marks its job Failed and alerts.
 func (c *Consumer) record(ctx context.Context, l *letter) error {
-	isNew, err := c.cfg.Records.Save(ctx, l.rec, l.msg.MessageId)
+	saved, err := c.cfg.Records.SaveDelivery(ctx, l.rec, l.msg.MessageId)
 	if err != nil {
 		return err
 	}
+	isNew := saved.New
 	log := l.log.With("deadLetterId", l.rec.ID, "reason", l.rec.Reason, "sourceQueue", l.rec.SourceQueue,
 		"receiveCount", l.rec.ReceiveCount, "status", string(l.rec.Status))
 	if l.rec.Status == StatusSucceeded {
@@ -163,6 +173,21 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 		c.cfg.Metrics.Count(obs.DeadLetters, l.rec.Type, 1)
 		log.Error("dead letter: job failed and needs a person", "alert", true, "hint", "jobctl dlq redrive "+l.rec.ID)
 	}
+	if !isNew && saved.Status != l.rec.Status {
+		// A retry of a delivery handled before, whose letter an operator
+		// has since redriven (or dropped): the redrive made the job active
+		// again, and marking it Failed now would undo it.
+		log.Info("dead letter was redriven or dropped since this delivery was first handled; its job is left as it is", "storedStatus", string(saved.Status))
+		return nil
+	}
+	// The marker says FAILED too, so a copy of the job still in a queue is
+	// dead-lettered rather than run while the job reads Failed (a redrive
+	// clears it).
+	if l.decoded {
+		if err := c.failMarker(ctx, l); err != nil {
+			return err
+		}
+	}
 	// Marked on every run, not only the first: a run that crashed after
 	// Save must still get the job marked. MarkFailed is conditional.
 	if l.decoded && c.cfg.Jobs != nil {
@@ -174,6 +199,24 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 			// Sent outside the API, expired, or cancelled meanwhile.
 			log.Info("dead letter has no job record to mark Failed", obs.KeyReason, obs.Redact(err))
 		}
+	}
+	return nil
+}
+
+// failMarker marks the letter's job FAILED on its marker, unless the marker
+// already settles it (done, failed, cancelled). A marker leased by a live
+// worker (another copy of the job is running right now) retries the letter:
+// that copy's outcome decides, and the next delivery sees it.
+func (c *Consumer) failMarker(ctx context.Context, l *letter) error {
+	now := time.Now()
+	switch {
+	case l.hasMarker && l.marker.Settled():
+		return nil
+	case l.hasMarker && l.marker.LeaseActive(now):
+		return fmt.Errorf("a worker holds the job's lease; retried once it is done")
+	}
+	if err := c.cfg.Markers.Fail(ctx, l.key, ""); err != nil {
+		return fmt.Errorf("mark the job's marker FAILED: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,20 +32,29 @@ type fakeRecords struct {
 	err  error
 }
 
-func (f *fakeRecords) Save(_ context.Context, rec deadletter.Record, sqsID string) (bool, error) {
+func (f *fakeRecords) SaveDelivery(_ context.Context, rec deadletter.Record, sqsID string) (deadletter.Saved, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return false, f.err
+		return deadletter.Saved{}, f.err
 	}
 	old, ok := f.recs[rec.ID]
 	if ok && slices.Contains(old.SQSMessageIDs, sqsID) {
-		return false, nil
+		return deadletter.Saved{Status: old.Status}, nil
 	}
 	rec.SQSMessageIDs = append(old.SQSMessageIDs, sqsID)
 	rec.Occurrences = old.Occurrences + 1
 	f.recs[rec.ID] = rec
-	return true, nil
+	return deadletter.Saved{New: true, Status: rec.Status}, nil
+}
+
+// setStatus plays an operator's redrive or drop of a stored letter.
+func (f *fakeRecords) setStatus(id string, s deadletter.Status) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.recs[id]
+	r.Status = s
+	f.recs[id] = r
 }
 
 // failedClass is the error class a job was marked Failed with, "" if none.
@@ -327,5 +337,77 @@ func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
 		if l[obs.KeyJobID] != env.MessageID || l[obs.KeyType] != env.Type || l[obs.KeyKey] != env.Key || l[obs.KeyTraceID] != trace {
 			t.Errorf("line %v lacks the job id, type, key or trace id", l)
 		}
+	}
+}
+
+// A dead letter's job reads Failed while another copy of it may still be
+// queued; the consumer marks its marker FAILED too, so that copy is
+// dead-lettered by the worker, never run, until a redrive. A copy running
+// right now (an active lease) decides first: the letter is retried. A
+// marker that settles the job (done, cancelled) is left alone.
+func TestConsumerMarksTheMarkerFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		before     func(*marker.Memory, marker.Key)
+		wantState  marker.State // "" for no marker
+		wantRetry  bool
+		wantFailed bool // the job record marked Failed
+	}{
+		{"no marker", func(*marker.Memory, marker.Key) {}, marker.StateFailed, false, true},
+		{"a crashed worker's expired lease", func(m *marker.Memory, k marker.Key) {
+			_, _ = m.Lease(context.Background(), k, "crashed", time.Now().Add(-time.Second))
+		}, marker.StateFailed, false, true},
+		{"another copy is running", func(m *marker.Memory, k marker.Key) {
+			_, _ = m.Lease(context.Background(), k, "twin", time.Now().Add(time.Minute))
+		}, marker.StateLeased, true, false},
+		{"cancelled", func(m *marker.Memory, k marker.Key) { _, _ = m.Tombstone(context.Background(), k) }, marker.StateCancelled, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			env := envelope(email.Welcome.Name)
+			k := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+			tc.before(h.markers, k)
+			failed := h.run(t, moved(t, env, 6))
+			if (len(failed) == 1) != tc.wantRetry {
+				t.Fatalf("failures %v; want retried: %v", failed, tc.wantRetry)
+			}
+			rec, ok, _ := h.markers.Peek(context.Background(), k)
+			if !ok || rec.State != tc.wantState {
+				t.Fatalf("marker %+v (%v); want %s", rec, ok, tc.wantState)
+			}
+			if got := h.failedClass(env.MessageID) != ""; got != tc.wantFailed {
+				t.Fatalf("job marked Failed: %v; want %v", got, tc.wantFailed)
+			}
+		})
+	}
+}
+
+// Suspected, settled: a delivery the consumer retries (its first run failed
+// to mark the job) after an operator redrove the letter must not mark the
+// job Failed again: the redrive made it active, and its message is back in
+// its queue.
+func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
+	h := newHarness(t, nil)
+	env := envelope(email.Welcome.Name)
+	msg := moved(t, env, 6)
+	h.jobs.Err = errors.New("DynamoDB throttled")
+	if failed := h.run(t, msg); len(failed) != 1 {
+		t.Fatalf("failures %v; want the letter retried", failed)
+	}
+	// The operator redrives it meanwhile: the letter reads redriven and the
+	// FAILED marker is cleared.
+	h.records.setStatus(env.MessageID, deadletter.StatusRedriven)
+	if err := h.markers.ResetFailed(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+		t.Fatal(err)
+	}
+	h.jobs.Err = nil
+	if failed := h.run(t, msg); len(failed) != 0 {
+		t.Fatalf("failures %v; want the retry done", failed)
+	}
+	if h.failedClass(env.MessageID) != "" {
+		t.Fatal("the retry marked a redriven job Failed")
+	}
+	if _, ok, _ := h.markers.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok {
+		t.Fatal("the retry marked a redriven job's marker FAILED")
 	}
 }

@@ -59,6 +59,9 @@ func newWorld(t *testing.T) *world {
 	}
 	w.consumer = c
 	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), catalog.Registry())
+	// As jobctl wires it: the dlq function marks a dead letter's marker
+	// FAILED, and the redrive clears it.
+	w.redriver.Markers = w.Markers
 	return w
 }
 

@@ -138,6 +138,22 @@ func pkAV(id string) map[string]types.AttributeValue { return ddb.KeyS(AttrPK, i
 // running twice) changes nothing. isNew reports whether this call recorded
 // the delivery.
 func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNew bool, err error) {
+	saved, err := s.SaveDelivery(ctx, rec, sqsMessageID)
+	return saved.New, err
+}
+
+// Saved is what SaveDelivery did.
+type Saved struct {
+	// New reports whether this call recorded the delivery.
+	New bool
+	// Status is the letter's status after the call: rec's when New, else
+	// the stored one, which tells a consumer retrying a delivery that the
+	// letter was redriven (or dropped) since it first handled it.
+	Status Status
+}
+
+// SaveDelivery is Save, telling also the letter's stored status.
+func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID string) (Saved, error) {
 	now := s.now().UTC()
 	set := func(u expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
 		return u.Set(expression.Name(name), expression.Value(v))
@@ -161,7 +177,7 @@ func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNe
 		Or(expression.Not(expression.Contains(expression.Name(AttrSQSMessageIDs), sqsMessageID)))
 	u, err := ddb.Update(s.table, pkAV(rec.ID), upd, cond, true)
 	if err != nil {
-		return false, fmt.Errorf("deadletter: save: %w", err)
+		return Saved{}, fmt.Errorf("deadletter: save: %w", err)
 	}
 	// The item that fails the condition tells a delivery recorded before
 	// from this very call, applied with its response lost and retried by
@@ -169,12 +185,19 @@ func (s *Store) Save(ctx context.Context, rec Record, sqsMessageID string) (isNe
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	switch {
 	case err == nil:
-		return true, nil
+		return Saved{New: true, Status: rec.Status}, nil
 	case ddb.IsConditionFailed(err):
+		old := ddb.OldItem(err)
 		seen, _ := attributevalue.Marshal(now)
-		return reflect.DeepEqual(ddb.OldItem(err)["lastSeen"], seen), nil
+		var stored struct {
+			Status Status `dynamodbav:"status"`
+		}
+		if err := attributevalue.UnmarshalMap(old, &stored); err != nil || stored.Status == "" {
+			stored.Status = rec.Status
+		}
+		return Saved{New: reflect.DeepEqual(old["lastSeen"], seen), Status: stored.Status}, nil
 	}
-	return false, fmt.Errorf("deadletter: save %s: %w", rec.ID, err)
+	return Saved{}, fmt.Errorf("deadletter: save %s: %w", rec.ID, err)
 }
 
 // Get reads one dead letter (consistent read).

@@ -226,8 +226,13 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idem
 	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
 	err = h.Idempotency.Complete(ctx, lock, resp, h.Jobs.Promotion(job))
 	if errors.Is(err, idempotency.ErrCompanionFailed) {
-		// The record is no longer Pending/queued (it failed meanwhile): store
-		// the response alone.
+		// The record left the states it is promoted from between the send
+		// and now (it was cancelled, or failed): the answer, stored and
+		// replayed for as long as the key lives, tells the job as it is,
+		// never "Enqueued".
+		if cur, gerr := h.Jobs.Get(ctx, job.ID); gerr == nil {
+			resp = jobResponse(status, job, cur.State, dedup, corr)
+		}
 		err = h.Idempotency.Complete(ctx, lock, resp)
 	}
 	switch {

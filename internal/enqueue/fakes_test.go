@@ -24,7 +24,10 @@ type world struct {
 	pointers map[string]string
 	sent     []queue.Message
 	sendErr  error
-	owners   int
+	// onSend runs after a message was sent (outside the world's lock): what
+	// happens to the job between its send and its promotion.
+	onSend func(queue.Message)
+	owners int
 }
 
 type fakeRequest struct {
@@ -155,11 +158,16 @@ func (w *world) Cancel(_ context.Context, id, caller string) (jobs.Job, error) {
 
 func (w *world) Send(_ context.Context, m queue.Message) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.sendErr != nil {
+		w.mu.Unlock()
 		return w.sendErr
 	}
 	w.sent = append(w.sent, m)
+	hook := w.onSend
+	w.mu.Unlock()
+	if hook != nil {
+		hook(m)
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // The caller is the principal, not the credentials' session: two sessions
@@ -126,5 +127,32 @@ func TestErrorsAUserCanActOn(t *testing.T) {
 	}
 	if r := call(t, h, post(welcome, "k", welcomeU1)); !strings.HasSuffix(r.Body, "}\n") {
 		t.Errorf("JSON body %q does not end with a newline", r.Body)
+	}
+}
+
+// Suspected, settled: a job cancelled between its send and its promotion
+// fails the promotion; the answer stored under the key (and replayed for its
+// whole life) says Cancelled, never the Enqueued it no longer is.
+func TestPromotionLostToACancelStoresTheTrueState(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	w.onSend = func(m queue.Message) {
+		env, err := contract.Decode([]byte(m.Body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		w.setState(env.MessageID, jobs.StateCancelled) // DELETE won the race
+	}
+	first := call(t, h, post(welcome, "k-cancel", welcomeU1))
+	w.onSend = nil
+	replay := call(t, h, post(welcome, "k-cancel", welcomeU1))
+	for name, r := range map[string]events.APIGatewayV2HTTPResponse{"first answer": first, "replay": replay} {
+		if b := decodeAccepted(t, r); b.State != string(jobs.StateCancelled) {
+			t.Fatalf("%s says %s (%d %s); want Cancelled", name, b.State, r.StatusCode, r.Body)
+		}
+	}
+	if replay.Headers[enqueue.HeaderReplayed] != "true" {
+		t.Fatalf("the second request was not a replay: %v", replay.Headers)
 	}
 }

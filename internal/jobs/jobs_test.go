@@ -86,7 +86,7 @@ func TestDerive(t *testing.T) {
 		{"cancelled long ago", StateCancelled, old, tomb, StateCancelled},
 		{"expired", StateEnqueued, now.Add(-QueueRetention), none, StateExpired},
 		{"expired scheduled", StateScheduled, old, none, StateExpired},
-		{"expired pending", StatePending, old, none, StateExpired},
+		{"pending for longer than retention: a retry resumes it", StatePending, old, none, StatePending},
 		{"old but claimed", StateEnqueued, old, done, StateSucceeded},
 		{"not yet expired", StateEnqueued, now.Add(-QueueRetention + time.Second), none, StateEnqueued},
 	}

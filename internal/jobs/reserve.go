@@ -80,6 +80,9 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy DuplicatePolicy) (D
 		}
 		if ok {
 			if d, decided := s.decide(prev, job, policy); decided {
+				if d.Outcome == Resume {
+					s.refreshPointer(ctx, d.Job)
+				}
 				return d, nil
 			}
 		}
@@ -97,6 +100,7 @@ func (s *Store) own(ctx context.Context, job Job) (Decision, error) {
 	case !found:
 		return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
 	case own.State == StatePending:
+		s.refreshPointer(ctx, own)
 		return Decision{Outcome: Resume, Job: own, Own: true}, nil
 	}
 	return Decision{Outcome: Duplicate, Job: own, Own: true}, nil
@@ -170,14 +174,22 @@ func (s *Store) Promotion(job Job) idempotency.Companion { return Promotion{s: s
 // TransactItem is the promotion as a transaction element: conditional on the
 // record existing in a state the event allows (a job that already Failed,
 // was parked or cancelled is not overwritten); promoting an already promoted
-// job is harmless.
+// job is harmless. A job sent late (a Pending job resumed after its pending
+// timeout, possibly days after its runAt) gets the send time as its runAt
+// and a life counted from it: the job ages from when its message entered
+// the queue, not from when it was first reserved.
 func (p Promotion) TransactItem() (types.TransactWriteItem, error) {
 	ev := EventSent
 	if p.job.Delay() > 0 {
 		ev = EventSentDelayed
 	}
+	now := p.s.now()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(p.job.QueuedState())).
-		Set(expression.Name("updatedAt"), expression.Value(p.s.now().UnixMilli()))
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli()))
+	if late(p.job.RunAt, now, p.s.pendingTimeout()) {
+		upd = upd.Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
+			Set(expression.Name(AttrExpiresAt), expression.Value(activeExpiry(now)))
+	}
 	cond := expression.AttributeExists(expression.Name(AttrPK)).And(inStates(Sources(ev)))
 	u, err := ddb.Update(p.s.table, keyAV(JobPK(p.job.ID)), upd, cond, false)
 	if err != nil {
@@ -199,6 +211,32 @@ func (s *Store) Promote(ctx context.Context, job Job) error {
 		return fmt.Errorf("jobs: promote %s: %w", job.ID, err)
 	}
 	return nil
+}
+
+// late reports whether a message sent at now for a job due at runAt is a
+// resume: sent more than the pending timeout after it was due.
+func late(runAt, now time.Time, pendingTimeout time.Duration) bool {
+	return now.Sub(runAt) > pendingTimeout
+}
+
+// refreshPointer keeps the dedup pointer of a late-resumed job alive as long
+// as the job's refreshed record (best effort, conditional on the pointer
+// still naming the job): a job resumed days after it was reserved does not
+// lose its key while its message is still queued.
+func (s *Store) refreshPointer(ctx context.Context, job Job) {
+	now := s.now()
+	if !late(job.RunAt, now, s.pendingTimeout()) {
+		return
+	}
+	u, err := ddb.Update(s.table, keyAV(DedupPK(job.Caller, job.Type, job.Key)),
+		expression.Set(expression.Name(AttrExpiresAt), expression.Value(activeExpiry(now))),
+		expression.Name(AttrJobID).Equal(expression.Value(job.ID)), false)
+	if err != nil {
+		return
+	}
+	// A failure leaves the pointer as it was: it still lives for the
+	// record's first life, and the job's message is re-sent either way.
+	_, _ = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 }
 
 // inStates is the condition "state is one of states".

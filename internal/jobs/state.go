@@ -160,7 +160,9 @@ func Sources(ev Event) []State {
 //   - an unexpired lease: Processing;
 //   - a record marked Parked: Parked (it never expires while parked);
 //   - no marker (or an expired lease) and now ≥ runAt + QueueRetention:
-//     Expired;
+//     Expired, unless the record is Pending: a Pending job has no message
+//     confirmed in a queue to outlive, and any request for its key resumes
+//     it (its message is sent then, and its runAt moves to that send);
 //   - Scheduled whose runAt has passed: Enqueued;
 //   - otherwise the record's state (Pending, Enqueued, Scheduled).
 func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
@@ -175,7 +177,7 @@ func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now 
 		return StateProcessing
 	case stored == StateParked:
 		return StateParked
-	case !now.Before(runAt.Add(QueueRetention)):
+	case stored != StatePending && !now.Before(runAt.Add(QueueRetention)):
 		return StateExpired
 	case stored == StateScheduled && !now.Before(runAt):
 		return StateEnqueued

@@ -84,11 +84,12 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 	var noop *NoOpError
 	if err != nil && !errors.As(err, &noop) {
 		o := r.fail(ctx, it, err)
-		if o.final {
+		if o.final && r.cfg.Jobs != nil {
 			// The job reads Failed from now on: the marker says so too,
 			// under the lease this worker holds, so a copy of the job that
 			// is still in a queue is dead-lettered, never run, until a
-			// redrive clears it.
+			// redrive clears it. (Without a recorder the dlq function
+			// marks both when the letter arrives.)
 			r.failMarker(ctx, it, owner)
 		} else {
 			r.release(ctx, it, owner)
