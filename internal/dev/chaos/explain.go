@@ -93,12 +93,10 @@ func interrupted(o devstack.Outcome) bool {
 
 // interruptedIn reports whether one of a job's outcome lines is an
 // interrupted retry written by the invocation c: by c's function, while c
-// ran. A line's time is to the millisecond (truncated), hence the start's
-// truncation.
+// ran.
 func interruptedIn(outs []outcome, c invocation) bool {
-	from := c.Start.Truncate(time.Millisecond)
 	return slices.ContainsFunc(outs, func(o outcome) bool {
-		return interrupted(o.Line) && o.Line.Function == c.Function && !o.At.Before(from) && !o.At.After(c.End)
+		return interrupted(o.Line) && o.Line.Function == c.Function && !o.At.Before(c.Start) && !o.At.After(c.End)
 	})
 }
 

@@ -53,9 +53,9 @@ func newObserver() *observer {
 // batch).
 type outcome struct {
 	Line devstack.Outcome
-	// At is the line's own time: the moment the function logged it, to the
-	// millisecond (as slog writes it). It is the time the observer read
-	// the line when the line has none.
+	// At is the line's own time (slog's "time"): the moment the function
+	// logged it. It is the time the observer read the line when the line
+	// has none.
 	At time.Time
 }
 
