@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -57,6 +58,8 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 
 func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 	o := newObserver()
+	read := time.Unix(2_000_000, 0)
+	o.now = func() time.Time { return read }
 	ev := events.SQSEvent{Records: []events.SQSMessage{{Body: `{"v":1,"messageId":"job-1"}`}, {Body: "poison"}, {Body: `{"messageId":"job-2"}`}}}
 	payload, _ := json.Marshal(ev)
 	ok := o.wrap("email", invokerFunc(func(context.Context, []byte) ([]byte, error) { return []byte("{}"), nil }))
@@ -69,7 +72,8 @@ func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 	}
 	for _, line := range []string{
 		`{"function":"email","msg":"killpoint","step":"after-effect","pid":12}`,
-		`{"function":"email","level":"INFO","msg":"job outcome","outcome":"claim-failed","jobId":"job-1","reason":"r"}`,
+		`{"time":"2026-12-01T08:30:30.123+00:00","function":"email","level":"INFO","msg":"job outcome","outcome":"claim-failed","jobId":"job-1","reason":"r"}`,
+		`{"function":"email","level":"INFO","msg":"job outcome","outcome":"retry","jobId":"job-2","reason":"r"}`,
 		`{"function":"email","level":"INFO","msg":"mail sent","jobId":"job-1"}`,
 		`not json at all`,
 	} {
@@ -84,8 +88,14 @@ func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 	if len(s.Kills) != 1 || s.Kills[0].Step != "after-effect" || o.killCount() != 1 {
 		t.Fatalf("kills %+v", s.Kills)
 	}
-	if outs := s.Outcomes["job-1"]; len(outs) != 1 || outs[0].Outcome != "claim-failed" {
-		t.Fatalf("outcomes %+v", s.Outcomes)
+	// An outcome line is dated by its own time (when the function wrote
+	// it), or by when the observer read it.
+	logged := time.Date(2026, 12, 1, 8, 30, 30, 123e6, time.UTC)
+	if outs := s.Outcomes["job-1"]; len(outs) != 1 || outs[0].Line.Outcome != "claim-failed" || !outs[0].At.Equal(logged) {
+		t.Fatalf("outcomes %+v; want job-1's claim-failed at %v", s.Outcomes, logged)
+	}
+	if outs := s.Outcomes["job-2"]; len(outs) != 1 || !outs[0].At.Equal(read) {
+		t.Fatalf("outcomes %+v; want job-2's read at %v", s.Outcomes, read)
 	}
 	if o.inFlight.Load() != 0 {
 		t.Fatalf("%d invocations in flight after both ended", o.inFlight.Load())

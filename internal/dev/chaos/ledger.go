@@ -186,7 +186,7 @@ func (a *accountant) counts() {
 	}
 	for _, outs := range t.Seen.Outcomes {
 		for _, o := range outs {
-			f.Outcomes[o.Outcome]++
+			f.Outcomes[o.Line.Outcome]++
 		}
 	}
 }

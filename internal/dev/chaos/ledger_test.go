@@ -11,7 +11,6 @@ import (
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
-	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 )
 
@@ -48,7 +47,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	return &world{t: t, at: time.Unix(1_000_000, 0), truth: &truth{Letters: map[string]deadletter.Record{},
-		States: map[string]client.Job{}, Seen: seen{Outcomes: map[string][]devstack.Outcome{}, Records: map[string]int{}}}}
+		States: map[string]client.Job{}, Seen: seen{Outcomes: map[string][]outcome{}, Records: map[string]int{}}}}
 }
 
 // job adds an accepted job of type typ that GET reports in state.
@@ -63,10 +62,13 @@ func (w *world) job(typ string, state client.State) *result {
 }
 
 // mail records a mail SES holds for job id, sent at offset.
-func (w *world) mail(id string, offset time.Duration) {
-	mid := "ses-" + id + "-" + offset.String()
+func (w *world) mail(id string, offset time.Duration) { w.mailAt(id, w.at.Add(offset)) }
+
+// mailAt records a mail SES holds for job id, sent at at.
+func (w *world) mailAt(id string, at time.Time) {
+	mid := "ses-" + id + "-" + at.Format(time.RFC3339Nano)
 	w.truth.Mails = append(w.truth.Mails, mid)
-	w.truth.Sends = append(w.truth.Sends, send{JobID: id, MessageID: mid, Status: 200, Time: w.at.Add(offset)})
+	w.truth.Sends = append(w.truth.Sends, send{JobID: id, MessageID: mid, Status: 200, Time: at})
 }
 
 func (w *world) ledger(mutate func(*ledgerInput)) *Ledger {

@@ -39,12 +39,24 @@ type observer struct {
 	mu       sync.Mutex
 	calls    []invocation
 	kills    []kill
-	outcomes map[string][]devstack.Outcome // by job id
-	records  map[string]int                // records delivered, by function
+	outcomes map[string][]outcome // by job id
+	records  map[string]int       // records delivered, by function
 }
 
 func newObserver() *observer {
-	return &observer{now: time.Now, outcomes: map[string][]devstack.Outcome{}, records: map[string]int{}}
+	return &observer{now: time.Now, outcomes: map[string][]outcome{}, records: map[string]int{}}
+}
+
+// outcome is one job outcome line of the runner, with when its function
+// wrote it, so that the line can be tied to the invocation it came from
+// (an invocation of Line.Function, running at At, with Line.JobID in its
+// batch).
+type outcome struct {
+	Line devstack.Outcome
+	// At is the line's own time (slog's "time"): the moment the function
+	// logged it. It is the time the observer read the line when the line
+	// has none.
+	At time.Time
 }
 
 // wrap is devstack.Chaos.WrapFunction.
@@ -103,18 +115,36 @@ func (o *observer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if out, ok := devstack.ParseOutcome(p); ok && out.JobID != "" {
+		line := outcome{Line: out, At: loggedAt(p)}
 		o.mu.Lock()
-		o.outcomes[out.JobID] = append(o.outcomes[out.JobID], out)
+		if line.At.IsZero() {
+			line.At = o.now()
+		}
+		o.outcomes[out.JobID] = append(o.outcomes[out.JobID], line)
 		o.mu.Unlock()
 	}
 	return len(p), nil
+}
+
+// loggedAt reads the time of a JSON log line (slog's "time"), or the zero
+// time. The line reaches the observer through the function's output pipe,
+// possibly after its invocation has returned; its own time is when it was
+// written, inside the invocation.
+func loggedAt(line []byte) time.Time {
+	var l struct {
+		Time time.Time `json:"time"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return time.Time{}
+	}
+	return l.Time
 }
 
 // seen is a copy of what the observer saw so far.
 type seen struct {
 	Calls    []invocation
 	Kills    []kill
-	Outcomes map[string][]devstack.Outcome
+	Outcomes map[string][]outcome // by job id
 	Records  map[string]int
 }
 
@@ -122,9 +152,9 @@ func (o *observer) snapshot() seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := seen{Calls: append([]invocation(nil), o.calls...), Kills: append([]kill(nil), o.kills...),
-		Outcomes: make(map[string][]devstack.Outcome, len(o.outcomes)), Records: make(map[string]int, len(o.records))}
+		Outcomes: make(map[string][]outcome, len(o.outcomes)), Records: make(map[string]int, len(o.records))}
 	for k, v := range o.outcomes {
-		s.Outcomes[k] = append([]devstack.Outcome(nil), v...)
+		s.Outcomes[k] = append([]outcome(nil), v...)
 	}
 	for k, v := range o.records {
 		s.Records[k] = v
