@@ -9,7 +9,11 @@
 // The endpoint is -endpoint, else $AWS_ENDPOINT_URL, else the running local
 // stack's (found through .devstack/stack.json); with none of them it says
 // so. Against a running local stack it says which of its queues the
-// function writes to: that stack's workers process what it sends. It shows
+// function writes to: that stack's workers process what it sends. There the
+// function's AWS calls go through the stack's proxy, so the mail it sends
+// shows in `make run`'s output and the web view as the stack's does, and
+// its output is handed to the stack, which sorts it into its
+// functions.log (and prints its job outcomes) as its own. It shows
 // the function's JSON log lines; -v shows the emulator's lines and the
 // metric documents too. `make invoke FN=… EVENT=… [V=1]` runs it.
 package main
@@ -22,9 +26,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/awsx"
@@ -112,11 +119,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			env[k] = v
 		}
 	}
-	if running != nil && running.Endpoint == endpoint {
-		fmt.Fprintf(stderr, "invoke: the local stack (pid %d) is running on %s: this invocation uses its resources (%s-*)%s\n",
-			running.PID, endpoint, *stackName, queuesNote(env))
-	}
+	beside := running != nil && running.Endpoint == endpoint
 	env["AWS_ENDPOINT_URL"] = endpoint
+	if beside {
+		fmt.Fprintf(stderr, "invoke: the local stack (pid %d) is running on %s: this invocation uses its resources (%s-*)%s; its lines go to the stack's functions.log and its mail shows in the stack's output and view\n",
+			running.PID, endpoint, *stackName, queuesNote(env))
+		if running.FunctionEndpoint != "" {
+			env["AWS_ENDPOINT_URL"] = running.FunctionEndpoint // the stack's proxy sees the mail
+		}
+	}
 	env["AWS_REGION"] = region
 	env["AWS_ACCESS_KEY_ID"] = awsx.Getenv("AWS_ACCESS_KEY_ID", "test")
 	env["AWS_SECRET_ACCESS_KEY"] = awsx.Getenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -141,12 +152,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logs := lambdarie.NewSplitter(*fn, sinks)
 	defer logs.Flush()
-	em, err := lambdarie.Start(ctx, lambdarie.Config{RIE: rie, Bootstrap: bin, FunctionName: *fn, Env: env, Timeout: time.Duration(timeout) * time.Second, Output: logs})
+	var output io.Writer = logs
+	var forward bytes.Buffer // the function's output, for the running stack
+	if beside {
+		output = io.MultiWriter(logs, &lockedBuffer{b: &forward})
+	}
+	em, err := lambdarie.Start(ctx, lambdarie.Config{RIE: rie, Bootstrap: bin, FunctionName: *fn, Env: env, Timeout: time.Duration(timeout) * time.Second, Output: output})
 	if err != nil {
 		return err
 	}
 	defer em.Stop()
 	body, invokeErr := em.Invoke(ctx, event)
+	if beside {
+		em.Stop() // its output is complete once it stopped
+		if err := forwardOutput(ctx, running.APIURL, *fn, forward.Bytes()); err != nil {
+			fmt.Fprintf(stderr, "invoke: the function's lines could not be handed to the running stack (%v); they are only shown here\n", err)
+		}
+	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, body, "", "  ") == nil {
 		body = pretty.Bytes()
@@ -188,4 +210,40 @@ func queuesNote(env map[string]string) string {
 		return ""
 	}
 	return "; it may send to " + strings.Join(names, ", ") + ", which that stack's workers consume"
+}
+
+// forwardOutput hands a function's output to the running stack at apiURL,
+// which sorts it into its functions.log (and its output) as its own.
+func forwardOutput(ctx context.Context, apiURL, fn string, output []byte) error {
+	if len(output) == 0 {
+		return nil
+	}
+	u := apiURL + devstack.FunctionOutputPath + "?" + url.Values{"fn": {fn}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(output))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// lockedBuffer is a buffer the emulator's output goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }

@@ -55,7 +55,7 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 	if err == nil {
 		var attrs map[string]any
 		if attrs, err = joblist.NewLister(client, a.res.JobsTable, markers).Attributes(ctx, id); err == nil {
-			return a.printJob(j.State, attrs)
+			return a.printJob(j, attrs)
 		}
 	}
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -64,12 +64,16 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 	return err
 }
 
-// printJob prints the derived state and every attribute of the record (new
-// ones included), times as RFC 3339 beside their stored numbers.
-func (a *app) printJob(state jobs.State, attrs map[string]any) error {
+// printJob prints job j as jobs.View shows it (every view of a job shows
+// the same state, attempts, outcome, reason and times) and every other
+// attribute of its record, new ones included; times as RFC 3339 in
+// milliseconds, UTC. A field the view shows otherwise than the record
+// stores it says so: "attempts  1 (stored: 0)".
+func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 	delete(attrs, "pk")
+	view := viewFields(j)
 	if a.json {
-		out := map[string]any{"derivedState": state}
+		out := map[string]any{"derivedState": j.State}
 		for k, v := range attrs {
 			if n, ok := v.(attributevalue.Number); ok {
 				if t, isTime := epochTime(k, string(n)); isTime {
@@ -83,21 +87,48 @@ func (a *app) printJob(state jobs.State, attrs map[string]any) error {
 			}
 			out[k] = v
 		}
+		maps.Copy(out, view)
 		return a.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "state\t%s (derived; stored: %v)\n", state, attrs["state"])
-	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+	fmt.Fprintf(tw, "state\t%s (derived; stored: %v)\n", j.State, attrs["state"])
+	keys := maps.Clone(attrs)
+	maps.Copy(keys, view)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if k == "state" {
 			continue
 		}
-		v := fmt.Sprint(attrs[k])
+		stored, has := attrs[k]
+		v := fmt.Sprint(stored)
 		if t, ok := epochTime(k, v); ok {
 			v = t.Format(time.RFC3339Nano)
+		}
+		if shown, ok := view[k]; ok {
+			s := fmt.Sprint(shown)
+			if t, isTime := shown.(time.Time); isTime {
+				s = t.Format(time.RFC3339Nano)
+			}
+			if has && s != v {
+				s += " (stored: " + v + ")"
+			}
+			v = s
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", k, shorten(v, 300))
 	}
 	return tw.Flush()
+}
+
+// viewFields are the fields of j that jobs.View may show otherwise than
+// the record stores them, by attribute name.
+func viewFields(j jobs.Job) map[string]any {
+	f := map[string]any{"attempts": j.Attempts, "createdAt": j.CreatedAt, "updatedAt": j.UpdatedAt, "runAt": j.RunAt}
+	if j.LastOutcome != "" {
+		f["lastOutcome"], f["lastReason"] = j.LastOutcome, j.LastReason
+	}
+	if j.FailedAt != nil {
+		f["failedAt"] = *j.FailedAt
+	}
+	return f
 }
 
 // epochTime reads an attribute named *At holding epoch seconds (expiresAt,

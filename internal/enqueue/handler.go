@@ -30,9 +30,11 @@ package enqueue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -118,8 +120,60 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if resp.StatusCode >= 500 {
 		lvl = slog.LevelWarn
 	}
-	log.Log(ctx, lvl, "enqueue: request", "method", req.RequestContext.HTTP.Method, "path", req.RawPath, "status", resp.StatusCode)
+	attrs := []any{"method", req.RequestContext.HTTP.Method, "path", req.RawPath, "status", resp.StatusCode}
+	log.Log(ctx, lvl, "enqueue: request", append(attrs, requestAttrs(req, resp)...)...)
 	return resp, nil
+}
+
+// requestAttrs are what the request line says about the job and a refusal,
+// so that filtering the log by jobId finds every request about a job, a
+// refused one too: the job's id (the path's for GET and DELETE, the one
+// derived from the caller and the Idempotency-Key for POST), and for a
+// problem its type (without ProblemTypePrefix), its detail as the reason,
+// the state that refused it and the existing job of a duplicate.
+func requestAttrs(req events.APIGatewayV2HTTPRequest, resp events.APIGatewayV2HTTPResponse) []any {
+	var attrs []any
+	if id := requestJobID(req); id != "" {
+		attrs = append(attrs, obs.KeyJobID, id)
+	}
+	if resp.Headers[HeaderContentType] != ContentTypeProblem {
+		return attrs
+	}
+	var p Problem
+	if json.Unmarshal([]byte(resp.Body), &p) != nil {
+		return attrs
+	}
+	attrs = append(attrs, "problem", strings.TrimPrefix(p.Type, ProblemTypePrefix), obs.KeyReason, p.Detail)
+	if p.State != "" {
+		attrs = append(attrs, "state", p.State)
+	}
+	if p.ExistingJobID != "" {
+		attrs = append(attrs, "existingJobId", p.ExistingJobID)
+	}
+	return attrs
+}
+
+// requestJobID is the id of the job a request is about, "" when it names
+// none (an unknown route, no caller, no valid Idempotency-Key, a path id
+// that is not a job id).
+func requestJobID(req events.APIGatewayV2HTTPRequest) string {
+	rt, ok := matchRoute(req)
+	if !ok || rt.method == "" {
+		return ""
+	}
+	if rt.method != http.MethodPost {
+		if isJobID(rt.param) {
+			return rt.param
+		}
+		return ""
+	}
+	caller, ok := Caller(req.RequestContext)
+	raw, _ := header(req.Headers, HeaderIdempotencyKey)
+	key, err := idempotency.ParseKey(raw)
+	if !ok || err != nil {
+		return ""
+	}
+	return contract.DeriveMessageID(caller, key)
 }
 
 // correlationID returns the request's X-Correlation-Id, or a new one when it

@@ -193,10 +193,12 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	if s.markers == nil {
 		return Job{}, errors.New("jobs: cancel needs the markers")
 	}
-	j, err := s.Get(ctx, jobID)
-	switch {
-	case err != nil:
+	rec, m, has, err := s.read(ctx, jobID)
+	if err != nil {
 		return Job{}, err
+	}
+	j := s.view(rec, m, has)
+	switch {
 	case caller != "" && j.Caller != caller:
 		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
 	case j.State == StateCancelled:
@@ -204,7 +206,8 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	case j.State.Terminal() || j.State == StateProcessing:
 		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
 	}
-	if _, err := s.markers.Tombstone(ctx, j.MarkerKey()); err != nil {
+	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey())
+	if err != nil {
 		switch {
 		case errors.Is(err, marker.ErrProcessed):
 			j.State = StateSucceeded
@@ -230,11 +233,18 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
-	if _, err := s.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	switch {
+	case ddb.IsConditionFailed(err):
+		// The record moved on meanwhile: answer with what it says now.
+		return s.Get(ctx, jobID)
+	case err != nil:
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
-	j.State, j.stored, j.LastOutcome, j.LastReason, j.UpdatedAt = StateCancelled, StateCancelled, OutcomeCancelled, "cancelled by its caller", now.UTC()
-	return j, nil
+	// The answer is the record as written, through the one View every read
+	// uses: the same attempts, reason and times a GET right after shows.
+	rec.stored, rec.LastOutcome, rec.LastReason, rec.UpdatedAt = StateCancelled, OutcomeCancelled, "cancelled by its caller", time.UnixMilli(now.UnixMilli())
+	return s.view(rec, tomb, true), nil
 }
 
 // cleanText keeps a stored, shown text short and printable (an error class,

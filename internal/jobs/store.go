@@ -176,28 +176,34 @@ func (s *Store) getItem(ctx context.Context, pk string, out any) (bool, error) {
 }
 
 // Get returns the job with its derived state: the record (consistent read)
-// combined with a peek of its effect marker. A missing or expired record is
-// ErrNotFound. Get does not check the caller; the HTTP layer compares
-// Job.Caller with the requester.
+// combined with a peek of its effect marker, through View. A missing or
+// expired record is ErrNotFound. Get does not check the caller; the HTTP
+// layer compares Job.Caller with the requester.
 func (s *Store) Get(ctx context.Context, jobID string) (Job, error) {
-	var r record
-	ok, err := s.getItem(ctx, JobPK(jobID), &r)
+	j, m, has, err := s.read(ctx, jobID)
 	if err != nil {
 		return Job{}, err
 	}
-	if !ok {
-		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
+	return s.view(j, m, has), nil
+}
+
+// read returns job jobID's record as stored (before View) and its marker.
+func (s *Store) read(ctx context.Context, jobID string) (j Job, m marker.Record, has bool, err error) {
+	var r record
+	ok, err := s.getItem(ctx, JobPK(jobID), &r)
+	if err != nil {
+		return Job{}, m, false, err
 	}
-	var (
-		m   marker.Record
-		has bool
-	)
+	if !ok {
+		return Job{}, m, false, fmt.Errorf("%w: %s", ErrNotFound, jobID)
+	}
+	j = r.job()
 	if s.markers != nil {
-		if m, has, err = s.markers.Peek(ctx, r.job().MarkerKey()); err != nil {
-			return Job{}, fmt.Errorf("jobs: derive state of %s: %w", jobID, err)
+		if m, has, err = s.markers.Peek(ctx, j.MarkerKey()); err != nil {
+			return Job{}, m, false, fmt.Errorf("jobs: derive state of %s: %w", jobID, err)
 		}
 	}
-	return s.derive(r.job(), m, has), nil
+	return j, m, has, nil
 }
 
 // find reads a job of jobType and its marker in one consistent
@@ -246,18 +252,8 @@ func (s *Store) find(ctx context.Context, jobID, jobType string) (Job, bool, err
 	if !found {
 		return Job{}, false, nil
 	}
-	return s.derive(rec.job(), m, hasMark), true, nil
+	return s.view(rec.job(), m, hasMark), true, nil
 }
 
-// derive fills j.State from its stored state and its marker.
-func (s *Store) derive(j Job, m marker.Record, has bool) Job {
-	j.State = Derive(j.stored, j.RunAt, m, has, s.now())
-	if has && j.Attempts == 0 {
-		j.Attempts = 1
-	}
-	if j.LastOutcome == OutcomeParked && j.State != StateParked {
-		// Success writes nothing, so the park is the last thing recorded.
-		j.LastReason = "it was parked while its kill switch was off, and went on once it was on again"
-	}
-	return j
-}
+// view is View at the store's clock.
+func (s *Store) view(j Job, m marker.Record, has bool) Job { return View(j, m, has, s.now()) }

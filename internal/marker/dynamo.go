@@ -141,7 +141,7 @@ func absentOrExpired(now time.Time) expression.ConditionBuilder {
 // ErrCancelled, ErrFailed or ErrLeaseHeld: a failed lease doubles as a peek.
 func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error) {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, ExpiresAt: until.Add(d.retention())}
+	rec := Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(d.retention())}
 	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Or(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
 		ownedBy(owner),
@@ -252,6 +252,7 @@ type item struct {
 	State       State  `dynamodbav:"state"`
 	Owner       string `dynamodbav:"owner,omitempty"`
 	LeaseUntil  int64  `dynamodbav:"leaseUntil,omitempty"` // epoch milliseconds
+	LeasedAt    int64  `dynamodbav:"leasedAt,omitempty"`   // epoch milliseconds
 	ProcessedAt string `dynamodbav:"processedAt,omitempty"`
 	ExpiresAt   int64  `dynamodbav:"expiresAt"` // epoch seconds (TTL)
 }
@@ -265,6 +266,9 @@ func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionB
 	}
 	if !rec.LeaseUntil.IsZero() {
 		it.LeaseUntil = rec.LeaseUntil.UnixMilli()
+	}
+	if !rec.LeasedAt.IsZero() {
+		it.LeasedAt = rec.LeasedAt.UnixMilli()
 	}
 	if !rec.ProcessedAt.IsZero() {
 		it.ProcessedAt = rec.ProcessedAt.UTC().Format(time.RFC3339Nano)
@@ -304,6 +308,9 @@ func (d *Dynamo) Decode(av map[string]types.AttributeValue) (Record, bool, error
 	}
 	if it.LeaseUntil > 0 {
 		r.LeaseUntil = time.UnixMilli(it.LeaseUntil)
+	}
+	if it.LeasedAt > 0 {
+		r.LeasedAt = time.UnixMilli(it.LeasedAt)
 	}
 	if it.ProcessedAt != "" {
 		r.ProcessedAt, _ = time.Parse(time.RFC3339Nano, it.ProcessedAt)

@@ -32,6 +32,7 @@ const (
 	AttrState       = "state"
 	AttrOwner       = "owner"
 	AttrLeaseUntil  = "leaseUntil"
+	AttrLeasedAt    = "leasedAt"
 	AttrProcessedAt = "processedAt"
 	AttrExpiresAt   = "expiresAt"
 )
@@ -69,8 +70,11 @@ type Record struct {
 	Key   Key
 	State State
 	// Owner is the lease holder, or the claimer of a settled marker.
-	Owner       string
-	LeaseUntil  time.Time
+	Owner      string
+	LeaseUntil time.Time
+	// LeasedAt is when the lease was taken (zero for a settled marker, or a
+	// lease written before it was recorded).
+	LeasedAt    time.Time
 	ProcessedAt time.Time
 	ExpiresAt   time.Time
 }

@@ -78,7 +78,7 @@ func (m *Memory) Lease(_ context.Context, k Key, owner string, until time.Time) 
 			rec = old
 			return settledErr(old)
 		}
-		rec = Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, ExpiresAt: until.Add(m.retention())}
+		rec = Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(m.retention())}
 		m.items[k] = rec
 		return nil
 	})

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -87,12 +90,16 @@ func isCancellation(ctx context.Context, err error) bool {
 // ErrorClass names the kind of failure for job records, logs and metrics,
 // with the provider's error code when there is one ("transient
 // ThrottlingException", "permanent MessageRejected"), never the message
-// itself.
+// itself. A message that cannot be understood (malformed, an unknown type,
+// invalid args) is "validation"; a lease taken over by a twin is
+// "lease-lost".
 func ErrorClass(err error) string {
 	class := "transient"
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, contract.ErrMalformed), errors.Is(err, contract.ErrUnknownType):
+		return "validation"
 	case IsPermanent(err):
 		class = "permanent"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -103,9 +110,25 @@ func ErrorClass(err error) string {
 		return "busy"
 	case errors.As(err, new(*PanicError)):
 		return "panic"
+	case errors.Is(err, marker.ErrLeaseLost):
+		return "lease-lost"
 	}
 	if code := obs.ErrorCode(err); code != "" {
 		return class + " " + code
 	}
 	return class
+}
+
+// PermanentClass is the class of an error that ended a job for good (it was
+// dead-lettered): ErrorClass, except that what ErrorClass would call
+// transient (or a deadline, a cancellation) is "permanent" here — a
+// dead-lettered record is never retried, whatever its cause looked like.
+func PermanentClass(err error) string {
+	switch class := ErrorClass(err); {
+	case err == nil:
+		return ""
+	case class == "validation", strings.HasPrefix(class, "permanent"):
+		return class
+	}
+	return ErrorClass(Permanent(err))
 }

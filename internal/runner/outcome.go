@@ -44,26 +44,29 @@ const (
 )
 
 // outcomes is the one table of what each kind means outside: its name in
-// the log, its level, the metrics it counts, and whether SQS retries it.
+// the log, its level, the metrics it counts, whether SQS retries it, and
+// whether it ends the job for good (its errorClass is then a permanent
+// class: PermanentClass).
 var outcomes = map[kind]struct {
 	name    string
 	level   slog.Level
 	metrics []string
 	retry   bool
+	final   bool
 }{
 	// A record that ended without an outcome (its goroutine died) is
 	// retried, never deleted.
-	kindPending:      {"retry", slog.LevelError, nil, true},
-	kindSucceeded:    {"succeeded", slog.LevelInfo, []string{obs.JobsSucceeded}, false},
-	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false},
-	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false},
-	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false},
-	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false},
-	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false},
-	kindFailed:       {"retry", slog.LevelWarn, []string{obs.JobsFailed}, true},
-	kindBusy:         {"retry", slog.LevelInfo, nil, true},
-	kindInterrupted:  {"retry", slog.LevelWarn, nil, true},
-	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{obs.JobsSucceeded, obs.ClaimFailed}, false},
+	kindPending:      {"retry", slog.LevelError, nil, true, false},
+	kindSucceeded:    {"succeeded", slog.LevelInfo, []string{obs.JobsSucceeded}, false, false},
+	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
+	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false, false},
+	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false, false},
+	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false, false},
+	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false, true},
+	kindFailed:       {"retry", slog.LevelWarn, []string{obs.JobsFailed}, true, false},
+	kindBusy:         {"retry", slog.LevelInfo, nil, true, false},
+	kindInterrupted:  {"retry", slog.LevelWarn, nil, true, false},
+	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{obs.JobsSucceeded, obs.ClaimFailed}, false, false},
 }
 
 // outcome is a record's fate, with why.
@@ -89,7 +92,11 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 		attrs = append(attrs, slog.String(obs.KeyReason, it.out.reason))
 	}
 	if it.out.err != nil {
-		attrs = append(attrs, slog.String(obs.KeyError, obs.Redact(it.out.err)), slog.String("errorClass", ErrorClass(it.out.err)))
+		class := ErrorClass(it.out.err)
+		if o.final {
+			class = PermanentClass(it.out.err)
+		}
+		attrs = append(attrs, slog.String(obs.KeyError, obs.Redact(it.out.err)), slog.String("errorClass", class))
 	}
 	it.log.LogAttrs(ctx, level, "job outcome", attrs...)
 	for _, m := range o.metrics {

@@ -272,11 +272,15 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	// 6. The API.
 	step(6, "serving the API on http://%s", apiListener.Addr())
 	l.APIURL = "http://" + apiListener.Addr().String()
-	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails()); err != nil {
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), sinks); err != nil {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
-	if err := writeStackFiles(opts.StateDir, localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}); err != nil {
+	info := localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}
+	if l.proxy != nil {
+		info.FunctionEndpoint = l.proxy.URL
+	}
+	if err := writeStackFiles(opts.StateDir, info); err != nil {
 		return nil, err
 	}
 	l.wrote = true

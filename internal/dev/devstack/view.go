@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 )
@@ -14,9 +15,10 @@ import (
 // ViewPath is where the local web view is served beside the API.
 const ViewPath = webview.DefaultPrefix
 
-// handler serves the API, and the local web view of the whole stack under
-// ViewPath (jobs, mails, dead letters, switches).
-func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog) (http.Handler, error) {
+// handler serves the API, the local web view of the whole stack under
+// ViewPath (jobs, mails, dead letters, switches), and takes the output of a
+// function run beside the stack at FunctionOutputPath into sinks.
+func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, sinks lambdarie.Sinks) (http.Handler, error) {
 	var log webview.MailLog
 	if mail != nil {
 		log = viewMails{mail}
@@ -27,6 +29,7 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog) (h
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage")}))
+	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks))
 	mux.Handle("/", api)
 	return mux, nil
 }

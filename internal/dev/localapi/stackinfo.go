@@ -18,9 +18,14 @@ type StackInfo struct {
 	// Endpoint is the AWS endpoint (moto), "" when the stack runs on AWS.
 	Endpoint string `json:"endpoint"`
 	APIURL   string `json:"apiUrl"`
-	Stage    string `json:"stage"`
-	Region   string `json:"region"`
-	PID      int    `json:"pid"`
+	// FunctionEndpoint is the AWS endpoint the stack's functions use (its
+	// proxy, which sees the mail they send); "" on AWS. A function run
+	// beside the stack (make invoke) uses it too, so its mail shows where
+	// the stack's does.
+	FunctionEndpoint string `json:"functionEndpoint,omitempty"`
+	Stage            string `json:"stage"`
+	Region           string `json:"region"`
+	PID              int    `json:"pid"`
 }
 
 // ReadStackInfo reads dir/stack.json and reports whether the stack it names

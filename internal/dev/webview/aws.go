@@ -134,10 +134,18 @@ func (t *JobsTable) derive(ctx context.Context, rec Job) *Job {
 		rec.LastReason = strings.TrimSpace(rec.LastReason + " (state not derived: " + err.Error() + ")")
 		return &rec
 	}
-	rec.Type, rec.Key, rec.Caller, rec.State = j.Type, j.Key, j.Caller, string(j.State)
-	rec.Attempts, rec.LastErrorClass = j.Attempts, j.LastErrorClass
-	rec.CreatedAt, rec.UpdatedAt, rec.RunAt = j.CreatedAt, j.UpdatedAt, j.RunAt
-	return &rec
+	row := jobRow(j)
+	return &row
+}
+
+// jobRow is job j's row, every field as jobs.View shows it (as GET
+// /v1/jobs/{jobId} and jobctl do).
+func jobRow(j jobs.Job) Job {
+	return Job{
+		ID: j.ID, Type: j.Type, Key: j.Key, Caller: j.Caller, State: string(j.State), Attempts: j.Attempts,
+		LastErrorClass: j.LastErrorClass, LastOutcome: j.LastOutcome, LastReason: j.LastReason, TraceID: j.TraceID,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, RunAt: j.RunAt,
+	}
 }
 
 // scannedJob reads a job record attribute by attribute, so a missing or

@@ -88,12 +88,13 @@ func roughly(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
-// when formats a time for the page, in UTC; the zero time is "".
+// when formats a time for the page, in UTC to the millisecond (as every
+// view of a job shows its times); the zero time is "".
 func when(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04:05Z")
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
 // page serves GET {prefix}: every section, read concurrently.

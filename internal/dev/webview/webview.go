@@ -24,6 +24,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/jobs"
 )
 
 // Job is one job as the page shows it. Fields the record lacks are zero.
@@ -44,6 +46,18 @@ type Job struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	RunAt       time.Time
+}
+
+// ReasonClass is the class of the row's reason and error class: "reason"
+// (red) when the job ended badly (Failed, Expired), else "note": the
+// history of a job that went on (parked, then succeeded; dead-lettered,
+// then redriven) is no alarm.
+func (j Job) ReasonClass() string {
+	switch j.State {
+	case string(jobs.StateFailed), string(jobs.StateExpired):
+		return "reason"
+	}
+	return "note"
 }
 
 // Mail is one e-mail the stack sent.

@@ -61,30 +61,17 @@ type Filter struct {
 	Since time.Time
 }
 
-// Summary is one job as listed: the record's fields with the derived state.
+// Summary is one job as listed: the job as jobs.View shows it (the same
+// fields GET /v1/jobs/{jobId} shows), with the stored state and the caller
+// an operator also sees.
 type Summary struct {
-	ID             string     `json:"jobId" dynamodbav:"jobId"`
-	Type           string     `json:"type" dynamodbav:"type"`
-	Key            string     `json:"key" dynamodbav:"key"`
-	State          jobs.State `json:"state" dynamodbav:"-"`
-	StoredState    jobs.State `json:"storedState" dynamodbav:"state"`
-	Caller         string     `json:"caller" dynamodbav:"caller"`
-	Queue          string     `json:"queue" dynamodbav:"queue"`
-	CorrelationID  string     `json:"correlationId" dynamodbav:"correlationId"`
-	Attempts       int        `json:"attempts" dynamodbav:"attempts"`
-	LastErrorClass string     `json:"lastErrorClass,omitempty" dynamodbav:"lastErrorClass"`
-	CreatedAt      time.Time  `json:"createdAt" dynamodbav:"-"`
-	UpdatedAt      time.Time  `json:"updatedAt" dynamodbav:"-"`
-	RunAt          time.Time  `json:"runAt" dynamodbav:"-"`
+	jobs.Job
+	StoredState jobs.State `json:"storedState"`
+	Caller      string     `json:"caller"`
 }
 
-// summaryItem is what the scan decodes: the summary and its epoch-ms times.
-type summaryItem struct {
-	Summary
-	CreatedAt int64 `dynamodbav:"createdAt"`
-	UpdatedAt int64 `dynamodbav:"updatedAt"`
-	RunAt     int64 `dynamodbav:"runAt"`
-}
+// summary is the listed form of a job as jobs.View shows it.
+func summary(j jobs.Job) Summary { return Summary{Job: j, StoredState: j.Stored(), Caller: j.Caller} }
 
 // List returns the jobs f selects, newest first. The type and time filters
 // are applied by the scan; the state filter after the states are derived,
@@ -106,63 +93,58 @@ func (l *Lister) List(ctx context.Context, f Filter) ([]Summary, error) {
 		TableName: aws.String(l.table), FilterExpression: expr.Filter(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	var found []Summary
+	var found []jobs.Job
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("joblist: list %s: %w", l.table, err)
 		}
 		for _, item := range page.Items {
-			var it summaryItem
-			live, err := ddb.DecodeLive(item, now, &it)
+			j, live, err := jobs.DecodeRecord(item, now)
 			if err != nil {
 				return nil, fmt.Errorf("joblist: list: %w", err)
 			}
-			if !live {
-				continue
+			if live {
+				found = append(found, j)
 			}
-			s := it.Summary
-			s.CreatedAt, s.UpdatedAt, s.RunAt = msTime(it.CreatedAt), msTime(it.UpdatedAt), msTime(it.RunAt)
-			found = append(found, s)
 		}
 	}
-	if err := l.derive(ctx, found, now); err != nil {
+	list, err := l.view(ctx, found, now)
+	if err != nil {
 		return nil, err
 	}
 	if f.State != "" {
-		found = slices.DeleteFunc(found, func(s Summary) bool { return s.State != f.State })
+		list = slices.DeleteFunc(list, func(s Summary) bool { return s.State != f.State })
 	}
-	slices.SortFunc(found, func(a, b Summary) int {
+	slices.SortFunc(list, func(a, b Summary) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return found, nil
+	return list, nil
 }
 
-// derive fills the state of every summary from its record and its marker.
-func (l *Lister) derive(ctx context.Context, list []Summary, now time.Time) error {
+// view reads the markers of the records and returns each job as jobs.View
+// shows it.
+func (l *Lister) view(ctx context.Context, records []jobs.Job, now time.Time) ([]Summary, error) {
 	markers := map[marker.Key]marker.Record{}
-	if l.markers != nil && len(list) > 0 {
-		keys := make([]marker.Key, len(list))
-		for i, s := range list {
-			keys[i] = marker.Key{Handler: s.Type, MessageKey: s.ID}
+	if l.markers != nil && len(records) > 0 {
+		keys := make([]marker.Key, len(records))
+		for i, j := range records {
+			keys[i] = j.MarkerKey()
 		}
 		var err error
 		if markers, err = l.markers.PeekBatch(ctx, keys); err != nil {
-			return fmt.Errorf("joblist: list: derive states: %w", err)
+			return nil, fmt.Errorf("joblist: list: derive states: %w", err)
 		}
 	}
-	for i := range list {
-		s := &list[i]
-		m, has := markers[marker.Key{Handler: s.Type, MessageKey: s.ID}]
-		s.State = jobs.Derive(s.StoredState, s.RunAt, m, has, now)
-		if has && s.Attempts == 0 {
-			s.Attempts = 1
-		}
+	list := make([]Summary, len(records))
+	for i, j := range records {
+		m, has := markers[j.MarkerKey()]
+		list[i] = summary(jobs.View(j, m, has, now))
 	}
-	return nil
+	return list, nil
 }
 
 // Attributes returns every attribute the record of job jobID has, as stored
@@ -185,12 +167,4 @@ func (l *Lister) Attributes(ctx context.Context, jobID string) (map[string]any, 
 		return nil, fmt.Errorf("joblist: decode %s: %w", jobID, err)
 	}
 	return out, nil
-}
-
-// msTime reads a record's epoch-milliseconds time (0: none).
-func msTime(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(v).UTC()
 }

@@ -1,0 +1,103 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/marker"
+)
+
+// ParkedThenRanReason is the lastReason of a job whose last recorded outcome
+// is a park and that is no longer Parked: a success writes nothing to the
+// record, so the park is still the last thing it says, in the past tense.
+const ParkedThenRanReason = "it was parked while its kill switch was off, and went on once it was on again"
+
+// View returns job j (a record as stored, from the store or DecodeRecord)
+// as every view shows it — GET /v1/jobs/{jobId}, the DELETE answer, `jobctl
+// jobs get|list` and the local web view: the state Derive gives with the
+// job's marker m (when hasMarker) at now, and the fields around it made to
+// agree with that state:
+//
+//   - attempts: at least 1 once a worker touched the job (its marker is
+//     leased, claimed or failed, or a worker parked it); a cancel's
+//     tombstone is no delivery;
+//   - lastReason of a job parked and since gone on: ParkedThenRanReason;
+//   - updatedAt: when the state was last reached — the record's last write,
+//     or later when the state comes from elsewhere: the marker's claim
+//     (processedAt) for Succeeded, Failed and Cancelled, the lease's start
+//     for Processing, the run time for a Scheduled job that reads Enqueued,
+//     the end of the queue's retention for Expired;
+//   - every time in milliseconds, UTC (the record's precision).
+func View(j Job, m marker.Record, hasMarker bool, now time.Time) Job {
+	j.State = Derive(j.stored, j.RunAt, m, hasMarker, now)
+	worked := hasMarker && m.State != marker.StateCancelled
+	if (worked || j.LastOutcome == OutcomeParked) && j.Attempts == 0 {
+		j.Attempts = 1
+	}
+	if j.LastOutcome == OutcomeParked && j.State != StateParked {
+		j.LastReason = ParkedThenRanReason
+	}
+	j.CreatedAt, j.RunAt = millis(j.CreatedAt), millis(j.RunAt)
+	j.UpdatedAt = millis(later(j.UpdatedAt, reachedAt(j, m, hasMarker)))
+	if j.FailedAt != nil {
+		t := millis(*j.FailedAt)
+		j.FailedAt = &t
+	}
+	return j
+}
+
+// reachedAt is when j's derived state began, as far as something other
+// than the record's own updatedAt says (zero: nothing does).
+func reachedAt(j Job, m marker.Record, hasMarker bool) time.Time {
+	switch j.State {
+	case StateSucceeded, StateFailed, StateCancelled:
+		if hasMarker && m.State != marker.StateLeased {
+			return m.ProcessedAt
+		}
+	case StateProcessing:
+		return m.LeasedAt
+	case StateEnqueued:
+		if j.stored == StateScheduled {
+			return j.RunAt
+		}
+	case StateExpired:
+		if j.stored != StateExpired {
+			return j.RunAt.Add(QueueRetention)
+		}
+	}
+	return time.Time{}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// millis is t in milliseconds, UTC; the zero time stays zero.
+func millis(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Millisecond).UTC()
+}
+
+// DecodeRecord decodes a job record item as a Scan or GetItem returns it,
+// before View; ok is false when the item is not live at now (absent or past
+// its expiresAt).
+func DecodeRecord(item map[string]types.AttributeValue, now time.Time) (Job, bool, error) {
+	var r record
+	ok, err := ddb.DecodeLive(item, now, &r)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("jobs: decode record: %w", err)
+	}
+	if !ok {
+		return Job{}, false, nil
+	}
+	return r.job(), true, nil
+}
