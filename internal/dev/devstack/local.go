@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -97,10 +98,20 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step := func(n int, format string, args ...any) {
 		fmt.Fprintf(out, "[%d/6] %s\n", n, fmt.Sprintf(format, args...))
 	}
-	l = &Local{stateDir: opts.StateDir}
+	_, statErr := os.Stat(opts.StateDir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	defer func() {
+		if err != nil && created {
+			_ = os.Remove(opts.StateDir) // a start refused leaves no trace (only when empty)
+		}
+	}()
+	// Every `return nil, err` below sets l to nil before this runs: stop
+	// what was started through its own name.
+	started := &Local{stateDir: opts.StateDir}
+	l = started
 	defer func() {
 		if err != nil {
-			l.Stop()
+			started.Stop()
 			l = nil
 		}
 	}()
