@@ -68,6 +68,9 @@ type Local struct {
 	Endpoint string
 	// Stack is what was provisioned from the template.
 	Stack *stack.Stack
+	// RunID tells this run from the others in functions.log, where its
+	// "run started" line carries it (see RunStartedMsg).
+	RunID string
 
 	stateDir string
 	lock     *stateLock
@@ -78,6 +81,7 @@ type Local struct {
 	proxy    *awsproxy.Server
 	pools    []*Pool
 	logs     []*os.File
+	runLog   *slog.Logger // the run marks in functions.log
 	mailbox  Mailbox
 	wrote    bool // stack.json and env are ours to remove
 	stopOnce sync.Once
@@ -155,6 +159,9 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if err != nil {
 		return nil, err
 	}
+	l.RunID = newRunID(time.Now())
+	l.runLog = runMarker(sinks.App, l.RunID)
+	l.runLog.Info(RunStartedMsg, "pid", os.Getpid(), "api", "http://"+apiListener.Addr().String(), "stateDir", opts.StateDir)
 	report := NewReporter(out)
 	l.mailbox.OnMail = report.Mail
 	sinks.App = report.OutcomeWriter(sinks.App)
@@ -358,6 +365,9 @@ func (l *Local) Stop() {
 		}
 		if l.wrote {
 			removeStackFiles(l.stateDir)
+		}
+		if l.runLog != nil {
+			l.runLog.Info(RunStoppedMsg)
 		}
 		for _, f := range l.logs {
 			f.Close()
