@@ -204,7 +204,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	}
 
 	// 3. Demo data.
-	step(3, "seeding demo users u-demo-1 (unconfirmed) and u-demo-2 (confirmed); verifying the sender")
+	step(3, "seeding demo users u-demo-1 (unconfirmed), u-demo-2 (confirmed) and u-bad (an unusable address); verifying the sender")
 	users, ok := l.Stack.Physical("UsersTable")
 	if !ok {
 		return nil, errors.New("devstack: the template has no UsersTable")
