@@ -290,7 +290,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	// 6. The API.
 	step(6, "serving the API on http://%s", apiListener.Addr())
 	l.APIURL = "http://" + apiListener.Addr().String()
-	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails()); err != nil {
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), report.Logger()); err != nil {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })

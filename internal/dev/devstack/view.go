@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,8 +16,8 @@ import (
 const ViewPath = webview.DefaultPrefix
 
 // handler serves the API, and the local web view of the whole stack under
-// ViewPath (jobs, mails, dead letters, switches).
-func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog) (http.Handler, error) {
+// ViewPath (jobs, mails, dead letters, switches), which logs to logger.
+func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, logger *slog.Logger) (http.Handler, error) {
 	var log webview.MailLog
 	if mail != nil {
 		log = viewMails{mail}
@@ -26,7 +27,7 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog) (h
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage")}))
+	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage"), Logger: logger}))
 	mux.Handle("/", api)
 	return mux, nil
 }
