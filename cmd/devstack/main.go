@@ -131,8 +131,7 @@ runstwice is running (ready)
   AWS        %s
   resources  %s
   logs       %s (application JSON), %s, %s
-  run        %s (its "run started" line in %s; local state lives in
-             moto's memory and is gone at Ctrl-C)
+  run        %s (marked in %s; all state is in memory, gone at Ctrl-C)
 
 Enqueue a verification mail for the demo user u-demo-1:
 
