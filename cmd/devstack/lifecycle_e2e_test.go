@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +241,24 @@ func (e *e2e) webView(t *testing.T, jobID string) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
 			t.Fatalf("GET %s = %d; want it to show %s", devstack.ViewPath, resp.StatusCode, want)
 		}
+	}
+	// A switch flipped from the view is printed as the job lines are (it
+	// is off already: the flip changes nothing the other subtests see).
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	flip, err := noRedirect.PostForm(e.api+devstack.ViewPath+"switches", url.Values{"type": {"email.partner-digest.v1"}, "state": {"off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip.Body.Close()
+	if flip.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST switches = %d; want 303", flip.StatusCode)
+	}
+	line := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  webview: switch set  type=email.partner-digest.v1 enabled=false$`)
+	eventually(t, 5*time.Second, "make run did not print the switch flip as a job line:\n"+e.out.String(), func() bool {
+		return line.MatchString(e.out.String())
+	})
+	if strings.Contains(e.out.String(), "INFO webview") {
+		t.Fatalf("make run printed a line of log's own format:\n%s", e.out.String())
 	}
 }
 

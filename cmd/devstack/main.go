@@ -131,6 +131,7 @@ runstwice is running (ready)
   AWS        %s
   resources  %s
   logs       %s (application JSON), %s, %s
+  run        %s (marked in %s; all state is in memory, gone at Ctrl-C)
 
 Enqueue a verification mail for the demo user u-demo-1:
 
@@ -149,6 +150,7 @@ their AWS_ENDPOINT_URL, region and credentials — make run itself ignores them.
 
 Ctrl-C stops everything.
 `, l.APIURL, l.APIURL, devstack.ViewPath, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
+		l.RunID, rel(devstack.FunctionsLog),
 		l.APIURL, mail, l.APIURL, rel(devstack.EnvFile))
 }
 

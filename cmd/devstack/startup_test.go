@@ -241,6 +241,12 @@ func (e *e2e) checkFunctionsLog(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("line %d is not JSON (%v): %s", n, err, sc.Text())
 		}
+		// The run's first line marks it, with the run id the banner shows.
+		if mark := line["msg"] == devstack.RunStartedMsg; mark != (n == 1) {
+			t.Fatalf("line %d: %s; want exactly one %q line, the first", n, sc.Text(), devstack.RunStartedMsg)
+		} else if mark && (line["runId"] == "" || !strings.Contains(e.out.String(), fmt.Sprintf("run        %s ", line["runId"]))) {
+			t.Fatalf("the run mark names run %v, which the banner does not show:\n%s", line["runId"], e.out.String())
+		}
 		fn, _ := line["function"].(string)
 		if fn == "" {
 			t.Fatalf("line %d has no function: %s", n, sc.Text())

@@ -21,7 +21,7 @@ const (
 	exitOK       = 0
 	exitError    = 1 // an AWS or runtime error: no credentials, no endpoint, a failed call
 	exitUsage    = 2 // the command line is wrong
-	exitNotFound = 3 // the job or dead letter does not exist
+	exitNotFound = 3 // the job, dead letter or user does not exist
 	exitRefused  = 4 // understood and refused: a type not in the registry, a superseded letter not forced, a drop without --yes
 )
 
@@ -121,7 +121,7 @@ func (a *app) exit(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		hint := "usage: jobctl [--stage S] [--json] COMMAND …; jobctl --help lists the commands"
+		hint := "usage: " + globalUsage + " …; jobctl --help lists the commands"
 		if ue.cmd != nil {
 			hint = fmt.Sprintf("usage: jobctl %s; jobctl %s --help for more", ue.cmd.usage, ue.cmd.name)
 		}

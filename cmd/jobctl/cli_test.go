@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,10 +81,79 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"jobs", "list", "--state", "Done"}, "not a job state"},
 		{[]string{"jobs", "get"}, "jobs get ID"},
 		{[]string{"--stage", "bad stage!", "toggles", "list"}, "invalid stage"},
+		{[]string{"users", "set-email", "u-bad"}, "users set-email USER_ID ADDRESS"},
+		{[]string{"users", "set-email", "u-bad", "Bad Address <bad@example.com>"}, "not a plain address"},
+		{[]string{"users", "set-email", "u-bad", "a@example.com, b@example.com"}, "not a plain address"},
 	} {
 		code, stdout, stderr := runOffline(t, tc.args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("jobctl %q: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// flagsIn returns the --flags a text names, in order, each once.
+func flagsIn(text string) []string {
+	var out []string
+	for _, f := range regexp.MustCompile(`--[a-z][a-z-]*`).FindAllString(text, -1) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Every flag of `jobctl enqueue` is explained by its help, on a line of
+// its own.
+func TestEnqueueHelpExplainsEveryFlag(t *testing.T) {
+	code, stdout, _ := runOffline(t, "enqueue", "--help")
+	flags := flagsIn(enqueueUsage)
+	if code != exitOK || len(flags) < 6 {
+		t.Fatalf("enqueue --help: exit %d, flags of its usage %v", code, flags)
+	}
+	for _, f := range flags {
+		line := regexp.MustCompile(`(?m)^\s+` + f + ` \S+\s{2,}\S.*$`).FindString(stdout)
+		if line == "" {
+			t.Errorf("enqueue --help does not explain %s:\n%s", f, stdout)
+		}
+	}
+	if strings.Contains(stdout, "enqueue.go") {
+		t.Errorf("enqueue --help sends the reader to the source:\n%s", stdout)
+	}
+}
+
+// The synopsis of the command line names every global flag the help lists,
+// in --help and in a usage error alike.
+func TestUsageLineNamesEveryGlobalFlag(t *testing.T) {
+	var global []string // the flags the help's "global flags" lines start with
+	for _, m := range regexp.MustCompile(`(?m)^  (?:-h, )?(--[a-z-]+)`).FindAllStringSubmatch(globalHelp, -1) {
+		global = append(global, m[1])
+	}
+	if !slices.Contains(global, "--endpoint") {
+		t.Fatalf("global flags %v lack --endpoint", global)
+	}
+	_, help, _ := runOffline(t, "--help")
+	_, _, usageErr := runOffline(t, "frobnicate")
+	for _, f := range global {
+		if f == "--help" {
+			continue
+		}
+		for name, text := range map[string]string{"--help": help, "a usage error": usageErr} {
+			line := regexp.MustCompile(`usage: jobctl [^\n]*`).FindString(text)
+			if !strings.Contains(line, "["+f+" ") && !strings.Contains(line, "["+f+"]") {
+				t.Errorf("the usage line of %s leaves out %s: %q", name, f, line)
+			}
+		}
+	}
+}
+
+func TestLettersCounted(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 dead letters"}, {1, "1 dead letter"}, {2, "2 dead letters"}, {11, "11 dead letters"}} {
+		if got := letters(tc.n, "dead letter"); got != tc.want {
+			t.Errorf("letters(%d) = %q; want %q", tc.n, got, tc.want)
 		}
 	}
 }

@@ -16,6 +16,9 @@ type command struct {
 
 const filterFlags = "[--type T] [--since D] [--reason TEXT]"
 
+// globalUsage is the synopsis of the whole command line.
+const globalUsage = "jobctl [--stage S] [--endpoint URL] [--json] COMMAND"
+
 // commands is every command, in the order help lists them. A command added
 // in its own file registers here with one line. A command checks its
 // arguments first, then calls a.connect for AWS, so a usage error never
@@ -47,8 +50,11 @@ var commands = []*command{
 	{name: "jobs cancel", usage: "jobs cancel ID", run: (*app).jobsCancel,
 		help: "Cancel a job that has not run, whoever enqueued it: it never runs, even if its message is\n" +
 			"delivered later. A job that already ran (or is running) is refused with its state."},
-	{name: "enqueue", usage: enqueueUsage, run: (*app).enqueue,
-		help: "Enqueue a job through the API with the producer client (signed; see the doc of enqueue.go)."},
+	{name: "users set-email", usage: "users set-email USER_ID ADDRESS", run: (*app).usersSetEmail,
+		help: "Store ADDRESS as the user's e-mail address, the fix for a dead letter \"stored e-mail address is\n" +
+			"not a plain address\" before its redrive. ADDRESS must be one plain address (ada@example.com, no\n" +
+			"display name); whether the address is confirmed stays as it was. An unknown user is not found (3)."},
+	{name: "enqueue", usage: enqueueUsage, run: (*app).enqueue, help: enqueueHelp},
 }
 
 // find returns the command args name, and the rest of args.
@@ -121,14 +127,14 @@ exit codes:
   0 success
   1 an AWS or runtime error (no credentials, no endpoint, a failed call)
   2 usage: the command line is wrong
-  3 not found: no such job or dead letter
+  3 not found: no such job, dead letter or user
   4 refused: understood and not done (a type not in the registry, a superseded letter
     without --force, a drop without --yes, a letter that cannot be redriven)
 `
 
 func usage() string {
 	var b strings.Builder
-	b.WriteString("jobctl: the on-call tool for runstwice (kill switches, dead letters, jobs)\n\nusage: jobctl [--stage S] [--json] COMMAND\n\ncommands:\n")
+	b.WriteString("jobctl: the on-call tool for runstwice (kill switches, dead letters, jobs)\n\nusage: " + globalUsage + "\n\ncommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %s\n", c.usage)
 	}

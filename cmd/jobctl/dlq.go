@@ -91,11 +91,11 @@ func (a *app) dlqList(ctx context.Context, args []string) error {
 		}
 		return a.printJSON(map[string]any{"count": len(recs), "byType": byType, "byReason": byReason, "letters": recs})
 	}
-	what := "dead letters"
+	what := letters(len(recs), "dead letter")
 	if f.Status != deadletter.StatusDead {
-		what = "letters (status " + p.vals["status"] + ")"
+		what = letters(len(recs), "letter") + " (status " + p.vals["status"] + ")"
 	}
-	fmt.Fprintf(a.stdout, "%d %s in %s\n", len(recs), what, a.res.DeadLettersTable)
+	fmt.Fprintf(a.stdout, "%s in %s\n", what, a.res.DeadLettersTable)
 	if len(recs) == 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func (a *app) dlqDrop(ctx context.Context, args []string) error {
 	if err := a.report(results, "drop"); err != nil || p.set["yes"] || p.set["dry-run"] || len(recs) == 0 {
 		return err
 	}
-	return refusedf("nothing dropped: add --yes to drop %d letter(s)", len(recs))
+	return refusedf("nothing dropped: add --yes to drop %s", letters(len(recs), "letter"))
 }
 
 // batch applies fn to every letter, with a progress line for long runs.
@@ -301,15 +301,15 @@ func (a *app) report(results []deadletter.Redriven, what string) error {
 		for _, res := range results {
 			a.printResult(res)
 		}
-		fmt.Fprintf(a.stdout, "%s: %d letter(s): %s\n", what, len(results), summary(counts))
+		fmt.Fprintf(a.stdout, "%s: %s: %s\n", what, letters(len(results), "letter"), summary(counts))
 	}
 	switch {
 	case failed != nil:
-		return fmt.Errorf("%s failed for %d letter(s): %w", what, counts[deadletter.Failed], failed)
+		return fmt.Errorf("%s failed for %s: %w", what, letters(counts[deadletter.Failed], "letter"), failed)
 	case refused != nil:
 		return refusedf("%v", refused)
 	case counts[deadletter.Superseded] > 0:
-		return refusedf("%d superseded letter(s) left alone (a newer job holds the key); --force redrives them anyway", counts[deadletter.Superseded])
+		return refusedf("%s left alone (a newer job holds the key); --force redrives them anyway", letters(counts[deadletter.Superseded], "superseded letter"))
 	}
 	return nil
 }
@@ -329,7 +329,11 @@ func (a *app) printResult(res deadletter.Redriven) {
 	case deadletter.WouldRedrive:
 		fmt.Fprintf(a.stdout, "would redrive %s (%s) to the %s queue%s\n", res.ID, res.Type, res.Queue, job)
 	case deadletter.Dropped:
-		fmt.Fprintf(a.stdout, "dropped %s (%s): kept with its reason; its job reads Failed%s\n", res.ID, res.Type, job)
+		kept := "its job reads Failed"
+		if res.JobState == "" {
+			kept = "it has no job record (its message was sent outside the API, or its record has expired)"
+		}
+		fmt.Fprintf(a.stdout, "dropped %s (%s): kept with its reason; %s\n", res.ID, res.Type, kept)
 	case deadletter.WouldDrop:
 		fmt.Fprintf(a.stdout, "would drop %s (%s)%s\n", res.ID, res.Type, job)
 	case deadletter.Superseded:
@@ -339,6 +343,15 @@ func (a *app) printResult(res deadletter.Redriven) {
 	default:
 		fmt.Fprintf(a.stdout, "FAILED %s (%s): %v\n", res.ID, res.Type, res.Err)
 	}
+}
+
+// letters counts n of what, in the singular for one ("1 dead letter",
+// "2 dead letters").
+func letters(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // lookupQueueURLs asks SQS for the URL of every work queue the environment

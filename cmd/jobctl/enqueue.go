@@ -18,6 +18,25 @@ import (
 // enqueueUsage is the synopsis of `jobctl enqueue`.
 const enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]"
 
+// enqueueHelp is what `jobctl enqueue --help` says: every flag.
+const enqueueHelp = "Enqueue a job through the API with the producer client, as a program would: signed with SigV4\n" +
+	"from the AWS configuration chain (an API on this machine: as the local stack's test identity).\n" +
+	"key=value pairs are the job's args (docs/job-types.md lists each type's), e.g. userId=u-demo-2.\n" +
+	"  --key K              the job's natural key (deduplication); default: derived from the args\n" +
+	"  --policy P           what happens when the key's last job has ended: AllowAfterFailed (default;\n" +
+	"                       a new job after any that ended), RejectIfFailed (refused after a Failed job),\n" +
+	"                       RejectAlways (refused after any job that ended); a refusal exits with 4\n" +
+	"  --delay S            postpone the job: seconds (0-900) or a whole-second duration (90s, 5m);\n" +
+	"                       the job reads Scheduled until then\n" +
+	"  --idempotency-key K  the request's Idempotency-Key, to repeat an earlier call safely (the API\n" +
+	"                       answers it again instead of making a second job); default: a new one\n" +
+	"  --api URL            the API's base URL (default $RUNSTWICE_API_URL; for stage local, the running\n" +
+	"                       local stack's API from .devstack/stack.json, whatever its port; with none\n" +
+	"                       running, " + localapi.DefaultURL + ")\n" +
+	"  --caller NAME        send the request unsigned, naming the caller in X-Caller (a name or an\n" +
+	"                       IAM ARN; the local stack only)\n" +
+	"Args the API rejects exit with 2."
+
 // enqueueRequest is a parsed `jobctl enqueue` command line.
 type enqueueRequest struct {
 	jobType   string
@@ -113,7 +132,7 @@ func parseDelay(v string) (int, error) {
 // (AllowAfterFailed, RejectIfFailed, RejectAlways), --delay seconds (or a
 // duration such as 5m). --idempotency-key repeats an earlier call safely.
 // --api is the API's base URL (default $RUNSTWICE_API_URL; for stage local
-// http://127.0.0.1:3000). --caller sends the request unsigned, naming the
+// the running local stack's, from .devstack/stack.json). --caller sends the request unsigned, naming the
 // caller (a name or an IAM ARN; the local stack only). Exit codes: 4 when the
 // API refuses the job (duplicate policy, unknown type), 2 when it rejects
 // the args or the command line is wrong, 1 for any other failure.

@@ -1,6 +1,6 @@
 // Command jobctl is the on-call tool for runstwice: flip kill switches (also
-// for a while, with a reason), triage, redrive and drop dead letters, list
-// and read jobs.
+// for a while, with a reason), triage, redrive and drop dead letters, list,
+// read and cancel jobs, mend a user's stored address, enqueue a job.
 //
 //	jobctl [--stage S] [--endpoint URL] [--json] COMMAND
 //	  toggles list
@@ -10,6 +10,9 @@
 //	  dlq drop ID|--all [--type T] [--since D] [--reason TEXT] [--dry-run] --yes
 //	  jobs get ID
 //	  jobs list [--type T] [--state S] [--since D]
+//	  jobs cancel ID
+//	  users set-email USER_ID ADDRESS
+//	  enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]
 //
 // `jobctl --help` (or `help`, or COMMAND --help) prints help on stdout.
 //
@@ -19,11 +22,12 @@
 // the running local stack named by .devstack/stack.json (in the working
 // directory or above). Table names and queue URLs come from the same
 // environment variables the functions use (JOBS_TABLE, DEAD_LETTERS_TABLE,
-// MARKERS_TABLE, QUEUE_URL_CRITICAL, …), else from .devstack/resources.json
+// MARKERS_TABLE, USERS_TABLE, QUEUE_URL_CRITICAL, …), else from .devstack/resources.json
 // (the local stack), else from the stack's naming convention for the stage.
 //
 // Exit codes: 0 success; 1 an AWS or runtime error (no credentials, no
-// endpoint, a failed call); 2 a usage error; 3 not found; 4 refused (a type
+// endpoint, a failed call); 2 a usage error; 3 not found (a job, a dead
+// letter, a user); 4 refused (a type
 // not in the registry, a superseded letter without --force, a drop without
 // --yes, a letter that cannot be redriven).
 package main

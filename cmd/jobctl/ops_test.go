@@ -22,6 +22,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -390,5 +391,52 @@ func TestJobsCancel(t *testing.T) {
 	}
 	if code, _, _ := w.cli("jobs", "cancel", contract.NewMessageID()); code != exitNotFound {
 		t.Fatalf("cancel of a missing job: exit %d; want %d", code, exitNotFound)
+	}
+}
+
+// TestUsersSetEmail: the address is stored as given (the user's other
+// fields untouched) and the old one is said; an unknown user is not found.
+func TestUsersSetEmail(t *testing.T) {
+	w := newStage(t)
+	table := conventionalNames(w.stage)["UsersTable"]
+	testenv.CreateTable(t, w.DB, table, "userId", "")
+	testenv.PutItem(t, w.DB, table, map[string]any{"userId": "u-bad", "email": "Bad Address <bad@example.com>",
+		"displayName": "Bad Address", "emailConfirmed": true})
+
+	code, out, stderr := w.cli("users", "set-email", "u-bad", "bad@example.com")
+	if code != exitOK || !strings.Contains(out, "bad@example.com") || !strings.Contains(out, `"Bad Address <bad@example.com>"`) {
+		t.Fatalf("set-email: exit %d\n%s%s", code, out, stderr)
+	}
+	u, ok, err := users.New(w.DB, table).Get(context.Background(), "u-bad")
+	if err != nil || !ok || u.Email != "bad@example.com" || u.DisplayName != "Bad Address" || !u.EmailConfirmed {
+		t.Fatalf("stored user %+v (%v, %v); want the new address, the rest as it was", u, ok, err)
+	}
+	if code, _, stderr := w.cli("users", "set-email", "u-nobody", "x@example.com"); code != exitNotFound || !strings.Contains(stderr, "u-nobody") {
+		t.Fatalf("set-email of an unknown user: exit %d %s; want %d", code, stderr, exitNotFound)
+	}
+	if _, ok, _ := users.New(w.DB, table).Get(context.Background(), "u-nobody"); ok {
+		t.Fatal("set-email of an unknown user made one")
+	}
+}
+
+// A letter with no job record is listed as one letter, and dropping it
+// says that there is no job record instead of naming a job's state.
+func TestDLQDropWithoutJobRecord(t *testing.T) {
+	w := newStage(t)
+	now := time.Now()
+	if _, err := w.Letters.Save(context.Background(), deadletter.Record{
+		ID: "m-poison", Type: deadletter.UnknownType, Body: "this is not a job", Reason: "invalid: body: invalid JSON",
+		ReceiveCount: 1, Status: deadletter.StatusDead, FirstSeen: now, LastSeen: now,
+	}, "sqs-1"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := w.cli("dlq", "list")
+	if code != exitOK || !strings.HasPrefix(out, "1 dead letter in ") {
+		t.Fatalf("dlq list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = w.cli("dlq", "drop", "m-poison", "--yes")
+	if code != exitOK || !strings.Contains(out, "dropped m-poison") || !strings.Contains(out, "it has no job record") ||
+		strings.Contains(out, "reads Failed") || !strings.Contains(out, "drop: 1 letter: dropped 1") {
+		t.Fatalf("drop: exit %d\n%s%s", code, out, stderr)
 	}
 }

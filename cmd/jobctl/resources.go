@@ -13,6 +13,7 @@ type resources struct {
 	JobsTable        string
 	MarkersTable     string
 	DeadLettersTable string
+	UsersTable       string
 	Queues           map[contract.Queue]string
 }
 
@@ -44,6 +45,7 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 		JobsTable:        pick("JOBS_TABLE", "JobsTable"),
 		MarkersTable:     pick("MARKERS_TABLE", "MarkersTable"),
 		DeadLettersTable: pick("DEAD_LETTERS_TABLE", "DeadLettersTable"),
+		UsersTable:       pick("USERS_TABLE", "UsersTable"),
 		Queues: map[contract.Queue]string{
 			contract.QueueCritical: pick("QUEUE_URL_CRITICAL", "CriticalQueue"),
 			contract.QueueDefault:  pick("QUEUE_URL_DEFAULT", "DefaultQueue"),
@@ -60,5 +62,6 @@ func conventionalNames(stage string) map[string]string {
 		"JobsTable":        "runstwice-" + stage + "-jobs",
 		"MarkersTable":     "runstwice-" + stage + "-markers",
 		"DeadLettersTable": "runstwice-" + stage + "-dead-letters",
+		"UsersTable":       "runstwice-" + stage + "-users",
 	}
 }

@@ -18,6 +18,7 @@ package email
 import (
 	"context"
 	"errors"
+	"net/mail"
 	"time"
 )
 
@@ -52,6 +53,18 @@ type Token struct {
 // exists, or no longer needs the token (an address confirmed meanwhile). The
 // handler turns it into a successful no-op.
 var ErrUserGone = errors.New("email: user gone or no longer needs the mail")
+
+// PlainAddress returns the address a mail to the stored address s goes to,
+// and whether s is usable as it is stored: one address with no display name
+// ("ada@example.com", not "Ada <ada@example.com>" nor a list). A mail job
+// refuses any other as a permanent failure.
+func PlainAddress(s string) (string, bool) {
+	addr, err := mail.ParseAddress(s)
+	if err != nil || addr.Name != "" {
+		return "", false
+	}
+	return addr.Address, true
+}
 
 // Users is the port to the users table.
 type Users interface {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/mail"
 	"net/url"
 	"slices"
 	"strings"
@@ -152,8 +151,8 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	if strings.TrimSpace(u.Email) == "" {
 		return h.noop("user has no e-mail address")
 	}
-	addr, err := mail.ParseAddress(u.Email)
-	if err != nil || addr.Name != "" {
+	to, ok := PlainAddress(u.Email)
+	if !ok {
 		return runner.Permanent(fmt.Errorf("email: user %s: stored e-mail address is not a plain address", userID))
 	}
 
@@ -188,7 +187,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	if err != nil {
 		return runner.Permanent(err)
 	}
-	msg := Message{ID: job.Envelope.MessageID, To: addr.Address, Subject: subject, Text: text, HTML: html}
+	msg := Message{ID: job.Envelope.MessageID, To: to, Subject: subject, Text: text, HTML: html}
 	if err := h.cfg.Sender.Send(ctx, msg); err != nil {
 		return fmt.Errorf("email: send %s to user %s: %w", job.Envelope.Type, userID, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -67,6 +68,9 @@ type Local struct {
 	Endpoint string
 	// Stack is what was provisioned from the template.
 	Stack *stack.Stack
+	// RunID tells this run from the others in functions.log, where its
+	// "run started" line carries it (see RunStartedMsg).
+	RunID string
 
 	stateDir string
 	lock     *stateLock
@@ -77,6 +81,7 @@ type Local struct {
 	proxy    *awsproxy.Server
 	pools    []*Pool
 	logs     []*os.File
+	runLog   *slog.Logger // the run marks in functions.log
 	mailbox  Mailbox
 	wrote    bool // stack.json and env are ours to remove
 	stopOnce sync.Once
@@ -97,10 +102,20 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	step := func(n int, format string, args ...any) {
 		fmt.Fprintf(out, "[%d/6] %s\n", n, fmt.Sprintf(format, args...))
 	}
-	l = &Local{stateDir: opts.StateDir}
+	_, statErr := os.Stat(opts.StateDir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	defer func() {
+		if err != nil && created {
+			_ = os.Remove(opts.StateDir) // a start refused leaves no trace (only when empty)
+		}
+	}()
+	// Every `return nil, err` below sets l to nil before this runs: stop
+	// what was started through its own name.
+	started := &Local{stateDir: opts.StateDir}
+	l = started
 	defer func() {
 		if err != nil {
-			l.Stop()
+			started.Stop()
 			l = nil
 		}
 	}()
@@ -144,6 +159,9 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if err != nil {
 		return nil, err
 	}
+	l.RunID = newRunID(time.Now())
+	l.runLog = runMarker(sinks.App, l.RunID)
+	l.runLog.Info(RunStartedMsg, "pid", os.Getpid(), "api", "http://"+apiListener.Addr().String(), "stateDir", opts.StateDir)
 	report := NewReporter(out)
 	l.mailbox.OnMail = report.Mail
 	sinks.App = report.OutcomeWriter(sinks.App)
@@ -186,7 +204,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	}
 
 	// 3. Demo data.
-	step(3, "seeding demo users u-demo-1 (unconfirmed) and u-demo-2 (confirmed); verifying the sender")
+	step(3, "seeding demo users u-demo-1 (unconfirmed), u-demo-2 (confirmed) and u-bad (an unusable address); verifying the sender")
 	users, ok := l.Stack.Physical("UsersTable")
 	if !ok {
 		return nil, errors.New("devstack: the template has no UsersTable")
@@ -272,7 +290,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	// 6. The API.
 	step(6, "serving the API on http://%s", apiListener.Addr())
 	l.APIURL = "http://" + apiListener.Addr().String()
-	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), sinks); err != nil {
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), sinks, report.Logger()); err != nil {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
@@ -351,6 +369,9 @@ func (l *Local) Stop() {
 		}
 		if l.wrote {
 			removeStackFiles(l.stateDir)
+		}
+		if l.runLog != nil {
+			l.runLog.Info(RunStoppedMsg)
 		}
 		for _, f := range l.logs {
 			f.Close()

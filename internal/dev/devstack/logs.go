@@ -1,11 +1,15 @@
 package devstack
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/moto"
@@ -23,6 +27,31 @@ func (l *Local) openLogs(dir string) (lambdarie.Sinks, error) {
 		ws[i] = w
 	}
 	return lambdarie.Sinks{App: ws[0], Metrics: ws[1], Emulator: ws[2]}, nil
+}
+
+// The msg of the lines that mark where a run of the stack starts and ends
+// in functions.log, which every run appends to: a run's lines are those
+// between its "run started" line and the next one.
+const (
+	RunStartedMsg = "run started"
+	RunStoppedMsg = "run stopped"
+)
+
+// RunFunction is the function field of the run marks, so that every line
+// of functions.log names who wrote it.
+const RunFunction = "devstack"
+
+// newRunID names one run of the stack: its start time (UTC, to the second)
+// and four random bytes, so two runs started in the same second differ.
+func newRunID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// runMarker writes the run marks into w, in the functions' JSON format.
+func runMarker(w io.Writer, runID string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, nil)).With("function", RunFunction, "runId", runID)
 }
 
 func (l *Local) openLog(dir, name string) (io.Writer, error) {

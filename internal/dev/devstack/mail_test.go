@@ -3,10 +3,12 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,34 @@ func TestReporterPrintsOneLinePerOutcome(t *testing.T) {
 	}
 	if got := strings.TrimSpace(out.String()); got != strings.Join(want, "\n") {
 		t.Fatalf("printed:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// What the stack's parts log beside the job lines (the web view's switch
+// flips) is printed in the form of the job lines, not log's or slog's own.
+func TestReporterLoggerPrintsLikeTheJobLines(t *testing.T) {
+	var out bytes.Buffer
+	r := NewReporter(&out)
+	at := time.Date(2026, 12, 1, 14, 45, 51, 0, time.UTC)
+	log := r.Logger()
+	for _, tc := range []struct {
+		log  func()
+		want string
+	}{
+		{func() { log.Info("webview: switch set", "type", "email.welcome.v1", "enabled", true) },
+			`14:45:51  webview: switch set  type=email.welcome.v1 enabled=true`},
+		{func() { log.Warn("webview: read dead letters", "error", errors.New("throttled: slow down")) },
+			`14:45:51  webview: read dead letters  level=WARN error="throttled: slow down"`},
+		{func() { log.With("stage", "local").WithGroup("req").Error("failed", "path", "/_local/") },
+			`14:45:51  failed          level=ERROR stage=local req.path=/_local/`},
+		{func() { log.Debug("not shown") }, ``},
+	} {
+		out.Reset()
+		r.now = func() time.Time { return at }
+		tc.log()
+		got := strings.TrimSpace(regexp.MustCompile(`^\d\d:\d\d:\d\d`).ReplaceAllString(out.String(), "14:45:51"))
+		if got != tc.want {
+			t.Errorf("printed %q; want %q", got, tc.want)
+		}
 	}
 }

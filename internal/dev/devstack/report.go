@@ -3,9 +3,13 @@ package devstack
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,3 +105,69 @@ func (r *Reporter) OutcomeWriter(w io.Writer) io.Writer {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Logger returns a logger whose records Reporter prints as its other lines
+// are printed: the time, the message, then key=value for each attribute
+// (level=WARN or ERROR when above INFO). The stack gives it to the parts
+// that log beside the job lines, such as the web view.
+func (r *Reporter) Logger() *slog.Logger { return slog.New(&lineHandler{r: r}) }
+
+// lineHandler is the slog.Handler of Reporter.Logger.
+type lineHandler struct {
+	r      *Reporter
+	attrs  []slog.Attr // with their group prefix applied
+	prefix string      // the open groups, "a.b."
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *lineHandler) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-14s", cmp.Or(rec.Time, h.r.now()).Format(time.TimeOnly), rec.Message)
+	sep := "  "
+	add := func(a slog.Attr) {
+		fmt.Fprintf(&b, "%s%s=%s", sep, a.Key, quoteIfNeeded(a.Value.Resolve().String()))
+		sep = " "
+	}
+	if rec.Level > slog.LevelInfo {
+		add(slog.String("level", rec.Level.String()))
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		add(slog.Attr{Key: h.prefix + a.Key, Value: a.Value})
+		return true
+	})
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	_, err := fmt.Fprintln(h.r.out, b.String())
+	return err
+}
+
+func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = slices.Clone(h.attrs)
+	for _, a := range attrs {
+		c.attrs = append(c.attrs, slog.Attr{Key: h.prefix + a.Key, Value: a.Value})
+	}
+	return &c
+}
+
+func (h *lineHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	c := *h
+	c.prefix += name + "."
+	return &c
+}
+
+// quoteIfNeeded quotes a value that is empty or holds a space, a quote or
+// an equals sign, as slog's text handler does.
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n\"=") {
+		return strconv.Quote(s)
+	}
+	return s
+}

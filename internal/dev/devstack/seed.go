@@ -19,11 +19,25 @@ type DemoUser struct {
 }
 
 // DemoUsers are the seeded users: u-demo-1 has not confirmed its address
-// (a verification mail goes out), u-demo-2 has (a verification is a no-op).
+// (a verification mail goes out), u-demo-2 has (a verification is a no-op),
+// and u-bad's stored address is not a plain address (BadUserEmail), so a
+// mail job for it is dead-lettered at once, the failure to try the
+// dead-letter workflow on.
 var DemoUsers = []DemoUser{
 	{UserID: "u-demo-1", Email: "demo1@example.com", DisplayName: "Demo One", EmailConfirmed: false},
 	{UserID: "u-demo-2", Email: "demo2@example.com", DisplayName: "Demo Two", EmailConfirmed: true},
+	{UserID: BadUser, Email: BadUserEmail, DisplayName: "Bad Address", EmailConfirmed: false},
 }
+
+// BadUser is the seeded user whose stored address is unusable; BadUserEmail
+// is that address, a display name and an address in one field, which the
+// e-mail job refuses as a permanent failure. Setting its address to
+// FixedBadUserEmail (`jobctl users set-email`) fixes it.
+const (
+	BadUser           = "u-bad"
+	BadUserEmail      = "Bad Address <bad@example.com>"
+	FixedBadUserEmail = "bad@example.com"
+)
 
 // PutItemAPI is the part of the DynamoDB client seeding uses.
 type PutItemAPI interface {

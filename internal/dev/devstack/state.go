@@ -55,8 +55,13 @@ func removeStackFiles(dir string) {
 
 // stateLock holds dir/lock: one local stack per state directory. The lock
 // is an flock, which the kernel drops when its holder dies, so a stack that
-// crashed never blocks the next one; the file names the holder's pid.
-type stateLock struct{ f *os.File }
+// crashed never blocks the next one; the file names the holder's pid, and
+// its holder removes it when it stops (a lock file left behind is one whose
+// holder died, and holds nothing).
+type stateLock struct {
+	f    *os.File
+	path string
+}
 
 // ErrStateDirInUse means another local stack runs from the same state
 // directory.
@@ -64,31 +69,52 @@ var ErrStateDirInUse = errors.New("state directory in use")
 
 func lockStateDir(dir string) (*stateLock, error) {
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		holder := "another process"
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				holder = "pid " + strconv.Itoa(pid)
-			}
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("devstack: %w", err)
 		}
-		return nil, failure(ErrStateDirInUse, "another `make run` (%s) is running from %s; stop it first, or give this one its own --state-dir", holder, dir)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			holder := "another process"
+			if b, err := os.ReadFile(path); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					holder = "pid " + strconv.Itoa(pid)
+				}
+			}
+			return nil, failure(ErrStateDirInUse, "another `make run` (%s) is running from %s; stop it first, or give this one its own --state-dir", holder, dir)
+		}
+		// The holder this one waited on may have removed the file between
+		// our open and our lock: then the lock is on a file no one else
+		// sees, and the next stack would lock a new one. Lock again.
+		if !samePath(f, path) {
+			f.Close()
+			continue
+		}
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &stateLock{f: f, path: path}, nil
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &stateLock{f: f}, nil
 }
 
+// samePath reports that path still names the open file f.
+func samePath(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	named, err := os.Stat(path)
+	return err == nil && os.SameFile(held, named)
+}
+
+// release removes the lock file, then drops the lock (in that order, so a
+// stack that opens the file meanwhile finds it gone and locks a new one).
 func (l *stateLock) release() {
 	if l == nil {
 		return
 	}
-	_ = l.f.Truncate(0)
+	_ = os.Remove(l.path)
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
 }

@@ -1,7 +1,10 @@
 package devstack
 
 import (
+	"context"
 	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +25,9 @@ func TestStateDirLock(t *testing.T) {
 		t.Fatalf("second lock = %v; want ErrStateDirInUse naming the holder", err)
 	}
 	first.release()
+	if _, err := os.Stat(filepath.Join(dir, LockFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("lock file after release: %v; want it removed", err)
+	}
 	again, err := lockStateDir(dir)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
@@ -47,6 +53,39 @@ func TestStaleLockIsNoHolder(t *testing.T) {
 		t.Fatalf("lock over a stale lock file: %v", err)
 	}
 	l.release()
+}
+
+// A start that is refused (here: the API's address is taken) leaves no
+// lock file behind, and no state directory it created for nothing.
+func TestRefusedStartLeavesNoLock(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name     string
+		existing bool
+	}{{"a state directory that exists", true}, {"a new state directory", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if tc.existing {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := Start(context.Background(), Options{StateDir: dir, APIAddr: ln.Addr().String(), MotoPort: 1})
+			if !errors.Is(err, ErrPortInUse) || l != nil {
+				t.Fatalf("Start = %v, %v; want refused with ErrPortInUse", l, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, LockFile)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("lock file after a refused start: %v; want none", err)
+			}
+			if _, err := os.Stat(dir); tc.existing == errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("state directory after a refused start: %v; want it there only if it was before", err)
+			}
+		})
+	}
 }
 
 func TestStackFiles(t *testing.T) {

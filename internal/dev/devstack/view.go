@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,9 +17,10 @@ import (
 const ViewPath = webview.DefaultPrefix
 
 // handler serves the API, the local web view of the whole stack under
-// ViewPath (jobs, mails, dead letters, switches), and takes the output of a
-// function run beside the stack at FunctionOutputPath into sinks.
-func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, sinks lambdarie.Sinks) (http.Handler, error) {
+// ViewPath (jobs, mails, dead letters, switches), which logs to logger, and
+// takes the output of a function run beside the stack at FunctionOutputPath
+// into sinks.
+func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, sinks lambdarie.Sinks, logger *slog.Logger) (http.Handler, error) {
 	var log webview.MailLog
 	if mail != nil {
 		log = viewMails{mail}
@@ -28,7 +30,7 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, si
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage")}))
+	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage"), Logger: logger}))
 	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks))
 	mux.Handle("/", api)
 	return mux, nil
