@@ -11,7 +11,8 @@
 #    instead of a deep copy of every table it names (which, taken while
 #    another request thread writes to the table, also fails with
 #    "dictionary changed size during iteration", HTTP 500). All of its
-#    operations apply, or none.
+#    operations apply, or none, and a cancelled one leaves no record on a
+#    table's stream (moto's own rollback left an INSERT and a REMOVE).
 # 2. SQS SendMessage reads the one queue attribute it needs, and
 #    ReceiveMessage the retention period, instead of all of them (the
 #    approximate counts walk every message of the queue, per message
@@ -99,16 +100,27 @@ def _patch_transactions():
 
     def transact_write_items(self, transact_items):
         before = touched(self, transact_items)
+        # Each touched table's stream length: a cancelled transaction leaves
+        # no stream record behind, as in DynamoDB (moto appends one per
+        # operation it applied before the failing one, and deleting an item
+        # to restore it would append a REMOVE too).
+        streams = {id(t): (t, len(t.stream_shard.items)) for t, *_ in before if t.stream_shard is not None}
         try:
             return original(self, transact_items)
         except BaseException:
             for table, hash_key, range_key, item in reversed(before):
                 if item is None:
-                    table.delete_item(hash_key, range_key)
+                    if range_key is not None:
+                        table.items.get(hash_key, {}).pop(range_key, None)
+                    else:
+                        table.items.pop(hash_key, None)
                 elif range_key is not None:
                     table.items[hash_key][range_key] = item
                 else:
                     table.items[hash_key] = item
+            for table, n in streams.values():
+                if table.stream_shard is not None:
+                    del table.stream_shard.items[n:]
             raise
 
     ddb.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
