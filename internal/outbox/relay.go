@@ -1,0 +1,198 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// Request is what the relay asks of the enqueue path: the API's request for
+// a caller, without HTTP.
+type Request struct {
+	Caller         string
+	Type           string
+	IdempotencyKey string
+	CorrelationID  string
+	// Body is the request body as the API takes it.
+	Body []byte
+}
+
+// Answer is the enqueue path's answer, as the API would give it: an HTTP
+// status and, for a problem, its type (the last part of its URI) and detail.
+type Answer struct {
+	Status  int
+	Problem string
+	Detail  string
+	JobID   string
+	State   string
+}
+
+// Enqueuer enqueues one request exactly as the HTTP API does: the same job
+// id derivation, validation, dedup, duplicate policy and scheduling
+// (*enqueue.Handler is one).
+type Enqueuer interface {
+	EnqueueFor(ctx context.Context, r Request) Answer
+}
+
+// DeadLetters records an item that breaks a rule (*deadletter.Store is
+// one).
+type DeadLetters interface {
+	SaveDelivery(ctx context.Context, rec deadletter.Record, deliveryID string) (deadletter.Saved, error)
+}
+
+// SourceOutbox is the source a dead letter of the relay names.
+const SourceOutbox = "outbox"
+
+// problemDuplicateRejected is the API's problem type for a key whose last
+// job the duplicate policy keeps from a new one: a final answer, not a
+// broken rule.
+const problemDuplicateRejected = "duplicate-job-rejected"
+
+// Relay handles batches of the outbox table's stream. Enqueuer and
+// DeadLetters are required.
+type Relay struct {
+	Enqueuer    Enqueuer
+	DeadLetters DeadLetters
+	Logger      *slog.Logger
+	Metrics     *obs.Metrics
+}
+
+// Handle relays a batch of stream records in order. It never returns an
+// error: a transient failure is reported as the batch item failure of its
+// record (the event source mapping retries the shard from there on), and a
+// record that breaks a rule is dead-lettered and done.
+func (r *Relay) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	defer r.Metrics.Flush()
+	log := obs.WithRequest(ctx, r.logger())
+	var resp events.DynamoDBEventResponse
+	for _, rec := range ev.Records {
+		if err := r.relay(ctx, log, rec); err != nil {
+			log.Warn("outbox record not relayed; the shard is retried from it", "eventId", rec.EventID,
+				"sequenceNumber", rec.Change.SequenceNumber, obs.KeyError, obs.Redact(err))
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			break // the records after it are retried with it, in order
+		}
+	}
+	return resp, nil
+}
+
+func (r *Relay) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.Default()
+	}
+	return r.Logger
+}
+
+// errTransient marks an answer the relay retries.
+var errTransient = errors.New("outbox: transient")
+
+// relay handles one record; an error is transient (retry).
+func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord) error {
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
+		return nil // REMOVE: the item expired or was deleted; nothing to relay
+	}
+	image := Values(rec.Change.NewImage)
+	it, err := Decode(image)
+	if err != nil {
+		return r.deadLetter(ctx, log, rec, it, err.Error())
+	}
+	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
+	a := r.Enqueuer.EnqueueFor(ctx, Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
+		CorrelationID: it.CorrelationID, Body: it.Body()})
+	switch {
+	case a.Status >= 200 && a.Status < 300:
+		log.Info("outbox item relayed", "status", a.Status, "state", a.State)
+		return nil
+	case a.Status == http.StatusConflict && a.Problem == problemDuplicateRejected:
+		log.Info("outbox item's job refused by its duplicate policy; nothing enqueued", "status", a.Status, obs.KeyReason, a.Detail)
+		return nil
+	case a.Status >= 500 || a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %d %s: %s", errTransient, a.Status, a.Problem, a.Detail)
+	}
+	return r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
+}
+
+// deadLetter records the record's item as a dead letter with its reason,
+// counts it and logs the alert; a failure to record it is transient.
+func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it Item, reason string) error {
+	body, _ := json.Marshal(Plain(Values(rec.Change.NewImage)))
+	dl := deadletter.Record{ID: "outbox:" + rec.EventID, Type: deadletter.UnknownType, Body: string(body),
+		Reason: reason, SourceQueue: SourceOutbox, ReceiveCount: 1, Status: deadletter.StatusDead, CorrelationID: it.CorrelationID}
+	if it.Producer != "" && it.IdempotencyKey != "" {
+		dl.ID, dl.JobID = it.JobID(), it.JobID()
+	}
+	if it.Type != "" {
+		dl.Type = it.Type
+	}
+	saved, err := r.DeadLetters.SaveDelivery(ctx, dl, rec.EventID)
+	if err != nil {
+		return fmt.Errorf("record the dead letter: %w", err)
+	}
+	if saved.New {
+		r.Metrics.Count(obs.DeadLetters, dl.Type, 1)
+		log.Error("dead letter: outbox item breaks a rule and needs a person", "alert", true, "deadLetterId", dl.ID,
+			obs.KeyReason, reason, "sourceQueue", SourceOutbox)
+	}
+	return nil
+}
+
+// Values converts a stream record's image to the relay's values.
+func Values(image map[string]events.DynamoDBAttributeValue) map[string]Value {
+	out := make(map[string]Value, len(image))
+	for k, v := range image {
+		out[k] = value(v)
+	}
+	return out
+}
+
+func value(v events.DynamoDBAttributeValue) Value {
+	switch v.DataType() {
+	case events.DataTypeString:
+		s := v.String()
+		return Value{S: &s}
+	case events.DataTypeNumber:
+		n := v.Number()
+		return Value{N: &n}
+	case events.DataTypeMap:
+		return Value{M: Values(v.Map())}
+	}
+	return Value{Bad: dataTypeName(v.DataType())}
+}
+
+func dataTypeName(t events.DynamoDBDataType) string {
+	names := map[events.DynamoDBDataType]string{events.DataTypeBinary: "B", events.DataTypeBoolean: "BOOL",
+		events.DataTypeBinarySet: "BS", events.DataTypeList: "L", events.DataTypeNull: "NULL",
+		events.DataTypeNumberSet: "NS", events.DataTypeStringSet: "SS"}
+	if n, ok := names[t]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// Plain is an image as plain JSON values (strings, numbers as text, maps),
+// for a dead letter's body.
+func Plain(vals map[string]Value) map[string]any {
+	out := make(map[string]any, len(vals))
+	for k, v := range vals {
+		switch {
+		case v.S != nil:
+			out[k] = *v.S
+		case v.N != nil:
+			out[k] = json.Number(*v.N)
+		case v.M != nil:
+			out[k] = Plain(v.M)
+		default:
+			out[k] = "(" + strings.ToLower(v.Bad) + ")"
+		}
+	}
+	return out
+}
