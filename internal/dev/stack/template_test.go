@@ -287,7 +287,10 @@ func checkTables(t *Template) []string {
 }
 
 // checkToggles: one parameter, value false, per fail-closed registered type,
-// and none for a type the registry does not know.
+// and none for a type the registry does not know. Every switch parameter of
+// the template holds false: a deploy that changes one writes its value over
+// an operator's flip (docs/deploy.md, Switches across deploys), which may
+// stop a type, never start one.
 func checkToggles(t *Template) []string {
 	var problems findings
 	bad := problems.add
@@ -313,6 +316,9 @@ func checkToggles(t *Template) []string {
 	for typ := range have {
 		if _, err := reg.Lookup(typ); err != nil {
 			bad("toggle parameter for unregistered type %q", typ)
+		}
+		if v := have[typ]; v != "false" {
+			bad("toggle parameter for %s holds %q: a deploy that changes it would switch the type on over an operator's off; want false", typ, v)
 		}
 	}
 	return problems.sorted()
@@ -489,6 +495,10 @@ func TestChecksCatchMistakes(t *testing.T) {
 			delete(tm.Resources["MarkersTable"].Properties, "PointInTimeRecoverySpecification")
 		}, "MarkersTable: point-in-time recovery"},
 		{"fail-closed type without toggle", toggles, func(tm *Template) { delete(tm.Resources, "PartnerDigestToggle") }, "fail-closed type email.partner-digest.v1"},
+		{"a switch parameter that holds true", toggles, func(tm *Template) {
+			tm.Resources["WelcomeToggle"] = Resource{Type: TypeParameter, Properties: map[string]any{
+				"Name": map[string]any{"Fn::Sub": "/runstwice/${Stage}/toggles/email.welcome.v1"}, "Type": "String", "Value": "true"}}
+		}, `email.welcome.v1 holds "true"`},
 	})
 }
 
