@@ -13,6 +13,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // findings collects what a check of the template finds.
@@ -59,7 +60,9 @@ var wantTables = []struct {
 }{
 	{id: "IdempotencyTable", hash: "pk", ttl: true},
 	{id: "JobsTable", hash: "pk", ttl: true},
-	{id: "MarkersTable", hash: "HandlerName", rang: "MessageKey", ttl: true},
+	// The key internal/marker writes: the hash key holds
+	// marker.PartitionKey, one value per job, the range key the job id.
+	{id: "MarkersTable", hash: marker.AttrHandler, rang: marker.AttrMessageKey, ttl: true},
 	{id: "DeadLettersTable", hash: "pk", ttl: true},
 	{id: "UsersTable", hash: "userId"},
 }
