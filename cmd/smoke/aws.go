@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 )
 
 // cfnStack reads a stack with CloudFormation.
@@ -34,7 +37,18 @@ func (s cfnStack) Outputs(ctx context.Context, stack string) (map[string]string,
 // AlarmNames implements Stack: the physical ids (names) of the stack's
 // metric and composite alarms.
 func (s cfnStack) AlarmNames(ctx context.Context, stack string) ([]string, error) {
-	var names []string
+	return s.physicalIDs(ctx, stack, "AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
+}
+
+// EventSources implements Stack: the UUIDs of the stack's event source
+// mappings (SAM makes one per SQS event of a function).
+func (s cfnStack) EventSources(ctx context.Context, stack string) ([]string, error) {
+	return s.physicalIDs(ctx, stack, "AWS::Lambda::EventSourceMapping")
+}
+
+// physicalIDs lists the physical ids of the stack's resources of the types.
+func (s cfnStack) physicalIDs(ctx context.Context, stack string, types ...string) ([]string, error) {
+	var ids []string
 	p := cloudformation.NewListStackResourcesPaginator(s.client, &cloudformation.ListStackResourcesInput{StackName: aws.String(stack)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -42,13 +56,12 @@ func (s cfnStack) AlarmNames(ctx context.Context, stack string) ([]string, error
 			return nil, err
 		}
 		for _, r := range page.StackResourceSummaries {
-			switch aws.ToString(r.ResourceType) {
-			case "AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm":
-				names = append(names, aws.ToString(r.PhysicalResourceId))
+			if slices.Contains(types, aws.ToString(r.ResourceType)) {
+				ids = append(ids, aws.ToString(r.PhysicalResourceId))
 			}
 		}
 	}
-	return names, nil
+	return ids, nil
 }
 
 // cwAlarms reads alarm states with CloudWatch.
@@ -77,4 +90,55 @@ func (a cwAlarms) Alarms(ctx context.Context, prefix string) ([]Alarm, error) {
 		}
 	}
 	return alarms, nil
+}
+
+// snsTopics reads a topic's subscriptions with SNS.
+type snsTopics struct {
+	client *sns.Client
+}
+
+// Subscriptions implements Topics, following pagination.
+func (t snsTopics) Subscriptions(ctx context.Context, topicARN string) ([]Subscription, error) {
+	var subs []Subscription
+	p := sns.NewListSubscriptionsByTopicPaginator(t.client, &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(topicARN)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page.Subscriptions {
+			subs = append(subs, Subscription{Protocol: aws.ToString(s.Protocol), Endpoint: aws.ToString(s.Endpoint), ARN: aws.ToString(s.SubscriptionArn)})
+		}
+	}
+	return subs, nil
+}
+
+// lambdaConcurrency reads the account's concurrency and the event sources'
+// maximum concurrency with Lambda.
+type lambdaConcurrency struct {
+	client *lambda.Client
+}
+
+// UnreservedConcurrency implements Concurrency.
+func (l lambdaConcurrency) UnreservedConcurrency(ctx context.Context) (int, error) {
+	out, err := l.client.GetAccountSettings(ctx, &lambda.GetAccountSettingsInput{})
+	if err != nil {
+		return 0, err
+	}
+	if out.AccountLimit == nil || out.AccountLimit.UnreservedConcurrentExecutions == nil {
+		return 0, fmt.Errorf("GetAccountSettings gave no AccountLimit.UnreservedConcurrentExecutions")
+	}
+	return int(*out.AccountLimit.UnreservedConcurrentExecutions), nil
+}
+
+// MaximumConcurrency implements Concurrency.
+func (l lambdaConcurrency) MaximumConcurrency(ctx context.Context, uuid string) (int, error) {
+	out, err := l.client.GetEventSourceMapping(ctx, &lambda.GetEventSourceMappingInput{UUID: aws.String(uuid)})
+	if err != nil {
+		return 0, err
+	}
+	if out.ScalingConfig == nil {
+		return 0, nil
+	}
+	return int(aws.ToInt32(out.ScalingConfig.MaximumConcurrency)), nil
 }

@@ -8,19 +8,23 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/smithy-go/encoding/cbor"
 )
 
 // The emulator the integration tests use (moto) does not list CloudWatch
-// alarms among a stack's resources and does not speak CloudWatch's CBOR
-// protocol, so these tests serve the two calls in AWS's wire formats to the
-// real SDK clients.
+// alarms or event source mappings among a stack's resources, does not speak
+// CloudWatch's CBOR protocol, and confirms every SNS subscription, so these
+// tests serve the calls in AWS's wire formats to the real SDK clients.
 
 func sdkConfig(endpoint string) aws.Config {
 	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
@@ -51,16 +55,23 @@ func TestCloudFormationAlarmNamesPagesThroughTheStack(t *testing.T) {
 		w.Header().Set("Content-Type", "text/xml")
 		if form.Get("NextToken") == "" {
 			_, _ = io.WriteString(w, fmt.Sprintf(listStackResourcesPage,
-				resource("AWS::SNS::Topic", "arn:aws:sns:us-east-1:1:t")+resource("AWS::CloudWatch::Alarm", "s-dlq-received"), "<NextToken>p2</NextToken>"))
+				resource("AWS::SNS::Topic", "arn:aws:sns:us-east-1:1:t")+resource("AWS::CloudWatch::Alarm", "s-dlq-received")+
+					resource("AWS::Lambda::EventSourceMapping", "0f1e2d3c-0000-4000-8000-000000000001"), "<NextToken>p2</NextToken>"))
 			return
 		}
 		_, _ = io.WriteString(w, fmt.Sprintf(listStackResourcesPage,
-			resource("AWS::CloudWatch::CompositeAlarm", "s-any")+resource("AWS::Lambda::Function", "s-email"), ""))
+			resource("AWS::CloudWatch::CompositeAlarm", "s-any")+resource("AWS::Lambda::Function", "s-email")+
+				resource("AWS::Lambda::EventSourceMapping", "0f1e2d3c-0000-4000-8000-000000000002"), ""))
 	}))
 	defer srv.Close()
-	got, err := cfnStack{cloudformation.NewFromConfig(sdkConfig(srv.URL))}.AlarmNames(context.Background(), "s")
+	stack := cfnStack{cloudformation.NewFromConfig(sdkConfig(srv.URL))}
+	got, err := stack.AlarmNames(context.Background(), "s")
 	if err != nil || !slices.Equal(got, []string{"s-dlq-received", "s-any"}) {
 		t.Fatalf("AlarmNames = %v, %v; want both pages' alarms and nothing else", got, err)
+	}
+	sources, err := stack.EventSources(context.Background(), "s")
+	if err != nil || !slices.Equal(sources, []string{"0f1e2d3c-0000-4000-8000-000000000001", "0f1e2d3c-0000-4000-8000-000000000002"}) {
+		t.Fatalf("EventSources = %v, %v; want both pages' event source mappings and nothing else", sources, err)
 	}
 }
 
@@ -100,5 +111,99 @@ func TestCloudWatchAlarmsReadsMetricAndCompositeAlarms(t *testing.T) {
 	types, _ := asked[0]["AlarmTypes"].(cbor.List)
 	if len(types) != 2 {
 		t.Fatalf("AlarmTypes %v; want metric and composite alarms", asked[0]["AlarmTypes"])
+	}
+}
+
+const listSubscriptionsPage = `<ListSubscriptionsByTopicResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/">
+  <ListSubscriptionsByTopicResult>
+    <Subscriptions>%s</Subscriptions>%s
+  </ListSubscriptionsByTopicResult>
+  <ResponseMetadata><RequestId>r-2</RequestId></ResponseMetadata>
+</ListSubscriptionsByTopicResponse>`
+
+func subscription(arn, endpoint string) string {
+	return "<member><TopicArn>" + topic + "</TopicArn><Protocol>email</Protocol><SubscriptionArn>" + arn +
+		"</SubscriptionArn><Owner>123456789012</Owner><Endpoint>" + endpoint + "</Endpoint></member>"
+}
+
+// SNS answers ListSubscriptionsByTopic a page at a time; an unconfirmed
+// subscription has the SubscriptionArn "PendingConfirmation". The second
+// page's confirmed subscription is what makes the check pass.
+func TestSNSSubscriptionsPagesThroughTheTopic(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		form, _ := url.ParseQuery(string(b))
+		if form.Get("Action") != "ListSubscriptionsByTopic" || form.Get("TopicArn") != topic {
+			http.Error(w, "unexpected "+string(b), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/xml")
+		if form.Get("NextToken") == "" {
+			_, _ = io.WriteString(w, fmt.Sprintf(listSubscriptionsPage, subscription("PendingConfirmation", "new@example.org"), "<NextToken>p2</NextToken>"))
+			return
+		}
+		_, _ = io.WriteString(w, fmt.Sprintf(listSubscriptionsPage, subscription(topic+":6f1c2a9e-1b2c-4d5e-8f90-0a1b2c3d4e5f", "oncall@example.org"), ""))
+	}))
+	defer srv.Close()
+	topics := snsTopics{sns.NewFromConfig(sdkConfig(srv.URL))}
+	got, err := topics.Subscriptions(context.Background(), topic)
+	want := []Subscription{{"email", "new@example.org", "PendingConfirmation"}, {"email", "oncall@example.org", topic + ":6f1c2a9e-1b2c-4d5e-8f90-0a1b2c3d4e5f"}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Subscriptions = %+v, %v; want %+v", got, err, want)
+	}
+	rep := &Report{Outputs: map[string]string{"AlarmTopicArn": topic}}
+	checkSubscription(context.Background(), Config{Topics: topics}, rep)
+	if c := rep.Checks[0]; c.Status != Pass || !strings.Contains(c.Detail, "oncall@example.org") || strings.Contains(c.Detail, "new@example.org") {
+		t.Fatalf("check %+v; want a pass naming only the confirmed subscription", c)
+	}
+}
+
+// Lambda answers GetAccountSettings and GetEventSourceMapping in REST JSON;
+// the check reads AccountLimit.UnreservedConcurrentExecutions and each
+// mapping's ScalingConfig.MaximumConcurrency.
+func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
+	maximum := map[string]string{"uuid-critical": `{"MaximumConcurrency":10}`, "uuid-default": `{"MaximumConcurrency":5}`, "uuid-unbounded": `null`}
+	var unreserved atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch uuid, isMapping := strings.CutPrefix(r.URL.Path, "/2015-03-31/event-source-mappings/"); {
+		case r.Method != http.MethodGet:
+			http.Error(w, "unexpected "+r.Method, http.StatusBadRequest)
+		case strings.TrimSuffix(r.URL.Path, "/") == "/2016-08-19/account-settings":
+			_, _ = fmt.Fprintf(w, `{"AccountLimit":{"TotalCodeSize":80530636800,"CodeSizeUnzipped":262144000,"CodeSizeZipped":52428800,"ConcurrentExecutions":%d,"UnreservedConcurrentExecutions":%d},"AccountUsage":{"TotalCodeSize":1024,"FunctionCount":3}}`,
+				unreserved.Load(), unreserved.Load())
+		case isMapping && maximum[uuid] != "":
+			_, _ = fmt.Fprintf(w, `{"UUID":%q,"BatchSize":10,"EventSourceArn":"arn:aws:sqs:us-east-1:123456789012:s-critical","FunctionArn":"arn:aws:lambda:us-east-1:123456789012:function:s-email","State":"Enabled","ScalingConfig":%s}`, uuid, maximum[uuid])
+		default:
+			w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"Type":"User","Message":"The resource you requested does not exist."}`)
+		}
+	}))
+	defer srv.Close()
+	l := lambdaConcurrency{lambda.NewFromConfig(sdkConfig(srv.URL))}
+	ctx := context.Background()
+	for uuid, want := range map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-unbounded": 0} {
+		if got, err := l.MaximumConcurrency(ctx, uuid); err != nil || got != want {
+			t.Errorf("MaximumConcurrency(%s) = %d, %v; want %d", uuid, got, err, want)
+		}
+	}
+	if _, err := l.MaximumConcurrency(ctx, "uuid-gone"); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
+		t.Errorf("MaximumConcurrency of a deleted mapping: %v; want Lambda's ResourceNotFoundException", err)
+	}
+	stack := fakeStack{sources: []string{"uuid-critical", "uuid-default"}}
+	for _, tc := range []struct {
+		unreserved int32
+		status     Status
+	}{{15, Pass}, {14, Fail}} {
+		unreserved.Store(tc.unreserved)
+		if got, err := l.UnreservedConcurrency(ctx); err != nil || got != int(tc.unreserved) {
+			t.Fatalf("UnreservedConcurrency = %d, %v; want %d", got, err, tc.unreserved)
+		}
+		rep := &Report{}
+		checkConcurrency(ctx, Config{StackName: "s", Stack: stack, Lambda: l}, rep)
+		if c := rep.Checks[0]; c.Status != tc.status {
+			t.Fatalf("unreserved %d against 10 + 5: check %+v; want %s", tc.unreserved, c, tc.status)
+		}
 	}
 }

@@ -2,8 +2,10 @@
 // it reads the CloudFormation stack's outputs, enqueues a welcome mail for a
 // test user through the stack's API with the signed producer client, waits
 // for the job to succeed, reads it back, checks that every alarm of the
-// stack exists, is not in ALARM and notifies the alarm topic, and prints a
-// report.
+// stack exists, is not in ALARM and notifies the alarm topic, that the
+// alarm topic has a confirmed subscription, and that the account's
+// unreserved concurrency covers the event sources' maximum concurrency
+// together, and prints a report.
 //
 //	smoke --stack NAME --user ID [--timeout 2m] [--json]
 //	smoke --api URL --user ID [--caller NAME]    (no stack: no outputs, no alarms)
@@ -28,6 +30,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/awsx"
@@ -87,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.StackName != "" {
 		cfg.Stack = cfnStack{cloudformation.NewFromConfig(awsCfg)}
 		cfg.Alarms = cwAlarms{cloudwatch.NewFromConfig(awsCfg)}
+		cfg.Topics = snsTopics{sns.NewFromConfig(awsCfg)}
+		cfg.Lambda = lambdaConcurrency{lambda.NewFromConfig(awsCfg)}
 	}
 	cfg.Client = func(api string) (*client.Client, error) {
 		switch {

@@ -13,10 +13,34 @@ import (
 	"github.com/runstwice/runstwice/client"
 )
 
-// Stack reads a deployed stack: its outputs and the names of its alarms.
+// Stack reads a deployed stack: its outputs, the names of its alarms and
+// the ids of its event source mappings.
 type Stack interface {
 	Outputs(ctx context.Context, stack string) (map[string]string, error)
 	AlarmNames(ctx context.Context, stack string) ([]string, error)
+	EventSources(ctx context.Context, stack string) ([]string, error)
+}
+
+// Topics reads the subscriptions of an SNS topic.
+type Topics interface {
+	Subscriptions(ctx context.Context, topicARN string) ([]Subscription, error)
+}
+
+// Subscription is one subscription of a topic. SNS lists an unconfirmed one
+// with the ARN "PendingConfirmation".
+type Subscription struct {
+	Protocol, Endpoint, ARN string
+}
+
+// pendingConfirmation is the SubscriptionArn SNS lists for a subscription
+// its endpoint has not confirmed.
+const pendingConfirmation = "PendingConfirmation"
+
+// Concurrency reads Lambda: the account's unreserved concurrency, and an
+// event source mapping's maximum concurrency (0 when it sets none).
+type Concurrency interface {
+	UnreservedConcurrency(ctx context.Context) (int, error)
+	MaximumConcurrency(ctx context.Context, uuid string) (int, error)
 }
 
 // Alarms reads the state of the alarms whose names start with a prefix.
@@ -44,9 +68,12 @@ type Config struct {
 	Timeout, Poll time.Duration
 	// Client returns the API client for a base URL.
 	Client func(api string) (*client.Client, error)
-	// Stack and Alarms read AWS; both are needed when StackName is set.
+	// Stack, Alarms, Topics and Lambda read AWS; all are needed when
+	// StackName is set.
 	Stack  Stack
 	Alarms Alarms
+	Topics Topics
+	Lambda Concurrency
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -115,8 +142,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Stack: cfg.StackName, API: cfg.API}
 	if cfg.StackName != "" {
-		if cfg.Stack == nil || cfg.Alarms == nil {
-			return nil, errors.New("smoke: a stack needs its Stack and Alarms readers")
+		if cfg.Stack == nil || cfg.Alarms == nil || cfg.Topics == nil || cfg.Lambda == nil {
+			return nil, errors.New("smoke: a stack needs its Stack, Alarms, Topics and Lambda readers")
 		}
 		out, err := cfg.Stack.Outputs(ctx, cfg.StackName)
 		if err != nil {
@@ -144,6 +171,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.add("alarms", Skip, "no stack given")
 	} else {
 		checkAlarms(ctx, cfg, rep)
+		checkSubscription(ctx, cfg, rep)
+		checkConcurrency(ctx, cfg, rep)
 	}
 	return rep, nil
 }
@@ -260,4 +289,76 @@ func commonPrefix(names []string) string {
 		}
 	}
 	return p
+}
+
+// checkSubscription checks that the alarm topic has a confirmed
+// subscription: an alarm that notifies a topic nobody confirmed pages
+// nobody.
+func checkSubscription(ctx context.Context, cfg Config, rep *Report) {
+	const name = "alarm subscription"
+	topic := rep.Outputs["AlarmTopicArn"]
+	if topic == "" {
+		rep.add(name, Fail, "the stack has no AlarmTopicArn output")
+		return
+	}
+	subs, err := cfg.Topics.Subscriptions(ctx, topic)
+	if err != nil {
+		rep.add(name, Fail, "listing the subscriptions of %s: %v", topic, err)
+		return
+	}
+	var confirmed, pending []string
+	for _, s := range subs {
+		if s.ARN == pendingConfirmation {
+			pending = append(pending, s.Protocol+" "+s.Endpoint)
+		} else {
+			confirmed = append(confirmed, s.Protocol+" "+s.Endpoint)
+		}
+	}
+	switch {
+	case len(confirmed) > 0:
+		rep.add(name, Pass, "confirmed: %s", strings.Join(confirmed, ", "))
+	case len(pending) > 0:
+		rep.add(name, Fail, "not confirmed yet: %s (click the link in the mail SNS sent; until then the alarms reach nobody)", strings.Join(pending, ", "))
+	default:
+		rep.add(name, Fail, "%s has no subscription: set AlarmEmail and deploy, or subscribe someone", topic)
+	}
+}
+
+// checkConcurrency checks that the account's unreserved concurrency covers
+// the maximum concurrency of the stack's event sources together: below it,
+// Lambda throttles the workers before they reach their maximum, and each
+// throttled batch counts a delivery towards the DLQ.
+func checkConcurrency(ctx context.Context, cfg Config, rep *Report) {
+	const name = "concurrency"
+	ids, err := cfg.Stack.EventSources(ctx, cfg.StackName)
+	if err != nil {
+		rep.add(name, Fail, "listing the stack's event sources: %v", err)
+		return
+	}
+	if len(ids) == 0 {
+		rep.add(name, Fail, "the stack declares no event source mappings")
+		return
+	}
+	sum := 0
+	for _, id := range ids {
+		n, err := cfg.Lambda.MaximumConcurrency(ctx, id)
+		if err != nil {
+			rep.add(name, Fail, "reading event source %s: %v", id, err)
+			return
+		}
+		if n <= 0 {
+			rep.add(name, Fail, "event source %s sets no maximum concurrency, so it can take up to the account's whole limit", id)
+			return
+		}
+		sum += n
+	}
+	free, err := cfg.Lambda.UnreservedConcurrency(ctx)
+	switch {
+	case err != nil:
+		rep.add(name, Fail, "reading the account's concurrency: %v", err)
+	case free < sum:
+		rep.add(name, Fail, "the account's unreserved concurrency is %d, below the %d the %d event sources may use together: ask AWS for a higher limit (Service Quotas, Lambda concurrent executions) or lower their MaximumConcurrency", free, sum, len(ids))
+	default:
+		rep.add(name, Pass, "unreserved %d covers the %d event sources' maximum of %d together (the enqueue function and the account's other functions share the rest)", free, len(ids), sum)
+	}
 }

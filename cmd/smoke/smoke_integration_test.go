@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
@@ -22,7 +23,8 @@ import (
 // TestSmokeAgainstTheLocalStack runs the smoke test end to end against the
 // whole bundle on this machine: pointed at its API (as `make smoke API=…`
 // does), then as for a deployed stack whose outputs CloudFormation (moto)
-// serves and whose alarms are quiet.
+// serves, whose alarms are quiet, whose alarm topic (moto's SNS) has a
+// subscription, and whose account has concurrency to spare.
 func TestSmokeAgainstTheLocalStack(t *testing.T) {
 	l := localapitest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -57,8 +59,16 @@ func TestSmokeAgainstTheLocalStack(t *testing.T) {
 			{Name: alarms[0], State: "OK", Actions: []string{outputs["AlarmTopicArn"]}},
 			{Name: alarms[1], State: "INSUFFICIENT_DATA", Actions: []string{outputs["AlarmTopicArn"]}},
 		}}
+		// moto confirms a subscription at once; the unconfirmed case is
+		// aws_test.go's.
+		snsClient := sns.NewFromConfig(moto.Config(l.Endpoint, moto.Region))
+		if _, err := snsClient.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(outputs["AlarmTopicArn"]), Protocol: aws.String("email"), Endpoint: aws.String("oncall@example.org")}); err != nil {
+			t.Fatal(err)
+		}
+		sources := []string{"uuid-critical", "uuid-dlq"}
 		rep, err := Run(ctx, Config{StackName: "smoke-local", User: "u-demo-2", Timeout: 90 * time.Second, Poll: 250 * time.Millisecond,
-			Stack: stackAlarms{cfnStack{cfn}, alarms}, Alarms: quiet,
+			Stack: stackAlarms{cfnStack{cfn}, alarms, sources}, Alarms: quiet, Topics: snsTopics{snsClient},
+			Lambda: fakeLambda{unreserved: 1000, maximum: map[string]int{"uuid-critical": 10, "uuid-dlq": 2}},
 			Client: func(api string) (*client.Client, error) {
 				return client.New(api, client.WithCredentials(localapi.Credentials(), localapi.Region))
 			}})
@@ -66,17 +76,18 @@ func TestSmokeAgainstTheLocalStack(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := json.MarshalIndent(rep, "", "  ")
-		if !rep.OK() || rep.API != l.APIURL || len(rep.Checks) != 5 {
-			t.Fatalf("report %s; want 5 passing checks against %s", b, l.APIURL)
+		if !rep.OK() || rep.API != l.APIURL || len(rep.Checks) != 7 {
+			t.Fatalf("report %s; want 7 passing checks against %s", b, l.APIURL)
 		}
 	})
 }
 
-// stackAlarms is a CloudFormation stack whose alarm names are given (moto
-// does not list alarms among a stack's resources).
+// stackAlarms is a CloudFormation stack whose alarm names and event source
+// mappings are given (moto lists neither among a stack's resources).
 type stackAlarms struct {
 	cfnStack
-	names []string
+	names, sources []string
 }
 
-func (s stackAlarms) AlarmNames(context.Context, string) ([]string, error) { return s.names, nil }
+func (s stackAlarms) AlarmNames(context.Context, string) ([]string, error)   { return s.names, nil }
+func (s stackAlarms) EventSources(context.Context, string) ([]string, error) { return s.sources, nil }

@@ -15,10 +15,12 @@ import (
 	"github.com/runstwice/runstwice/client"
 )
 
-// fakeStack is a deployed stack's outputs and alarm names.
+// fakeStack is a deployed stack's outputs, alarm names and event source
+// mappings.
 type fakeStack struct {
 	outputs map[string]string
 	alarms  []string
+	sources []string
 	err     error
 }
 
@@ -26,6 +28,95 @@ func (f fakeStack) Outputs(context.Context, string) (map[string]string, error) {
 	return f.outputs, f.err
 }
 func (f fakeStack) AlarmNames(context.Context, string) ([]string, error) { return f.alarms, f.err }
+func (f fakeStack) EventSources(context.Context, string) ([]string, error) {
+	return f.sources, f.err
+}
+
+// fakeTopics is SNS's answer for the alarm topic.
+type fakeTopics struct {
+	subs []Subscription
+	err  error
+}
+
+func (f fakeTopics) Subscriptions(context.Context, string) ([]Subscription, error) {
+	return f.subs, f.err
+}
+
+// fakeLambda is Lambda's answer: the account's unreserved concurrency and
+// each event source mapping's maximum concurrency.
+type fakeLambda struct {
+	unreserved int
+	maximum    map[string]int
+	err        error
+}
+
+func (f fakeLambda) UnreservedConcurrency(context.Context) (int, error) { return f.unreserved, f.err }
+func (f fakeLambda) MaximumConcurrency(_ context.Context, uuid string) (int, error) {
+	return f.maximum[uuid], nil
+}
+
+// lastCheck runs one check on a report of the stack "s" and returns the line
+// it added.
+func lastCheck(t *testing.T, check func(context.Context, Config, *Report), cfg Config) Check {
+	t.Helper()
+	cfg.StackName = "s"
+	rep := &Report{Outputs: map[string]string{"AlarmTopicArn": topic}}
+	check(context.Background(), cfg, rep)
+	if len(rep.Checks) != 1 {
+		t.Fatalf("checks %+v; want one line", rep.Checks)
+	}
+	return rep.Checks[0]
+}
+
+func TestSubscriptionCheck(t *testing.T) {
+	confirmed := Subscription{Protocol: "email", Endpoint: "oncall@example.org", ARN: topic + ":0b7e4c1a-2f1d-4c4e-9a51-2c7d6f0e8a11"}
+	pending := Subscription{Protocol: "email", Endpoint: "new@example.org", ARN: "PendingConfirmation"}
+	for _, tc := range []struct {
+		name   string
+		topics fakeTopics
+		status Status
+		detail string
+	}{
+		{"confirmed", fakeTopics{subs: []Subscription{confirmed}}, Pass, "confirmed: email oncall@example.org"},
+		{"one confirmed, one pending", fakeTopics{subs: []Subscription{pending, confirmed}}, Pass, "oncall@example.org"},
+		{"only pending", fakeTopics{subs: []Subscription{pending}}, Fail, "not confirmed yet: email new@example.org"},
+		{"nobody subscribed", fakeTopics{}, Fail, "has no subscription"},
+		{"SNS refuses", fakeTopics{err: errors.New("AuthorizationError")}, Fail, "AuthorizationError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lastCheck(t, checkSubscription, Config{Topics: tc.topics})
+			if c.Name != "alarm subscription" || c.Status != tc.status || !strings.Contains(c.Detail, tc.detail) {
+				t.Fatalf("check %+v; want %s containing %q", c, tc.status, tc.detail)
+			}
+		})
+	}
+}
+
+func TestConcurrencyCheck(t *testing.T) {
+	sources := []string{"uuid-critical", "uuid-default", "uuid-bulk", "uuid-dlq"}
+	template := map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-bulk": 2, "uuid-dlq": 2} // 19 together
+	for _, tc := range []struct {
+		name   string
+		stack  fakeStack
+		lambda fakeLambda
+		status Status
+		detail string
+	}{
+		{"a new account's 1000", fakeStack{sources: sources}, fakeLambda{unreserved: 1000, maximum: template}, Pass, "unreserved 1000 covers the 4 event sources' maximum of 19"},
+		{"exactly enough", fakeStack{sources: sources}, fakeLambda{unreserved: 19, maximum: template}, Pass, "maximum of 19"},
+		{"a limited new account", fakeStack{sources: sources}, fakeLambda{unreserved: 10, maximum: template}, Fail, "unreserved concurrency is 10, below the 19"},
+		{"a source without a maximum", fakeStack{sources: sources}, fakeLambda{unreserved: 1000, maximum: map[string]int{"uuid-critical": 10}}, Fail, "uuid-default sets no maximum concurrency"},
+		{"no event sources", fakeStack{}, fakeLambda{unreserved: 1000}, Fail, "no event source mappings"},
+		{"Lambda refuses", fakeStack{sources: sources}, fakeLambda{maximum: template, err: errors.New("AccessDeniedException")}, Fail, "AccessDeniedException"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lastCheck(t, checkConcurrency, Config{Stack: tc.stack, Lambda: tc.lambda})
+			if c.Name != "concurrency" || c.Status != tc.status || !strings.Contains(c.Detail, tc.detail) {
+				t.Fatalf("check %+v; want %s containing %q", c, tc.status, tc.detail)
+			}
+		})
+	}
+}
 
 // fakeAlarms are CloudWatch's alarms.
 type fakeAlarms struct {

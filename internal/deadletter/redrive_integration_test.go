@@ -69,7 +69,8 @@ func (w *opsWorld) wantQueuedOnce(t *testing.T, env contract.Envelope) {
 func (w *opsWorld) putFailedMarker(t *testing.T, env contract.Envelope) {
 	t.Helper()
 	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
-		marker.AttrHandler: env.Type, marker.AttrMessageKey: env.MessageID, marker.AttrState: "FAILED",
+		marker.AttrHandler:    marker.PartitionKey(marker.Key{Handler: env.Type, MessageKey: env.MessageID}),
+		marker.AttrMessageKey: env.MessageID, marker.AttrState: "FAILED",
 		marker.AttrExpiresAt: time.Now().Add(time.Hour).Unix(),
 	})
 }

@@ -27,8 +27,9 @@ type DynamoAPI interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-// Dynamo is the marker store on a DynamoDB table with hash key HandlerName and
-// range key MessageKey (both strings) and TTL on expiresAt.
+// Dynamo is the marker store on a DynamoDB table with hash key HandlerName
+// (PartitionKey: "<handler>#<message key>") and range key MessageKey (both
+// strings) and TTL on expiresAt.
 type Dynamo struct {
 	client DynamoAPI
 	table  string
@@ -51,7 +52,7 @@ func (d *Dynamo) retention() time.Duration { return ddb.DurationOr(d.Retention, 
 // KeyAV is the table key of k.
 func KeyAV(k Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		AttrHandler:    &types.AttributeValueMemberS{Value: k.Handler},
+		AttrHandler:    &types.AttributeValueMemberS{Value: PartitionKey(k)},
 		AttrMessageKey: &types.AttributeValueMemberS{Value: k.MessageKey},
 	}
 }
@@ -247,7 +248,7 @@ func (d *Dynamo) Release(ctx context.Context, k Key, owner string) error {
 
 // item is a marker as stored.
 type item struct {
-	HandlerName string `dynamodbav:"HandlerName"`
+	HandlerName string `dynamodbav:"HandlerName"` // PartitionKey
 	MessageKey  string `dynamodbav:"MessageKey"`
 	State       State  `dynamodbav:"state"`
 	Owner       string `dynamodbav:"owner,omitempty"`
@@ -261,7 +262,7 @@ type item struct {
 // item that failed it (read when the service did not return it).
 func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionBuilder) (old Record, failed bool, err error) {
 	it := item{
-		HandlerName: rec.Key.Handler, MessageKey: rec.Key.MessageKey, State: rec.State, Owner: rec.Owner,
+		HandlerName: PartitionKey(rec.Key), MessageKey: rec.Key.MessageKey, State: rec.State, Owner: rec.Owner,
 		ExpiresAt: rec.ExpiresAt.Unix(),
 	}
 	if !rec.LeaseUntil.IsZero() {
@@ -299,7 +300,7 @@ func (d *Dynamo) Decode(av map[string]types.AttributeValue) (Record, bool, error
 	if !ok {
 		return Record{}, false, nil
 	}
-	r := Record{Key: Key{Handler: it.HandlerName, MessageKey: it.MessageKey}, State: it.State, Owner: it.Owner}
+	r := Record{Key: keyOf(it.HandlerName, it.MessageKey), State: it.State, Owner: it.Owner}
 	if r.State == "" { // a marker written by a plain claim from another tool
 		r.State = StateDone
 	}

@@ -4,7 +4,12 @@ package marker_test
 
 import (
 	"context"
+	"maps"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -50,4 +55,33 @@ func TestDynamoPeekBatchIsOneCall(t *testing.T) {
 		t.Fatalf("calls for a 10-key peek: %s; want one BatchGetItem", counter)
 	}
 	t.Logf("AWS calls for PeekBatch of 10 keys: %s", counter)
+}
+
+// TestDynamoStoresOnePartitionPerJob reads the table itself: the markers of
+// two jobs of one type are in two partitions, "<type>#<job id>", each with
+// the job id as its range key.
+func TestDynamoStoresOnePartitionPerJob(t *testing.T) {
+	client := testenv.DynamoDB(t)
+	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
+	d := marker.NewDynamo(client, table)
+	ctx := context.Background()
+	want := map[string]string{}
+	for _, id := range []string{"job-1", "job-2"} {
+		k := marker.Key{Handler: "email.welcome.v1", MessageKey: id}
+		if _, err := d.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		want["email.welcome.v1#"+id] = id
+	}
+	out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range out.Items {
+		got[it[marker.AttrHandler].(*types.AttributeValueMemberS).Value] = it[marker.AttrMessageKey].(*types.AttributeValueMemberS).Value
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("stored keys (hash → range) %v; want %v", got, want)
+	}
 }

@@ -21,11 +21,14 @@ package marker
 
 import (
 	"errors"
+	"strings"
 	"time"
 )
 
 // Attribute names of a marker item. HandlerName and MessageKey are the table's
-// hash and range keys.
+// hash and range keys; HandlerName holds PartitionKey, one value per job, so
+// no job type's markers share a partition (a hot key past about 1,000 writes
+// a second), and MessageKey the job's message key.
 const (
 	AttrHandler     = "HandlerName"
 	AttrMessageKey  = "MessageKey"
@@ -46,6 +49,16 @@ const DefaultRetention = 30 * 24 * time.Hour
 type Key struct {
 	Handler    string
 	MessageKey string
+}
+
+// PartitionKey is the value of k's hash key (AttrHandler):
+// "<handler>#<message key>", one per job.
+func PartitionKey(k Key) string { return k.Handler + "#" + k.MessageKey }
+
+// keyOf is the key of a marker item from its two key attributes: the handler
+// is the hash key without "#<message key>".
+func keyOf(partition, messageKey string) Key {
+	return Key{Handler: strings.TrimSuffix(partition, "#"+messageKey), MessageKey: messageKey}
 }
 
 // State is the state of a marker item.

@@ -7,7 +7,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
 )
@@ -25,11 +24,8 @@ func (d *Dynamo) ResetFailed(ctx context.Context, k Key) error {
 		return fmt.Errorf("marker: reset failed: %w", err)
 	}
 	_, err = d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(d.table),
-		Key: map[string]types.AttributeValue{
-			AttrHandler:    &types.AttributeValueMemberS{Value: k.Handler},
-			AttrMessageKey: &types.AttributeValueMemberS{Value: k.MessageKey},
-		},
+		TableName:                 aws.String(d.table),
+		Key:                       KeyAV(k),
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),

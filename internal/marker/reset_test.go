@@ -26,7 +26,7 @@ func TestResetFailed(t *testing.T) {
 	exp := time.Now().Add(time.Hour).Unix()
 	failed := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-failed"}
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		marker.AttrHandler:    &types.AttributeValueMemberS{Value: failed.Handler},
+		marker.AttrHandler:    &types.AttributeValueMemberS{Value: marker.PartitionKey(failed)},
 		marker.AttrMessageKey: &types.AttributeValueMemberS{Value: failed.MessageKey},
 		marker.AttrState:      &types.AttributeValueMemberS{Value: "FAILED"},
 		marker.AttrExpiresAt:  &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},

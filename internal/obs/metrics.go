@@ -24,6 +24,10 @@ const (
 	ClaimFailed      = "ClaimFailed"
 	UnknownToggle    = "UnknownToggle"
 	UnreadableToggle = "UnreadableToggle"
+	// ToggleReadFailed is counted when the kill switches could not be read
+	// at all (denied, throttled, unreachable); its type dimension is the
+	// failure (the AWS error code, or "unreachable"), not a job type.
+	ToggleReadFailed = "ToggleReadFailed"
 	// ColdStart is counted once per execution environment, with the
 	// dimensions stage and function.
 	ColdStart = "ColdStart"

@@ -3,6 +3,7 @@
 package toggle_test
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -65,7 +68,9 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 }
 
 // TestUnreachableStaysClosed points the source at a port nobody listens on:
-// a fail-closed type stays off, a fail-open one stays on.
+// a fail-closed type stays off, a fail-open one stays on, and the failed
+// read is counted as ToggleReadFailed{type=unreachable}, from the error the
+// real SDK returns.
 func TestUnreachableStaysClosed(t *testing.T) {
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -73,6 +78,8 @@ func TestUnreachableStaysClosed(t *testing.T) {
 	}
 	cfg := moto.Config("http://127.0.0.1:"+itoa(port), testenv.Region)
 	src := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path("local"), nil)
+	var metrics bytes.Buffer
+	src.Metrics = obs.NewMetrics(&metrics)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
@@ -80,6 +87,10 @@ func TestUnreachableStaysClosed(t *testing.T) {
 	}
 	if !src.IsJobEnabled(ctx, email.Welcome.Name, true) {
 		t.Fatal("fail-open type disabled with SSM unreachable")
+	}
+	src.Metrics.Flush()
+	if n := obstest.Count(metrics.String(), "unreachable", obs.ToggleReadFailed); n != 1 {
+		t.Fatalf("ToggleReadFailed{type=unreachable} = %d; want 1 (one refresh):\n%s", n, metrics.String())
 	}
 }
 

@@ -7,7 +7,9 @@
 //   - a missing parameter gives the registry default;
 //   - an unreadable value gives the default, and is flagged (logged and
 //     counted as UnreadableToggle, once per refresh);
-//   - SSM unreachable gives the last value read, else the default;
+//   - SSM unreachable gives the last value read, else the default, and the
+//     failed read is logged and counted as ToggleReadFailed (once per
+//     refresh), whatever the cause: access denied, throttled, unreachable;
 //   - a value with an expiry ("until") gives the default once it has passed,
 //     judged at each decision against the clock, so a value read before an
 //     SSM outage still expires on time;
@@ -17,8 +19,10 @@ package toggle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +30,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -68,7 +74,7 @@ type Source struct {
 	TTL time.Duration
 	// Logger receives warnings about typos, unreadable values and SSM errors.
 	Logger *slog.Logger
-	// Metrics counts UnknownToggle and UnreadableToggle (the function
+	// Metrics counts UnknownToggle, UnreadableToggle and ToggleReadFailed (the function
 	// flushes it at the end of each invocation).
 	Metrics *obs.Metrics
 	// Now is the clock (time.Now if nil).
@@ -143,8 +149,10 @@ func (s *Source) current(ctx context.Context) map[string]parsed {
 	raw, err := s.read(ctx)
 	if err != nil {
 		s.lastErr = err
+		kind := ReadFailure(err)
 		s.logger().Warn("toggles unreadable; keeping the last values read, else the defaults",
-			"error", err, "path", s.path, "haveLastValues", s.loaded)
+			"error", err, "failure", kind, "path", s.path, "haveLastValues", s.loaded)
+		s.Metrics.Count(obs.ToggleReadFailed, kind, 1)
 		return s.values
 	}
 	values := make(map[string]parsed, len(raw))
@@ -185,6 +193,24 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// ReadFailure names why reading the switches failed, the type dimension of
+// ToggleReadFailed: the error code when AWS answered (AccessDeniedException,
+// ThrottlingException, …), "unreachable" when no answer came (the request
+// could not be sent, or its time ran out), else "other".
+func ReadFailure(err error) string {
+	var apiErr smithy.APIError
+	var sendErr *smithyhttp.RequestSendError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() != "":
+		return apiErr.ErrorCode()
+	case errors.As(err, &sendErr), errors.As(err, &netErr),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "unreachable"
+	}
+	return "other"
 }
 
 // read fetches every parameter under the path.

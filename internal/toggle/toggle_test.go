@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -12,8 +13,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
@@ -233,6 +237,19 @@ func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
 	}
 }
 
+// countWhileOff checks the fail-closed digest type n times, each of which
+// must find it off, flushes the metrics and returns metric's count for typ.
+func countWhileOff(t *testing.T, s *Source, metrics *bytes.Buffer, n int, typ, metric string) int {
+	t.Helper()
+	for range n {
+		if s.IsJobEnabled(context.Background(), digest, false) {
+			t.Fatal("a fail-closed type ran although its switch could not be read")
+		}
+	}
+	s.Metrics.Flush()
+	return obstest.Count(metrics.String(), typ, metric)
+}
+
 func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
 	f := &fakeSSM{params: map[string]string{
 		param(digest):  `{"enabled":true,"untill":"2030-01-01T00:00:00Z"}`,
@@ -240,13 +257,7 @@ func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
 	}}
 	s, c, metrics := newSource(f)
 	ctx := context.Background()
-	for range 50 {
-		if s.IsJobEnabled(ctx, digest, false) {
-			t.Fatal("a misspelt JSON value enabled a fail-closed type")
-		}
-	}
-	s.Metrics.Flush()
-	if n := obstest.Count(metrics.String(), digest, obs.UnreadableToggle); n != 1 {
+	if n := countWhileOff(t, s, metrics, 50, digest, obs.UnreadableToggle); n != 1 {
 		t.Fatalf("UnreadableToggle = %d after 50 checks in one TTL; want 1:\n%s", n, metrics)
 	}
 	if n := obstest.Count(metrics.String(), welcome, obs.UnreadableToggle); n != 0 {
@@ -381,5 +392,52 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 	if _, err := (Value{Reason: strings.Repeat("x", MaxReason+1)}).Encode(); err == nil {
 		t.Error("an overlong reason was accepted")
+	}
+}
+
+// TestToggleReadFailedCounted: a read of the switches that fails, for any
+// reason, is counted as ToggleReadFailed under the failure's name, once per
+// refresh, while the type keeps its default (fail-closed stays off); a read
+// that works counts nothing.
+func TestToggleReadFailedCounted(t *testing.T) {
+	op := func(err error) error {
+		return &smithy.OperationError{ServiceID: "SSM", OperationName: "GetParametersByPath", Err: err}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		kind string
+	}{
+		{"access denied", op(&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform ssm:GetParametersByPath"}), "AccessDeniedException"},
+		{"throttled", op(&retry.MaxAttemptsError{Attempt: 3, Err: &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}}), "ThrottlingException"},
+		{"unreachable", op(&smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}), "unreachable"},
+		{"timed out", op(fmt.Errorf("request: %w", context.DeadlineExceeded)), "unreachable"},
+		{"anything else", errors.New("toggle: more than 100 pages"), "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeSSM{params: map[string]string{param(digest): "true"}, err: tc.err}
+			s, c, metrics := newSource(f)
+			ctx := context.Background()
+			if n := countWhileOff(t, s, metrics, 20, tc.kind, obs.ToggleReadFailed); n != 1 {
+				t.Fatalf("ToggleReadFailed{type=%s} = %d after 20 checks in one TTL; want 1:\n%s", tc.kind, n, metrics)
+			}
+			metrics.Reset()
+			c.Advance(DefaultTTL)
+			s.IsJobEnabled(ctx, digest, false)
+			s.Metrics.Flush()
+			if n := obstest.Count(metrics.String(), tc.kind, obs.ToggleReadFailed); n != 1 {
+				t.Fatalf("ToggleReadFailed = %d after the next failed refresh; want 1 again:\n%s", n, metrics)
+			}
+			metrics.Reset()
+			f.err = nil
+			c.Advance(DefaultTTL)
+			if !s.IsJobEnabled(ctx, digest, false) {
+				t.Fatal("the switch read once SSM answers again is not used")
+			}
+			s.Metrics.Flush()
+			if strings.Contains(metrics.String(), obs.ToggleReadFailed) {
+				t.Fatalf("a read that worked counted ToggleReadFailed:\n%s", metrics)
+			}
+		})
 	}
 }

@@ -173,8 +173,8 @@ func TestWitnessSeesMailsAndClaims(t *testing.T) {
 	}
 	codes := []int{
 		call("ses", "", "/v2/email/outbound-emails", `{"EmailTags":[{"Name":"jobId","Value":"job-9"}]}`),
-		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1"},"MessageKey":{"S":"job-9"},"state":{"S":"DONE"}}}`),
-		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1"},"MessageKey":{"S":"job-8"},"state":{"S":"LEASED"}}}`),
+		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1#job-9"},"MessageKey":{"S":"job-9"},"state":{"S":"DONE"}}}`),
+		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"HandlerName":{"S":"email.welcome.v1#job-8"},"MessageKey":{"S":"job-8"},"state":{"S":"LEASED"}}}`),
 		call("dynamodb", "DynamoDB_20120810.PutItem", "/", `{"Item":{"pk":{"S":"job#job-7"},"state":{"S":"DONE"}}}`),
 	}
 	sends, claims := s.snapshot()

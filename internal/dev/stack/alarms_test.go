@@ -142,7 +142,8 @@ func checkAlarmTopicKey(t *Template) []string {
 var insightsQuery = regexp.MustCompile(`^SELECT\s+SUM\((\w+)\)\s+FROM\s+SCHEMA\(\s*` + obs.Namespace + `\s*,\s*stage\s*,\s*type\s*\)\s+WHERE\s+stage\s*=\s*'\$\{Stage\}'$`)
 
 // checkMetricAlarms: an alarm on each of the worker's counters that mean
-// trouble (DeadLetters, ClaimFailed, UnknownToggle, UnreadableToggle), each
+// trouble (DeadLetters, ClaimFailed, UnknownToggle, UnreadableToggle,
+// ToggleReadFailed), each
 // a Metrics Insights query of the namespace's [stage, type] schema filtered
 // to this stack's Stage, so dev and prod in one account never share an
 // alarm; no alarm queries the namespace without that filter.
@@ -165,7 +166,7 @@ func checkMetricAlarms(t *Template) []string {
 			}
 		}
 	}
-	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle} {
+	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed} {
 		if !found[metric] {
 			problems = append(problems, "missing alarm on "+obs.Namespace+"/"+metric+" of this stage")
 		}
@@ -181,7 +182,8 @@ func isAlarmOnZero(p map[string]any) bool {
 // checkFunctionAlarms: a failing function is seen. Every function has an
 // AWS/Lambda Errors and a Throttles alarm (any in 5 minutes); the DLQ has an
 // alarm on messages present (visible + in flight, metric math) throughout 15
-// minutes, because SQS leaves a message received three or more times out of
+// minutes (one minute SQS did not report tolerated), because SQS leaves a
+// message received three or more times out of
 // ApproximateAgeOfOldestMessage: a dead letter the dlq function keeps failing
 // on never ages, so the age alarm alone never fires.
 func checkFunctionAlarms(t *Template) []string {
@@ -211,15 +213,19 @@ func checkFunctionAlarms(t *Template) []string {
 			}
 		}
 	}
-	if !dlqPresentAlarm(t) {
-		bad("DeadLetterQueue: no alarm on messages present (ApproximateNumberOfMessagesVisible + ApproximateNumberOfMessagesNotVisible, metric math) in every datapoint of 15 minutes")
+	if msg := dlqPresentAlarm(t); msg != "" {
+		bad("%s", msg)
 	}
 	return problems.sorted()
 }
 
-// dlqPresentAlarm reports whether an alarm sums the DLQ's visible and
-// in-flight messages and fires when the sum stays above 0 for 15 minutes.
-func dlqPresentAlarm(t *Template) bool {
+// dlqPresentAlarm checks the alarm on messages present in the DLQ: it sums
+// the DLQ's visible and in-flight messages (metric math) each minute over
+// 15 minutes, and, evaluated as CloudWatch does, fires when letters stay
+// throughout, also when SQS did not report one of the minutes, but not on
+// missing data alone, nor when the DLQ emptied twice (the dlq function is
+// working). It returns what is wrong, or "" when it is right.
+func dlqPresentAlarm(t *Template) string {
 	for _, id := range t.IDs(typeAlarm) {
 		p := t.Resources[id].Properties
 		ids := map[string]string{} // metric name → query id
@@ -242,13 +248,75 @@ func dlqPresentAlarm(t *Template) bool {
 		sort.Strings(terms)
 		want := []string{vis, inFlight}
 		sort.Strings(want)
-		n := num(p["EvaluationPeriods"])
-		if vis != "" && inFlight != "" && slices.Equal(terms, want) && isAlarmOnZero(p) &&
-			period*n == 900 && num(p["DatapointsToAlarm"]) == n {
-			return true
+		if vis == "" || inFlight == "" || !slices.Equal(terms, want) {
+			continue
+		}
+		if n := num(p["EvaluationPeriods"]); period != 60 || period*n != 900 {
+			return fmt.Sprintf("%s: evaluates %d periods of %d s; want 15 of 60 s", id, n, period)
+		}
+		present, none := 3.0, 0.0
+		minutes := func(set map[int]*float64) []*float64 {
+			out := make([]*float64, 15)
+			for i := range out {
+				out[i] = &present
+			}
+			for i, v := range set {
+				out[i] = v
+			}
+			return out
+		}
+		allMissing := make([]*float64, 15)
+		for _, c := range []struct {
+			name   string
+			points []*float64
+			fires  bool
+		}{
+			{"letters present in every minute", minutes(nil), true},
+			{"letters present, one minute not reported", minutes(map[int]*float64{7: nil}), true},
+			{"no data at all", allMissing, false},
+			{"the DLQ emptied in two minutes", minutes(map[int]*float64{3: &none, 11: &none}), false},
+		} {
+			fires, err := alarmFires(p, c.points)
+			switch {
+			case err != nil:
+				return id + ": " + err.Error()
+			case fires != c.fires:
+				return fmt.Sprintf("%s: %s: fires %v, want %v", id, c.name, fires, c.fires)
+			}
+		}
+		return ""
+	}
+	return "DeadLetterQueue: no alarm on messages present (ApproximateNumberOfMessagesVisible + ApproximateNumberOfMessagesNotVisible, metric math)"
+}
+
+// alarmFires evaluates a GreaterThanThreshold alarm over its last
+// EvaluationPeriods datapoints (nil: missing) as CloudWatch does: a present
+// datapoint breaches above the threshold, a missing one as TreatMissingData
+// says (breaching or notBreaching; the other treatments look further back
+// and are not modelled); it fires when at least DatapointsToAlarm (default
+// EvaluationPeriods) breach.
+func alarmFires(p map[string]any, points []*float64) (bool, error) {
+	if str(p["ComparisonOperator"]) != "GreaterThanThreshold" {
+		return false, fmt.Errorf("ComparisonOperator %q is not modelled", str(p["ComparisonOperator"]))
+	}
+	n, m := num(p["EvaluationPeriods"]), num(p["DatapointsToAlarm"])
+	if m == 0 {
+		m = n
+	}
+	if len(points) != n {
+		return false, fmt.Errorf("%d datapoints for %d evaluation periods", len(points), n)
+	}
+	missing := str(p["TreatMissingData"])
+	if missing != "breaching" && missing != "notBreaching" {
+		return false, fmt.Errorf("TreatMissingData %q: want notBreaching (missing data is not trouble) or breaching", missing)
+	}
+	breaching := 0
+	for _, v := range points {
+		if (v == nil && missing == "breaching") || (v != nil && *v > float64(num(p["Threshold"]))) {
+			breaching++
 		}
 	}
-	return false
+	return breaching >= m, nil
 }
 
 // dashboardSearch matches a SEARCH of the stack's own namespace in the
@@ -290,7 +358,7 @@ func checkDashboard(t *Template) []string {
 		bad("Dashboard: a metric of %s is shown other than through a SEARCH with the stage filter", obs.Namespace)
 	}
 	for _, metric := range []string{obs.JobsSucceeded, obs.JobsDuplicate, obs.JobsSkipped, obs.JobsParked, obs.JobsFailed,
-		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ColdStart} {
+		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.ColdStart} {
 		if !shown[metric] {
 			bad("Dashboard: %s/%s is not shown", obs.Namespace, metric)
 		}

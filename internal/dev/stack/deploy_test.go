@@ -18,8 +18,14 @@ import (
 // its traces are written, and its mail is authorised in the SES sandbox too.
 
 // realValues are production values for every parameter whose default is an
-// example.com placeholder.
-var realValues = map[string]string{"MailFrom": "no-reply@mail.runstwice.dev", "AppBaseUrl": "https://app.runstwice.dev"}
+// example.com placeholder, and for those a stage other than dev and local
+// must set (requiredOutsideDev).
+var realValues = map[string]string{"MailFrom": "no-reply@mail.runstwice.dev", "AppBaseUrl": "https://app.runstwice.dev",
+	"AlarmEmail": "oncall@runstwice.dev"}
+
+// requiredOutsideDev are the parameters whose default (empty) is fine in dev
+// and local but refused elsewhere: AlarmEmail, or the alarms page nobody.
+var requiredOutsideDev = []string{"AlarmEmail"}
 
 // ruleOutcome instantiates t with params and returns the failed rules'
 // descriptions (nil when the rules pass) or an error for anything else.
@@ -38,9 +44,10 @@ func ruleOutcome(t *Template, params map[string]string) ([]string, error) {
 
 // checkRules: no placeholder reaches production. The template's Rules
 // refuse a stage other than dev and local whose parameters keep an
-// example.com default (every such parameter, named in the refusal), and
-// ApiAuth=JWT without JwtIssuer or JwtAudience (each named); dev and local
-// deploy with the defaults, and production with real values.
+// example.com default (every such parameter, named in the refusal) or
+// without AlarmEmail (named), and ApiAuth=JWT without JwtIssuer or
+// JwtAudience (each named); dev and local deploy with the defaults, and
+// production with real values.
 func checkRules(t *Template) []string {
 	var problems findings
 	bad := problems.add
@@ -76,7 +83,14 @@ func checkRules(t *Template) []string {
 		params := prodParams(nil)
 		delete(params, name) // back to its default
 		cases = append(cases, want{"prod keeps the " + name + " placeholder", params, []string{name}})
-		cases = append(cases, want{"staging keeps the " + name + " placeholder", map[string]string{"Stage": "staging"}, []string{name}})
+		cases = append(cases, want{"staging keeps the " + name + " placeholder", map[string]string{"Stage": "staging", "AlarmEmail": realValues["AlarmEmail"]}, []string{name}})
+	}
+	for _, name := range requiredOutsideDev {
+		params := prodParams(nil)
+		delete(params, name)
+		cases = append(cases, want{"prod without " + name, params, []string{name}},
+			want{"staging without " + name, map[string]string{"Stage": "staging", "MailFrom": realValues["MailFrom"], "AppBaseUrl": realValues["AppBaseUrl"]}, []string{name}},
+			want{"dev without " + name, map[string]string{"Stage": "dev", "MailFrom": realValues["MailFrom"], "AppBaseUrl": realValues["AppBaseUrl"]}, nil})
 	}
 	for _, c := range cases {
 		got, err := ruleOutcome(t, c.params)
@@ -145,7 +159,8 @@ var wantAccessLog = map[string]string{
 
 // checkAccessLogs: the HTTP API stage writes a JSON access log record per
 // request (a 403 from IAM auth included) to a log group of the template with
-// a retention.
+// a retention, in the Infrequent Access class, with no metric or
+// subscription filter (a class that has neither).
 func checkAccessLogs(t *Template) []string {
 	var problems findings
 	bad := problems.add
@@ -154,8 +169,20 @@ func checkAccessLogs(t *Template) []string {
 		lg := getAttID(als["DestinationArn"], "Arn")
 		if r, ok := t.Resources[lg]; !ok || r.Type != TypeLogGroup {
 			bad("%s: AccessLogSettings.DestinationArn must be !GetAtt <log group>.Arn of the template", id)
-		} else if num(r.Properties["RetentionInDays"]) <= 0 {
-			bad("%s: the access log group %s has no RetentionInDays", id, lg)
+		} else {
+			if num(r.Properties["RetentionInDays"]) <= 0 {
+				bad("%s: the access log group %s has no RetentionInDays", id, lg)
+			}
+			if c := str(r.Properties["LogGroupClass"]); c != "INFREQUENT_ACCESS" {
+				bad("%s: the access log group %s has LogGroupClass %q, want INFREQUENT_ACCESS (read with Logs Insights only; half the ingestion price)", id, lg, c)
+			}
+			for _, typ := range []string{"AWS::Logs::MetricFilter", "AWS::Logs::SubscriptionFilter"} {
+				for _, f := range t.IDs(typ) {
+					if ref, _ := asMap(t.Resources[f].Properties["LogGroupName"])["Ref"].(string); ref == lg {
+						bad("%s: %s on the access log group %s, which the Infrequent Access class does not support", f, typ, lg)
+					}
+				}
+			}
 		}
 		var record map[string]any
 		if err := json.Unmarshal([]byte(str(als["Format"])), &record); err != nil {

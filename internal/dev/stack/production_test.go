@@ -108,6 +108,7 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 			metricQuery(tm, "ClaimFailedAlarm")["Expression"] = "SELECT SUM(ClaimFailed) FROM SCHEMA(runstwice, type)"
 		}, "ClaimFailedAlarm: query"},
 		{"no alarm on UnreadableToggle", on(checkMetricAlarms), func(tm *Template) { delete(tm.Resources, "UnreadableToggleAlarm") }, "runstwice/UnreadableToggle"},
+		{"no alarm on ToggleReadFailed", on(checkMetricAlarms), func(tm *Template) { delete(tm.Resources, "ToggleReadFailedAlarm") }, "runstwice/ToggleReadFailed"},
 		{"no Throttles alarm", on(checkFunctionAlarms), func(tm *Template) { delete(tm.Resources, "DlqThrottlesAlarm") }, "DlqFunction: no AWS/Lambda Throttles"},
 		{"Errors alarm on another function", on(checkFunctionAlarms), func(tm *Template) {
 			asMap(list(props(tm, "EmailErrorsAlarm")["Dimensions"])[0])["Value"] = map[string]any{"Ref": "DlqFunction"}
@@ -119,7 +120,16 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 		{"DLQ present alarm after 5 minutes", on(checkFunctionAlarms), func(tm *Template) {
 			props(tm, "DeadLetterPresentAlarm")["EvaluationPeriods"] = 5
 			props(tm, "DeadLetterPresentAlarm")["DatapointsToAlarm"] = 5
-		}, "no alarm on messages present"},
+		}, "want 15 of 60 s"},
+		{"DLQ present alarm silenced by one missing minute", on(checkFunctionAlarms), func(tm *Template) {
+			props(tm, "DeadLetterPresentAlarm")["DatapointsToAlarm"] = 15
+		}, "one minute not reported: fires false, want true"},
+		{"DLQ present alarm fired by missing data", on(checkFunctionAlarms), func(tm *Template) {
+			props(tm, "DeadLetterPresentAlarm")["TreatMissingData"] = "breaching"
+		}, "no data at all: fires true, want false"},
+		{"DLQ present alarm fired by a DLQ that empties", on(checkFunctionAlarms), func(tm *Template) {
+			props(tm, "DeadLetterPresentAlarm")["DatapointsToAlarm"] = 10
+		}, "emptied in two minutes: fires true, want false"},
 		{"dashboard search without the stage", on(checkDashboard), func(tm *Template) {
 			sub := asMap(props(tm, "Dashboard")["DashboardBody"])["Fn::Sub"].([]any)
 			sub[0] = strings.Replace(str(sub[0]), `{runstwice,stage,type} stage=\"${Stage}\"`, "{runstwice,type}", 1)
@@ -132,6 +142,13 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 		{"placeholder rule only in prod", on(checkRules), func(tm *Template) {
 			asMap(tm.Rules["NoPlaceholdersOutsideDev"])["RuleCondition"] = map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "prod"}}
 		}, "staging keeps the MailFrom placeholder: accepted"},
+		{"no rule for AlarmEmail", on(checkRules), func(tm *Template) { delete(tm.Rules, "AlarmEmailOutsideDev") }, "prod without AlarmEmail: accepted"},
+		{"AlarmEmail rule only in prod", on(checkRules), func(tm *Template) {
+			asMap(tm.Rules["AlarmEmailOutsideDev"])["RuleCondition"] = map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "prod"}}
+		}, "staging without AlarmEmail: accepted"},
+		{"AlarmEmail rule in dev too", on(checkRules), func(tm *Template) {
+			asMap(tm.Rules["AlarmEmailOutsideDev"])["RuleCondition"] = map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "local"}}}}
+		}, "dev without AlarmEmail: refused"},
 		{"table deleted with the stack", on(checkTableRetention), setTable("DeletionPolicy", "Delete"), "MarkersTable: DeletionPolicy"},
 		{"table dropped on replacement", on(checkTableRetention), setTable("UpdateReplacePolicy", ""), "MarkersTable: DeletionPolicy"},
 		{"no deletion protection", on(checkTableRetention), func(tm *Template) { delete(props(tm, "JobsTable"), "DeletionProtectionEnabled") }, "JobsTable: DeletionProtectionEnabled in stage prod"},
@@ -140,6 +157,10 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 			accessLog(tm)["Format"] = strings.Replace(str(accessLog(tm)["Format"]), "$context.identity.userArn", "$context.identity.caller", 1)
 		}, `field "caller"`},
 		{"access log kept forever", on(checkAccessLogs), func(tm *Template) { delete(props(tm, "ApiAccessLogGroup"), "RetentionInDays") }, "no RetentionInDays"},
+		{"access log in the standard class", on(checkAccessLogs), func(tm *Template) { delete(props(tm, "ApiAccessLogGroup"), "LogGroupClass") }, "want INFREQUENT_ACCESS"},
+		{"metric filter on the access log", on(checkAccessLogs), func(tm *Template) {
+			tm.Resources["AccessErrorsFilter"] = Resource{Type: "AWS::Logs::MetricFilter", Properties: map[string]any{"LogGroupName": map[string]any{"Ref": "ApiAccessLogGroup"}}}
+		}, "AccessErrorsFilter: AWS::Logs::MetricFilter"},
 		{"function not traced", on(checkTracing), func(tm *Template) { props(tm, "DlqFunction")["Tracing"] = "PassThrough" }, "DlqFunction: Tracing"},
 		{"role cannot write traces", on(checkTracing), func(tm *Template) {
 			roleStmt(tm, "EnqueueFunctionRole", "Traces")["Action"] = []any{"xray:PutTraceSegments"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // findings collects what a check of the template finds.
@@ -59,7 +60,9 @@ var wantTables = []struct {
 }{
 	{id: "IdempotencyTable", hash: "pk", ttl: true},
 	{id: "JobsTable", hash: "pk", ttl: true},
-	{id: "MarkersTable", hash: "HandlerName", rang: "MessageKey", ttl: true},
+	// The key internal/marker writes: the hash key holds
+	// marker.PartitionKey, one value per job, the range key the job id.
+	{id: "MarkersTable", hash: marker.AttrHandler, rang: marker.AttrMessageKey, ttl: true},
 	{id: "DeadLettersTable", hash: "pk", ttl: true},
 	{id: "UsersTable", hash: "userId"},
 }
@@ -287,7 +290,10 @@ func checkTables(t *Template) []string {
 }
 
 // checkToggles: one parameter, value false, per fail-closed registered type,
-// and none for a type the registry does not know.
+// and none for a type the registry does not know. Every switch parameter of
+// the template holds false: a deploy that changes one writes its value over
+// an operator's flip (docs/deploy.md, Switches across deploys), which may
+// stop a type, never start one.
 func checkToggles(t *Template) []string {
 	var problems findings
 	bad := problems.add
@@ -313,6 +319,9 @@ func checkToggles(t *Template) []string {
 	for typ := range have {
 		if _, err := reg.Lookup(typ); err != nil {
 			bad("toggle parameter for unregistered type %q", typ)
+		}
+		if v := have[typ]; v != "false" {
+			bad("toggle parameter for %s holds %q: a deploy that changes it would switch the type on over an operator's off; want false", typ, v)
 		}
 	}
 	return problems.sorted()
@@ -489,6 +498,10 @@ func TestChecksCatchMistakes(t *testing.T) {
 			delete(tm.Resources["MarkersTable"].Properties, "PointInTimeRecoverySpecification")
 		}, "MarkersTable: point-in-time recovery"},
 		{"fail-closed type without toggle", toggles, func(tm *Template) { delete(tm.Resources, "PartnerDigestToggle") }, "fail-closed type email.partner-digest.v1"},
+		{"a switch parameter that holds true", toggles, func(tm *Template) {
+			tm.Resources["WelcomeToggle"] = Resource{Type: TypeParameter, Properties: map[string]any{
+				"Name": map[string]any{"Fn::Sub": "/runstwice/${Stage}/toggles/email.welcome.v1"}, "Type": "String", "Value": "true"}}
+		}, `email.welcome.v1 holds "true"`},
 	})
 }
 
