@@ -109,6 +109,18 @@ func TestEnqueueSendsTheRequestAndSurfacesTheAnswer(t *testing.T) {
 	}
 }
 
+// RunAt goes out as runAt in RFC 3339, in UTC.
+func TestEnqueueSendsRunAt(t *testing.T) {
+	f := newFakeAPI(t, created)
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.FixedZone("CET", 3600))
+	if _, err := fast(t, f).Welcome(context.Background(), client.WelcomeArgs{UserID: "u-1"}, client.EnqueueOptions{RunAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, bodies := f.received(); bodies[0] != `{"args":{"userId":"u-1"},"runAt":"2026-12-03T09:00:00Z"}` {
+		t.Fatalf("body %s", bodies[0])
+	}
+}
+
 func TestTypedMethodsSendTheirTypeAndArgs(t *testing.T) {
 	f := newFakeAPI(t, created)
 	c := fast(t, f)
@@ -320,6 +332,10 @@ func TestBadInputIsAnError(t *testing.T) {
 		"empty type":        func() error { _, err := c.Enqueue(ctx, "", nil, client.EnqueueOptions{}); return err },
 		"negative delay": func() error {
 			_, err := c.Welcome(ctx, client.WelcomeArgs{UserID: "u"}, client.EnqueueOptions{DelaySeconds: -1})
+			return err
+		},
+		"runAt with a delay": func() error {
+			_, err := c.Welcome(ctx, client.WelcomeArgs{UserID: "u"}, client.EnqueueOptions{DelaySeconds: 5, RunAt: time.Now().Add(time.Hour)})
 			return err
 		},
 		"key with a newline": func() error {

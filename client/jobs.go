@@ -89,8 +89,14 @@ type EnqueueOptions struct {
 	Key string
 	// DuplicatePolicy applies when a finished job with the key exists.
 	DuplicatePolicy DuplicatePolicy
-	// DelaySeconds postpones the job (the job reads Scheduled until then).
+	// DelaySeconds postpones the job (the job reads Scheduled until then),
+	// at most 900 seconds.
 	DelaySeconds int
+	// RunAt is when the job is due, at most 365 days ahead (the job reads
+	// Scheduled until then); zero runs it now, and so does a time in the
+	// past. Beyond 15 minutes the API holds it in a one-time schedule,
+	// whose precision is about a minute. Not together with DelaySeconds.
+	RunAt time.Time
 	// IdempotencyKey identifies this request across retries; give the same
 	// one to repeat a request safely (e.g. after a crash). Generated when
 	// empty; every retry of one call uses the same.
@@ -157,6 +163,13 @@ func (c *Client) Enqueue(ctx context.Context, jobType string, args any, opts Enq
 	if opts.DelaySeconds < 0 {
 		return nil, fmt.Errorf("client: DelaySeconds %d is negative", opts.DelaySeconds)
 	}
+	runAt := ""
+	if !opts.RunAt.IsZero() {
+		if opts.DelaySeconds != 0 {
+			return nil, errors.New("client: give RunAt or DelaySeconds, not both")
+		}
+		runAt = opts.RunAt.UTC().Format(time.RFC3339Nano)
+	}
 	idem := opts.IdempotencyKey
 	if idem == "" {
 		idem = uuid.NewString()
@@ -170,8 +183,9 @@ func (c *Client) Enqueue(ctx context.Context, jobType string, args any, opts Enq
 		Args            any             `json:"args"`
 		Key             string          `json:"key,omitempty"`
 		DelaySeconds    int             `json:"delaySeconds,omitempty"`
+		RunAt           string          `json:"runAt,omitempty"`
 		DuplicatePolicy DuplicatePolicy `json:"duplicatePolicy,omitempty"`
-	}{args, opts.Key, opts.DelaySeconds, opts.DuplicatePolicy})
+	}{args, opts.Key, opts.DelaySeconds, runAt, opts.DuplicatePolicy})
 	if err != nil {
 		return nil, fmt.Errorf("client: encode args of %s: %w", jobType, err)
 	}

@@ -49,7 +49,12 @@ var commands = []*command{
 		help: "Jobs, newest first, with their derived states. --since keeps jobs created since then."},
 	{name: "jobs cancel", usage: "jobs cancel ID", run: (*app).jobsCancel,
 		help: "Cancel a job that has not run, whoever enqueued it: it never runs, even if its message is\n" +
-			"delivered later. A job that already ran (or is running) is refused with its state."},
+			"delivered later. A job waiting in a one-time schedule (due later than 15 minutes) loses its\n" +
+			"schedule too. A job that already ran (or is running) is refused with its state."},
+	{name: "jobs run-now", usage: "jobs run-now ID", run: (*app).jobsRunNow,
+		help: "Run a Scheduled job at once: its one-time schedule is deleted and its message sent to its queue\n" +
+			"under its id; it then reads Enqueued. Running it twice sends one job: the second run finds it\n" +
+			"already sent and sends nothing. A job in any other state is refused with its state (4)."},
 	{name: "users set-email", usage: "users set-email USER_ID ADDRESS", run: (*app).usersSetEmail,
 		help: "Store ADDRESS as the user's e-mail address, the fix for a dead letter \"stored e-mail address is\n" +
 			"not a plain address\" before its redrive. ADDRESS must be one plain address (ada@example.com, no\n" +

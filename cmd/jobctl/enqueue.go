@@ -16,7 +16,7 @@ import (
 )
 
 // enqueueUsage is the synopsis of `jobctl enqueue`.
-const enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]"
+const enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S | --run-at TIME] [--idempotency-key K] [--api URL] [--caller NAME]"
 
 // enqueueHelp is what `jobctl enqueue --help` says: every flag.
 const enqueueHelp = "Enqueue a job through the API with the producer client, as a program would: signed with SigV4\n" +
@@ -28,6 +28,10 @@ const enqueueHelp = "Enqueue a job through the API with the producer client, as 
 	"                       RejectAlways (refused after any job that ended); a refusal exits with 4\n" +
 	"  --delay S            postpone the job: seconds (0-900) or a whole-second duration (90s, 5m);\n" +
 	"                       the job reads Scheduled until then\n" +
+	"  --run-at TIME        run the job at TIME, at most 365 days ahead: an RFC 3339 time with Z or an\n" +
+	"                       offset (2026-12-03T09:00:00Z, 2026-12-03T10:00:00+01:00) or a duration from\n" +
+	"                       now (90m, 2h, 3d); it reads Scheduled until then. Beyond 15 minutes it waits\n" +
+	"                       in a one-time schedule, precise to about a minute. Not with --delay\n" +
 	"  --idempotency-key K  the request's Idempotency-Key, to repeat an earlier call safely (the API\n" +
 	"                       answers it again instead of making a second job); default: a new one\n" +
 	"  --api URL            the API's base URL (default $RUNSTWICE_API_URL; for stage local, the running\n" +
@@ -47,7 +51,7 @@ type enqueueRequest struct {
 	hasCaller bool
 }
 
-func parseEnqueue(rest []string, getenv func(string) string) (enqueueRequest, error) {
+func parseEnqueue(rest []string, getenv func(string) string, now time.Time) (enqueueRequest, error) {
 	r := enqueueRequest{args: map[string]string{}, api: getenv("RUNSTWICE_API_URL")}
 	for i := 0; i < len(rest); i++ {
 		arg := rest[i]
@@ -91,6 +95,12 @@ func parseEnqueue(rest []string, getenv func(string) string) (enqueueRequest, er
 				return r, err
 			}
 			r.opts.DelaySeconds = d
+		case "run-at":
+			at, err := parseRunAt(value, now)
+			if err != nil {
+				return r, err
+			}
+			r.opts.RunAt = at
 		case "api":
 			r.api = value
 		case "caller":
@@ -102,7 +112,22 @@ func parseEnqueue(rest []string, getenv func(string) string) (enqueueRequest, er
 	if r.jobType == "" {
 		return r, usagef("enqueue needs a job type, e.g. jobctl enqueue email.welcome.v1 userId=u-123")
 	}
+	if !r.opts.RunAt.IsZero() && r.opts.DelaySeconds != 0 {
+		return r, usagef("enqueue: give --delay or --run-at, not both")
+	}
 	return r, nil
+}
+
+// parseRunAt reads --run-at: an RFC 3339 time, or a duration from now
+// (90m, 2h, 3d).
+func parseRunAt(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := parseDuration(v); err == nil && d >= 0 {
+		return now.Add(d), nil
+	}
+	return time.Time{}, usagef("enqueue: --run-at %q is neither an RFC 3339 time with Z or an offset (2026-12-03T09:00:00Z) nor a duration from now (90m, 2h, 3d)", v)
 }
 
 func parsePolicy(v string) (client.DuplicatePolicy, error) {
@@ -130,14 +155,14 @@ func parseDelay(v string) (int, error) {
 // stack's test identity for an API on this machine). key=value pairs are the
 // job's args. --key sets the dedup key, --policy the duplicate policy
 // (AllowAfterFailed, RejectIfFailed, RejectAlways), --delay seconds (or a
-// duration such as 5m). --idempotency-key repeats an earlier call safely.
+// duration such as 5m), --run-at a time (RFC 3339, or a duration from now). --idempotency-key repeats an earlier call safely.
 // --api is the API's base URL (default $RUNSTWICE_API_URL; for stage local
 // the running local stack's, from .devstack/stack.json). --caller sends the request unsigned, naming the
 // caller (a name or an IAM ARN; the local stack only). Exit codes: 4 when the
 // API refuses the job (duplicate policy, unknown type), 2 when it rejects
 // the args or the command line is wrong, 1 for any other failure.
 func (a *app) enqueue(ctx context.Context, rest []string) error {
-	r, err := parseEnqueue(rest, a.getenv)
+	r, err := parseEnqueue(rest, a.getenv, a.now())
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/sigv4"
@@ -109,6 +110,39 @@ func TestEnqueueSendsTheJobThroughTheClient(t *testing.T) {
 	}
 }
 
+// --run-at takes an RFC 3339 time (sent in UTC) or a duration from now.
+func TestEnqueueRunAt(t *testing.T) {
+	noAWSCredentials(t)
+	for _, tc := range []struct {
+		arg  string
+		want func(time.Time) bool
+	}{
+		{"2026-12-03T10:00:00+01:00", func(at time.Time) bool { return at.Equal(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)) }},
+		{"3d", func(at time.Time) bool {
+			d := time.Until(at)
+			return d > 3*24*time.Hour-time.Minute && d <= 3*24*time.Hour
+		}},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			srv, got := fakeEnqueueAPI(t, http.StatusAccepted, acceptedBody)
+			code, _, stderr := jobctl("enqueue", "email.welcome.v1", "userId=u-1", "--run-at", tc.arg, "--api", srv.URL, "--caller", "alice")
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %s", code, stderr)
+			}
+			var body struct {
+				RunAt string `json:"runAt"`
+			}
+			if err := json.Unmarshal([]byte(got.bodies[0]), &body); err != nil {
+				t.Fatal(err)
+			}
+			at, err := time.Parse(time.RFC3339Nano, body.RunAt)
+			if err != nil || !strings.HasSuffix(body.RunAt, "Z") || !tc.want(at) {
+				t.Fatalf("body %s; runAt %s, %v", got.bodies[0], at, err)
+			}
+		})
+	}
+}
+
 // remote makes every API count as remote for the test (its fake listens on
 // loopback).
 func remote(t *testing.T) {
@@ -197,6 +231,9 @@ func TestEnqueueUsageErrors(t *testing.T) {
 		{"enqueue", "email.welcome.v1", "--delay", "-1"},
 		{"enqueue", "email.welcome.v1", "--delay", "1.5s"},
 		{"enqueue", "email.welcome.v1", "--key"},
+		{"enqueue", "email.welcome.v1", "--run-at", "tomorrow"},
+		{"enqueue", "email.welcome.v1", "--run-at", "2026-12-03T09:00:00"},
+		{"enqueue", "email.welcome.v1", "--run-at", "2h", "--delay", "5"},
 		{"enqueue", "email.welcome.v1", "--bogus", "1"},
 		{"--stage", "prod", "enqueue", "email.welcome.v1", "userId=u-1"},
 	} {

@@ -13,10 +13,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 func (a *app) lister() *joblist.Lister {
@@ -233,14 +238,22 @@ func (a *app) parseSince(s string) (time.Time, error) {
 	return time.Time{}, usagef("--since %q is neither a duration back from now (30m, 2h, 3d) nor an RFC 3339 time", s)
 }
 
-// jobsCancel cancels a job as an operator (any caller's): the tombstone
-// its workers see, then the record.
+// jobStore is the jobs table with its markers and the stage's one-time job
+// schedules (runstwice-<stage>-jobs), which cancel and run-now delete.
+func (a *app) jobStore(client *dynamodb.Client) *jobs.Store {
+	s := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
+	s.Schedules = schedule.New(scheduler.NewFromConfig(a.cfg), schedule.Config{Group: schedule.GroupName(a.stage)})
+	return s
+}
+
+// jobsCancel cancels a job as an operator (any caller's): its one-time
+// schedule if it has one, the tombstone its workers see, then the record.
 func (a *app) jobsCancel(ctx context.Context, args []string) error {
 	id, client, err := a.jobArg(ctx, args, "cancel")
 	if err != nil {
 		return err
 	}
-	j, err := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable)).Cancel(ctx, id, "")
+	j, err := a.jobStore(client).Cancel(ctx, id, "")
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return a.jobNotFound(id)
@@ -253,5 +266,42 @@ func (a *app) jobsCancel(ctx context.Context, args []string) error {
 		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State})
 	}
 	fmt.Fprintf(a.stdout, "job %s %s: cancelled; it never runs\n", j.ID, j.Type)
+	return nil
+}
+
+// jobsRunNow runs a waiting job at once: its one-time schedule is deleted
+// and its message sent to its queue under its id. Running it twice sends
+// one job.
+func (a *app) jobsRunNow(ctx context.Context, args []string) error {
+	id, client, err := a.jobArg(ctx, args, "run-now")
+	if err != nil {
+		return err
+	}
+	if err := a.lookupQueueURLs(ctx, sqs.NewFromConfig(a.cfg)); err != nil {
+		return err
+	}
+	sender := queue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")
+	j, outcome, err := a.jobStore(client).RunNow(ctx, id, func(ctx context.Context, j jobs.Job) error {
+		return sender.Send(ctx, queue.Message{Queue: contract.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+	})
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return a.jobNotFound(id)
+	case errors.Is(err, jobs.ErrConflict):
+		return refusedf("job %s is %s: only a job still waiting to run (Scheduled) can run now", id, j.State)
+	case err != nil:
+		return err
+	}
+	if a.json {
+		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State, "outcome": outcome.String()})
+	}
+	switch outcome {
+	case jobs.RunNowSent:
+		fmt.Fprintf(a.stdout, "job %s %s: its schedule is deleted and its message sent; it runs now\n", j.ID, j.Type)
+	case jobs.RunNowResent:
+		fmt.Fprintf(a.stdout, "job %s %s: it had no schedule left; its message is sent now under its id (it still runs once)\n", j.ID, j.Type)
+	default:
+		fmt.Fprintf(a.stdout, "job %s %s: already sent (by its schedule or an earlier run-now); nothing sent again\n", j.ID, j.Type)
+	}
 	return nil
 }

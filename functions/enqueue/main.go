@@ -3,8 +3,10 @@
 // wires adapters; the logic is internal/enqueue.
 //
 // Environment: IDEMPOTENCY_TABLE, JOBS_TABLE, MARKERS_TABLE,
-// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, STAGE, LOG_LEVEL
-// (and the standard AWS variables, AWS_ENDPOINT_URL included).
+// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, and for jobs due
+// later than 15 minutes SCHEDULE_GROUP, SCHEDULER_ROLE_ARN,
+// QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT, QUEUE_ARN_BULK, DLQ_ARN; STAGE,
+// LOG_LEVEL (and the standard AWS variables, AWS_ENDPOINT_URL included).
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/internal/catalog"
@@ -23,6 +26,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // The three functions' mains have one form on purpose: each function is
@@ -38,16 +42,24 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	urls := env.QueueURLs()
+	sched := schedule.Config{
+		Group: env.Required("SCHEDULE_GROUP"), RoleARN: env.Required("SCHEDULER_ROLE_ARN"),
+		QueueARNs: env.QueueARNs(), DLQARN: env.Required("DLQ_ARN"),
+	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
+	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
+	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
+	store.Schedules = schedules
 	return &enqueue.Handler{
 		Registry:    catalog.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
-		Jobs:        jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable)),
+		Jobs:        store,
 		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),
+		Schedules:   schedules,
 		Logger:      log,
 	}, nil
 }

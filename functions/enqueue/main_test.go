@@ -13,6 +13,9 @@ func TestBuildNeedsEveryVariable(t *testing.T) {
 	vars := map[string]string{
 		"STAGE": "dev", "IDEMPOTENCY_TABLE": "idem", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers",
 		"QUEUE_URL_CRITICAL": "http://q/critical", "QUEUE_URL_DEFAULT": "http://q/default", "QUEUE_URL_BULK": "http://q/bulk",
+		"SCHEDULE_GROUP": "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+		"QUEUE_ARN_CRITICAL": "arn:aws:sqs:us-east-1:123456789012:critical", "QUEUE_ARN_DEFAULT": "arn:aws:sqs:us-east-1:123456789012:default",
+		"QUEUE_ARN_BULK": "arn:aws:sqs:us-east-1:123456789012:bulk", "DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq",
 	}
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
@@ -35,7 +38,7 @@ func TestBuildNeedsEveryVariable(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	h, err := build(context.Background(), log)
-	if err != nil || h.Registry == nil || h.Idempotency == nil || h.Jobs == nil || h.Queue == nil {
+	if err != nil || h.Registry == nil || h.Idempotency == nil || h.Jobs == nil || h.Queue == nil || h.Schedules == nil {
 		t.Fatalf("build: %+v, %v", h, err)
 	}
 }

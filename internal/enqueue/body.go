@@ -26,6 +26,13 @@ const MaxBodyBytes = 16 << 10
 // MaxDelaySeconds is the largest delaySeconds (the SQS maximum).
 const MaxDelaySeconds = 900
 
+// MaxRunAhead is how far ahead runAt may be.
+const MaxRunAhead = 365 * 24 * time.Hour
+
+// RunNowWithin is how close to now a runAt runs now: one in the past, or
+// less than this ahead, is no delay at all.
+const RunNowWithin = time.Second
+
 // Body is a decoded, validated POST /v1/jobs/{type} body.
 type Body struct {
 	// Args are the job's arguments, valid for its type.
@@ -35,18 +42,28 @@ type Body struct {
 	Key string
 	// Delay is delaySeconds: how long SQS hides the message.
 	Delay time.Duration
+	// RunAt is runAt, in UTC; zero when the body has none. The body never
+	// has both (a runAt and a delaySeconds).
+	RunAt time.Time
 	// Policy is duplicatePolicy (AllowAfterFailed when absent).
 	Policy jobs.DuplicatePolicy
 }
 
 // bodyFields are the fields a request body may have.
-var bodyFields = []string{"args", "key", "delaySeconds", "duplicatePolicy"}
+var bodyFields = []string{"args", "key", "delaySeconds", "runAt", "duplicatePolicy"}
 
-// DecodeBody parses and validates a request body for job type t: one JSON
-// object of valid UTF-8 with only the fields args (a flat object of string
-// IDs valid for t), key, delaySeconds (an integer 0–900) and duplicatePolicy.
-// Every error it returns is a *contract.ValidationError naming each bad field.
+// DecodeBody is DecodeBodyAt the current time.
 func DecodeBody(t contract.JobType, body []byte) (Body, error) {
+	return DecodeBodyAt(t, body, time.Now())
+}
+
+// DecodeBodyAt parses and validates a request body for job type t at now:
+// one JSON object of valid UTF-8 with only the fields args (a flat object of
+// string IDs valid for t), key, delaySeconds (an integer 0–900) or runAt (an
+// RFC 3339 time with Z or an offset, at most MaxRunAhead after now; not
+// both) and duplicatePolicy. Every error it returns is a
+// *contract.ValidationError naming each bad field.
+func DecodeBodyAt(t contract.JobType, body []byte, now time.Time) (Body, error) {
 	top, err := decodeObject(body)
 	if err != nil {
 		return Body{}, invalid("body", err.Error())
@@ -63,7 +80,7 @@ func DecodeBody(t contract.JobType, body []byte) (Body, error) {
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
-		add(printable(name), "is not a field of the body; the fields are args, key, delaySeconds and duplicatePolicy")
+		add(printable(name), "is not a field of the body; the fields are args, key, delaySeconds, runAt and duplicatePolicy")
 	}
 
 	req := Body{Policy: jobs.AllowAfterFailed}
@@ -107,6 +124,17 @@ func DecodeBody(t contract.JobType, body []byte) (Body, error) {
 		}
 	}
 
+	if raw, ok := top["runAt"]; ok {
+		if at, reason := parseRunAt(raw, now); reason != "" {
+			add("runAt", reason)
+		} else {
+			req.RunAt = at
+		}
+		if _, both := top["delaySeconds"]; both {
+			add("runAt", "cannot be given together with delaySeconds: give one of them")
+		}
+	}
+
 	if raw, ok := top["duplicatePolicy"]; ok {
 		var s string
 		p, valid := jobs.DuplicatePolicy(""), false
@@ -123,6 +151,23 @@ func DecodeBody(t contract.JobType, body []byte) (Body, error) {
 		return Body{}, verr
 	}
 	return req, nil
+}
+
+// parseRunAt reads runAt: an RFC 3339 time (Z or an offset), at most
+// MaxRunAhead after now, returned in UTC; or the reason it is invalid.
+func parseRunAt(raw json.RawMessage, now time.Time) (time.Time, string) {
+	var v string
+	if !isJSONString(raw) || json.Unmarshal(raw, &v) != nil {
+		return time.Time{}, `must be an RFC 3339 time as a string, e.g. "2026-12-01T09:00:00Z"`
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, `must be an RFC 3339 time with Z or an offset, e.g. "2026-12-01T09:00:00Z" or "2026-12-01T10:00:00+01:00"`
+	}
+	if at.Sub(now) > MaxRunAhead {
+		return time.Time{}, "must be at most 365 days ahead"
+	}
+	return at.UTC(), ""
 }
 
 // decodeObject parses body as exactly one JSON object of valid UTF-8.

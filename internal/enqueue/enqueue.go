@@ -17,6 +17,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // post validates a POST /v1/jobs/{type} and runs it under the request
@@ -50,7 +51,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 			strings.TrimPrefix(err.Error(), idempotency.ErrInvalidKey.Error()+": ")+
 				"; send 1-255 printable ASCII characters that name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
 	}
-	in, err := DecodeBody(jt, body)
+	in, err := DecodeBodyAt(jt, body, h.now())
 	if err != nil {
 		var ve *contract.ValidationError
 		if errors.As(err, &ve) {
@@ -164,7 +165,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 	}
 	job := jobs.Job{
 		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
-		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: now.Add(in.Delay),
+		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: runAt(in, now),
 	}
 	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
 	if err != nil {
@@ -204,18 +205,48 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 	return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), false
 }
 
-// sendAndFinish sends the message of a reserved or pending job and then, in
-// one transaction, promotes the job and stores the response.
+// runAt is when the job of body in, enqueued at now, is due: its runAt (now
+// when that is past or less than RunNowWithin ahead), else now plus its
+// delaySeconds.
+func runAt(in Body, now time.Time) time.Time {
+	if in.RunAt.IsZero() {
+		return now.Add(in.Delay)
+	}
+	if in.RunAt.Sub(now) < RunNowWithin {
+		return now
+	}
+	return in.RunAt
+}
+
+// hand gives the message of job to what holds it until it is due: SQS,
+// with a delay, when it is due within jobs.MaxQueueDelay of now; else a
+// one-time schedule, which sends it to its queue when it is due. What
+// failed is named in the error for the 503's detail.
+func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
+	wait := max(job.RunAt.Sub(h.now()), 0)
+	if wait <= jobs.MaxQueueDelay {
+		return "the job queue", h.Queue.Send(ctx, queue.Message{
+			Queue: contract.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
+			TraceHeader: sqsTraceHeader(job.TraceID),
+		})
+	}
+	if h.Schedules == nil {
+		return "the scheduler", errors.New("enqueue: no scheduler configured for a job due later than 15 minutes")
+	}
+	return "the scheduler", h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: contract.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
+}
+
+// sendAndFinish hands the message of a reserved or pending job to SQS or
+// the scheduler and then, in one transaction, promotes the job and stores
+// the response. When the hand-over fails the job stays Pending (no record
+// claims it is queued or scheduled) and the key stays retryable: the retry
+// resumes the same job id, and a schedule that an earlier try did create
+// counts as created.
 func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
-	delay := min(max(job.RunAt.Sub(h.now()), 0), MaxDelaySeconds*time.Second)
-	err := h.Queue.Send(ctx, queue.Message{
-		Queue: contract.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: delay,
-		TraceHeader: sqsTraceHeader(job.TraceID),
-	})
-	if err != nil {
-		log.Warn("enqueue: send failed; the key stays retryable", obs.KeyError, obs.Redact(err))
-		p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the job queue did not accept the message; retry with the same Idempotency-Key")
+	if what, err := h.hand(ctx, job); err != nil {
+		log.Warn("enqueue: send failed; the key stays retryable", "to", what, obs.KeyError, obs.Redact(err))
+		p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, what+" did not accept the message; retry with the same Idempotency-Key")
 		p.retryAfter = time.Second
 		return p.response(corr), false
 	}
@@ -224,7 +255,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idem
 		status, dedup = http.StatusOK, true
 	}
 	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
-	err = h.Idempotency.Complete(ctx, lock, resp, h.Jobs.Promotion(job))
+	err := h.Idempotency.Complete(ctx, lock, resp, h.Jobs.Promotion(job))
 	if errors.Is(err, idempotency.ErrCompanionFailed) {
 		// The record left the states it is promoted from between the send
 		// and now (it was cancelled, or failed): the answer, stored and

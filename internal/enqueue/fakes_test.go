@@ -12,6 +12,7 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // world is an in-memory request layer, jobs table and queue: fakes of the
@@ -28,6 +29,10 @@ type world struct {
 	// happens to the job between its send and its promotion.
 	onSend func(queue.Message)
 	owners int
+	// schedules are the one-time schedules created, by job id;
+	// scheduleErr fails every create.
+	schedules   map[string]schedule.Job
+	scheduleErr error
 }
 
 type fakeRequest struct {
@@ -40,6 +45,7 @@ func newWorld() *world {
 	return &world{
 		now:      time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
 		requests: map[string]*fakeRequest{}, jobs: map[string]jobs.Job{}, pointers: map[string]string{},
+		schedules: map[string]schedule.Job{},
 	}
 }
 
@@ -169,6 +175,27 @@ func (w *world) Send(_ context.Context, m queue.Message) error {
 		hook(m)
 	}
 	return nil
+}
+
+// Create plays schedule.Scheduler.Create: a schedule that exists is
+// success, and stays as it was.
+func (w *world) Create(_ context.Context, j schedule.Job) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.scheduleErr != nil {
+		return w.scheduleErr
+	}
+	if _, ok := w.schedules[j.ID]; !ok {
+		w.schedules[j.ID] = j
+	}
+	return nil
+}
+
+func (w *world) schedule(id string) (schedule.Job, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.schedules[id]
+	return j, ok
 }
 
 func (w *world) setState(id string, s jobs.State) {

@@ -17,15 +17,18 @@
 //  2. reserve the job: a Pending record and the dedup pointer, in one
 //     conditional transaction;
 //  3. send the message to SQS under the job id derived from (caller,
-//     Idempotency-Key);
+//     Idempotency-Key), with its delay; a job due later than SQS can delay
+//     a message (15 minutes) gets a one-time EventBridge Scheduler schedule
+//     instead, named by the job id, that sends the same message when due;
 //  4. in one transaction, promote the record to Enqueued/Scheduled and store
 //     the response under the request's key.
 //
-// A 202 therefore means the message is in SQS, and no record says Enqueued
-// for a message that was not sent. When SQS fails the lock is released and
-// the answer is 503: the key stays usable, and its retry sends the same
-// message id again (a crash between 3 and 4 does the same once the lock
-// expires); the effect marker absorbs a message sent twice.
+// A 202 therefore means the message is in SQS (or in its schedule), and no
+// record says Enqueued or Scheduled for a message that was not handed over.
+// When SQS or the scheduler fails the lock is released and the answer is
+// 503: the key stays usable, and its retry sends the same message id again
+// or finds its schedule made (a crash between 3 and 4 does the same once
+// the lock expires); the effect marker absorbs a message sent twice.
 package enqueue
 
 import (
@@ -45,6 +48,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // Idempotency is the request layer; *idempotency.Store is one.
@@ -67,12 +71,22 @@ type Queue interface {
 	Send(ctx context.Context, m queue.Message) error
 }
 
+// Schedules creates the one-time schedules of jobs due later than SQS can
+// delay a message; *schedule.Scheduler is one. Create of a schedule that
+// exists already (an earlier try's) is success.
+type Schedules interface {
+	Create(ctx context.Context, j schedule.Job) error
+}
+
 // Handler serves the API. Its fields are set once before use.
 type Handler struct {
 	Registry    *contract.Registry
 	Idempotency Idempotency
 	Jobs        Jobs
 	Queue       Queue
+	// Schedules holds the jobs due later than 15 minutes (nil: such a job
+	// fails with 503, and nothing claims it is scheduled).
+	Schedules Schedules
 	// Logger receives one line per request (obs.DefaultLogger() if nil).
 	Logger *slog.Logger
 	// Now is the clock (time.Now if nil).

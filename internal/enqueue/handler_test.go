@@ -22,7 +22,7 @@ import (
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: catalog.Registry(), Idempotency: w, Jobs: w, Queue: w,
+		Registry: catalog.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // stack is the enqueue handler on moto: real tables and queues, a counted
@@ -43,6 +45,13 @@ type stack struct {
 	idem    *idempotency.Store
 	markers *marker.Dynamo
 	clock   *markertest.Clock
+	// sched is the jobs' scheduler, scheduler its client.
+	sched     *schedule.Scheduler
+	scheduler *scheduler.Client
+	queues    testenv.WorkQueues
+	dlq       testenv.Queue
+	db        *dynamodb.Client
+	jobsTable string
 }
 
 func newStack(t *testing.T) *stack {
@@ -54,23 +63,29 @@ func newStack(t *testing.T) *stack {
 	idemTable := testenv.NewTable(t, db, "idem", idempotency.AttrPK, "")
 	jobsTable := testenv.NewTable(t, db, "jobs", jobs.AttrPK, "")
 	markersTable := testenv.NewTable(t, db, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	urls := testenv.CreateWorkQueues(t, sq, testenv.Name(t, "q")+"-", 0).URLs()
+	wq := testenv.CreateWorkQueues(t, sq, testenv.Name(t, "q")+"-", 0)
+	urls := wq.URLs()
+	dlq := testenv.NewQueue(t, sq, "dlq", nil)
+	sc := scheduler.NewFromConfig(cfg)
+	sched := testenv.NewJobScheduler(t, sc, "jobs", wq, dlq.ARN)
 	clock := markertest.NewClock(time.Now().UTC())
 	m := marker.NewDynamo(db, markersTable)
 	m.Now = clock.Now
 	js := jobs.NewStore(db, jobsTable, m)
 	js.Now = clock.Now
+	js.Schedules = sched
 	is := idempotency.NewStore(db, idemTable)
 	is.Now = clock.Now
 	q := queue.New(sq, urls, "")
 	h := &enqueue.Handler{
-		Registry: catalog.Registry(), Idempotency: is, Jobs: js, Queue: q,
+		Registry: catalog.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
 	}
 	counter.Reset()
 	rec := jobs.NewRecorder(db, jobsTable)
 	rec.Now = clock.Now
-	return &stack{h: h, queue: q, counter: counter, sqs: sq, urls: urls, jobs: js, rec: rec, idem: is, markers: m, clock: clock}
+	return &stack{h: h, queue: q, counter: counter, sqs: sq, urls: urls, jobs: js, rec: rec, idem: is, markers: m, clock: clock,
+		sched: sched, scheduler: sc, queues: wq, dlq: dlq, db: db, jobsTable: jobsTable}
 }
 
 // receive returns the messages visible in queue q (up to 10) and their

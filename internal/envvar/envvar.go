@@ -21,6 +21,11 @@ import (
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK.
 func QueueURLEnv(q contract.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
 
+// QueueARNEnv returns the environment variable that holds a work queue's
+// ARN (a schedule's target): QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT,
+// QUEUE_ARN_BULK.
+func QueueARNEnv(q contract.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
+
 // Env reads configuration from environment variables. It is the one place
 // the functions parse their environment.
 type Env struct {
@@ -85,12 +90,18 @@ func positive[T int | time.Duration](e *Env, name string, def T, parse func(stri
 }
 
 // QueueURLs returns the URLs of the three work queues, each required.
-func (e *Env) QueueURLs() map[contract.Queue]string {
-	urls := make(map[contract.Queue]string, len(contract.Queues))
+func (e *Env) QueueURLs() map[contract.Queue]string { return e.perQueue(QueueURLEnv) }
+
+// QueueARNs returns the ARNs of the three work queues, each required.
+func (e *Env) QueueARNs() map[contract.Queue]string { return e.perQueue(QueueARNEnv) }
+
+// perQueue reads the required variable name(q) of every work queue q.
+func (e *Env) perQueue(name func(contract.Queue) string) map[contract.Queue]string {
+	out := make(map[contract.Queue]string, len(contract.Queues))
 	for _, q := range contract.Queues {
-		urls[q] = e.Required(QueueURLEnv(q))
+		out[q] = e.Required(name(q))
 	}
-	return urls
+	return out
 }
 
 // Config returns every problem found so far, or else the AWS SDK

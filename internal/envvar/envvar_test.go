@@ -58,3 +58,17 @@ func TestNumbersMustBePositive(t *testing.T) {
 		}
 	}
 }
+
+// The queue ARNs (a schedule's targets) are read per queue like the URLs,
+// each required.
+func TestQueueARNs(t *testing.T) {
+	vars := map[string]string{"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_BULK": "arn:b"}
+	e := New(func(k string) string { return vars[k] })
+	arns := e.QueueARNs()
+	if arns[contract.QueueCritical] != "arn:c" || arns[contract.QueueBulk] != "arn:b" {
+		t.Fatalf("arns %v", arns)
+	}
+	if err := e.Err(); err == nil || !strings.Contains(err.Error(), "QUEUE_ARN_DEFAULT") {
+		t.Fatalf("err %v; want the missing QUEUE_ARN_DEFAULT named", err)
+	}
+}

@@ -144,7 +144,18 @@ func (j Job) Stored() State { return j.stored }
 // Delay is how long after creation the message becomes visible.
 func (j Job) Delay() time.Duration { return max(j.RunAt.Sub(j.CreatedAt), 0) }
 
-// QueuedState is the state the record takes once SQS accepted the message:
+// MaxQueueDelay is the longest SQS can hide a message (DelaySeconds 900):
+// a job due later waits in a one-time schedule of EventBridge Scheduler
+// instead (internal/schedule), named by its id.
+const MaxQueueDelay = 900 * time.Second
+
+// MayHaveSchedule reports whether the job was due further ahead than SQS
+// can delay a message when it was created, so its message may wait in a
+// one-time schedule.
+func (j Job) MayHaveSchedule() bool { return j.Delay() > MaxQueueDelay }
+
+// QueuedState is the state the record takes once its message was accepted
+// (by SQS, or by the scheduler for a job due later than MaxQueueDelay):
 // Scheduled when it has a delay, else Enqueued.
 func (j Job) QueuedState() State {
 	if j.Delay() > 0 {

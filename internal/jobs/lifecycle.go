@@ -182,9 +182,10 @@ func (r *Recorder) update(ctx context.Context, jobID string, ev Event, upd expre
 	return old, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, old.State)
 }
 
-// Cancel cancels the job jobID of caller if it has not run: it writes the
-// tombstone marker that every worker's peek sees (so the job never runs,
-// even if its message is delivered later), then marks the record Cancelled.
+// Cancel cancels the job jobID of caller if it has not run: it deletes its
+// one-time schedule when it has one (Schedules), writes the tombstone marker
+// that every worker's peek sees (so the job never runs, even if its message
+// is delivered later), then marks the record Cancelled.
 // It returns the job with its state: Cancelled (also when it already was),
 // or, with ErrConflict, the state that forbids it (Succeeded, Failed,
 // Expired, or Processing while a worker runs it). Another caller's job, or
@@ -205,6 +206,13 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		return j, nil
 	case j.State.Terminal() || j.State == StateProcessing:
 		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
+	}
+	// A job waiting in a one-time schedule loses it first: a cancelled job's
+	// schedule would only send a message its workers drop. A schedule that
+	// is already gone is fine; one that cannot be deleted fails the cancel,
+	// which a retry repeats.
+	if _, err := s.deleteSchedule(ctx, rec); err != nil {
+		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey())
 	if err != nil {

@@ -63,6 +63,29 @@ type Store struct {
 	// PendingTimeout is how long a Pending job belongs to the request that
 	// reserved it (DefaultPendingTimeout if 0).
 	PendingTimeout time.Duration
+	// Schedules deletes the one-time schedule of a job due later than
+	// MaxQueueDelay when it is cancelled or run now (nil: no job has one).
+	// *schedule.Scheduler is one.
+	Schedules ScheduleDeleter
+}
+
+// ScheduleDeleter deletes the one-time schedule of a job: existed is false
+// when there was none (it fired, or was deleted before), which is no error.
+type ScheduleDeleter interface {
+	Delete(ctx context.Context, jobID string) (existed bool, err error)
+}
+
+// deleteSchedule deletes the schedule of j when it may have one and the
+// store knows the schedules; existed reports whether one was deleted.
+func (s *Store) deleteSchedule(ctx context.Context, j Job) (existed bool, err error) {
+	if s.Schedules == nil || !j.MayHaveSchedule() {
+		return false, nil
+	}
+	existed, err = s.Schedules.Delete(ctx, j.ID)
+	if err != nil {
+		return false, fmt.Errorf("jobs: %w", err)
+	}
+	return existed, nil
 }
 
 // NewStore returns the store on table. markers reads the effect markers the

@@ -7,6 +7,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -61,19 +62,40 @@ func stringAttr(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }
 
+// Attributes are the message attributes every job message carries: its
+// type and correlation id (each left out when empty).
+func Attributes(jobType, correlationID string) map[string]types.MessageAttributeValue {
+	attrs := map[string]types.MessageAttributeValue{}
+	if jobType != "" {
+		attrs[contract.AttrType] = stringAttr(jobType)
+	}
+	if correlationID != "" {
+		attrs[contract.AttrCorrelationID] = stringAttr(correlationID)
+	}
+	return attrs
+}
+
+// BodyAttributes are the Attributes of a message whose body is body: the
+// type and correlationId it carries (a job envelope, a tick), none of
+// either when it is not a JSON object. It is what a message that reaches a
+// queue without the sender's attributes (a schedule's input) is sent with
+// by the local scheduler.
+func BodyAttributes(body string) map[string]types.MessageAttributeValue {
+	var fields struct {
+		Type          string `json:"type"`
+		CorrelationID string `json:"correlationId"`
+	}
+	_ = json.Unmarshal([]byte(body), &fields) // not an object: no attributes
+	return Attributes(fields.Type, fields.CorrelationID)
+}
+
 // Send sends m to its work queue.
 func (s *Sender) Send(ctx context.Context, m Message) error {
 	url := s.urls[m.Queue]
 	if url == "" {
 		return fmt.Errorf("queue: no URL for queue %q", m.Queue)
 	}
-	attrs := map[string]types.MessageAttributeValue{}
-	if m.Type != "" {
-		attrs[contract.AttrType] = stringAttr(m.Type)
-	}
-	if m.CorrelationID != "" {
-		attrs[contract.AttrCorrelationID] = stringAttr(m.CorrelationID)
-	}
+	attrs := Attributes(m.Type, m.CorrelationID)
 	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(url),
 		MessageBody:       aws.String(m.Body),

@@ -8,6 +8,8 @@ import (
 	"go/token"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,7 +31,7 @@ const modulePath = "github.com/runstwice/runstwice"
 const sdkService = "github.com/aws/aws-sdk-go-v2/service/"
 
 // iamPrefix maps an SDK service package to its IAM action prefix.
-var iamPrefix = map[string]string{"dynamodb": "dynamodb", "sqs": "sqs", "ssm": "ssm", "sesv2": "ses"}
+var iamPrefix = map[string]string{"dynamodb": "dynamodb", "sqs": "sqs", "ssm": "ssm", "sesv2": "ses", "scheduler": "scheduler"}
 
 // transactElement maps DynamoDB transaction element types to IAM actions.
 var transactElement = map[string]string{
@@ -194,6 +196,28 @@ func wildcardScoped(st statement, envRefs map[string]bool) bool {
 	return len(st.actions) > 0
 }
 
+// groupSchedules is the only wildcard resource a scheduler action may name:
+// the schedules of one schedule group of the template.
+var groupSchedules = regexp.MustCompile(`^arn:\$\{AWS::Partition\}:scheduler:\$\{AWS::Region\}:\$\{AWS::AccountId\}:schedule/\$\{([A-Za-z0-9]+)\}/\*$`)
+
+// groupScoped reports whether every action of st is a scheduler action and
+// sub names the schedules of a schedule group in envRefs (the group the
+// function's code is told to use).
+func groupScoped(t *Template, st statement, sub any, envRefs map[string]bool) bool {
+	for _, a := range st.actions {
+		if !strings.HasPrefix(a, "scheduler:") {
+			return false
+		}
+	}
+	s, _ := sub.(string)
+	m := groupSchedules.FindStringSubmatch(s)
+	return len(st.actions) > 0 && m != nil && envRefs[m[1]] && t.Resources[m[1]].Type == TypeScheduleGroup
+}
+
+// passRoleTo is the service a role may be passed to, by the action that
+// passes it: creating a schedule hands the scheduler its role.
+var passRoleTo = map[string]string{"scheduler:CreateSchedule": "scheduler.amazonaws.com"}
+
 // onlyTraceActions reports whether every action of st is a trace action.
 func onlyTraceActions(st statement) bool {
 	for _, a := range st.actions {
@@ -256,6 +280,33 @@ func roleStatements(t *Template, fnID string) ([]statement, error) {
 		}
 	}
 	return out, nil
+}
+
+// passRole checks an iam:PassRole grant: the code must call an action that
+// passes a role, the grant must be conditioned on the service it passes the
+// role to (iam:PassedToService), and it may only name roles of the
+// function's environment, which it returns.
+func passRole(t *Template, st statement, name string, calls derived, envRefs map[string]bool, bad func(string, ...any)) map[string]bool {
+	var services []string
+	for action, svc := range passRoleTo {
+		if _, ok := calls[action]; ok {
+			services = append(services, svc)
+		}
+	}
+	if len(services) == 0 {
+		bad("%s: grants iam:PassRole, but its code calls nothing that passes a role", name)
+	}
+	to := str(asMap(asMap(st.raw["Condition"])["StringEquals"])["iam:PassedToService"])
+	if !slices.Contains(services, to) {
+		bad("%s: iam:PassRole must have Condition StringEquals iam:PassedToService %v (has %q)", name, services, to)
+	}
+	roles := map[string]bool{}
+	for r := range envRefs {
+		if t.Resources[r].Type == TypeRole {
+			roles[r] = true
+		}
+	}
+	return roles
 }
 
 // refs collects the logical ids and parameters v refers to (Ref, GetAtt,
@@ -360,7 +411,7 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 				bad("%s: literal resource %q (name resources by !GetAtt or !Sub of the template's own names)", name, s)
 				continue
 			}
-			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") && !wildcardScoped(st, envRefs) {
+			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") && !wildcardScoped(st, envRefs) && !groupScoped(t, st, sub, envRefs) {
 				bad("%s: wildcard resource %v", name, sub)
 			}
 			refs(r, stRefs)
@@ -380,6 +431,8 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 				}
 			case pollActions[a] && len(sources) > 0:
 				allowed = sources
+			case a == "iam:PassRole":
+				allowed = passRole(t, st, name, calls, envRefs, bad)
 			default:
 				if _, ok := calls[a]; !ok {
 					bad("%s: grants %s, which its code does not call", name, a)

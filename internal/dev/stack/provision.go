@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
@@ -75,12 +76,15 @@ type Clients struct {
 	Dynamo DynamoAPI
 	SQS    SQSAPI
 	SSM    SSMAPI
+	// Scheduler creates the schedule groups.
+	Scheduler SchedulerAPI
 }
 
 // NewClients builds the clients from an SDK configuration (e.g.
 // moto.Config(endpoint, region) for moto).
 func NewClients(cfg aws.Config) Clients {
-	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
+	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg),
+		Scheduler: scheduler.NewFromConfig(cfg)}
 }
 
 // Stack is a template instantiated with parameter values: what Provision
@@ -132,14 +136,16 @@ func New(t *Template, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// Provision creates every DynamoDB table, SQS queue and SSM parameter of t
-// (whose condition holds) through clients, resolving names, keys, TTL,
-// point-in-time recovery, queue attributes and redrive policies from the
-// template. Resources that already exist are reused (a table or queue of the
-// same name; a parameter keeps its stored value), so provisioning twice is
-// harmless. Every other resource type (functions, roles, log groups, keys,
-// topics, alarms, the API) is not emulated and is skipped; resolving a
-// reference to one fails with ErrNotProvisioned.
+// Provision creates every DynamoDB table, SQS queue, SSM parameter and
+// EventBridge Scheduler schedule group of t (whose condition holds) through
+// clients, resolving names, keys, TTL, point-in-time recovery, queue
+// attributes and redrive policies from the template. Resources that already
+// exist are reused (a table, queue or schedule group of the same name; a
+// parameter keeps its stored value), so provisioning twice is harmless. An
+// IAM role is only named (its ARN resolves; the local stack enforces no
+// IAM). Every other resource type (functions, log groups, keys, topics,
+// alarms, the API) is not emulated and is skipped; resolving a reference to
+// one fails with ErrNotProvisioned.
 func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
 	s, err := New(t, opts)
 	if err != nil {
@@ -147,7 +153,7 @@ func Provision(ctx context.Context, clients Clients, t *Template, opts Options) 
 	}
 	s.clients, s.ctx = clients, ctx
 	defer func() { s.ctx = nil }()
-	for _, typ := range []string{TypeQueue, TypeTable, TypeParameter} {
+	for _, typ := range ProvisionedTypes {
 		for _, id := range t.IDs(typ) {
 			if _, err := s.ensure(id); err != nil && !errors.Is(err, errConditionFalse) {
 				return nil, err
@@ -156,6 +162,10 @@ func Provision(ctx context.Context, clients Clients, t *Template, opts Options) 
 	}
 	return s, nil
 }
+
+// ProvisionedTypes are the resource types Provision creates (or, for roles,
+// names), in order.
+var ProvisionedTypes = []string{TypeQueue, TypeTable, TypeParameter, TypeScheduleGroup, TypeRole}
 
 var errConditionFalse = errors.New("stack: resource condition is false")
 
@@ -271,6 +281,16 @@ func (s *Stack) ensure(id string) (Physical, error) {
 	}
 	s.busy[id] = true
 	defer delete(s.busy, id)
+	if r.Type == TypeRole {
+		// Only its name is resolved: its policies name what the local
+		// stack does not emulate (log groups), and are not enforced.
+		p, err := s.role(id, r.Properties["RoleName"])
+		if err != nil {
+			return Physical{}, fmt.Errorf("stack: %s: %w", id, err)
+		}
+		s.created[id] = p
+		return p, nil
+	}
 	props, err := s.Resolve(r.Properties)
 	if err != nil {
 		return Physical{}, fmt.Errorf("stack: %s: %w", id, err)
@@ -284,6 +304,8 @@ func (s *Stack) ensure(id string) (Physical, error) {
 		p, err = s.createQueue(id, pm)
 	case TypeParameter:
 		p, err = s.putParameter(id, pm)
+	case TypeScheduleGroup:
+		p, err = s.createScheduleGroup(id, pm)
 	default:
 		return Physical{}, fmt.Errorf("%w: %s (%s)", ErrNotProvisioned, id, r.Type)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -121,10 +123,11 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 		t.Errorf("DLQ redrive allow policy %v, want byQueue from %v", allow, workARNs)
 	}
 
-	// Exactly the tables, queues and parameters are created; every other
-	// resource type (keys, log groups, alarms, the API, functions) is skipped.
+	// Exactly the tables, queues, parameters and schedule groups are
+	// created, and the roles named; every other resource type (keys, log
+	// groups, alarms, the API, functions) is skipped.
 	var want []string
-	for _, typ := range []string{TypeTable, TypeQueue, TypeParameter} {
+	for _, typ := range ProvisionedTypes {
 		want = append(want, tmpl.IDs(typ)...)
 	}
 	slices.Sort(want)
@@ -158,16 +161,47 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 	if refs := st.Refs(); refs["JobsTable"] != stackName+"-jobs" || !strings.HasPrefix(refs["BulkQueue"], "http") {
 		t.Errorf("refs %v", refs)
 	}
+	// The jobs schedule group exists on moto; the enqueue function is told
+	// it, the scheduler role's ARN and the queues' ARNs.
+	group, _ := st.Physical("JobsScheduleGroup")
+	sg, err := scheduler.NewFromConfig(cfg).GetScheduleGroup(ctx, &scheduler.GetScheduleGroupInput{Name: aws.String("runstwice-local-jobs")})
+	if err != nil || group.Name != "runstwice-local-jobs" || aws.ToString(sg.Arn) != group.ARN {
+		t.Errorf("jobs schedule group %+v: %v, %v", group, sg, err)
+	}
+	enq, err := st.FunctionEnv("EnqueueFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"SCHEDULE_GROUP": "runstwice-local-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::" + DefaultAccountID + ":role/" + stackName + "-SchedulerRole",
+		"QUEUE_ARN_CRITICAL": crit.ARN, "DLQ_ARN": dlq.ARN,
+	} {
+		if enq[k] != want {
+			t.Errorf("EnqueueFunction env %s = %q, want %q", k, enq[k], want)
+		}
+	}
 	if _, err := st.GetAtt("EnqueueFunction", "Arn"); err == nil {
 		t.Error("GetAtt of a function resolved; want ErrNotProvisioned")
 	}
 
-	// Provisioning again reuses what exists.
+	// Provisioning again reuses what exists, the schedules of a schedule
+	// group included.
+	sched := scheduler.NewFromConfig(cfg)
+	if _, err := sched.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+		Name: aws.String(stackName), GroupName: aws.String(group.Name), ScheduleExpression: aws.String("at(2030-01-01T00:00:00)"),
+		FlexibleTimeWindow: &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
+		Target:             &schedtypes.Target{Arn: aws.String(crit.ARN), RoleArn: aws.String(enq["SCHEDULER_ROLE_ARN"]), Input: aws.String("{}")},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	again, err := Provision(ctx, NewClients(cfg), tmpl, Options{StackName: stackName})
 	if err != nil {
 		t.Fatalf("provision again: %v", err)
 	}
 	if a, b := again.Refs(), st.Refs(); len(a) != len(b) || a["MarkersTable"] != b["MarkersTable"] || a["CriticalQueue"] != b["CriticalQueue"] {
 		t.Errorf("second provision %v, first %v", a, b)
+	}
+	if _, err := sched.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(stackName), GroupName: aws.String(group.Name)}); err != nil {
+		t.Errorf("the group's schedule after provisioning again: %v", err)
 	}
 }

@@ -29,6 +29,8 @@ const (
 	TypeFunction  = "AWS::Serverless::Function"
 	TypeRole      = "AWS::IAM::Role"
 	TypeLogGroup  = "AWS::Logs::LogGroup"
+	// TypeScheduleGroup is an EventBridge Scheduler schedule group.
+	TypeScheduleGroup = "AWS::Scheduler::ScheduleGroup"
 )
 
 // Template is a parsed CloudFormation (SAM) template. Values are what YAML

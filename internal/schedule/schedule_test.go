@@ -1,0 +1,39 @@
+package schedule
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// at() is UTC to the second, rounded up: a job never runs before its time.
+func TestAtExpression(t *testing.T) {
+	berlin := time.FixedZone("CET", 3600)
+	for _, tc := range []struct {
+		in   time.Time
+		want string
+	}{
+		{time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), "at(2026-12-03T09:00:00)"},
+		{time.Date(2026, 12, 3, 10, 0, 0, 0, berlin), "at(2026-12-03T09:00:00)"},
+		{time.Date(2026, 12, 3, 9, 0, 0, 1, time.UTC), "at(2026-12-03T09:00:01)"},
+		{time.Date(2026, 12, 31, 23, 59, 59, 500e6, time.UTC), "at(2027-01-01T00:00:00)"},
+	} {
+		if got := AtExpression(tc.in); got != tc.want {
+			t.Errorf("AtExpression(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A job's queue must be known: a schedule without a target is refused
+// before any call.
+func TestInputNeedsTheQueue(t *testing.T) {
+	s := New(nil, Config{Group: "g", RoleARN: "r", QueueARNs: map[contract.Queue]string{contract.QueueDefault: "arn:d"}})
+	if _, err := s.Input(Job{ID: "j", Queue: contract.QueueBulk, RunAt: time.Now()}); err == nil {
+		t.Fatal("a schedule for a queue without an ARN was built")
+	}
+	in, err := s.Input(Job{ID: "j", Queue: contract.QueueDefault, Body: "{}", RunAt: time.Now()})
+	if err != nil || in.Target.DeadLetterConfig != nil || *in.Target.Arn != "arn:d" {
+		t.Fatalf("input %+v, %v; want the default queue and no DLQ when none is configured", in, err)
+	}
+}
