@@ -73,6 +73,9 @@ const (
 	// describeInterval is how often the stream is described for new
 	// shards.
 	describeInterval = 10 * time.Second
+	// StreamRetryDelay is the local stack's pause before a stream batch is
+	// retried.
+	StreamRetryDelay = time.Second
 )
 
 // StreamSources reads the DynamoDB events of every function in the
