@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -88,7 +89,7 @@ type Local struct {
 }
 
 // functions are the bundle's functions, by directory under functions/.
-var functions = []string{"enqueue", "email", "dlq"}
+var functions = []string{"enqueue", "email", "dlq", "outbox"}
 
 // Start brings the whole bundle up and returns once it serves requests. The
 // stack runs until Stop. It checks what it needs first (its state directory,
@@ -284,6 +285,22 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		}
 		p := &Poller{Client: sqsClient, QueueURL: src.QueueURL, QueueARN: src.QueueARN, Region: cfg.Region,
 			Function: opts.Chaos.wrap(src.Function, fn), BatchSize: src.BatchSize, Window: src.Window, Logger: platform}
+		l.wg.Go(func() { p.Run(runCtx) })
+	}
+	// The DynamoDB stream event sources (the outbox relay): their records
+	// fed to their function as Lambda's event source mapping does.
+	streamSources, err := StreamSources(l.Stack)
+	if err != nil {
+		return nil, err
+	}
+	streams := dynamodbstreams.NewFromConfig(cfg)
+	for _, src := range streamSources {
+		fn, err := newPool(src.Function, 1)
+		if err != nil {
+			return nil, err
+		}
+		p := &StreamPoller{Source: src, Streams: streams, SQS: sqsClient, Function: opts.Chaos.wrap(src.Function, fn),
+			Region: cfg.Region, RetryDelay: StreamRetryDelay, Logger: platform}
 		l.wg.Go(func() { p.Run(runCtx) })
 	}
 

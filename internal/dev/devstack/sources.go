@@ -3,7 +3,6 @@ package devstack
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -22,19 +21,14 @@ type EventSource struct {
 // template, so the local pollers use the template's batch sizes and windows.
 func EventSources(st *stack.Stack) ([]EventSource, error) {
 	tmpl := st.Template()
-	byARN := map[string]stack.Physical{}
-	for _, p := range st.Resources() {
-		if p.ARN != "" {
-			byARN[p.ARN] = p
-		}
-	}
+	byARN := physicalByARN(st)
 	var out []EventSource
 	for _, id := range tmpl.IDs(stack.TypeFunction) {
 		props, err := tmpl.FunctionProperties(id)
 		if err != nil {
 			return nil, err
 		}
-		fn := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(props["CodeUri"]), "functions/"), "/")
+		fn := functionDir(props)
 		events, _ := props["Events"].(map[string]any)
 		for name, ev := range events {
 			e, _ := ev.(map[string]any)

@@ -180,7 +180,10 @@ func isAlarmOnZero(p map[string]any) bool {
 }
 
 // checkFunctionAlarms: a failing function is seen. Every function has an
-// AWS/Lambda Errors and a Throttles alarm (any in 5 minutes); the DLQ has an
+// AWS/Lambda Errors and a Throttles alarm (any in 5 minutes); every function
+// with a stream event source has an IteratorAge alarm (Maximum above at most
+// a minute, within 10 minutes: its records wait, and a failing batch holds
+// its shard while it is retried); the DLQ has an
 // alarm on messages present (visible + in flight, metric math) throughout 15
 // minutes (one minute SQS did not report tolerated), because SQS leaves a
 // message received three or more times out of
@@ -201,13 +204,27 @@ func checkFunctionAlarms(t *Template) []string {
 			continue
 		}
 		fn, _ := asMap(asMap(dims[0])["Value"])["Ref"].(string)
+		if str(p["MetricName"]) == "IteratorAge" {
+			if str(p["Statistic"]) != "Maximum" || str(p["ComparisonOperator"]) != "GreaterThanThreshold" ||
+				num(p["Threshold"]) <= 0 || num(p["Threshold"]) > 60000 || num(p["Period"])*num(p["EvaluationPeriods"]) > 600 {
+				bad("%s: must fire on a Maximum above at most 60000 ms within 10 minutes", id)
+			}
+			lambda["IteratorAge@"+fn] = true
+			continue
+		}
 		if !isAlarmOnZero(p) || str(p["Statistic"]) != "Sum" || num(p["Period"])*num(p["EvaluationPeriods"]) > 300 {
 			bad("%s: must fire on a Sum above 0 within 5 minutes", id)
 		}
 		lambda[str(p["MetricName"])+"@"+fn] = true
 	}
 	for _, fn := range t.IDs(TypeFunction) {
-		for _, metric := range []string{"Errors", "Throttles"} {
+		metrics := []string{"Errors", "Throttles"}
+		if props, _ := t.FunctionProperties(fn); props != nil {
+			if _, streams, _ := eventSources(props); len(streams) > 0 {
+				metrics = append(metrics, "IteratorAge")
+			}
+		}
+		for _, metric := range metrics {
 			if !lambda[metric+"@"+fn] {
 				bad("%s: no AWS/Lambda %s alarm (FunctionName !Ref %s)", fn, metric, fn)
 			}

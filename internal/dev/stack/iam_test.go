@@ -163,14 +163,56 @@ func inputParam(ft *ast.FuncType, imports map[string]string) (svc, op string, ok
 }
 
 // runtimeActions are granted for the Lambda service, not called by the code:
-// writing the function's logs, polling its SQS event sources and sending
-// its X-Ray trace segments (Tracing: Active; X-Ray has no resource-level
+// writing the function's logs, polling its SQS event sources, reading the
+// DynamoDB streams of its stream event sources, sending a stream batch it
+// gave up on to the event source's on-failure destination, and sending its
+// X-Ray trace segments (Tracing: Active; X-Ray has no resource-level
 // permissions, so these are the only actions granted on "*").
 var (
-	logActions   = map[string]bool{"logs:CreateLogStream": true, "logs:PutLogEvents": true}
-	pollActions  = map[string]bool{"sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true, "sqs:ChangeMessageVisibility": true}
-	traceActions = map[string]bool{"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true}
+	logActions    = map[string]bool{"logs:CreateLogStream": true, "logs:PutLogEvents": true}
+	pollActions   = map[string]bool{"sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true, "sqs:ChangeMessageVisibility": true}
+	streamActions = map[string]bool{"dynamodb:DescribeStream": true, "dynamodb:GetRecords": true, "dynamodb:GetShardIterator": true, "dynamodb:ListStreams": true}
+	traceActions  = map[string]bool{"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true}
 )
+
+// onFailureAction is how Lambda delivers a stream batch it gave up on to an
+// SQS on-failure destination.
+const onFailureAction = "sqs:SendMessage"
+
+// streamWildcard reports whether st grants only stream actions on sub, the
+// streams of one stream source table: "${<table>.Arn}/stream/*", the form
+// AWS documents for dynamodb:ListStreams.
+func streamWildcard(st statement, sub any, streams map[string]bool) bool {
+	for _, a := range st.actions {
+		if !streamActions[a] {
+			return false
+		}
+	}
+	s, _ := sub.(string)
+	table, ok := strings.CutSuffix(strings.TrimPrefix(s, "${"), ".Arn}/stream/*")
+	return ok && strings.HasPrefix(s, "${") && streams[table] && len(st.actions) > 0
+}
+
+// eventSources returns the logical ids function props' event sources name:
+// the queues its SQS sources poll, the tables whose stream its DynamoDB
+// sources read, and those sources' on-failure destinations.
+func eventSources(props map[string]any) (queues, streams, destinations map[string]bool) {
+	queues, streams, destinations = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, e := range asMap(props["Events"]) {
+		ev := asMap(e)
+		p := asMap(ev["Properties"])
+		switch str(ev["Type"]) {
+		case "SQS":
+			refs(p["Queue"], queues)
+		case "DynamoDB":
+			if id := getAttID(p["Stream"], "StreamArn"); id != "" {
+				streams[id] = true
+			}
+			refs(asMap(asMap(p["DestinationConfig"])["OnFailure"])["Destination"], destinations)
+		}
+	}
+	return queues, streams, destinations
+}
 
 // scopedWildcards are the actions that may name a wildcard resource, each
 // with the StringEquals condition key that must then pin the request to a
@@ -378,13 +420,7 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 			}
 		}
 	}
-	sources := map[string]bool{}
-	for _, e := range asMap(props["Events"]) {
-		ev := asMap(e)
-		if str(ev["Type"]) == "SQS" {
-			refs(asMap(ev["Properties"])["Queue"], sources)
-		}
-	}
+	sources, streams, destinations := eventSources(props)
 	granted := map[string]bool{}
 	for i, st := range stmts {
 		name := st.sid
@@ -411,13 +447,17 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 				bad("%s: literal resource %q (name resources by !GetAtt or !Sub of the template's own names)", name, s)
 				continue
 			}
-			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") && !wildcardScoped(st, envRefs) && !groupScoped(t, st, sub, envRefs) {
+			if sub, ok := asMap(r)["Fn::Sub"]; ok && strings.Contains(fmt.Sprint(sub), "*") && !wildcardScoped(st, envRefs) &&
+				!groupScoped(t, st, sub, envRefs) && !streamWildcard(st, sub, streams) {
 				bad("%s: wildcard resource %v", name, sub)
 			}
 			refs(r, stRefs)
 		}
+		toDestinations := len(stRefs) > 0
+		for r := range stRefs {
+			toDestinations = toDestinations && destinations[r]
+		}
 		for _, a := range st.actions {
-			granted[a] = true
 			var allowed map[string]bool
 			switch {
 			case strings.Contains(a, "*"):
@@ -433,7 +473,14 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 				allowed = sources
 			case a == "iam:PassRole":
 				allowed = passRole(t, st, name, calls, envRefs, bad)
+			case streamActions[a] && len(streams) > 0:
+				allowed = streams
+			case a == onFailureAction && toDestinations:
+				// The event source's, not the code's: it grants the code
+				// nothing on the queues the code sends to.
+				allowed = destinations
 			default:
+				granted[a] = true
 				if _, ok := calls[a]; !ok {
 					bad("%s: grants %s, which its code does not call", name, a)
 				}

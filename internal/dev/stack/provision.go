@@ -45,6 +45,9 @@ type Physical struct {
 	URL string `json:"url,omitempty"`
 	// ARN is the resource ARN (tables, queues).
 	ARN string `json:"arn,omitempty"`
+	// StreamARN is the ARN of a table's stream (tables with a
+	// StreamSpecification only).
+	StreamARN string `json:"streamArn,omitempty"`
 	// Value is the parameter's value (parameters only).
 	Value string `json:"value,omitempty"`
 }

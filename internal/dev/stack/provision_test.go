@@ -41,7 +41,7 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 			p, ok := st.Physical(w.id)
 			if !ok || p.Name != stackName+"-"+map[string]string{
 				"IdempotencyTable": "idempotency", "JobsTable": "jobs", "MarkersTable": "markers",
-				"DeadLettersTable": "dead-letters", "UsersTable": "users",
+				"DeadLettersTable": "dead-letters", "UsersTable": "users", "OutboxTable": "outbox",
 			}[w.id] {
 				t.Fatalf("physical %+v", p)
 			}
@@ -58,6 +58,18 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 			}
 			if aws.ToString(d.Table.TableArn) != p.ARN {
 				t.Errorf("arn %s, physical %s", aws.ToString(d.Table.TableArn), p.ARN)
+			}
+			stream := ""
+			if ss := d.Table.StreamSpecification; ss != nil && aws.ToBool(ss.StreamEnabled) {
+				stream = string(ss.StreamViewType)
+			}
+			if stream != w.stream || aws.ToString(d.Table.LatestStreamArn) != p.StreamARN {
+				t.Errorf("stream %q (arn %s, physical %s), want %q", stream, aws.ToString(d.Table.LatestStreamArn), p.StreamARN, w.stream)
+			}
+			if w.stream != "" {
+				if arn, err := st.GetAtt(w.id, "StreamArn"); err != nil || arn != p.StreamARN || arn == "" {
+					t.Errorf("GetAtt %s.StreamArn = %q, %v; want %q", w.id, arn, err, p.StreamARN)
+				}
 			}
 			ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(p.Name)})
 			if err != nil {

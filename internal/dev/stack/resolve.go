@@ -241,7 +241,7 @@ func (s *Stack) ref(id string) (any, error) {
 }
 
 // GetAtt returns attribute attr of resource id: Arn, QueueName, QueueUrl
-// (queues), Arn (tables), Type, Value (parameters).
+// (queues), Arn, StreamArn (tables), Type, Value (parameters).
 func (s *Stack) GetAtt(id, attr string) (string, error) {
 	p, err := s.ensure(id)
 	if err != nil {
@@ -254,6 +254,11 @@ func (s *Stack) GetAtt(id, attr string) (string, error) {
 		return p.Name, nil
 	case p.Type == TypeQueue && attr == "QueueUrl":
 		return p.URL, nil
+	case p.Type == TypeTable && attr == "StreamArn":
+		if p.StreamARN == "" {
+			return "", fmt.Errorf("stack: GetAtt %s.StreamArn: the table has no stream", id)
+		}
+		return p.StreamARN, nil
 	case p.Type == TypeParameter && attr == "Value":
 		return p.Value, nil
 	case p.Type == TypeParameter && attr == "Type":

@@ -63,6 +63,11 @@ func (s *Stack) createTable(id string, props map[string]any) (Physical, error) {
 	if sse := asMap(props["SSESpecification"]); truthy(sse["SSEEnabled"]) {
 		in.SSESpecification = &ddbtypes.SSESpecification{Enabled: aws.Bool(true)}
 	}
+	// In CloudFormation a StreamSpecification is the stream's view type;
+	// its presence enables the stream.
+	if view := str(asMap(props["StreamSpecification"])["StreamViewType"]); view != "" {
+		in.StreamSpecification = &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewType(view)}
+	}
 	out, err := s.clients.Dynamo.CreateTable(s.ctx, in)
 	var inUse *ddbtypes.ResourceInUseException
 	switch {
@@ -71,7 +76,7 @@ func (s *Stack) createTable(id string, props map[string]any) (Physical, error) {
 		if derr != nil {
 			return Physical{}, fmt.Errorf("describe existing table %s: %w", name, derr)
 		}
-		return Physical{Name: name, ARN: aws.ToString(d.Table.TableArn)}, nil
+		return Physical{Name: name, ARN: aws.ToString(d.Table.TableArn), StreamARN: aws.ToString(d.Table.LatestStreamArn)}, nil
 	case err != nil:
 		return Physical{}, fmt.Errorf("create table %s: %w", name, err)
 	}
@@ -91,7 +96,7 @@ func (s *Stack) createTable(id string, props map[string]any) (Physical, error) {
 			return Physical{}, fmt.Errorf("point-in-time recovery on %s: %w", name, err)
 		}
 	}
-	return Physical{Name: name, ARN: aws.ToString(out.TableDescription.TableArn)}, nil
+	return Physical{Name: name, ARN: aws.ToString(out.TableDescription.TableArn), StreamARN: aws.ToString(out.TableDescription.LatestStreamArn)}, nil
 }
 
 func keySchema(v any) []ddbtypes.KeySchemaElement {

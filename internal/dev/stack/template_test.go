@@ -52,12 +52,20 @@ var wantFunctions = []struct {
 		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the consumer's",
 		"dynamodb:DeleteItem": "marker release is the e-mail worker's",
 	}},
+	{dir: "functions/outbox", id: "OutboxFunction", env: []string{
+		"JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
+	}, unused: map[string]string{
+		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
+		"dynamodb:DeleteItem": "marker release is the e-mail worker's; the relay has no idempotency table",
+	}},
 }
 
 // wantTables is the storage contract (docs/deploy.md, Data).
 var wantTables = []struct {
 	id, hash, rang string
 	ttl            bool
+	// stream is the table's StreamViewType ("" for no stream).
+	stream string
 }{
 	{id: "IdempotencyTable", hash: "pk", ttl: true},
 	{id: "JobsTable", hash: "pk", ttl: true},
@@ -66,6 +74,7 @@ var wantTables = []struct {
 	{id: "MarkersTable", hash: marker.AttrHandler, rang: marker.AttrMessageKey, ttl: true},
 	{id: "DeadLettersTable", hash: "pk", ttl: true},
 	{id: "UsersTable", hash: "userId"},
+	{id: "OutboxTable", hash: "pk", ttl: true, stream: "NEW_IMAGE"},
 }
 
 var (
@@ -110,16 +119,22 @@ func num(v any) int {
 	return n
 }
 
-// sqsEvents returns, per function, its SQS event sources (name → props).
-func sqsEvents(t *Template, fnID string) map[string]map[string]any {
+// eventsOfType returns function fnID's event sources of type typ (SQS,
+// DynamoDB), name → props.
+func eventsOfType(t *Template, fnID, typ string) map[string]map[string]any {
 	props, _ := t.FunctionProperties(fnID)
 	out := map[string]map[string]any{}
 	for name, e := range asMap(props["Events"]) {
-		if ev := asMap(e); str(ev["Type"]) == "SQS" {
+		if ev := asMap(e); str(ev["Type"]) == typ {
 			out[name] = asMap(ev["Properties"])
 		}
 	}
 	return out
+}
+
+// sqsEvents returns function fnID's SQS event sources.
+func sqsEvents(t *Template, fnID string) map[string]map[string]any {
+	return eventsOfType(t, fnID, "SQS")
 }
 
 // getAttID returns X of {"Fn::GetAtt": [X, attr]}.
@@ -175,7 +190,8 @@ func checkFunctions(t *Template, root string) []string {
 }
 
 // checkQueues: SSE on every queue; a redrive policy to a queue of the
-// template on every queue that is not itself a dead-letter target; a
+// template on every queue that is not itself a dead-letter target or a
+// stream event source's on-failure destination (a person reads those); a
 // visibility timeout of at least 6 × the timeout of each function consuming
 // it plus that event source's batching window (AWS's rule for SQS event
 // sources); ReportBatchItemFailures on every SQS event source.
@@ -191,6 +207,10 @@ func checkQueues(t *Template) []string {
 	consumers := map[string][]string{}
 	for _, fn := range t.IDs(TypeFunction) {
 		props, _ := t.FunctionProperties(fn)
+		_, _, destinations := eventSources(props)
+		for q := range destinations {
+			targets[q] = true
+		}
 		for name, ev := range sqsEvents(t, fn) {
 			q := getAttID(ev["Queue"], "Arn")
 			if q == "" || t.Resources[q].Type != TypeQueue {
@@ -268,6 +288,9 @@ func checkTables(t *Template) []string {
 		ttl := asMap(p["TimeToLiveSpecification"])
 		if got := truthy(ttl["Enabled"]) && str(ttl["AttributeName"]) == "expiresAt"; got != w.ttl {
 			bad("%s: TTL on expiresAt is %v, want %v", w.id, got, w.ttl)
+		}
+		if got := str(asMap(p["StreamSpecification"])["StreamViewType"]); got != w.stream {
+			bad("%s: stream %q, want %q", w.id, got, w.stream)
 		}
 		keys := map[string]string{}
 		for _, k := range list(p["KeySchema"]) {
@@ -357,6 +380,7 @@ func checkAlarms(t *Template) []string {
 		"NumberOfMessagesReceived@DeadLetterQueue", "ApproximateAgeOfOldestMessage@DeadLetterQueue", "DeadLetters",
 		"ApproximateAgeOfOldestMessage@CriticalQueue", "ApproximateAgeOfOldestMessage@DefaultQueue",
 		"ApproximateAgeOfOldestMessage@BulkQueue", "5xx@",
+		"IteratorAge@", "ApproximateNumberOfMessagesVisible@OutboxFailureQueue",
 	} {
 		if !found[want] {
 			problems = append(problems, "missing alarm on "+want)

@@ -1,0 +1,639 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	smithytime "github.com/aws/smithy-go/time"
+	"github.com/google/uuid"
+
+	"github.com/runstwice/runstwice/internal/dev/stack"
+)
+
+// StreamsAPI is the part of the DynamoDB Streams client a stream poller
+// uses.
+type StreamsAPI interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// SendAPI is the part of the SQS client a stream poller uses: it sends the
+// description of a batch it gave up on to the on-failure destination.
+type SendAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// StreamSource is one DynamoDB stream event source mapping of the template,
+// with the settings Lambda applies to it.
+type StreamSource struct {
+	// Function is the function's directory under functions/; FunctionARN
+	// its ARN (for the on-failure record).
+	Function, FunctionARN string
+	StreamARN             string
+	// TrimHorizon starts at the oldest record (StartingPosition
+	// TRIM_HORIZON) rather than after the newest (LATEST).
+	TrimHorizon bool
+	// BatchSize is the most records per invocation.
+	BatchSize int
+	// Window is MaximumBatchingWindowInSeconds.
+	Window time.Duration
+	// ReportItemFailures: the function reports batch item failures
+	// (FunctionResponseTypes ReportBatchItemFailures).
+	ReportItemFailures bool
+	// Bisect splits a batch in two on a function error
+	// (BisectBatchOnFunctionError).
+	Bisect bool
+	// MaxRetries is MaximumRetryAttempts (-1: until the record expires).
+	MaxRetries int
+	// MaxRecordAge is MaximumRecordAgeInSeconds (0: no limit).
+	MaxRecordAge time.Duration
+	// OnFailureURL is the queue URL of the on-failure destination ("" for
+	// none: a batch given up on is only logged).
+	OnFailureURL string
+}
+
+// Lambda's defaults for a stream event source.
+const (
+	defaultStreamBatch = 100
+	// streamPollInterval is how often an idle shard is read (Lambda reads
+	// each shard four times a second).
+	streamPollInterval = 250 * time.Millisecond
+	// describeInterval is how often the stream is described for new
+	// shards.
+	describeInterval = 10 * time.Second
+	// StreamRetryDelay is the local stack's pause before a stream batch is
+	// retried.
+	StreamRetryDelay = time.Second
+)
+
+// StreamSources reads the DynamoDB events of every function in the
+// provisioned template, so the local stream pollers use the template's
+// settings. The stream and the on-failure queue must have been provisioned.
+func StreamSources(st *stack.Stack) ([]StreamSource, error) {
+	tmpl := st.Template()
+	byARN := physicalByARN(st)
+	var out []StreamSource
+	for _, id := range tmpl.IDs(stack.TypeFunction) {
+		props, err := tmpl.FunctionProperties(id)
+		if err != nil {
+			return nil, err
+		}
+		events, _ := props["Events"].(map[string]any)
+		for name, ev := range events {
+			e, _ := ev.(map[string]any)
+			if e["Type"] != "DynamoDB" {
+				continue
+			}
+			p, _ := e["Properties"].(map[string]any)
+			src, err := streamSettings(p)
+			if err != nil {
+				return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+			}
+			src.Function = functionDir(props)
+			if src.StreamARN, err = st.ResolveString(p["Stream"]); err != nil {
+				return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+			}
+			fnName := src.Function
+			if v, ok := props["FunctionName"]; ok {
+				if fnName, err = st.ResolveString(v); err != nil {
+					return nil, fmt.Errorf("devstack: %s FunctionName: %w", id, err)
+				}
+			}
+			if src.FunctionARN, err = st.ResolveString(map[string]any{"Fn::Sub": "arn:aws:lambda:${AWS::Region}:${AWS::AccountId}:function:" + fnName}); err != nil {
+				return nil, fmt.Errorf("devstack: %s: %w", id, err)
+			}
+			dest, _ := p["DestinationConfig"].(map[string]any)
+			onFailure, _ := dest["OnFailure"].(map[string]any)
+			if d, ok := onFailure["Destination"]; ok {
+				arn, err := st.ResolveString(d)
+				if err != nil {
+					return nil, fmt.Errorf("devstack: %s event %s: on-failure destination: %w", id, name, err)
+				}
+				q, ok := byARN[arn]
+				if !ok || q.URL == "" {
+					return nil, fmt.Errorf("devstack: %s event %s: on-failure destination %s is no provisioned queue", id, name, arn)
+				}
+				src.OnFailureURL = q.URL
+			}
+			out = append(out, src)
+		}
+	}
+	return out, nil
+}
+
+// streamSettings reads the settings of a DynamoDB event's properties, with
+// Lambda's defaults.
+func streamSettings(p map[string]any) (StreamSource, error) {
+	src := StreamSource{BatchSize: defaultStreamBatch, MaxRetries: -1}
+	switch pos := fmt.Sprint(p["StartingPosition"]); pos {
+	case "TRIM_HORIZON":
+		src.TrimHorizon = true
+	case "LATEST":
+	default:
+		return src, fmt.Errorf("StartingPosition %q is not TRIM_HORIZON or LATEST", pos)
+	}
+	ints := []struct {
+		key string
+		set func(int)
+	}{
+		{"BatchSize", func(n int) { src.BatchSize = n }},
+		{"MaximumBatchingWindowInSeconds", func(n int) { src.Window = time.Duration(n) * time.Second }},
+		{"MaximumRetryAttempts", func(n int) { src.MaxRetries = n }},
+		{"MaximumRecordAgeInSeconds", func(n int) {
+			if n > 0 {
+				src.MaxRecordAge = time.Duration(n) * time.Second
+			}
+		}},
+	}
+	for _, f := range ints {
+		v, ok := p[f.key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(fmt.Sprint(v))
+		if err != nil {
+			return src, fmt.Errorf("%s %v: %w", f.key, v, err)
+		}
+		f.set(n)
+	}
+	src.Bisect = fmt.Sprint(p["BisectBatchOnFunctionError"]) == "true"
+	types, _ := p["FunctionResponseTypes"].([]any)
+	for _, t := range types {
+		src.ReportItemFailures = src.ReportItemFailures || t == "ReportBatchItemFailures"
+	}
+	return src, nil
+}
+
+// functionDir is the directory under functions/ of a function's CodeUri.
+func functionDir(props map[string]any) string {
+	return strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(props["CodeUri"]), "functions/"), "/")
+}
+
+// physicalByARN indexes the provisioned resources by ARN.
+func physicalByARN(st *stack.Stack) map[string]stack.Physical {
+	byARN := map[string]stack.Physical{}
+	for _, p := range st.Resources() {
+		if p.ARN != "" {
+			byARN[p.ARN] = p
+		}
+	}
+	return byARN
+}
+
+// StreamPoller is a DynamoDB stream event source mapping: it reads each
+// shard of the stream in order and hands the records to a function in
+// batches, as Lambda does. On batch item failures it retries from the first
+// failed record; on a function error it splits the batch in two (Bisect)
+// and retries each half; a batch that has used up its retries, or records
+// older than MaxRecordAge, are described on the on-failure queue and
+// skipped, so a shard is never blocked. Progress is kept in memory: a new
+// poller starts at the source's starting position again.
+type StreamPoller struct {
+	Source   StreamSource
+	Streams  StreamsAPI
+	SQS      SendAPI
+	Function Invoker
+	Region   string
+	// PollInterval is the pause after an empty read of a shard
+	// (streamPollInterval when zero).
+	PollInterval time.Duration
+	// RetryDelay is the pause before a failed batch is retried.
+	RetryDelay time.Duration
+	Logger     *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (p *StreamPoller) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *StreamPoller) pause(ctx context.Context, d time.Duration) {
+	if d > 0 {
+		_ = smithytime.SleepWithContext(ctx, d)
+	}
+}
+
+// Run reads the stream until ctx is done: one reader per shard, a child
+// shard after its parent.
+func (p *StreamPoller) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := map[string]chan struct{}{}
+	first := true
+	for ctx.Err() == nil {
+		shards, err := p.shards(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.Logger.Warn("stream poller: describe stream", "stream", p.Source.StreamARN, "error", err)
+		}
+		for _, sh := range shards {
+			id := aws.ToString(sh.ShardId)
+			if _, ok := done[id]; ok {
+				continue
+			}
+			ch := make(chan struct{})
+			done[id] = ch
+			parent := done[aws.ToString(sh.ParentShardId)]
+			// A shard found after the first look is new: it is read from
+			// its start, whatever the starting position.
+			trim := p.Source.TrimHorizon || !first
+			wg.Go(func() {
+				defer close(ch)
+				if parent != nil {
+					select {
+					case <-parent:
+					case <-ctx.Done():
+						return
+					}
+				}
+				p.readShard(ctx, id, trim)
+			})
+		}
+		if err == nil {
+			first = false
+		}
+		p.pause(ctx, describeInterval)
+	}
+}
+
+func (p *StreamPoller) shards(ctx context.Context) ([]streamtypes.Shard, error) {
+	var out []streamtypes.Shard
+	var start *string
+	for {
+		d, err := p.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(p.Source.StreamARN), ExclusiveStartShardId: start})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d.StreamDescription.Shards...)
+		if start = d.StreamDescription.LastEvaluatedShardId; start == nil {
+			return out, nil
+		}
+	}
+}
+
+// readShard reads one shard to its end (a closed shard) or until ctx is
+// done, handing each batch over before the next.
+func (p *StreamPoller) readShard(ctx context.Context, shard string, trim bool) {
+	var (
+		it       *string
+		fetched  string // the last sequence number read
+		buf      []streamtypes.Record
+		firstAt  time.Time // when buf's first record was read
+		closed   bool
+		more     bool // the last read returned records: there may be more at once
+		interval = p.PollInterval
+	)
+	if interval <= 0 {
+		interval = streamPollInterval
+	}
+	for ctx.Err() == nil {
+		if !closed {
+			if it == nil {
+				var err error
+				if it, err = p.iterator(ctx, shard, fetched, trim); err != nil {
+					p.Logger.Warn("stream poller: shard iterator", "shard", shard, "error", err)
+					p.pause(ctx, time.Second)
+					continue
+				}
+			}
+			out, err := p.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+			if err != nil {
+				if ctx.Err() == nil {
+					p.Logger.Warn("stream poller: get records", "shard", shard, "error", err)
+					p.pause(ctx, time.Second)
+				}
+				it = nil // a fresh iterator after the last record read
+				continue
+			}
+			if len(buf) == 0 && len(out.Records) > 0 {
+				firstAt = p.now()
+			}
+			buf = append(buf, out.Records...)
+			if n := len(out.Records); n > 0 {
+				fetched = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
+			}
+			it = out.NextShardIterator
+			closed = it == nil
+			more = len(out.Records) > 0
+		}
+		size := max(p.Source.BatchSize, 1)
+		if !closed && more && len(buf) < size {
+			continue // fill the batch with what is there already
+		}
+		if len(buf) == 0 || (!closed && len(buf) < size && p.now().Sub(firstAt) < p.Source.Window) {
+			if closed && len(buf) == 0 {
+				return
+			}
+			p.pause(ctx, interval)
+			continue
+		}
+		n := min(len(buf), size)
+		if !p.deliver(ctx, shard, buf[:n]) {
+			return
+		}
+		buf = buf[n:]
+		firstAt = p.now()
+	}
+}
+
+func (p *StreamPoller) iterator(ctx context.Context, shard, after string, trim bool) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.Source.StreamARN), ShardId: aws.String(shard)}
+	switch {
+	case after != "":
+		in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(after)
+	case trim:
+		in.ShardIteratorType = streamtypes.ShardIteratorTypeTrimHorizon
+	default:
+		in.ShardIteratorType = streamtypes.ShardIteratorTypeLatest
+	}
+	out, err := p.Streams.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return out.ShardIterator, nil
+}
+
+// attempt is a part of a batch still to be handed over, with how many times
+// its first record failed.
+type attempt struct {
+	recs     []streamtypes.Record
+	failures int
+	lastErr  error // the last invocation's function error
+}
+
+// Give-up conditions of an on-failure record, as Lambda names them.
+const (
+	conditionRetries = "RetryAttemptsExhausted"
+	conditionAge     = "RecordAgeExceeded"
+)
+
+// deliver hands recs over until each record succeeded or was given up on.
+// It reports false when ctx ended first.
+func (p *StreamPoller) deliver(ctx context.Context, shard string, recs []streamtypes.Record) bool {
+	work := []attempt{{recs: recs}}
+	for len(work) > 0 {
+		if ctx.Err() != nil {
+			return false
+		}
+		a := work[0]
+		if old := p.expired(a.recs); old > 0 {
+			p.giveUp(ctx, shard, a, a.recs[:old], conditionAge)
+			if a.recs = a.recs[old:]; len(a.recs) == 0 {
+				work = work[1:]
+				continue
+			}
+			a.failures = 0
+		}
+		failedAt, err := p.invoke(ctx, a.recs)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false // the stack is stopping: not the function's failure
+		case err == nil && failedAt < 0:
+			work = work[1:]
+			continue
+		case err == nil:
+			// Retried from the first failed record; the ones before it
+			// succeeded.
+			if failedAt > 0 {
+				a = attempt{recs: a.recs[failedAt:]}
+			}
+			a.failures++
+			a.lastErr = nil
+		case p.Source.Bisect && len(a.recs) > 1:
+			// Splitting does not count as a retry.
+			h := len(a.recs) / 2
+			work = append([]attempt{{recs: a.recs[:h], failures: a.failures}, {recs: a.recs[h:], failures: a.failures}}, work[1:]...)
+			continue
+		default:
+			a.failures++
+			a.lastErr = err
+		}
+		if p.Source.MaxRetries >= 0 && a.failures > p.Source.MaxRetries {
+			p.giveUp(ctx, shard, a, a.recs, conditionRetries)
+			work = work[1:]
+			continue
+		}
+		work[0] = a
+		p.pause(ctx, p.RetryDelay)
+	}
+	return true
+}
+
+// expired counts the leading records of recs older than MaxRecordAge
+// (records are in order, so the old ones come first).
+func (p *StreamPoller) expired(recs []streamtypes.Record) int {
+	if p.Source.MaxRecordAge <= 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range recs {
+		if t := r.Dynamodb.ApproximateCreationDateTime; t == nil || p.now().Sub(*t) <= p.Source.MaxRecordAge {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// invoke hands recs to the function. It returns the index of the first
+// failed record (-1 for none) or the function error. A batch item failure
+// that names no record of the batch fails the whole batch, as in Lambda.
+func (p *StreamPoller) invoke(ctx context.Context, recs []streamtypes.Record) (int, error) {
+	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(recs))}
+	for i, r := range recs {
+		ev.Records[i] = p.record(r)
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return 0, err
+	}
+	body, err := p.Function.Invoke(ctx, payload)
+	if err != nil {
+		return 0, fmt.Errorf("invoke: %w", err)
+	}
+	if !p.Source.ReportItemFailures {
+		return -1, nil
+	}
+	var resp events.DynamoDBEventResponse
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return 0, fmt.Errorf("function response %q: %w", truncate(string(body)), err)
+		}
+	}
+	first := -1
+	for _, f := range resp.BatchItemFailures {
+		i := -1
+		for j, r := range recs {
+			if aws.ToString(r.Dynamodb.SequenceNumber) == f.ItemIdentifier {
+				i = j
+			}
+		}
+		if i < 0 {
+			p.Logger.Warn("stream poller: a batch item failure names no record of the batch; the whole batch is retried", "itemIdentifier", f.ItemIdentifier)
+			return 0, nil
+		}
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	return first, nil
+}
+
+// record converts a stream record to the event record Lambda builds.
+func (p *StreamPoller) record(r streamtypes.Record) events.DynamoDBEventRecord {
+	sr := r.Dynamodb
+	out := events.DynamoDBEventRecord{
+		AWSRegion:      p.Region,
+		EventID:        aws.ToString(r.EventID),
+		EventName:      string(r.EventName),
+		EventSource:    "aws:dynamodb",
+		EventVersion:   "1.1",
+		EventSourceArn: p.Source.StreamARN,
+		Change: events.DynamoDBStreamRecord{
+			Keys:           attributes(sr.Keys),
+			NewImage:       attributes(sr.NewImage),
+			OldImage:       attributes(sr.OldImage),
+			SequenceNumber: aws.ToString(sr.SequenceNumber),
+			SizeBytes:      aws.ToInt64(sr.SizeBytes),
+			StreamViewType: string(sr.StreamViewType),
+		},
+	}
+	if sr.ApproximateCreationDateTime != nil {
+		out.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *sr.ApproximateCreationDateTime}
+	}
+	if id := r.UserIdentity; id != nil {
+		out.UserIdentity = &events.DynamoDBUserIdentity{Type: aws.ToString(id.Type), PrincipalID: aws.ToString(id.PrincipalId)}
+	}
+	return out
+}
+
+func attributes(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = attribute(v)
+	}
+	return out
+}
+
+func attribute(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
+	switch a := v.(type) {
+	case *streamtypes.AttributeValueMemberS:
+		return events.NewStringAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberN:
+		return events.NewNumberAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberB:
+		return events.NewBinaryAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(a.Value)
+	case *streamtypes.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(a.Value))
+		for i, e := range a.Value {
+			l[i] = attribute(e)
+		}
+		return events.NewListAttribute(l)
+	case *streamtypes.AttributeValueMemberM:
+		return events.NewMapAttribute(attributes(a.Value))
+	default:
+		return events.NewNullAttribute()
+	}
+}
+
+// OnFailureRecord is what Lambda sends to a stream event source's on-failure
+// destination: the batch it gave up on, by shard and sequence numbers.
+type OnFailureRecord struct {
+	RequestContext struct {
+		RequestID              string `json:"requestId"`
+		FunctionARN            string `json:"functionArn"`
+		Condition              string `json:"condition"`
+		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+	} `json:"requestContext"`
+	ResponseContext struct {
+		StatusCode      int    `json:"statusCode"`
+		ExecutedVersion string `json:"executedVersion"`
+		FunctionError   string `json:"functionError,omitempty"`
+	} `json:"responseContext"`
+	Version   string        `json:"version"`
+	Timestamp string        `json:"timestamp"`
+	BatchInfo DDBStreamInfo `json:"DDBStreamBatchInfo"`
+}
+
+// DDBStreamInfo names the records of a batch given up on.
+type DDBStreamInfo struct {
+	ShardID                         string `json:"shardId"`
+	StartSequenceNumber             string `json:"startSequenceNumber"`
+	EndSequenceNumber               string `json:"endSequenceNumber"`
+	ApproximateArrivalOfFirstRecord string `json:"approximateArrivalOfFirstRecord"`
+	ApproximateArrivalOfLastRecord  string `json:"approximateArrivalOfLastRecord"`
+	BatchSize                       int    `json:"batchSize"`
+	StreamARN                       string `json:"streamArn"`
+}
+
+// giveUp describes recs on the on-failure queue and logs it; the shard
+// moves on either way.
+func (p *StreamPoller) giveUp(ctx context.Context, shard string, a attempt, recs []streamtypes.Record, condition string) {
+	arrival := func(r streamtypes.Record) string {
+		if t := r.Dynamodb.ApproximateCreationDateTime; t != nil {
+			return t.UTC().Format(time.RFC3339)
+		}
+		return ""
+	}
+	var rec OnFailureRecord
+	rec.RequestContext.RequestID = uuid.NewString()
+	rec.RequestContext.FunctionARN = p.Source.FunctionARN
+	rec.RequestContext.Condition = condition
+	rec.RequestContext.ApproximateInvokeCount = a.failures
+	if condition == conditionRetries {
+		rec.ResponseContext.StatusCode = 200
+		rec.ResponseContext.ExecutedVersion = "$LATEST"
+		if a.lastErr != nil {
+			rec.ResponseContext.FunctionError = "Unhandled"
+		}
+	}
+	rec.Version = "1.0"
+	rec.Timestamp = p.now().UTC().Format("2006-01-02T15:04:05.000Z")
+	rec.BatchInfo = DDBStreamInfo{
+		ShardID:                         shard,
+		StartSequenceNumber:             aws.ToString(recs[0].Dynamodb.SequenceNumber),
+		EndSequenceNumber:               aws.ToString(recs[len(recs)-1].Dynamodb.SequenceNumber),
+		ApproximateArrivalOfFirstRecord: arrival(recs[0]),
+		ApproximateArrivalOfLastRecord:  arrival(recs[len(recs)-1]),
+		BatchSize:                       len(recs),
+		StreamARN:                       p.Source.StreamARN,
+	}
+	log := p.Logger.With("stream", p.Source.StreamARN, "shard", shard, "condition", condition,
+		"startSequenceNumber", rec.BatchInfo.StartSequenceNumber, "endSequenceNumber", rec.BatchInfo.EndSequenceNumber, "records", len(recs))
+	if p.Source.OnFailureURL == "" {
+		log.Error("stream poller: gave up on a batch; no on-failure destination")
+		return
+	}
+	body, _ := json.Marshal(rec)
+	if _, err := p.SQS.SendMessage(context.WithoutCancel(ctx), &sqs.SendMessageInput{QueueUrl: aws.String(p.Source.OnFailureURL), MessageBody: aws.String(string(body))}); err != nil {
+		log.Error("stream poller: gave up on a batch; sending it to the on-failure destination failed", "error", err)
+		return
+	}
+	log.Warn("stream poller: gave up on a batch; described on the on-failure destination")
+}
