@@ -1,62 +1,62 @@
-// Command outbox is the outbox relay: it consumes the outbox table's stream
-// and enqueues each item as the API would.
-//
-// PLACEHOLDER (issue 23): this wires the adapters the relay uses, so that
-// sam build, the template tests and the local stack have a function to
-// build; it relays nothing and fails every invocation. The relay replaces
-// it.
-//
-// Environment: JOBS_TABLE, MARKERS_TABLE, DEAD_LETTERS_TABLE,
-// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, STAGE, LOG_LEVEL.
+// Command outbox is the outbox relay Lambda function: it consumes the outbox
+// table's stream (ReportBatchItemFailures, bisect on error, bounded retries,
+// an on-failure destination) and enqueues each item exactly as the API
+// would, for caller outbox:<producer> with the item's Idempotency-Key. An
+// item that breaks a rule becomes a dead letter with its reason. It only
+// wires adapters.
 package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/outbox"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
+// The functions' mains have one form on purpose: each function is its own
+// binary that only wires adapters, and internal/function starts it.
 func main() {
-	function.Main("outbox", build, func(r *relay) any { return r.handle })
+	function.Main("outbox", build, func(r *outbox.Relay) any { return r.Handle })
 }
 
-type relay struct {
-	jobs        *jobs.Store
-	queue       *queue.Sender
-	deadLetters *deadletter.Store
-}
-
-func build(ctx context.Context, _ *slog.Logger) (*relay, error) {
+func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	env := envvar.New(os.Getenv)
 	env.Required("STAGE")
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	deadLetters := env.Required("DEAD_LETTERS_TABLE")
 	urls := env.QueueURLs()
+	sched := schedule.Config{
+		Group: env.Required("SCHEDULE_GROUP"), RoleARN: env.Required("SCHEDULER_ROLE_ARN"),
+		QueueARNs: env.QueueARNs(), DLQARN: env.Required("DLQ_ARN"),
+	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	return &relay{
-		jobs:        jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable)),
-		queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),
-		deadLetters: deadletter.NewStore(db, deadLetters),
-	}, nil
-}
-
-func (r *relay) handle(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	return events.DynamoDBEventResponse{}, errors.New("outbox: the relay is a placeholder")
+	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
+	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
+	store.Schedules = schedules
+	// The API's own enqueue path, without its request layer.
+	api := &enqueue.Handler{
+		Registry: catalog.Registry(), Jobs: store, Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""),
+		Schedules: schedules, Logger: log,
+	}
+	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: obs.DefaultMetrics()}, nil
 }

@@ -68,8 +68,41 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 	}
 	trace := traceHeader(ctx, req.Headers)
 	return h.runOnce(ctx, log, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
-		return h.enqueue(ctx, log, lock, jt, in, caller, idemKey, corr, trace)
+		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock}, jt, in, caller, idemKey, corr, trace)
 	})
+}
+
+// keeper keeps an enqueue's answer: under the HTTP request's lock (the
+// request layer, which replays it), or not at all (the outbox relay, whose
+// derived job id alone makes every relay of an item converge). With
+// promote set, the job's promotion (Pending to its queued state) is
+// committed with it.
+type keeper interface {
+	keep(ctx context.Context, resp idempotency.Response, promote *jobs.Job) error
+}
+
+// lockKeeper stores the answer under the request's lock, the promotion in
+// the same transaction.
+type lockKeeper struct {
+	h    *Handler
+	lock idempotency.Lock
+}
+
+func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, promote *jobs.Job) error {
+	if promote == nil {
+		return k.h.Idempotency.Complete(ctx, k.lock, resp)
+	}
+	return k.h.Idempotency.Complete(ctx, k.lock, resp, k.h.Jobs.Promotion(*promote))
+}
+
+// promoteOnly stores no answer and promotes the job on its own.
+type promoteOnly struct{ h *Handler }
+
+func (k promoteOnly) keep(ctx context.Context, _ idempotency.Response, promote *jobs.Job) error {
+	if promote == nil {
+		return nil
+	}
+	return k.h.Jobs.Promote(ctx, *promote)
 }
 
 func validation(field, reason string) *Problem {
@@ -140,10 +173,14 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 	return events.APIGatewayV2HTTPResponse{StatusCode: r.Status, Headers: r.Headers, Body: r.Body}
 }
 
-// enqueue runs the enqueue layer under a held request lock. It reports
-// whether it finished the lock (stored a response); if not, runOnce
-// releases it.
-func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotency.Lock, jt contract.JobType, in Body,
+// enqueue is the one place that enqueues a request of caller: it reserves
+// the job under the id derived from (caller, idemKey), decides what the
+// key's last job and the duplicate policy allow, hands a new job's message
+// to SQS or the scheduler, and keeps the answer with keep. The HTTP handler
+// calls it under a held request lock, the outbox relay (EnqueueFor) without
+// one. It reports whether the answer was kept; if not, runOnce releases the
+// lock.
+func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt contract.JobType, in Body,
 	caller, idemKey, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
@@ -183,19 +220,19 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, lock idempotenc
 	}
 	switch d.Outcome {
 	case jobs.Reserved, jobs.Resume:
-		return h.sendAndFinish(ctx, log, lock, d, corr)
+		return h.sendAndFinish(ctx, log, keep, d, corr)
 	case jobs.Duplicate:
 		status := http.StatusOK
 		if d.Own {
 			status = http.StatusAccepted
 		}
-		return h.finish(ctx, log, lock, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), corr)
+		return h.finish(ctx, log, keep, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), corr)
 	case jobs.Rejected:
 		p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
 			"job %s with key %q is %s and duplicatePolicy %s rejects a new one", d.Job.ID, d.Job.Key, d.Job.State, in.Policy))
 		p.ExistingJobID, p.Policy, p.CorrelationID = d.Job.ID, string(in.Policy), corr
 		r := p.response(corr)
-		return h.finish(ctx, log, lock, idempotency.Response{Status: r.StatusCode, Headers: r.Headers, Body: r.Body}, corr)
+		return h.finish(ctx, log, keep, idempotency.Response{Status: r.StatusCode, Headers: r.Headers, Body: r.Body}, corr)
 	case jobs.Busy:
 		p := newProblem(http.StatusConflict, ProblemInFlight, "another request is creating a job with this key; retry later")
 		p.retryAfter = d.RetryAfter
@@ -242,7 +279,7 @@ func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err erro
 // claims it is queued or scheduled) and the key stays retryable: the retry
 // resumes the same job id, and a schedule that an earlier try did create
 // counts as created.
-func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
 	if what, err := h.hand(ctx, job); err != nil {
 		log.Warn("enqueue: send failed; the key stays retryable", "to", what, obs.KeyError, obs.Redact(err))
@@ -255,7 +292,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idem
 		status, dedup = http.StatusOK, true
 	}
 	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
-	err := h.Idempotency.Complete(ctx, lock, resp, h.Jobs.Promotion(job))
+	err := keep.keep(ctx, resp, &job)
 	if errors.Is(err, idempotency.ErrCompanionFailed) {
 		// The record left the states it is promoted from between the send
 		// and now (it was cancelled, or failed): the answer, stored and
@@ -264,7 +301,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idem
 		if cur, gerr := h.Jobs.Get(ctx, job.ID); gerr == nil {
 			resp = jobResponse(status, job, cur.State, dedup, corr)
 		}
-		err = h.Idempotency.Complete(ctx, lock, resp)
+		err = keep.keep(ctx, resp, nil)
 	}
 	switch {
 	case errors.Is(err, idempotency.ErrLockLost):
@@ -280,9 +317,9 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, lock idem
 	return toAPI(resp), true
 }
 
-// finish stores resp under the request's key and returns it.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, lock idempotency.Lock, resp idempotency.Response, corr string) (events.APIGatewayV2HTTPResponse, bool) {
-	err := h.Idempotency.Complete(ctx, lock, resp)
+// finish keeps resp (under the request's key) and returns it.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, resp idempotency.Response, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+	err := keep.keep(ctx, resp, nil)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: complete", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false

@@ -144,6 +144,20 @@ func (promotion) TransactItem() (types.TransactWriteItem, error) {
 
 func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job.ID} }
 
+// Promote plays jobs.Store.Promote: a job that left the states it is
+// promoted from is left as it is.
+func (w *world) Promote(_ context.Context, job jobs.Job) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.jobs[job.ID]
+	if !ok || j.State == jobs.StateFailed || j.State == jobs.StateCancelled {
+		return nil
+	}
+	j.State = j.QueuedState()
+	w.jobs[j.ID] = j
+	return nil
+}
+
 // Cancel plays jobs.Store.Cancel on the world's records.
 func (w *world) Cancel(_ context.Context, id, caller string) (jobs.Job, error) {
 	w.mu.Lock()

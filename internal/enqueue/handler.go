@@ -64,6 +64,7 @@ type Jobs interface {
 	Get(ctx context.Context, jobID string) (jobs.Job, error)
 	Cancel(ctx context.Context, jobID, caller string) (jobs.Job, error)
 	Promotion(job jobs.Job) idempotency.Companion
+	Promote(ctx context.Context, job jobs.Job) error
 }
 
 // Queue sends job messages; *queue.Sender is one.

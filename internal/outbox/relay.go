@@ -12,35 +12,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
 )
-
-// Request is what the relay asks of the enqueue path: the API's request for
-// a caller, without HTTP.
-type Request struct {
-	Caller         string
-	Type           string
-	IdempotencyKey string
-	CorrelationID  string
-	// Body is the request body as the API takes it.
-	Body []byte
-}
-
-// Answer is the enqueue path's answer, as the API would give it: an HTTP
-// status and, for a problem, its type (the last part of its URI) and detail.
-type Answer struct {
-	Status  int
-	Problem string
-	Detail  string
-	JobID   string
-	State   string
-}
 
 // Enqueuer enqueues one request exactly as the HTTP API does: the same job
 // id derivation, validation, dedup, duplicate policy and scheduling
 // (*enqueue.Handler is one).
 type Enqueuer interface {
-	EnqueueFor(ctx context.Context, r Request) Answer
+	EnqueueFor(ctx context.Context, r enqueue.Request) enqueue.Answer
 }
 
 // DeadLetters records an item that breaks a rule (*deadletter.Store is
@@ -51,11 +31,6 @@ type DeadLetters interface {
 
 // SourceOutbox is the source a dead letter of the relay names.
 const SourceOutbox = "outbox"
-
-// problemDuplicateRejected is the API's problem type for a key whose last
-// job the duplicate policy keeps from a new one: a final answer, not a
-// broken rule.
-const problemDuplicateRejected = "duplicate-job-rejected"
 
 // Relay handles batches of the outbox table's stream. Enqueuer and
 // DeadLetters are required.
@@ -106,13 +81,13 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 		return r.deadLetter(ctx, log, rec, it, err.Error())
 	}
 	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
-	a := r.Enqueuer.EnqueueFor(ctx, Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
+	a := r.Enqueuer.EnqueueFor(ctx, enqueue.Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
 		CorrelationID: it.CorrelationID, Body: it.Body()})
 	switch {
 	case a.Status >= 200 && a.Status < 300:
 		log.Info("outbox item relayed", "status", a.Status, "state", a.State)
 		return nil
-	case a.Status == http.StatusConflict && a.Problem == problemDuplicateRejected:
+	case a.Status == http.StatusConflict && a.Problem == enqueue.ProblemDuplicate:
 		log.Info("outbox item's job refused by its duplicate policy; nothing enqueued", "status", a.Status, obs.KeyReason, a.Detail)
 		return nil
 	case a.Status >= 500 || a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:

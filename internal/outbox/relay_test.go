@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -24,18 +25,18 @@ import (
 // request's idempotency key, and records what it was asked.
 type fakeAPI struct {
 	mu       sync.Mutex
-	asked    []outbox.Request
-	answerOf func(outbox.Request) outbox.Answer
+	asked    []enqueue.Request
+	answerOf func(enqueue.Request) enqueue.Answer
 }
 
-func (f *fakeAPI) EnqueueFor(_ context.Context, r outbox.Request) outbox.Answer {
+func (f *fakeAPI) EnqueueFor(_ context.Context, r enqueue.Request) enqueue.Answer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, r)
 	if f.answerOf != nil {
 		return f.answerOf(r)
 	}
-	return outbox.Answer{Status: http.StatusAccepted, JobID: contract.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
+	return enqueue.Answer{Status: http.StatusAccepted, JobID: contract.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
 }
 
 type fakeLetters struct {
@@ -142,11 +143,11 @@ func TestPoisonItemAmongGoodOnes(t *testing.T) {
 	h := newHarness()
 	bad := image("signup", "k-bad", "u-2")
 	bad["args"] = events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{"email": s("a@b.c")})
-	h.api.answerOf = func(r outbox.Request) outbox.Answer {
+	h.api.answerOf = func(r enqueue.Request) enqueue.Answer {
 		if r.IdempotencyKey == "k-bad" {
-			return outbox.Answer{Status: http.StatusBadRequest, Problem: "validation-error", Detail: "the body is invalid: args.email is not an argument"}
+			return enqueue.Answer{Status: http.StatusBadRequest, Problem: "validation-error", Detail: "the body is invalid: args.email is not an argument"}
 		}
-		return outbox.Answer{Status: http.StatusAccepted}
+		return enqueue.Answer{Status: http.StatusAccepted}
 	}
 	badRec := record("INSERT", bad)
 	recs := []events.DynamoDBEventRecord{record("INSERT", image("signup", "k-a", "u-a")), badRec, record("INSERT", image("signup", "k-b", "u-b"))}
@@ -222,23 +223,23 @@ func TestItemRules(t *testing.T) {
 func TestTransientFailureRetriesFromItsRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		answer  outbox.Answer
+		answer  enqueue.Answer
 		saveErr bool
 	}{
-		{"the queue is down", outbox.Answer{Status: http.StatusServiceUnavailable, Problem: "unavailable"}, false},
-		{"another request holds the key", outbox.Answer{Status: http.StatusConflict, Problem: "request-in-flight"}, false},
-		{"the dead letter cannot be written", outbox.Answer{Status: http.StatusBadRequest, Problem: "validation-error"}, true},
+		{"the queue is down", enqueue.Answer{Status: http.StatusServiceUnavailable, Problem: "unavailable"}, false},
+		{"another request holds the key", enqueue.Answer{Status: http.StatusConflict, Problem: "request-in-flight"}, false},
+		{"the dead letter cannot be written", enqueue.Answer{Status: http.StatusBadRequest, Problem: "validation-error"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			if tc.saveErr {
 				h.letters.err = errors.New("DynamoDB throttled")
 			}
-			h.api.answerOf = func(r outbox.Request) outbox.Answer {
+			h.api.answerOf = func(r enqueue.Request) enqueue.Answer {
 				if r.IdempotencyKey == "k-2" {
 					return tc.answer
 				}
-				return outbox.Answer{Status: http.StatusAccepted}
+				return enqueue.Answer{Status: http.StatusAccepted}
 			}
 			first, second, third := record("INSERT", image("p", "k-1", "u-1")), record("INSERT", image("p", "k-2", "u-2")), record("INSERT", image("p", "k-3", "u-3"))
 			failed := h.handle(t, first, second, third)
@@ -256,8 +257,8 @@ func TestTransientFailureRetriesFromItsRecord(t *testing.T) {
 // dead letter, not retried.
 func TestDuplicatePolicyRefusalIsDone(t *testing.T) {
 	h := newHarness()
-	h.api.answerOf = func(outbox.Request) outbox.Answer {
-		return outbox.Answer{Status: http.StatusConflict, Problem: "duplicate-job-rejected", Detail: "job … is Succeeded and duplicatePolicy RejectAlways rejects a new one"}
+	h.api.answerOf = func(enqueue.Request) enqueue.Answer {
+		return enqueue.Answer{Status: http.StatusConflict, Problem: "duplicate-job-rejected", Detail: "job … is Succeeded and duplicatePolicy RejectAlways rejects a new one"}
 	}
 	if failed := h.handle(t, record("INSERT", image("p", "k", "u-1"))); len(failed) != 0 || len(h.letters.recs) != 0 {
 		t.Fatalf("failures %v, letters %d; want done", failed, len(h.letters.recs))

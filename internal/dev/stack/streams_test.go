@@ -142,8 +142,12 @@ func TestStreamChecksCatchMistakes(t *testing.T) {
 			s["Action"] = append(list(s["Action"]), "dynamodb:GetItem")
 		}, "wildcard resource"},
 		{"send to a queue that is no destination", policy, func(tm *Template) {
-			stmt(tm, "OnFailureDestination")["Resource"] = getAtt("DeadLetterQueue", "Arn")
-		}, "sqs:SendMessage on DeadLetterQueue"},
+			// A queue neither the event source nor the code names (the
+			// work queues and the DLQ are in the relay's environment: it
+			// sends jobs, and schedules them with the DLQ as theirs).
+			tm.Resources["StrayQueue"] = tm.Resources["OutboxFailureQueue"]
+			stmt(tm, "OnFailureDestination")["Resource"] = getAtt("StrayQueue", "Arn")
+		}, "sqs:SendMessage on StrayQueue"},
 		{"destination grant stands in for the code's", policy, func(tm *Template) {
 			stmt(tm, "SendJobs")["Action"] = []any{}
 		}, "calls sqs:SendMessage"},
