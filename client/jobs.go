@@ -59,8 +59,8 @@ const (
 // State is a job's state.
 type State string
 
-// The job states. The public client cannot import internal/jobs, so it
-// repeats the states of the wire format.
+// The job states. The client repeats the states of the wire format, so its
+// users never see the server's internal types.
 const (
 	StateEnqueued   State = "Enqueued"
 	StateScheduled  State = "Scheduled"
@@ -129,8 +129,8 @@ type Result struct {
 }
 
 // Job is a job record as the API reports it. Fields the API adds later are
-// ignored. It repeats the JSON fields of internal/jobs.Job on purpose: the
-// public client cannot import internal packages.
+// ignored. It repeats the JSON fields of internal/jobs.Job on purpose: its
+// users never see the server's internal types.
 type Job struct {
 	JobID          string    `json:"jobId"`
 	Type           string    `json:"type"`

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/catalog"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/outbox"
+)
+
+// OutboxJob is a job to enqueue inside a producer's own DynamoDB
+// transaction: the outbox item OutboxPut writes.
+type OutboxJob struct {
+	// Producer names the producer (1-64 of a-z, 0-9 and '-'); its jobs
+	// belong to caller outbox:<Producer>, and an IAM condition on
+	// dynamodb:LeadingKeys can limit its role to items "<Producer>#…".
+	Producer string
+	// IdempotencyKey names the change the job belongs to, as the
+	// Idempotency-Key header does (1-255 printable ASCII). It is required:
+	// a producer that writes its transaction again after an ambiguous
+	// failure must write the same key, so both writes are one job.
+	IdempotencyKey string
+	// Type is the job type and Args its arguments (a struct or map that
+	// encodes as a JSON object of strings), as for Enqueue.
+	Type string
+	Args any
+	// Key, DuplicatePolicy, DelaySeconds, RunAt and CorrelationID are as in
+	// EnqueueOptions (IdempotencyKey there is ignored).
+	Options EnqueueOptions
+}
+
+// OutboxPut returns the Put of job's outbox item on the outbox table, for the
+// producer to add to its own TransactWriteItems, and the id the job will
+// have. If the transaction fails there is no job; if it commits, the relay
+// enqueues the job as the API would for caller outbox:<Producer> with
+// IdempotencyKey. The request is checked with the API's own rules (the job
+// type, its args, key, delay or runAt, policy) at now, so an item the relay
+// would dead-letter is refused here. The Put has no condition: writing the
+// same item again (a retried transaction) is the same job.
+func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteItem, string, error) {
+	if table == "" {
+		return types.TransactWriteItem{}, "", errors.New("client: OutboxPut needs the outbox table's name")
+	}
+	it, err := outboxItem(job, now)
+	if err != nil {
+		return types.TransactWriteItem{}, "", err
+	}
+	item := outbox.Attributes(it,
+		func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} },
+		func(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} },
+		func(m map[string]types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberM{Value: m} })
+	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: item}}, it.JobID(), nil
+}
+
+// outboxItem builds and checks the item of job.
+func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {
+	jt, err := catalog.Registry().Lookup(job.Type)
+	if err != nil {
+		return outbox.Item{}, fmt.Errorf("client: %w", err)
+	}
+	raw, err := json.Marshal(job.Args)
+	if err != nil {
+		return outbox.Item{}, fmt.Errorf("client: encode args of %s: %w", job.Type, err)
+	}
+	var args map[string]string
+	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+		return outbox.Item{}, fmt.Errorf("client: args of %s must encode as a JSON object of strings", job.Type)
+	}
+	o := job.Options
+	it := outbox.Item{
+		Producer: job.Producer, IdempotencyKey: job.IdempotencyKey, Type: jt.Name, Args: args, Key: o.Key,
+		Policy: string(o.DuplicatePolicy), CorrelationID: o.CorrelationID, ExpiresAt: now.Add(outbox.Retention).Unix(),
+	}
+	if o.DelaySeconds != 0 {
+		d := o.DelaySeconds
+		it.DelaySeconds = &d
+	}
+	if !o.RunAt.IsZero() {
+		it.RunAt = o.RunAt.UTC().Format(time.RFC3339Nano)
+	}
+	if err := it.Check(it.PK()); err != nil {
+		return outbox.Item{}, fmt.Errorf("client: %w", err)
+	}
+	if it.CorrelationID != "" && !contract.ValidCorrelationID(it.CorrelationID) {
+		return outbox.Item{}, errors.New("client: CorrelationID must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
+	}
+	if _, err := enqueue.DecodeBodyAt(jt, it.Body(), now); err != nil {
+		return outbox.Item{}, fmt.Errorf("client: %s: %w", job.Type, err)
+	}
+	return it, nil
+}
