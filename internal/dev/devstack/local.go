@@ -60,6 +60,11 @@ type Options struct {
 // once by default.
 const DefaultAPIConcurrency = 8
 
+// LocalSesMaxSendRate is the template's SesMaxSendRate on the local stack:
+// high enough that the e-mail worker's share of it never holds a local
+// run back.
+const LocalSesMaxSendRate = 1000
+
 // Local is a running local stack.
 type Local struct {
 	// APIURL is the base URL of the API, e.g. http://127.0.0.1:3000.
@@ -311,7 +316,9 @@ func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, ste
 	if err != nil {
 		return nil, err
 	}
-	params := map[string]string{"Stage": Stage}
+	// moto's SES has no send rate: the local functions send as fast as
+	// they can unless faults throttle them (e.g. ses:SendEmail:throttle(2/s)).
+	params := map[string]string{"Stage": Stage, "SesMaxSendRate": strconv.Itoa(LocalSesMaxSendRate)}
 	if opts.ParkDelay > 0 {
 		params["ParkDelaySeconds"] = strconv.Itoa(int(opts.ParkDelay / time.Second))
 	}

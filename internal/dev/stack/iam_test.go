@@ -37,6 +37,14 @@ var transactElement = map[string]string{
 	"ConditionCheck": "dynamodb:ConditionCheckItem", "Get": "dynamodb:GetItem",
 }
 
+// batchAction maps an SQS batch call to the IAM action that authorises it
+// (there is no sqs:*Batch action).
+var batchAction = map[string]string{
+	"sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+	"sqs:DeleteMessageBatch":           "sqs:DeleteMessage",
+	"sqs:SendMessageBatch":             "sqs:SendMessage",
+}
+
 // derived is the set of IAM actions a function's code can call, each with
 // where it was found.
 type derived map[string][]string
@@ -119,7 +127,11 @@ func deriveActions(root, fnDir string) (derived, error) {
 		case c.svc == "dynamodb" && (c.op == "TransactWriteItems" || c.op == "TransactGetItems"):
 			transact[c.op] = true
 		default:
-			d.add(iamPrefix[c.svc]+":"+c.op, c.where)
+			action := iamPrefix[c.svc] + ":" + c.op
+			if a, ok := batchAction[action]; ok {
+				action = a
+			}
+			d.add(action, c.where)
 		}
 	}
 	for _, l := range literals {
