@@ -15,8 +15,10 @@
 //     own short deadline, retried within the invocation; "already exists" is
 //     success;
 //  8. failures: transient ones become batch item failures (SQS retries
-//     them), permanent ones go straight to the DLQ, the final attempt marks
-//     the job Failed first; a cancelled context is a retry, not a failure;
+//     them), backed off by a growing, jittered visibility timeout
+//     (Config.Backoff, backoff.go); permanent ones go straight to the DLQ,
+//     the final attempt marks the job Failed first; a cancelled context is
+//     a retry, not a failure;
 //  9. an effect that completed is never re-run on purpose: when its claim
 //     still fails, the record is reported done, logged and counted
 //     (ClaimFailed). Under claim-then-effect an effect that fails after its
