@@ -14,7 +14,7 @@ import (
 // faultsFlagHelp is the --faults usage line.
 const faultsFlagHelp = "inject faults into the functions' AWS calls, e.g. " +
 	"'dynamodb:*:throttle=0.02,dynamodb:PutItem:drop=0.02,sqs:SendMessage:500=0.02,ses:*:drop=0.01,ssm:*:down@1m-2m' " +
-	"(kinds: throttle, 500, 503, reset, delay(D), drop, drop500, down)"
+	"(kinds: throttle, throttle(R/s), 500, 503, reset, delay(D), drop, drop500, down)"
 
 // faultOptions reads --faults: the stack's chaos options that inject them.
 // Faults need the local proxy, so they do not go with --aws.

@@ -49,6 +49,15 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
+	// The account's SES rate, shared by every invocation that can run at
+	// once (docs/deploy.md, "Sending within SES's rate"); unset: no limit.
+	sesRate := env.Int("SES_MAX_SEND_RATE", 0)
+	invocations := env.Int("EVENT_SOURCE_CONCURRENCY", 1)
+	backoff := runner.BackoffSchedule{
+		Base:   env.Duration("BACKOFF_BASE", runner.DefaultBackoffBase),
+		Factor: float64(env.Int("BACKOFF_FACTOR", int(runner.DefaultBackoffFactor))),
+		Cap:    env.Duration("BACKOFF_CAP", runner.DefaultBackoffCap),
+	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
@@ -60,7 +69,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
-	var sender email.Sender = ses.New(sesv2.NewFromConfig(cfg), from)
+	var sender email.Sender = email.NewLimited(ses.New(sesv2.NewFromConfig(cfg), from), email.SendRate(float64(sesRate), invocations))
 	if smtpAddr != "" {
 		sender = smtprelay.New(smtpAddr, from)
 	}
@@ -71,10 +80,12 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		return nil, err
 	}
 	markers := marker.NewDynamo(db, markersTable)
-	queues := queue.New(sqs.NewFromConfig(cfg), urls, dlqURL)
+	sqsClient := sqs.NewFromConfig(cfg)
+	queues := queue.New(sqsClient, urls, dlqURL)
 	return runner.New(runner.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
+		Backoff: queue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
 		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
 	})

@@ -18,11 +18,13 @@ func TestBuildNamesEveryMissingVariable(t *testing.T) {
 		t.Setenv(name, "")
 	}
 	t.Setenv("PARK_DELAY", "soon")
+	t.Setenv("SES_MAX_SEND_RATE", "fast")
+	t.Setenv("BACKOFF_BASE", "soon")
 	_, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))
 	if err == nil {
 		t.Fatal("built without configuration")
 	}
-	for _, want := range []string{"STAGE", "MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_BULK", "DLQ_URL", "MAIL_FROM", "APP_BASE_URL", "PARK_DELAY"} {
+	for _, want := range []string{"STAGE", "MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_BULK", "DLQ_URL", "MAIL_FROM", "APP_BASE_URL", "PARK_DELAY", "SES_MAX_SEND_RATE", "BACKOFF_BASE"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -37,6 +39,7 @@ func TestBuildWiresEverything(t *testing.T) {
 		"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
 		"MAIL_FROM": "noreply@example.com", "APP_BASE_URL": "http://127.0.0.1:3000", "SMTP_ADDR": "127.0.0.1:1025",
 		"TOGGLE_TTL": "5s", "PARK_DELAY": "2", "MAX_RECEIVE_COUNT": "5", "AWS_REGION": "us-east-1",
+		"SES_MAX_SEND_RATE": "14", "EVENT_SOURCE_CONCURRENCY": "17", "BACKOFF_BASE": "2s", "BACKOFF_FACTOR": "3", "BACKOFF_CAP": "1m",
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 	} {
 		t.Setenv(name, v)

@@ -5,11 +5,14 @@ package queue_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -66,5 +69,58 @@ func TestSender(t *testing.T) {
 	}
 	if err := s.Send(ctx, queue.Message{Queue: contract.QueueBulk, Body: "x"}); err == nil {
 		t.Fatal("sent to a queue with no URL")
+	}
+}
+
+// ChangeVisibility hides each received record for its own timeout, with
+// one batch call for the batch, and names the records SQS refused.
+func TestChangeVisibility(t *testing.T) {
+	client := testenv.SQS(t)
+	counter := testenv.NewCallCounter()
+	counted := sqs.NewFromConfig(testenv.Moto(t).Config(counter.Option))
+	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
+	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, "")
+	ctx := context.Background()
+	for _, body := range []string{"soon", "late"} {
+		if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []sqstypes.Message
+	for len(got) < 2 {
+		more := testenv.Receive(t, client, work.URL, time.Second)
+		if len(more) == 0 {
+			t.Fatalf("received %d of 2 messages", len(got))
+		}
+		got = append(got, more...)
+	}
+	timeouts := map[string]time.Duration{"soon": 0, "late": 30 * time.Second}
+	var changes []queue.VisibilityChange
+	for _, m := range got {
+		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
+		changes = append(changes, queue.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
+	}
+	v := queue.NewVisibility(counted, map[contract.Queue]string{contract.QueueDefault: work.URL})
+	if err := v.ChangeVisibility(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.Get("SQS.ChangeMessageVisibilityBatch"); n != 1 {
+		t.Errorf("%d ChangeMessageVisibilityBatch calls for one batch, want 1 (%s)", n, counter)
+	}
+	// The queue's own timeout (1 s) has passed: only the record set to 0
+	// is back, the one set to 30 s is still hidden.
+	time.Sleep(1500 * time.Millisecond)
+	back := testenv.Receive(t, client, work.URL, time.Second)
+	if len(back) != 1 || aws.ToString(back[0].Body) != "soon" {
+		t.Fatalf("visible after the change: %d messages (%v), want only soon", len(back), back)
+	}
+
+	// A record of a queue the sender has no URL for, and a stale receipt
+	// handle: both named, neither silent.
+	stale := changes[0]
+	stale.Message.ReceiptHandle = "not-a-receipt-handle"
+	err := v.ChangeVisibility(ctx, []queue.VisibilityChange{stale, {Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
+	if err == nil || !strings.Contains(err.Error(), "elsewhere") || !strings.Contains(err.Error(), stale.Message.MessageId) {
+		t.Fatalf("error %v; want both refusals named", err)
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -90,6 +91,9 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 	attrs := []slog.Attr{slog.String(obs.KeyOutcome, name), slog.Int("attempt", queue.ReceiveCount(it.msg))}
 	if it.out.reason != "" {
 		attrs = append(attrs, slog.String(obs.KeyReason, it.out.reason))
+	}
+	if it.retryIn > 0 {
+		attrs = append(attrs, slog.Int("retryInSeconds", int(it.retryIn/time.Second)))
 	}
 	if it.out.err != nil {
 		class := ErrorClass(it.out.err)

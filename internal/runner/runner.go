@@ -15,8 +15,10 @@
 //     own short deadline, retried within the invocation; "already exists" is
 //     success;
 //  8. failures: transient ones become batch item failures (SQS retries
-//     them), permanent ones go straight to the DLQ, the final attempt marks
-//     the job Failed first; a cancelled context is a retry, not a failure;
+//     them), backed off by a growing, jittered visibility timeout
+//     (Config.Backoff, backoff.go); permanent ones go straight to the DLQ,
+//     the final attempt marks the job Failed first; a cancelled context is
+//     a retry, not a failure;
 //  9. an effect that completed is never re-run on purpose: when its claim
 //     still fails, the record is reported done, logged and counted
 //     (ClaimFailed). Under claim-then-effect an effect that fails after its
@@ -33,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -90,6 +93,14 @@ type Config struct {
 	// Jobs records parks, final failures and no-op reasons on job records
 	// (optional).
 	Jobs JobRecorder
+	// Backoff postpones transient retries by a growing, jittered
+	// BackoffSchedule (optional: without it they come back after the
+	// queue's visibility timeout).
+	Backoff         Backoff
+	BackoffSchedule BackoffSchedule
+	// Random returns a value in [0, n): the back-off's jitter (rand.Int64N
+	// if nil).
+	Random func(n int64) int64
 	// ParkDelay is how long a disabled job waits before it is looked at again
 	// (DefaultParkDelay if 0, capped at 900 s).
 	ParkDelay time.Duration
@@ -157,6 +168,10 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.BackoffSchedule = cfg.BackoffSchedule.withDefaults()
+	if cfg.Random == nil {
+		cfg.Random = rand.Int64N
+	}
 	return &Runner{cfg: cfg}, nil
 }
 
@@ -176,6 +191,8 @@ type item struct {
 	// disabled: the type's kill switch is off.
 	disabled bool
 	out      outcome
+	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
+	retryIn time.Duration
 }
 
 // metricType is the type dimension of the record's metrics: its type when
@@ -237,6 +254,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		return r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
 	})
 
+	r.backOff(ctx, base, items)
 	var resp events.SQSEventResponse
 	for i := range items {
 		r.finish(ctx, &items[i], &resp)

@@ -107,3 +107,23 @@ func TestShortenVisibility(t *testing.T) {
 		t.Fatal("a failed SetQueueAttributes was not reported")
 	}
 }
+
+// The local back-off is short, and under a chaos campaign's shortened
+// visibility timeout it waits one to two timeouts.
+func TestLocalBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		visibility time.Duration
+		base, cap  string
+	}{
+		{0, "2s", "30s"},
+		{8 * time.Second, "16s", "16s"},
+		{100 * time.Millisecond, "1s", "1s"}, // SQS counts whole seconds
+		{1500 * time.Millisecond, "3s", "3s"},
+	} {
+		env := map[string]string{}
+		localBackoff(env, tc.visibility)
+		if env["BACKOFF_BASE"] != tc.base || env["BACKOFF_CAP"] != tc.cap {
+			t.Errorf("visibility %v: base %s cap %s, want %s %s", tc.visibility, env["BACKOFF_BASE"], env["BACKOFF_CAP"], tc.base, tc.cap)
+		}
+	}
+}

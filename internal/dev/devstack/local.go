@@ -61,6 +61,34 @@ type Options struct {
 // once by default.
 const DefaultAPIConcurrency = 8
 
+// The local stack's back-off of transient retries (BACKOFF_BASE,
+// BACKOFF_CAP), shorter than the functions' defaults as its park delay is:
+// a local retry comes back within seconds.
+const (
+	LocalBackoffBase = 2 * time.Second
+	LocalBackoffCap  = 30 * time.Second
+)
+
+// localBackoff sets the local back-off in a function's environment. Under
+// a shortened visibility timeout (a chaos campaign) every back-off is
+// between one and two timeouts: never sooner than the timeout would bring
+// the record back, so a campaign's retries (a copy waiting for its twin's
+// lease) spend their receives no faster than before.
+func localBackoff(env map[string]string, visibility time.Duration) {
+	base, limit := LocalBackoffBase, LocalBackoffCap
+	if visibility > 0 {
+		base = max(2*visibility, time.Second).Round(time.Second)
+		limit = base
+	}
+	env["BACKOFF_BASE"] = base.String()
+	env["BACKOFF_CAP"] = limit.String()
+}
+
+// LocalSesMaxSendRate is the template's SesMaxSendRate on the local stack:
+// high enough that the e-mail worker's share of it never holds a local
+// run back.
+const LocalSesMaxSendRate = 1000
+
 // Local is a running local stack.
 type Local struct {
 	// APIURL is the base URL of the API, e.g. http://127.0.0.1:3000.
@@ -252,6 +280,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		for k, v := range awsEnv(opts.AWS, functionEndpoint) {
 			env[k] = v
 		}
+		localBackoff(env, opts.Chaos.VisibilityTimeout)
 		opts.Chaos.env(env)
 		timeout, err := l.Stack.FunctionTimeout(id)
 		if err != nil {
@@ -328,7 +357,9 @@ func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, ste
 	if err != nil {
 		return nil, err
 	}
-	params := map[string]string{"Stage": Stage}
+	// moto's SES has no send rate: the local functions send as fast as
+	// they can unless faults throttle them (e.g. ses:SendEmail:throttle(2/s)).
+	params := map[string]string{"Stage": Stage, "SesMaxSendRate": strconv.Itoa(LocalSesMaxSendRate)}
 	if opts.ParkDelay > 0 {
 		params["ParkDelaySeconds"] = strconv.Itoa(int(opts.ParkDelay / time.Second))
 	}

@@ -10,6 +10,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	smithytime "github.com/aws/smithy-go/time"
+	"golang.org/x/time/rate"
 
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 )
@@ -64,6 +66,8 @@ type Injector struct {
 type rule struct {
 	Rule
 	fired int
+	// bucket lets a rated throttle's calls through at its Rate.
+	bucket *rate.Limiter
 }
 
 // New returns an injector of rules whose randomness comes from seed (the
@@ -94,6 +98,9 @@ func (in *Injector) Add(r Rule) (remove func()) {
 		r.Delay = DefaultDelay
 	}
 	rs := &rule{Rule: r}
+	if r.Kind == Throttle && r.Rate > 0 {
+		rs.bucket = rate.NewLimiter(rate.Limit(r.Rate), max(1, int(math.Ceil(r.Rate))))
+	}
 	in.mu.Lock()
 	in.rules = append(in.rules, rs)
 	in.mu.Unlock()
@@ -134,7 +141,8 @@ func (in *Injector) Counts() map[Kind]int {
 }
 
 // draw picks the fault for a call, if any: the first rule that matches
-// and whose draw hits.
+// and whose draw hits. A rated throttle lets a call through while its bucket
+// holds a token (the call takes it) and only then draws.
 func (in *Injector) draw(service, operation string, body []byte) (Rule, int, bool) {
 	if in.paused.Load() || service == "" {
 		return Rule{}, 0, false
@@ -144,6 +152,9 @@ func (in *Injector) draw(service, operation string, body []byte) (Rule, int, boo
 	elapsed := in.now().Sub(in.start)
 	for _, r := range in.rules {
 		if !r.matches(service, operation, body, elapsed) || (r.Limit > 0 && r.fired >= r.Limit) {
+			continue
+		}
+		if r.bucket != nil && r.bucket.AllowN(in.now(), 1) {
 			continue
 		}
 		if r.P < 1 && in.rng.Float64() >= r.P {

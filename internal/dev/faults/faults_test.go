@@ -291,3 +291,44 @@ func TestRulesSelectCalls(t *testing.T) {
 		t.Fatalf("two injectors with one seed drew %v and %v; want the same mix", a, b)
 	}
 }
+
+// A rated throttle lets RATE calls a second through (a bucket of RATE
+// calls, refilled continuously) and throttles the rest; other services'
+// calls are not counted.
+func TestRatedThrottle(t *testing.T) {
+	start := time.Unix(1000, 0)
+	now := start
+	in := New([]Rule{{Service: "ses", Operation: "SendEmail", Kind: Throttle, P: 1, Rate: 2}}, 1)
+	in.start, in.Now = start, func() time.Time { return now }
+	passed := func(n int) int {
+		ok := 0
+		for range n {
+			if _, _, hit := in.draw("ses", "SendEmail", nil); !hit {
+				ok++
+			}
+		}
+		return ok
+	}
+	for _, tc := range []struct {
+		at    time.Duration
+		calls int
+		want  int // calls that go through
+	}{
+		{0, 10, 2},                      // the full bucket: 2
+		{100 * time.Millisecond, 5, 0},  // a fifth of a token
+		{500 * time.Millisecond, 5, 1},  // one token refilled
+		{1500 * time.Millisecond, 5, 2}, // two more
+		{10 * time.Second, 10, 2},       // idle: the bucket holds no more than 2
+	} {
+		now = start.Add(tc.at)
+		if got := passed(tc.calls); got != tc.want {
+			t.Errorf("at %v: %d of %d calls went through, want %d", tc.at, got, tc.calls, tc.want)
+		}
+	}
+	if _, _, hit := in.draw("ses", "GetAccount", nil); hit {
+		t.Error("a call the rule does not match was throttled")
+	}
+	if n := in.Counts()[Throttle]; n != 0 {
+		t.Errorf("draw recorded %d events; only the hook records", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,8 @@ const (
 	// Throttle answers the call with the service's own throttling error
 	// (DynamoDB ProvisionedThroughputExceededException or
 	// ThrottlingException, SQS and SSM ThrottlingException, SES v2
-	// TooManyRequestsException) without forwarding it.
+	// TooManyRequestsException) without forwarding it. With a Rule.Rate it
+	// throttles only the calls past that many per second.
 	Throttle Kind = "throttle"
 	// Error500 answers HTTP 500 (InternalServerError) without forwarding.
 	Error500 Kind = "500"
@@ -62,6 +64,11 @@ type Rule struct {
 	P float64
 	// Delay is how long a Delay holds the call (DefaultDelay when zero).
 	Delay time.Duration
+	// Rate, for a Throttle, is how many matching calls per second go
+	// through: a token bucket of the rule (holding at most Rate calls,
+	// rounded up) lets them pass and the rule throttles the others, as a
+	// service's own rate limit does. Zero throttles every call it draws.
+	Rate float64
 	// From and Until bound when the rule applies, measured from the
 	// injector's start; Until zero means for ever.
 	From, Until time.Duration
@@ -79,6 +86,9 @@ func (r Rule) String() string {
 	fmt.Fprintf(&b, ":%s", r.Kind)
 	if r.Kind == Delay && r.Delay > 0 {
 		fmt.Fprintf(&b, "(%s)", r.Delay)
+	}
+	if r.Kind == Throttle && r.Rate > 0 {
+		fmt.Fprintf(&b, "(%s/s)", strconv.FormatFloat(r.Rate, 'g', -1, 64))
 	}
 	if r.P != 1 {
 		b.WriteString("=" + strconv.FormatFloat(r.P, 'g', -1, 64))
@@ -116,17 +126,18 @@ var ErrSpec = errors.New("faults: bad spec")
 
 // Parse reads a comma-separated list of rules, each
 //
-//	SERVICE:OPERATION[~TEXT…]:KIND[(DURATION)][=PROBABILITY][#LIMIT][@FROM-[UNTIL]]
+//	SERVICE:OPERATION[~TEXT…]:KIND[(DURATION|RATE/s)][=PROBABILITY][#LIMIT][@FROM-[UNTIL]]
 //
 // SERVICE and OPERATION may be "*"; each ~TEXT narrows the rule to calls
 // whose request body contains TEXT (no ':', ',', '~', '=', '#' or '@');
 // KIND is one of Kinds; DURATION is a Go
-// duration for delay; PROBABILITY defaults to 1; LIMIT caps how many calls
+// duration for delay; RATE is the calls per second a throttle lets through
+// (throttle(2/s): SES at 2 mails a second); PROBABILITY defaults to 1; LIMIT caps how many calls
 // the rule faults; FROM and UNTIL are Go durations since the start (an
 // empty UNTIL: until the end). For example:
 //
 //	dynamodb:*:throttle=0.02,dynamodb:PutItem:drop=0.02,sqs:SendMessage:500=0.02,
-//	ses:*:drop=0.01,dynamodb:*:delay(300ms)=0.05,ssm:*:down@1m-2m
+//	ses:*:drop=0.01,dynamodb:*:delay(300ms)=0.05,ssm:*:down@1m-2m,ses:SendEmail:throttle(2/s)
 //
 // An empty spec is no rules.
 func Parse(spec string) ([]Rule, error) {
@@ -202,14 +213,25 @@ func parseRule(s string) (Rule, error) {
 	}
 	kind := fields[2]
 	if name, arg, ok := strings.Cut(kind, "("); ok {
-		if !strings.HasSuffix(arg, ")") || name != string(Delay) {
-			return r, errors.New("only delay takes an argument: delay(DURATION)")
+		arg, closed := strings.CutSuffix(arg, ")")
+		switch {
+		case closed && name == string(Delay):
+			d, err := time.ParseDuration(arg)
+			if err != nil || d <= 0 {
+				return r, errors.New("delay(DURATION) needs a positive Go duration")
+			}
+			r.Delay = d
+		case closed && name == string(Throttle):
+			n, perSecond := strings.CutSuffix(arg, "/s")
+			f, err := strconv.ParseFloat(n, 64)
+			if !perSecond || err != nil || f <= 0 || math.IsInf(f, 0) {
+				return r, errors.New("throttle(RATE/s) needs a positive number of calls per second, e.g. throttle(2/s)")
+			}
+			r.Rate = f
+		default:
+			return r, errors.New("only delay and throttle take an argument: delay(DURATION), throttle(RATE/s)")
 		}
-		d, err := time.ParseDuration(strings.TrimSuffix(arg, ")"))
-		if err != nil || d <= 0 {
-			return r, errors.New("delay(DURATION) needs a positive Go duration")
-		}
-		kind, r.Delay = name, d
+		kind = name
 	}
 	r.Kind = Kind(strings.ToLower(kind))
 	if !slices.Contains(Kinds, r.Kind) {

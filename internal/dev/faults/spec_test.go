@@ -9,7 +9,8 @@ import (
 
 func TestParse(t *testing.T) {
 	got, err := Parse("dynamodb:*:throttle=0.02, dynamodb:PutItem:drop=0.02,sqs:SendMessage:500=0.02,ses:*:drop500#3," +
-		"SSM:*:down@30s-1m30s,dynamodb:*:delay(300ms)=0.05,sqs:*:503@2m-,ssm:GetParametersByPath:reset=1,dynamodb:PutItem~markers~DONE:500")
+		"SSM:*:down@30s-1m30s,dynamodb:*:delay(300ms)=0.05,sqs:*:503@2m-,ssm:GetParametersByPath:reset=1,dynamodb:PutItem~markers~DONE:500," +
+		"ses:SendEmail:throttle(2/s),ses:*:throttle(0.5/s)=0.5#3@1m-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,6 +24,8 @@ func TestParse(t *testing.T) {
 		{Service: "sqs", Operation: "*", Kind: Error503, P: 1, From: 2 * time.Minute},
 		{Service: "ssm", Operation: "GetParametersByPath", Kind: Reset, P: 1},
 		{Service: "dynamodb", Operation: "PutItem", Contains: []string{"markers", "DONE"}, Kind: Error500, P: 1},
+		{Service: "ses", Operation: "SendEmail", Kind: Throttle, P: 1, Rate: 2},
+		{Service: "ses", Operation: "*", Kind: Throttle, P: 0.5, Rate: 0.5, Limit: 3, From: time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse =\n%+v\nwant\n%+v", got, want)
@@ -51,6 +54,12 @@ func TestParseRefuses(t *testing.T) {
 		"ssm:*:down@2m-1m",
 		"ssm:*:down@x-1m",
 		"dynamodb:*:throttle(1s)",
+		"ses:*:throttle(2)",
+		"ses:*:throttle(0/s)",
+		"ses:*:throttle(x/s)",
+		"ses:*:throttle(2/s",
+		"ses:*:500(2/s)",
+		"ses:*:delay(2/s)",
 		"dynamodb:*:delay(-1s)",
 		":*:throttle",
 		"dynamodb:PutItem~:500",

@@ -39,6 +39,14 @@ var transactElement = map[string]string{
 	"ConditionCheck": "dynamodb:ConditionCheckItem", "Get": "dynamodb:GetItem",
 }
 
+// batchAction maps an SQS batch call to the IAM action that authorises it
+// (there is no sqs:*Batch action).
+var batchAction = map[string]string{
+	"sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+	"sqs:DeleteMessageBatch":           "sqs:DeleteMessage",
+	"sqs:SendMessageBatch":             "sqs:SendMessage",
+}
+
 // derived is the set of IAM actions a function's code can call, each with
 // where it was found.
 type derived map[string][]string
@@ -121,7 +129,11 @@ func deriveActions(root, fnDir string) (derived, error) {
 		case c.svc == "dynamodb" && (c.op == "TransactWriteItems" || c.op == "TransactGetItems"):
 			transact[c.op] = true
 		default:
-			d.add(iamPrefix[c.svc]+":"+c.op, c.where)
+			action := iamPrefix[c.svc] + ":" + c.op
+			if a, ok := batchAction[action]; ok {
+				action = a
+			}
+			d.add(action, c.where)
 		}
 	}
 	for _, l := range literals {
@@ -470,8 +482,12 @@ func checkPolicy(t *Template, fnID string, calls derived, unused map[string]stri
 					bad("%s: grants %s but the function has no Tracing: Active", name, a)
 				}
 			case pollActions[a] && len(sources) > 0:
+				// The event source's, and the code's too where it calls one
+				// (the e-mail worker's back-off changes visibility).
+				granted[a] = true
 				allowed = sources
 			case a == "iam:PassRole":
+				granted[a] = true
 				allowed = passRole(t, st, name, calls, envRefs, bad)
 			case streamActions[a] && len(streams) > 0:
 				allowed = streams

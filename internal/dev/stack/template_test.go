@@ -41,10 +41,13 @@ var wantFunctions = []struct {
 	{dir: "functions/enqueue", id: "EnqueueFunction", env: []string{
 		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
+	}, unused: map[string]string{
+		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
 	}},
 	{dir: "functions/email", id: "EmailFunction", env: []string{
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
+		"SES_MAX_SEND_RATE", "EVENT_SOURCE_CONCURRENCY",
 	}},
 	{dir: "functions/dlq", id: "DlqFunction", env: []string{
 		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
@@ -56,8 +59,9 @@ var wantFunctions = []struct {
 		"JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
-		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
-		"dynamodb:DeleteItem": "marker release is the e-mail worker's; the relay has no idempotency table",
+		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
+		"dynamodb:DeleteItem":         "marker release is the e-mail worker's; the relay has no idempotency table",
+		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
 	}},
 }
 
@@ -263,6 +267,35 @@ func checkQueues(t *Template) []string {
 	return problems.sorted()
 }
 
+// checkSendRate: the e-mail worker shares the account's SES rate
+// (SES_MAX_SEND_RATE, the SesMaxSendRate parameter) among the invocations
+// that can run at once, EVENT_SOURCE_CONCURRENCY, which must be the sum of
+// its event sources' MaximumConcurrency (CloudFormation cannot add them up).
+func checkSendRate(t *Template) []string {
+	var problems findings
+	bad := problems.add
+	const fn = "EmailFunction"
+	props, err := t.FunctionProperties(fn)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	env := EnvironmentVariables(props)
+	if r, _ := asMap(env["SES_MAX_SEND_RATE"])["Ref"].(string); r != "SesMaxSendRate" {
+		bad("%s: SES_MAX_SEND_RATE must be !Ref SesMaxSendRate", fn)
+	}
+	if _, ok := t.Parameters["SesMaxSendRate"]; !ok {
+		bad("parameter SesMaxSendRate is missing")
+	}
+	sum := 0
+	for _, ev := range sqsEvents(t, fn) {
+		sum += int(num(asMap(ev["ScalingConfig"])["MaximumConcurrency"]))
+	}
+	if got := scalarString(env["EVENT_SOURCE_CONCURRENCY"]); got != strconv.Itoa(sum) {
+		bad("%s: EVENT_SOURCE_CONCURRENCY is %q, but its event sources' MaximumConcurrency adds up to %d", fn, got, sum)
+	}
+	return problems.sorted()
+}
+
 // checkTables: the five tables with their keys, on-demand, SSE, point-in-time
 // recovery, TTL on expiresAt where the storage contract names it.
 func checkTables(t *Template) []string {
@@ -425,6 +458,11 @@ func TestTemplateQueuesAndEventSources(t *testing.T) {
 	report(t, checkQueues(tmpl))
 }
 
+func TestTemplateSendRate(t *testing.T) {
+	tmpl, _ := loadTemplate(t)
+	report(t, checkSendRate(tmpl))
+}
+
 func TestTemplateTables(t *testing.T) {
 	tmpl, _ := loadTemplate(t)
 	report(t, checkTables(tmpl))
@@ -472,6 +510,7 @@ func TestChecksCatchMistakes(t *testing.T) {
 	}
 	queues := func(_ *testing.T, tmpl *Template) []string { return checkQueues(tmpl) }
 	tables := func(_ *testing.T, tmpl *Template) []string { return checkTables(tmpl) }
+	sendRate := func(_ *testing.T, tmpl *Template) []string { return checkSendRate(tmpl) }
 	toggles := func(_ *testing.T, tmpl *Template) []string { return checkToggles(tmpl) }
 	stmt := func(tmpl *Template, role, sid string) map[string]any {
 		for _, p := range list(tmpl.Resources[role].Properties["Policies"]) {
@@ -514,6 +553,12 @@ func TestChecksCatchMistakes(t *testing.T) {
 		}, "sqs:ReceiveMessage on DeadLetterQueue"},
 		{"queue without redrive", queues, func(tm *Template) { delete(tm.Resources["BulkQueue"].Properties, "RedrivePolicy") }, "BulkQueue: no RedrivePolicy"},
 		{"queue without SSE", queues, func(tm *Template) { delete(tm.Resources["DefaultQueue"].Properties, "SqsManagedSseEnabled") }, "DefaultQueue: no SSE"},
+		{"concurrency sum out of date", sendRate, func(tm *Template) {
+			asMap(sqsEvents(tm, "EmailFunction")["Bulk"]["ScalingConfig"])["MaximumConcurrency"] = 4
+		}, "adds up to 19"},
+		{"send rate not the parameter", sendRate, func(tm *Template) {
+			EnvironmentVariables(tm.Resources["EmailFunction"].Properties)["SES_MAX_SEND_RATE"] = "14"
+		}, "SES_MAX_SEND_RATE must be !Ref SesMaxSendRate"},
 		{"visibility below 6x timeout", queues, func(tm *Template) { tm.Resources["CriticalQueue"].Properties["VisibilityTimeout"] = 100 }, "VisibilityTimeout 100 < 6"},
 		{"no ReportBatchItemFailures", queues, func(tm *Template) {
 			ev := asMap(asMap(asMap(tm.Resources["EmailFunction"].Properties["Events"])["Bulk"])["Properties"])
