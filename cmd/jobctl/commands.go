@@ -59,6 +59,11 @@ var commands = []*command{
 		help: "Store ADDRESS as the user's e-mail address, the fix for a dead letter \"stored e-mail address is\n" +
 			"not a plain address\" before its redrive. ADDRESS must be one plain address (ada@example.com, no\n" +
 			"display name); whether the address is confirmed stays as it was. An unknown user is not found (3)."},
+	{name: "demo signup", usage: "demo signup USER_ID EMAIL [--name NAME] [--role CODE] [--country CC]", run: (*app).demoSignup,
+		help: "An application's signup through the outbox: one DynamoDB transaction writes the new user\n" +
+			"(unconfirmed) and the outbox item of its partner verification mail (role city-partner and country\n" +
+			"BD unless given); the outbox relay then enqueues the job, and the mail goes out. The user existing\n" +
+			"already fails the transaction: nothing is written and no job is made (4)."},
 	{name: "enqueue", usage: enqueueUsage, run: (*app).enqueue, help: enqueueHelp},
 }
 

@@ -14,6 +14,7 @@ type resources struct {
 	MarkersTable     string
 	DeadLettersTable string
 	UsersTable       string
+	OutboxTable      string
 	Queues           map[contract.Queue]string
 }
 
@@ -46,6 +47,7 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 		MarkersTable:     pick("MARKERS_TABLE", "MarkersTable"),
 		DeadLettersTable: pick("DEAD_LETTERS_TABLE", "DeadLettersTable"),
 		UsersTable:       pick("USERS_TABLE", "UsersTable"),
+		OutboxTable:      pick("OUTBOX_TABLE", "OutboxTable"),
 		Queues: map[contract.Queue]string{
 			contract.QueueCritical: pick("QUEUE_URL_CRITICAL", "CriticalQueue"),
 			contract.QueueDefault:  pick("QUEUE_URL_DEFAULT", "DefaultQueue"),
@@ -63,5 +65,6 @@ func conventionalNames(stage string) map[string]string {
 		"MarkersTable":     "runstwice-" + stage + "-markers",
 		"DeadLettersTable": "runstwice-" + stage + "-dead-letters",
 		"UsersTable":       "runstwice-" + stage + "-users",
+		"OutboxTable":      "runstwice-" + stage + "-outbox",
 	}
 }

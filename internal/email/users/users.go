@@ -141,3 +141,25 @@ func (d *Table) SetEmail(ctx context.Context, userID, address string) (previous 
 	}
 	return old.Email, nil
 }
+
+// ErrUserExists is returned (wrapped) when a new user's id is taken.
+var ErrUserExists = errors.New("users: user exists")
+
+// NewUserPut is the Put of a new user, unconfirmed, for the application's
+// own TransactWriteItems (a signup that enqueues its verification mail
+// through the outbox in the same transaction): conditional on the id being
+// free, so a second signup of one user fails the whole transaction.
+func NewUserPut(table string, u email.User) (types.TransactWriteItem, error) {
+	item, err := attributevalue.MarshalMap(userItem{UserID: u.ID, Email: u.Email, DisplayName: u.DisplayName})
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("users: new user %s: %w", u.ID, err)
+	}
+	expr, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrUserID))).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("users: new user %s: %w", u.ID, err)
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(table), Item: item, ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(),
+	}}, nil
+}
