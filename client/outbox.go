@@ -55,7 +55,9 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 	item := outbox.Attributes(it,
 		func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} },
 		func(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} },
-		func(m map[string]types.AttributeValue) types.AttributeValue { return &types.AttributeValueMemberM{Value: m} })
+		func(m map[string]types.AttributeValue) types.AttributeValue {
+			return &types.AttributeValueMemberM{Value: m}
+		})
 	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: item}}, it.JobID(), nil
 }
 
