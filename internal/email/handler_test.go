@@ -150,6 +150,15 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 			if !strings.Contains(h.metrics.String(), `"JobsSkipped":1`) {
 				t.Fatalf("no-op not counted: %s", h.metrics)
 			}
+			// Counted by reason: a user the directory does not know is the
+			// kind the users-directory alarm watches.
+			wantKind := "other"
+			if tc.user == nil {
+				wantKind = email.NoopUserNotFound
+			}
+			if !strings.Contains(h.metrics.String(), `"reason":"`+wantKind+`"`) {
+				t.Fatalf("no-op not counted by reason %s: %s", wantKind, h.metrics)
+			}
 			if !strings.Contains(h.logs.String(), "no mail needed") {
 				t.Fatalf("no-op not logged: %s", h.logs)
 			}

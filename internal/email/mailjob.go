@@ -143,7 +143,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 		return fmt.Errorf("email: load user %s: %w", userID, err)
 	}
 	if !ok {
-		return h.noop("user not found")
+		return h.noop(reasonUserNotFound)
 	}
 	if reason := h.job.skip(u); reason != "" {
 		return h.noop(reason)
@@ -198,8 +198,21 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 // noop is a successful job that needed no mail: the runner claims its
 // marker, counts it as skipped and records the reason on the job.
 func (h *handler) noop(reason string) error {
-	return runner.NoOp("no mail needed: " + reason)
+	kind := "other"
+	if reason == reasonUserNotFound {
+		kind = NoopUserNotFound
+	}
+	return runner.NoOpKind(kind, "no mail needed: "+reason)
 }
+
+// reasonUserNotFound is the no-op of a job whose user the directory does not
+// know; NoopUserNotFound is its kind in the JobsNoop metric, which an alarm
+// watches: most of a type's jobs ending so means the users directory is the
+// wrong table (or empty).
+const (
+	reasonUserNotFound = "user not found"
+	NoopUserNotFound   = "user-not-found"
+)
 
 func displayName(u User) string {
 	if n := strings.Join(strings.Fields(u.DisplayName), " "); n != "" {

@@ -3,6 +3,7 @@ package obs
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -31,6 +32,10 @@ const (
 	// ColdStart is counted once per execution environment, with the
 	// dimensions stage and function.
 	ColdStart = "ColdStart"
+	// JobsNoop counts the jobs that succeeded without work, with the
+	// dimensions stage, type and reason (CountReason): "user-not-found"
+	// for most of a type's jobs means the users directory is the wrong one.
+	JobsNoop = "JobsNoop"
 )
 
 // Metrics counts metrics during an invocation and writes them as EMF
@@ -46,6 +51,9 @@ type Metrics struct {
 	w      io.Writer
 	now    func() time.Time
 	counts map[string]map[string]int // type → metric → count
+	// byReason counts the metrics with a reason dimension: type → reason →
+	// metric → count.
+	byReason map[string]map[string]map[string]int
 }
 
 // coldStart is true until the first flush of this process.
@@ -55,7 +63,7 @@ func init() { coldStart.Store(true) }
 
 // NewMetrics returns metrics written to w.
 func NewMetrics(w io.Writer) *Metrics {
-	return &Metrics{w: w, now: time.Now, counts: map[string]map[string]int{}}
+	return &Metrics{w: w, now: time.Now, counts: map[string]map[string]int{}, byReason: map[string]map[string]map[string]int{}}
 }
 
 // DefaultMetrics is what functions use: metrics on stdout (where CloudWatch
@@ -78,6 +86,26 @@ func (m *Metrics) Count(name, jobType string, n int) {
 	if c == nil {
 		c = map[string]int{}
 		m.counts[jobType] = c
+	}
+	c[name] += n
+}
+
+// CountReason adds n to the metric name for a job type and a reason (a
+// short, fixed name such as "user-not-found", never free text), written on
+// Flush with the dimensions stage, type and reason.
+func (m *Metrics) CountReason(name, jobType, reason string, n int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byReason[jobType] == nil {
+		m.byReason[jobType] = map[string]map[string]int{}
+	}
+	c := m.byReason[jobType][reason]
+	if c == nil {
+		c = map[string]int{}
+		m.byReason[jobType][reason] = c
 	}
 	c[name] += n
 }
@@ -124,7 +152,13 @@ func (m *Metrics) Flush() {
 	for _, t := range types {
 		m.write(ts, []string{KeyStage, KeyType}, map[string]any{KeyStage: stage, KeyType: t}, m.counts[t])
 	}
+	for _, t := range slices.Sorted(maps.Keys(m.byReason)) {
+		for _, r := range slices.Sorted(maps.Keys(m.byReason[t])) {
+			m.write(ts, []string{KeyStage, KeyType, KeyReason}, map[string]any{KeyStage: stage, KeyType: t, KeyReason: r}, m.byReason[t][r])
+		}
+	}
 	clear(m.counts)
+	clear(m.byReason)
 }
 
 func (m *Metrics) write(ts int64, dims []string, doc map[string]any, counts map[string]int) {

@@ -105,3 +105,35 @@ func TestFlushQuotesOddNames(t *testing.T) {
 		t.Fatalf("line %s", buf.String())
 	}
 }
+
+// A metric counted by reason is written with the dimensions stage, type and
+// reason, one document per (type, reason), aggregated, and reset on flush.
+func TestCountReasonAddsTheReasonDimension(t *testing.T) {
+	coldStart.Store(false)
+	var buf bytes.Buffer
+	m := NewMetrics(&buf)
+	m.Stage = "prod"
+	m.CountReason(JobsNoop, "email.welcome.v1", "user-not-found", 1)
+	m.CountReason(JobsNoop, "email.welcome.v1", "user-not-found", 2)
+	m.CountReason(JobsNoop, "email.welcome.v1", "other", 1)
+	m.Flush()
+	all := docs(t, buf.String())
+	if len(all) != 2 {
+		t.Fatalf("%d documents; want one per reason: %s", len(all), buf.String())
+	}
+	var got emfDoc
+	if err := json.Unmarshal([]byte(strings.Split(strings.TrimSpace(buf.String()), "\n")[1]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if dims := strings.Join(got.AWS.CloudWatchMetrics[0].Dimensions[0], ","); dims != "stage,type,reason" {
+		t.Fatalf("dimensions %s; want stage,type,reason", dims)
+	}
+	if all[1][KeyReason] != "user-not-found" || all[1][JobsNoop] != float64(3) || all[0][KeyReason] != "other" {
+		t.Fatalf("documents %v", all)
+	}
+	buf.Reset()
+	m.Flush()
+	if buf.Len() != 0 {
+		t.Fatalf("a second flush repeated the counts: %s", buf.String())
+	}
+}

@@ -45,6 +45,9 @@ func IsPermanent(err error) bool {
 // shows why nothing happened. Create it with NoOp.
 type NoOpError struct {
 	Reason string
+	// Kind names the reason in the JobsNoop metric's reason dimension: a
+	// short fixed name ("user-not-found"), "other" when empty.
+	Kind string
 }
 
 func (e *NoOpError) Error() string { return "no work needed: " + e.Reason }
@@ -52,6 +55,11 @@ func (e *NoOpError) Error() string { return "no work needed: " + e.Reason }
 // NoOp reports that the job needs no work, and why ("no mail needed: user
 // not found"). The reason is stored and shown: IDs only, no personal data.
 func NoOp(reason string) error { return &NoOpError{Reason: reason} }
+
+// NoOpKind is NoOp with the kind of reason the JobsNoop metric counts it
+// under (e.g. "user-not-found": an alarm watches the share of a type's jobs
+// that end so).
+func NoOpKind(kind, reason string) error { return &NoOpError{Reason: reason, Kind: kind} }
 
 // ErrBusy is returned for a record whose marker is leased by a concurrent
 // twin: it is retried after the visibility timeout, by when the twin has

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -77,6 +78,8 @@ type outcome struct {
 	err    error
 	// final marks a failure on the final attempt (the job reads Failed).
 	final bool
+	// noopKind is a no-op's kind of reason (NoOpKind), counted by JobsNoop.
+	noopKind string
 }
 
 // finish writes the record's one outcome line and its metrics, and reports
@@ -105,6 +108,9 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 	it.log.LogAttrs(ctx, level, "job outcome", attrs...)
 	for _, m := range o.metrics {
 		r.cfg.Metrics.Count(m, it.metricType(), 1)
+	}
+	if it.out.kind == kindNoop {
+		r.cfg.Metrics.CountReason(obs.JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
 	}
 	if o.retry {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})

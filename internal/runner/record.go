@@ -117,7 +117,7 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 		return outcome{kind: kindDuplicate, reason: "a twin claimed first; the effect may have run twice"}
 	case noop != nil:
 		r.recordNoop(ctx, it, noop.Reason)
-		return outcome{kind: kindNoop, reason: noop.Reason}
+		return outcome{kind: kindNoop, reason: noop.Reason, noopKind: noop.Kind}
 	}
 	return outcome{kind: kindSucceeded}
 }
@@ -141,7 +141,7 @@ func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner s
 	switch {
 	case errors.As(err, &noop):
 		r.recordNoop(ctx, it, noop.Reason)
-		return outcome{kind: kindNoop, reason: noop.Reason}
+		return outcome{kind: kindNoop, reason: noop.Reason, noopKind: noop.Kind}
 	case err != nil:
 		// Claimed first, so a retry would skip it: the job goes to the DLQ
 		// and reads Failed; only a redrive runs it again.

@@ -324,6 +324,34 @@ func TestNoOpRecordsItsReason(t *testing.T) {
 	if h.Count(notify.Name, obs.JobsSkipped) != 1 || h.Outcomes()[env.MessageID] != "noop" {
 		t.Fatalf("metrics %s outcomes %v", h.Metrics, h.Outcomes())
 	}
+	if !strings.Contains(h.Metrics.String(), `"JobsNoop":1`) || !strings.Contains(h.Metrics.String(), `"reason":"other"`) {
+		t.Fatalf("a no-op without a kind is not counted as JobsNoop, reason other: %s", h.Metrics)
+	}
+}
+
+// A no-op with a kind is counted by that kind (the users-directory alarm
+// watches JobsNoop with reason user-not-found).
+func TestNoOpIsCountedByItsKind(t *testing.T) {
+	h, _ := newHarness(t, func(c *runner.Config) {
+		c.Handlers[notify.Name] = runner.HandlerFunc(func(context.Context, runner.Job) error {
+			return runner.NoOpKind("user-not-found", "no mail needed: user not found")
+		})
+	})
+	for range 2 {
+		if failed := h.Run(t, testkit.Record(t, notifyJob(), 1)); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+	}
+	var n int
+	for _, l := range obstest.Lines(h.Metrics.String()) {
+		if l["reason"] == "user-not-found" && l["type"] == notify.Name {
+			v, _ := l[obs.JobsNoop].(float64)
+			n += int(v)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("JobsNoop by user-not-found = %d; want 2: %s", n, h.Metrics)
+	}
 }
 
 func TestLeaseHeldByTwinRetries(t *testing.T) {
