@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
@@ -70,17 +71,30 @@ type SSMAPI interface {
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 }
 
-// Clients are the AWS clients Provision uses.
+// SchedulerAPI is the part of the EventBridge Scheduler client the
+// provisioner uses.
+type SchedulerAPI interface {
+	GetScheduleGroup(ctx context.Context, in *scheduler.GetScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.GetScheduleGroupOutput, error)
+	CreateScheduleGroup(ctx context.Context, in *scheduler.CreateScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.CreateScheduleGroupOutput, error)
+	GetSchedule(ctx context.Context, in *scheduler.GetScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.GetScheduleOutput, error)
+	CreateSchedule(ctx context.Context, in *scheduler.CreateScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error)
+	UpdateSchedule(ctx context.Context, in *scheduler.UpdateScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.UpdateScheduleOutput, error)
+}
+
+// Clients are the AWS clients Provision uses. Without a Scheduler the
+// schedule groups and schedules are skipped.
 type Clients struct {
-	Dynamo DynamoAPI
-	SQS    SQSAPI
-	SSM    SSMAPI
+	Dynamo    DynamoAPI
+	SQS       SQSAPI
+	SSM       SSMAPI
+	Scheduler SchedulerAPI
 }
 
 // NewClients builds the clients from an SDK configuration (e.g.
 // moto.Config(endpoint, region) for moto).
 func NewClients(cfg aws.Config) Clients {
-	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
+	return Clients{Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg),
+		Scheduler: scheduler.NewFromConfig(cfg)}
 }
 
 // Stack is a template instantiated with parameter values: what Provision
@@ -132,14 +146,17 @@ func New(t *Template, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// Provision creates every DynamoDB table, SQS queue and SSM parameter of t
-// (whose condition holds) through clients, resolving names, keys, TTL,
-// point-in-time recovery, queue attributes and redrive policies from the
-// template. Resources that already exist are reused (a table or queue of the
-// same name; a parameter keeps its stored value), so provisioning twice is
+// Provision creates every DynamoDB table, SQS queue, SSM parameter and
+// EventBridge Scheduler schedule group and schedule of t (whose condition
+// holds) through clients, resolving names, keys, TTL, point-in-time
+// recovery, queue attributes, redrive policies and schedule targets from the
+// template. Resources that already exist are reused (a table, queue or
+// schedule group of the same name; a parameter keeps its stored value; a
+// schedule is updated to the template's), so provisioning twice is
 // harmless. Every other resource type (functions, roles, log groups, keys,
 // topics, alarms, the API) is not emulated and is skipped; resolving a
-// reference to one fails with ErrNotProvisioned.
+// reference to one fails with ErrNotProvisioned, but a role's Arn (a
+// schedule's RoleArn) resolves to the ARN it would have.
 func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
 	s, err := New(t, opts)
 	if err != nil {
@@ -147,7 +164,11 @@ func Provision(ctx context.Context, clients Clients, t *Template, opts Options) 
 	}
 	s.clients, s.ctx = clients, ctx
 	defer func() { s.ctx = nil }()
-	for _, typ := range []string{TypeQueue, TypeTable, TypeParameter} {
+	types := []string{TypeQueue, TypeTable, TypeParameter}
+	if clients.Scheduler != nil {
+		types = append(types, TypeScheduleGroup, TypeSchedule)
+	}
+	for _, typ := range types {
 		for _, id := range t.IDs(typ) {
 			if _, err := s.ensure(id); err != nil && !errors.Is(err, errConditionFalse) {
 				return nil, err
@@ -284,6 +305,10 @@ func (s *Stack) ensure(id string) (Physical, error) {
 		p, err = s.createQueue(id, pm)
 	case TypeParameter:
 		p, err = s.putParameter(id, pm)
+	case TypeScheduleGroup:
+		p, err = s.createScheduleGroup(id, pm)
+	case TypeSchedule:
+		p, err = s.createSchedule(id, pm)
 	default:
 		return Physical{}, fmt.Errorf("%w: %s (%s)", ErrNotProvisioned, id, r.Type)
 	}

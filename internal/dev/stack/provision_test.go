@@ -121,10 +121,11 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 		t.Errorf("DLQ redrive allow policy %v, want byQueue from %v", allow, workARNs)
 	}
 
-	// Exactly the tables, queues and parameters are created; every other
-	// resource type (keys, log groups, alarms, the API, functions) is skipped.
+	// Exactly the tables, queues, parameters, schedule groups and schedules
+	// are created; every other resource type (keys, log groups, alarms, the
+	// API, functions) is skipped.
 	var want []string
-	for _, typ := range []string{TypeTable, TypeQueue, TypeParameter} {
+	for _, typ := range []string{TypeTable, TypeQueue, TypeParameter, TypeScheduleGroup, TypeSchedule} {
 		want = append(want, tmpl.IDs(typ)...)
 	}
 	slices.Sort(want)
