@@ -88,7 +88,7 @@ func (a *app) schedulesList(ctx context.Context, args []string) error {
 	for _, r := range rows {
 		next := "-"
 		if r.NextFire != nil {
-			next = r.NextFire.Format(time.RFC3339) + " (in " + roughDuration(r.NextFire.Sub(now)) + ")"
+			next = r.NextFire.Format(time.RFC3339)
 		}
 		typ := r.Type
 		if !r.Tick && typ != "" {
@@ -103,19 +103,6 @@ func (a *app) schedulesList(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "jobctl: no schedules in %s or %s at %s\n", schedule.RecurringGroup(a.stage), schedule.JobsGroup(a.stage), a.endpointName())
 	}
 	return nil
-}
-
-// roughDuration says d in its largest unit, e.g. "3d", "5h", "12m".
-func roughDuration(d time.Duration) string {
-	switch {
-	case d >= 48*time.Hour:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d >= time.Hour:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d >= time.Minute:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	}
-	return fmt.Sprintf("%ds", max(d/time.Second, 0))
 }
 
 // schedulesTrigger serves `schedules trigger NAME [--at TIME]`: the
@@ -161,11 +148,15 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	if _, err := a.reg.Lookup(tick.Type); err != nil {
 		return refusedf("schedule %s ticks %s, which is not in the registry", name, tick.Type)
 	}
+	client := sqs.NewFromConfig(a.cfg)
+	if err := a.lookupQueueURLs(ctx, client); err != nil {
+		return err
+	}
 	q, err := a.queueOfARN(s.TargetARN)
 	if err != nil {
 		return err
 	}
-	err = queue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "").Send(ctx, queue.Message{
+	err = queue.New(client, a.res.Queues, "").Send(ctx, queue.Message{
 		Queue: q, Body: body, Type: tick.Type, CorrelationID: tick.CorrelationID,
 	})
 	if err != nil {
