@@ -55,6 +55,14 @@ var commands = []*command{
 		help: "Run a Scheduled job at once: its one-time schedule is deleted and its message sent to its queue\n" +
 			"under its id; it then reads Enqueued. Running it twice sends one job: the second run finds it\n" +
 			"already sent and sends nothing. A job in any other state is refused with its state (4)."},
+	{name: "schedules list", usage: "schedules list", run: (*app).schedulesList,
+		help: "The stage's schedules: the recurring ones (group runstwice-<stage>-recurring) and the one-time\n" +
+			"schedules of jobs run at a time (runstwice-<stage>-jobs), each with its expression, time zone, state,\n" +
+			"next fire, the job type it makes and that type's kill switch."},
+	{name: "schedules trigger", usage: schedulesTriggerUsage, run: (*app).schedulesTrigger,
+		help: "Send a recurring schedule's tick now, for the scheduled time --at (RFC 3339; default now, to the\n" +
+			"minute), as the scheduler would. The job id comes from the schedule's name and that time: the same\n" +
+			"time twice is one job. A missed or dropped tick is sent again this way."},
 	{name: "users set-email", usage: "users set-email USER_ID ADDRESS", run: (*app).usersSetEmail,
 		help: "Store ADDRESS as the user's e-mail address, the fix for a dead letter \"stored e-mail address is\n" +
 			"not a plain address\" before its redrive. ADDRESS must be one plain address (ada@example.com, no\n" +

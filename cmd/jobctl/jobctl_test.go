@@ -20,6 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -83,7 +84,7 @@ func TestTogglesSetAndList(t *testing.T) {
 	}
 	want := map[string]string{
 		email.Welcome.Name: "off", email.PartnerDigest.Name: "off",
-		email.PartnerVerification.Name: "on", email.PasswordReset.Name: "on",
+		email.PartnerVerification.Name: "on", email.PasswordReset.Name: "on", digest.Fanout.Name: "off",
 	}
 	if len(got.Toggles) != len(want) {
 		t.Fatalf("toggles %+v; want every registered type", got.Toggles)

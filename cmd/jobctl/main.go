@@ -1,6 +1,7 @@
 // Command jobctl is the on-call tool for runstwice: flip kill switches (also
 // for a while, with a reason), triage, redrive and drop dead letters, list,
-// read and cancel jobs, mend a user's stored address, enqueue a job.
+// read and cancel jobs, list the schedules and send a recurring schedule's
+// tick by hand, mend a user's stored address, enqueue a job.
 //
 //	jobctl [--stage S] [--endpoint URL] [--json] COMMAND
 //	  toggles list
@@ -11,6 +12,8 @@
 //	  jobs get ID
 //	  jobs list [--type T] [--state S] [--since D]
 //	  jobs cancel ID
+//	  schedules list
+//	  schedules trigger NAME [--at TIME]
 //	  users set-email USER_ID ADDRESS
 //	  enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]
 //

@@ -1,11 +1,13 @@
 // Command email is the e-mail worker Lambda function: it consumes the
 // critical, default and bulk queues (ReportBatchItemFailures) and runs the
-// four e-mail job types through the runner. It only wires adapters.
+// e-mail job types and the weekly digest's fan-out through the runner. It
+// only wires adapters.
 package main
 
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/email/users"
@@ -82,8 +85,16 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	markers := marker.NewDynamo(db, markersTable)
 	sqsClient := sqs.NewFromConfig(cfg)
 	queues := queue.New(sqsClient, urls, dlqURL)
+	// The jobs a worker makes (a tick's job, the digest fan-out's) are
+	// reserved and promoted through the enqueue function's store.
+	store := jobs.NewStore(db, jobsTable, markers)
+	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues})
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(handlers, fanout)
 	return runner.New(runner.Config{
-		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers,
+		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: store,
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
 		Backoff: queue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
 		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,

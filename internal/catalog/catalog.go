@@ -9,11 +9,12 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/digest"
 )
 
 // Types returns the declaration of every shipped job type.
 func Types() []contract.JobType {
-	return slices.Concat(email.Types())
+	return slices.Concat(email.Types(), digest.Types())
 }
 
 // Registry returns a registry of every shipped job type. The declarations

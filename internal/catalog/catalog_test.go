@@ -15,14 +15,18 @@ func TestShippedTypes(t *testing.T) {
 		queue   contract.Queue
 		enabled bool
 		key     string
+		// whileOff is what it does while its switch is off.
+		whileOff contract.WhileOff
 	}{
-		{"email.partner-verification.v1", contract.QueueCritical, true, "partner-verification:u-123"},
-		{"email.password-reset.v1", contract.QueueCritical, true, "password-reset:u-123"},
-		{"email.welcome.v1", contract.QueueDefault, true, "welcome:u-123"},
-		{"email.partner-digest.v1", contract.QueueBulk, false, "partner-digest:u-123:2026-W48"},
+		{"email.partner-verification.v1", contract.QueueCritical, true, "partner-verification:u-123", contract.Park},
+		{"email.password-reset.v1", contract.QueueCritical, true, "password-reset:u-123", contract.Park},
+		{"email.welcome.v1", contract.QueueDefault, true, "welcome:u-123", contract.Park},
+		{"email.partner-digest.v1", contract.QueueBulk, false, "partner-digest:u-123:2026-W48", contract.Park},
+		{"email.partner-digest-fanout.v1", contract.QueueBulk, false, "partner-digest-fanout:2026-W48", contract.Skip},
 	} {
 		jt, err := reg.Lookup(tc.name)
-		if err != nil || jt.Queue != tc.queue || jt.EnabledByDefault != tc.enabled || jt.Bias != contract.EffectThenClaim || !jt.Lease {
+		if err != nil || jt.Queue != tc.queue || jt.EnabledByDefault != tc.enabled || jt.Bias != contract.EffectThenClaim || !jt.Lease ||
+			jt.WhileOff != tc.whileOff {
 			t.Errorf("%s = %+v, %v; want queue %s enabled %v effect-then-claim with lease", tc.name, jt, err, tc.queue, tc.enabled)
 			continue
 		}
@@ -31,7 +35,7 @@ func TestShippedTypes(t *testing.T) {
 			t.Errorf("%s key = %q; want %q", tc.name, got, tc.key)
 		}
 	}
-	if n := len(reg.Names()); n != 4 {
-		t.Errorf("%d shipped types; this test names 4", n)
+	if n := len(reg.Names()); n != 5 {
+		t.Errorf("%d shipped types; this test names 5", n)
 	}
 }

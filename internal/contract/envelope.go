@@ -68,21 +68,30 @@ func ValidCorrelationID(id string) bool { return correlationIDPattern.MatchStrin
 // Registry.Validate does. Every error it returns matches ErrMalformed.
 func Decode(data []byte) (Envelope, error) {
 	var env Envelope
-	if len(data) > MaxEnvelopeBytes {
-		return env, &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
-		return Envelope{}, &ValidationError{Fields: []FieldError{{Field: jsonErrorField(err), Reason: jsonErrorReason(err)}}}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Envelope{}, &ValidationError{Fields: []FieldError{{Field: "body", Reason: "trailing data after the JSON object"}}}
+	if err := decodeStrict(data, &env); err != nil {
+		return Envelope{}, err
 	}
 	if err := env.Check(); err != nil {
 		return Envelope{}, err
 	}
 	return env, nil
+}
+
+// decodeStrict decodes one JSON object of at most MaxEnvelopeBytes into v,
+// refusing unknown fields and trailing data, with a ValidationError.
+func decodeStrict(data []byte, v any) error {
+	if len(data) > MaxEnvelopeBytes {
+		return &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &ValidationError{Fields: []FieldError{{Field: jsonErrorField(err), Reason: jsonErrorReason(err)}}}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &ValidationError{Fields: []FieldError{{Field: "body", Reason: "trailing data after the JSON object"}}}
+	}
+	return nil
 }
 
 // Check validates the envelope's own fields (not the args, whose rules belong

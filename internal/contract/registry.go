@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Queue names one of the work queues a job type is sent to.
@@ -63,6 +64,33 @@ type JobType struct {
 	// ":" (e.g. "partner-verification:u-123").
 	KeyPrefix string
 	KeyArgs   []string
+	// WhileOff says what a job of the type does while its kill switch is
+	// off: Park (the default) or Skip.
+	WhileOff WhileOff
+	// TickArgs, when set, makes the type a tick type: a recurring
+	// schedule's tick of it (see Tick) becomes a job with these args,
+	// derived from the tick's scheduled time. A tick type skips while off.
+	TickArgs func(scheduledTime time.Time) map[string]string
+}
+
+// WhileOff is what a job does while its type's kill switch is off.
+type WhileOff int
+
+const (
+	// Park re-sends the job to its queue with a delay until the switch is
+	// on again: nothing is lost, and the job runs late.
+	Park WhileOff = iota
+	// Skip ends the job as a successful no-op (lastOutcome skipped): right
+	// for recurring work, whose next tick tries again, so a week of ticks
+	// never piles up behind a switch.
+	Skip
+)
+
+func (w WhileOff) String() string {
+	if w == Skip {
+		return "skip"
+	}
+	return "park"
 }
 
 // DeriveKey returns the natural idempotency key of a job with these args.
@@ -124,6 +152,9 @@ func (r *Registry) register(t JobType) error {
 		if i < 0 || !t.Args[i].Required {
 			return fmt.Errorf("contract: type %q: key arg %q is not a required arg", t.Name, k)
 		}
+	}
+	if t.TickArgs != nil && t.WhileOff != Skip {
+		return fmt.Errorf("contract: type %q: a tick type must skip while off (WhileOff Skip), or a week of ticks piles up behind its switch", t.Name)
 	}
 	r.types[t.Name] = t
 	r.names = append(r.names, t.Name)

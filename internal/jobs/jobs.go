@@ -118,7 +118,7 @@ type Job struct {
 	// the provider's error code), never its message.
 	LastErrorClass string `json:"lastErrorClass,omitempty"`
 	// LastOutcome is the last outcome a worker recorded: parked, noop,
-	// dead-lettered, cancelled, redriven.
+	// dead-lettered, cancelled, redriven, skipped.
 	LastOutcome string `json:"lastOutcome,omitempty"`
 	// LastReason says why, e.g. "no mail needed: user not found".
 	LastReason string `json:"lastReason,omitempty"`

@@ -24,6 +24,9 @@ const (
 	OutcomeCancelled    = "cancelled"
 	OutcomeRedriven     = "redriven"
 	OutcomeClaimFailed  = "claim-failed"
+	// OutcomeSkipped: the job's switch was off and its type skips while off
+	// (a recurring job's tick): it succeeded without running.
+	OutcomeSkipped = "skipped"
 )
 
 // UpdateAPI is the part of the DynamoDB client a Recorder uses: workers only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/runner"
@@ -21,6 +22,13 @@ var (
 		Name: "test.digest.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
 		Queue: contract.QueueBulk, EnabledByDefault: false, Lease: true, KeyPrefix: "digest", KeyArgs: []string{"userId"},
 	}
+	// weekly is a tick type: a recurring schedule sends it, and it skips
+	// while its (fail-closed) switch is off.
+	weekly = contract.JobType{
+		Name: "test.weekly.v1", Args: []contract.ArgSpec{{Name: "digestId", Format: contract.FormatISOWeek, Required: true}},
+		Queue: contract.QueueBulk, Lease: true, KeyPrefix: "weekly", KeyArgs: []string{"digestId"}, WhileOff: contract.Skip,
+		TickArgs: func(at time.Time) map[string]string { return map[string]string{"digestId": contract.ISOWeek(at)} },
+	}
 	payout = contract.JobType{
 		Name: "test.payout.v1", Args: []contract.ArgSpec{{Name: "payoutId", Format: contract.FormatID, Required: true}},
 		Queue: contract.QueueCritical, EnabledByDefault: true, Bias: contract.ClaimThenEffect, KeyPrefix: "payout", KeyArgs: []string{"payoutId"},
@@ -30,7 +38,7 @@ var (
 // registry returns the fixture types, with leases on or off.
 func registry(t testing.TB, lease bool) *contract.Registry {
 	t.Helper()
-	types := []contract.JobType{notify, digest, payout}
+	types := []contract.JobType{notify, digest, payout, weekly}
 	for i := range types[:2] {
 		types[i].Lease = lease
 	}

@@ -28,6 +28,9 @@ const (
 	kindDuplicate
 	// kindParked: the kill switch is off; re-sent with a delay.
 	kindParked
+	// kindSkipped: the kill switch is off and the type skips while off:
+	// the marker is claimed, the record says skipped; never parked.
+	kindSkipped
 	// kindCancelled: the job was cancelled; skipped.
 	kindCancelled
 	// kindDeadLettered: sent to the DLQ with its reason (never retried).
@@ -63,6 +66,7 @@ var outcomes = map[kind]struct {
 	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
 	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false, false},
 	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false, false},
+	kindSkipped:      {"skipped", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
 	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false, false},
 	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false, true},
 	kindFailed:       {"retry", slog.LevelWarn, []string{obs.JobsFailed}, true, false},

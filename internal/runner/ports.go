@@ -74,3 +74,11 @@ type JobRecorder interface {
 	RecordOutcome(ctx context.Context, jobID, outcome, reason string) error
 	MarkUnclaimed(ctx context.Context, jobID, reason string) error
 }
+
+// TickJobs writes the job record of a tick the first time a worker sees it
+// (internal/jobs.Store): Reserve under the tick's derived id and key, then
+// Promote, as the enqueue function does for a request.
+type TickJobs interface {
+	Reserve(ctx context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error)
+	Promote(ctx context.Context, job jobs.Job) error
+}

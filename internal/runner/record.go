@@ -29,6 +29,17 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 		return outcome{kind: kindCancelled, reason: "the job was cancelled"}
 	case it.hasSeen && it.seen.State == marker.StateFailed:
 		return r.deadLetter(ctx, it, errAlreadyFailed)
+	}
+	if it.tick != nil {
+		// A tick's job record is written when a worker first sees it.
+		if o, done := r.recordTick(ctx, it); done {
+			return o
+		}
+	}
+	switch {
+	case it.disabled && it.typ.WhileOff == contract.Skip:
+		// Skipping runs nothing either; its claim is conditional.
+		return r.skip(ctx, it, owner)
 	case it.disabled:
 		// Parking runs nothing, so a failed peek does not stop it.
 		return r.park(ctx, it)
@@ -236,6 +247,64 @@ func (r *Runner) park(ctx context.Context, it *item) outcome {
 		return outcome{kind: kindFailed, reason: "its kill switch is off and it could not be parked", err: err}
 	}
 	return outcome{kind: kindParked, reason: "its kill switch is off; re-sent with a delay of " + r.cfg.ParkDelay.String()}
+}
+
+// SkippedReason is the lastReason of a job skipped while its switch was off.
+const SkippedReason = "switched off"
+
+// skip ends a job of a Skip type whose switch is off as a successful no-op:
+// its marker is claimed (the job reads Succeeded, and a redelivery is a
+// duplicate), its record says skipped, and it is never parked: the next
+// tick of a recurring job tries again.
+func (r *Runner) skip(ctx context.Context, it *item, owner string) outcome {
+	won, err := r.claim(ctx, it, owner)
+	switch {
+	case errors.Is(err, marker.ErrLeaseLost):
+		return r.fail(ctx, it, ErrBusy) // a twin that ran while the switch was on holds it
+	case err != nil:
+		return outcome{kind: kindFailed, reason: "its kill switch is off and its skip could not be recorded", err: err}
+	case !won:
+		return outcome{kind: kindDuplicate, reason: "already processed"}
+	}
+	r.onRecord(ctx, it, slog.LevelWarn, "could not record the skip on the job", func(wctx context.Context, id string) error {
+		return r.cfg.Jobs.RecordOutcome(wctx, id, jobs.OutcomeSkipped, SkippedReason)
+	})
+	return outcome{kind: kindSkipped, reason: "its kill switch is off; skipped (" + it.typ.Name + " skips while off)"}
+}
+
+// recordTick writes the job record of a tick when it is new (Reserve, then
+// Promote: the message is in its queue, this worker holds it) and decides
+// whether the record goes on: it stops, done, when another job holds the
+// tick's key, when the key is busy, or when the record cannot be written
+// (retried).
+func (r *Runner) recordTick(ctx context.Context, it *item) (outcome, bool) {
+	if r.cfg.Ticks == nil {
+		return outcome{}, false
+	}
+	now := r.cfg.Now().UTC()
+	job := jobs.Job{
+		ID: it.env.MessageID, Caller: contract.TickCaller(it.tick.Schedule), Type: it.env.Type, Key: it.env.Key,
+		Queue: string(it.typ.Queue), CorrelationID: it.env.CorrelationID, TraceID: obs.TraceRoot(queueTraceHeader(it.msg)),
+		Message: it.encoded, CreatedAt: now, RunAt: now,
+	}
+	d, err := r.cfg.Ticks.Reserve(ctx, job, jobs.AllowAfterFailed)
+	if err != nil {
+		return outcome{kind: kindFailed, reason: "the tick's job record could not be written", err: err}, true
+	}
+	switch {
+	case d.Outcome == jobs.Busy:
+		return outcome{kind: kindBusy, reason: "another tick is creating the job of this key", err: ErrBusy}, true
+	case !d.Own:
+		// Another tick of the same key (another scheduled time) holds it:
+		// that job does the work.
+		return outcome{kind: kindDuplicate, reason: "job " + d.Job.ID + " holds the tick's key " + d.Job.Key}, true
+	case d.Outcome == jobs.Reserved || d.Outcome == jobs.Resume:
+		if err := r.cfg.Ticks.Promote(ctx, d.Job); err != nil {
+			return outcome{kind: kindFailed, reason: "the tick's job record could not be promoted", err: err}, true
+		}
+		it.log.Info("tick: job recorded", "schedule", it.tick.Schedule, "scheduledTime", it.tick.ScheduledTime)
+	}
+	return outcome{}, false
 }
 
 // recordUnclaimed marks the job Succeeded after its claim failed (best

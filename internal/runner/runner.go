@@ -101,6 +101,10 @@ type Config struct {
 	// Random returns a value in [0, n): the back-off's jitter (rand.Int64N
 	// if nil).
 	Random func(n int64) int64
+	// Ticks writes the job record of a recurring schedule's tick when a
+	// worker first sees it (optional: without it a tick runs without a
+	// record).
+	Ticks TickJobs
 	// ParkDelay is how long a disabled job waits before it is looked at again
 	// (DefaultParkDelay if 0, capped at 900 s).
 	ParkDelay time.Duration
@@ -190,7 +194,11 @@ type item struct {
 	hasSeen, peeked bool
 	// disabled: the type's kill switch is off.
 	disabled bool
-	out      outcome
+	// tick is the tick the record carried instead of an envelope (nil for
+	// an envelope); encoded is the envelope derived from it.
+	tick    *contract.Tick
+	encoded string
+	out     outcome
 	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
 	retryIn time.Duration
 }
@@ -326,7 +334,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 
 // decode runs step 1 for one record and reports whether it goes on.
 func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
-	env, err := contract.Decode([]byte(it.msg.Body))
+	env, err := r.decodeBody(it)
 	if err == nil {
 		// The messageId of the envelope is the job id; the SQS message id
 		// is the batch item identifier.
@@ -354,6 +362,30 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	it.env = env
 	it.key = marker.Key{Handler: env.Type, MessageKey: env.MessageID}
 	return true
+}
+
+// decodeBody decodes the record's body: an envelope, or a recurring
+// schedule's tick, whose envelope is derived from it (its job id from the
+// schedule's name and the scheduled time).
+func (r *Runner) decodeBody(it *item) (contract.Envelope, error) {
+	body := []byte(it.msg.Body)
+	if !contract.IsTick(body) {
+		return contract.Decode(body)
+	}
+	tick, err := contract.DecodeTick(body)
+	if err != nil {
+		return contract.Envelope{}, err
+	}
+	env, err := r.cfg.Registry.TickEnvelope(tick)
+	if err != nil {
+		return contract.Envelope{}, err
+	}
+	enc, err := env.Encode()
+	if err != nil {
+		return contract.Envelope{}, err
+	}
+	it.tick, it.encoded = &tick, string(enc)
+	return env, nil
 }
 
 // peek runs step 3 for the whole batch with one read. A failed peek is not

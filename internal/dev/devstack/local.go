@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -55,6 +56,9 @@ type Options struct {
 	Out io.Writer
 	// Chaos runs the stack under faults, kills or a campaign (see Chaos).
 	Chaos Chaos
+	// SchedulerPoll is how often the scheduler emulator looks for due
+	// schedules (DefaultSchedulerPoll if 0).
+	SchedulerPoll time.Duration
 }
 
 // DefaultAPIConcurrency is how many enqueue instances the API may run at
@@ -233,7 +237,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	}
 
 	// 3. Demo data.
-	step(3, "seeding demo users u-demo-1 (unconfirmed), u-demo-2 (confirmed) and u-bad (an unusable address); verifying the sender")
+	step(3, "seeding demo users u-demo-1 (unconfirmed), u-demo-2 (confirmed, weekly digest) and u-bad (an unusable address); verifying the sender")
 	users, ok := l.Stack.Physical("UsersTable")
 	if !ok {
 		return nil, errors.New("devstack: the template has no UsersTable")
@@ -331,6 +335,12 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		p := &StreamPoller{Source: src, Streams: streams, SQS: sqsClient, Function: opts.Chaos.wrap(src.Function, fn),
 			Region: cfg.Region, RetryDelay: StreamRetryDelay, Logger: platform}
 		l.wg.Go(func() { p.Run(runCtx) })
+	}
+	if !opts.AWS {
+		// moto keeps schedules but never fires them; on AWS the service does.
+		sched := NewScheduler(scheduler.NewFromConfig(cfg), sqsClient, l.Stack, platform)
+		sched.Poll = opts.SchedulerPoll
+		l.wg.Go(func() { sched.Run(runCtx) })
 	}
 
 	// 6. The API.

@@ -16,16 +16,20 @@ type DemoUser struct {
 	Email          string `dynamodbav:"email"`
 	DisplayName    string `dynamodbav:"displayName"`
 	EmailConfirmed bool   `dynamodbav:"emailConfirmed"`
+	// Digest is "weekly" for a user of the weekly partner digest (the
+	// users table's sparse digest index holds only users with one).
+	Digest string `dynamodbav:"digest,omitempty"`
 }
 
 // DemoUsers are the seeded users: u-demo-1 has not confirmed its address
-// (a verification mail goes out), u-demo-2 has (a verification is a no-op),
+// (a verification mail goes out), u-demo-2 has (a verification is a no-op)
+// and gets the weekly partner digest,
 // and u-bad's stored address is not a plain address (BadUserEmail), so a
 // mail job for it is dead-lettered at once, the failure to try the
 // dead-letter workflow on.
 var DemoUsers = []DemoUser{
 	{UserID: "u-demo-1", Email: "demo1@example.com", DisplayName: "Demo One", EmailConfirmed: false},
-	{UserID: "u-demo-2", Email: "demo2@example.com", DisplayName: "Demo Two", EmailConfirmed: true},
+	{UserID: "u-demo-2", Email: "demo2@example.com", DisplayName: "Demo Two", EmailConfirmed: true, Digest: "weekly"},
 	{UserID: BadUser, Email: BadUserEmail, DisplayName: "Bad Address", EmailConfirmed: false},
 }
 

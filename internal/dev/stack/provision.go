@@ -74,12 +74,22 @@ type SSMAPI interface {
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 }
 
-// Clients are the AWS clients Provision uses.
+// SchedulerAPI is the part of the EventBridge Scheduler client the
+// provisioner uses.
+type SchedulerAPI interface {
+	GetScheduleGroup(ctx context.Context, in *scheduler.GetScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.GetScheduleGroupOutput, error)
+	CreateScheduleGroup(ctx context.Context, in *scheduler.CreateScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.CreateScheduleGroupOutput, error)
+	GetSchedule(ctx context.Context, in *scheduler.GetScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.GetScheduleOutput, error)
+	CreateSchedule(ctx context.Context, in *scheduler.CreateScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error)
+	UpdateSchedule(ctx context.Context, in *scheduler.UpdateScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.UpdateScheduleOutput, error)
+}
+
+// Clients are the AWS clients Provision uses. Without a Scheduler the
+// schedule groups and schedules are skipped.
 type Clients struct {
-	Dynamo DynamoAPI
-	SQS    SQSAPI
-	SSM    SSMAPI
-	// Scheduler creates the schedule groups.
+	Dynamo    DynamoAPI
+	SQS       SQSAPI
+	SSM       SSMAPI
 	Scheduler SchedulerAPI
 }
 
@@ -140,15 +150,16 @@ func New(t *Template, opts Options) (*Stack, error) {
 }
 
 // Provision creates every DynamoDB table, SQS queue, SSM parameter and
-// EventBridge Scheduler schedule group of t (whose condition holds) through
-// clients, resolving names, keys, TTL, point-in-time recovery, queue
-// attributes and redrive policies from the template. Resources that already
-// exist are reused (a table, queue or schedule group of the same name; a
-// parameter keeps its stored value), so provisioning twice is harmless. An
-// IAM role is only named (its ARN resolves; the local stack enforces no
-// IAM). Every other resource type (functions, log groups, keys, topics,
-// alarms, the API) is not emulated and is skipped; resolving a reference to
-// one fails with ErrNotProvisioned.
+// EventBridge Scheduler schedule group and schedule of t (whose condition
+// holds) through clients, resolving names, keys, TTL, point-in-time
+// recovery, queue attributes, redrive policies and schedule targets from the
+// template. Resources that already exist are reused (a table, queue or
+// schedule group of the same name; a parameter keeps its stored value; a
+// schedule is updated to the template's), so provisioning twice is
+// harmless. Every other resource type (functions, roles, log groups, keys,
+// topics, alarms, the API) is not emulated and is skipped; resolving a
+// reference to one fails with ErrNotProvisioned, but a role's Arn (a
+// schedule's RoleArn) resolves to the ARN it would have.
 func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
 	s, err := New(t, opts)
 	if err != nil {
@@ -157,6 +168,9 @@ func Provision(ctx context.Context, clients Clients, t *Template, opts Options) 
 	s.clients, s.ctx = clients, ctx
 	defer func() { s.ctx = nil }()
 	for _, typ := range ProvisionedTypes {
+		if clients.Scheduler == nil && (typ == TypeScheduleGroup || typ == TypeSchedule) {
+			continue
+		}
 		for _, id := range t.IDs(typ) {
 			if _, err := s.ensure(id); err != nil && !errors.Is(err, errConditionFalse) {
 				return nil, err
@@ -168,7 +182,7 @@ func Provision(ctx context.Context, clients Clients, t *Template, opts Options) 
 
 // ProvisionedTypes are the resource types Provision creates (or, for roles,
 // names), in order.
-var ProvisionedTypes = []string{TypeQueue, TypeTable, TypeParameter, TypeScheduleGroup, TypeRole}
+var ProvisionedTypes = []string{TypeQueue, TypeTable, TypeParameter, TypeScheduleGroup, TypeRole, TypeSchedule}
 
 var errConditionFalse = errors.New("stack: resource condition is false")
 
@@ -309,6 +323,8 @@ func (s *Stack) ensure(id string) (Physical, error) {
 		p, err = s.putParameter(id, pm)
 	case TypeScheduleGroup:
 		p, err = s.createScheduleGroup(id, pm)
+	case TypeSchedule:
+		p, err = s.createSchedule(id, pm)
 	default:
 		return Physical{}, fmt.Errorf("%w: %s (%s)", ErrNotProvisioned, id, r.Type)
 	}

@@ -135,9 +135,9 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 		t.Errorf("DLQ redrive allow policy %v, want byQueue from %v", allow, workARNs)
 	}
 
-	// Exactly the tables, queues, parameters and schedule groups are
-	// created, and the roles named; every other resource type (keys, log
-	// groups, alarms, the API, functions) is skipped.
+	// Exactly the tables, queues, parameters, schedule groups and schedules
+	// are created, and the roles named; every other resource type (keys,
+	// log groups, alarms, the API, functions) is skipped.
 	var want []string
 	for _, typ := range ProvisionedTypes {
 		want = append(want, tmpl.IDs(typ)...)

@@ -243,6 +243,14 @@ func (s *Stack) ref(id string) (any, error) {
 // GetAtt returns attribute attr of resource id: Arn, QueueName, QueueUrl
 // (queues), Arn, StreamArn (tables), Type, Value (parameters).
 func (s *Stack) GetAtt(id, attr string) (string, error) {
+	if r, ok := s.tmpl.Resources[id]; ok && r.Type == TypeRole && attr == "Arn" {
+		// Roles are not emulated; a schedule names its role by ARN.
+		name := str(r.Properties["RoleName"])
+		if name == "" {
+			name = s.defaultName(id)
+		}
+		return fmt.Sprintf("arn:aws:iam::%s:role/%s", s.opts.AccountID, name), nil
+	}
 	p, err := s.ensure(id)
 	if err != nil {
 		return "", err

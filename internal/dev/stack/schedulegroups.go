@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -9,13 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 )
-
-// SchedulerAPI is the part of the EventBridge Scheduler client the
-// provisioner uses.
-type SchedulerAPI interface {
-	CreateScheduleGroup(ctx context.Context, in *scheduler.CreateScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.CreateScheduleGroupOutput, error)
-	GetScheduleGroup(ctx context.Context, in *scheduler.GetScheduleGroupInput, optFns ...func(*scheduler.Options)) (*scheduler.GetScheduleGroupOutput, error)
-}
 
 // createScheduleGroup creates an EventBridge Scheduler schedule group, or
 // reuses the one of that name: it is read first, since creating a group

@@ -29,8 +29,9 @@ const (
 	TypeFunction  = "AWS::Serverless::Function"
 	TypeRole      = "AWS::IAM::Role"
 	TypeLogGroup  = "AWS::Logs::LogGroup"
-	// TypeScheduleGroup is an EventBridge Scheduler schedule group.
+	// TypeScheduleGroup and TypeSchedule are EventBridge Scheduler's.
 	TypeScheduleGroup = "AWS::Scheduler::ScheduleGroup"
+	TypeSchedule      = "AWS::Scheduler::Schedule"
 )
 
 // Template is a parsed CloudFormation (SAM) template. Values are what YAML

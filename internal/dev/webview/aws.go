@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
@@ -25,13 +26,14 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/toggle"
 	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
-// JobsTable, MarkersTable and DeadLettersTable, and the switches of its
-// Stage for every type in the catalog. mail is the mail log (nil: none; a
+// JobsTable, MarkersTable and DeadLettersTable, the switches of its Stage
+// for every type in the catalog, and its schedules. mail is the mail log (nil: none; a
 // nil pointer inside a non-nil interface is not nil).
 func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 	names := map[string]string{}
@@ -48,7 +50,43 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 		Mail:        mail,
 		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"]),
 		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), catalog.Registry()),
+		Schedules:   NewSchedules(scheduler.NewFromConfig(cfg), st.Param("Stage")),
 	}, nil
+}
+
+// Schedules lists a stage's schedules from EventBridge Scheduler (moto's,
+// locally): its recurring group and its jobs group.
+type Schedules struct {
+	client schedule.ListAPI
+	stage  string
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// NewSchedules returns the lister of stage's schedules.
+func NewSchedules(client schedule.ListAPI, stage string) *Schedules {
+	return &Schedules{client: client, stage: stage}
+}
+
+// List reads the schedules with when each fires next.
+func (s *Schedules) List(ctx context.Context) ([]Schedule, error) {
+	all, err := schedule.List(ctx, s.client, schedule.RecurringGroup(s.stage), schedule.JobsGroup(s.stage))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	out := make([]Schedule, 0, len(all))
+	for _, sc := range all {
+		row := Schedule{Group: sc.Group, Name: sc.Name, Expression: sc.Expression, Timezone: sc.Timezone, State: sc.State, Type: sc.JobType, Tick: sc.Tick}
+		if next, ok := sc.Next(now); ok {
+			row.Next = next
+		}
+		out = append(out, row)
+	}
+	return out, nil
 }
 
 // JobsDynamoAPI is the part of the DynamoDB client JobsTable uses.

@@ -74,3 +74,7 @@ func (f *fakeSwitches) calls() []setCall {
 	defer f.mu.Unlock()
 	return append([]setCall(nil), f.sets...)
 }
+
+type fakeSchedules []Schedule
+
+func (f fakeSchedules) List(context.Context) ([]Schedule, error) { return f, nil }

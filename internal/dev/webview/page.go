@@ -59,6 +59,7 @@ type pageData struct {
 	Mail        section[Mail]
 	DeadLetters section[DeadLetter]
 	Switches    section[Switch]
+	Schedules   section[Schedule]
 }
 
 // Ago says how long before the page's time t was, e.g. "12s ago".
@@ -122,6 +123,9 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := h.src.Switches; s != nil {
 		wg.Go(func() { d.Switches = read(h, "switches", func() ([]Switch, error) { return s.List(ctx) }) })
+	}
+	if s := h.src.Schedules; s != nil {
+		wg.Go(func() { d.Schedules = read(h, "schedules", func() ([]Schedule, error) { return s.List(ctx) }) })
 	}
 	wg.Wait()
 	d.JobStates = countStates(d.Jobs.Rows)

@@ -1,8 +1,8 @@
 // Package webview is the local web view of the running stack: one
 // server-rendered page (html/template, embedded CSS, no JavaScript) that
 // shows the jobs and their derived states, the mails sent, the dead letters
-// with their reasons and the kill switches, each with a button that flips
-// it (a POST, answered with a redirect back to the page).
+// with their reasons, the kill switches, each with a button that flips it (a
+// POST, answered with a redirect back to the page), and the schedules.
 //
 // It is a loopback tool: it answers only requests addressed to a loopback
 // host (so a DNS-rebinding page cannot read it), and refuses cross-origin
@@ -106,6 +106,25 @@ type Switch struct {
 	Unknown bool
 }
 
+// Schedule is one EventBridge Scheduler schedule of the stage: a recurring
+// one of the template, or a one-time schedule of a job run at a time.
+type Schedule struct {
+	Group, Name string
+	Expression  string
+	Timezone    string
+	State       string
+	// Next is when it fires next (zero: never again).
+	Next time.Time
+	// Type is the job type it makes; Tick, that it sends a tick.
+	Type string
+	Tick bool
+}
+
+// ScheduleLister lists the stage's schedules.
+type ScheduleLister interface {
+	List(ctx context.Context) ([]Schedule, error)
+}
+
 // JobLister lists the most recent jobs, newest first.
 type JobLister interface {
 	Recent(ctx context.Context, n int) ([]Job, error)
@@ -136,6 +155,7 @@ type Sources struct {
 	Mail        MailLog
 	DeadLetters DeadLetterLister
 	Switches    Switchboard
+	Schedules   ScheduleLister
 }
 
 // Defaults of Options.

@@ -70,7 +70,8 @@ func TestPageEscapesEveryField(t *testing.T) {
 	var m Mail
 	var dl, dlNoJob DeadLetter
 	var sw, unknown Switch
-	for _, v := range []any{&j, &m, &dl, &dlNoJob, &sw, &unknown} {
+	var sc Schedule
+	for _, v := range []any{&j, &m, &dl, &dlNoJob, &sw, &unknown, &sc} {
 		poison(v)
 	}
 	dlNoJob.JobID = "" // the ID is shown where there is no job id
@@ -81,6 +82,7 @@ func TestPageEscapesEveryField(t *testing.T) {
 		Mail:        &fakeMail{rows: []Mail{m}},
 		DeadLetters: &fakeLetters{rows: []DeadLetter{dl, dlNoJob}},
 		Switches:    &fakeSwitches{rows: []Switch{sw, unknown}},
+		Schedules:   fakeSchedules{sc},
 	}
 	code, body := get(t, New(src, quietOptions()), "/_local/")
 	if code != http.StatusOK {
@@ -90,7 +92,7 @@ func TestPageEscapesEveryField(t *testing.T) {
 		t.Fatalf("a field was rendered unescaped:\n%s", body)
 	}
 	var fields []string
-	for _, v := range []any{Job{}, Mail{}, DeadLetter{}, Switch{}} {
+	for _, v := range []any{Job{}, Mail{}, DeadLetter{}, Switch{}, Schedule{}} {
 		fields = append(fields, stringFields(v)...)
 	}
 	for _, f := range fields {
@@ -365,5 +367,24 @@ func TestScannedJobToleratesMissingAndMistypedFields(t *testing.T) {
 func TestPrintable(t *testing.T) {
 	if got := printable("a\nb\x7f" + strings.Repeat("ü", 100)); got != "a?b?"+strings.Repeat("ü", 76)+"…" {
 		t.Fatalf("printable = %q", got)
+	}
+}
+
+// The schedules section lists each schedule with its next fire, and says
+// which make ticks and which are one-time jobs.
+func TestPageListsSchedules(t *testing.T) {
+	weekly := Schedule{Group: "runstwice-local-recurring", Name: "partner-digest-weekly", Expression: "cron(0 9 ? * MON *)",
+		Timezone: "UTC", State: "ENABLED", Next: t0.Add(25 * time.Hour), Type: "email.partner-digest-fanout.v1", Tick: true}
+	once := Schedule{Group: "runstwice-local-jobs", Name: "6f0c1c8e-3a4b-5d2e-9f10-2b7a1e5c4d33", Expression: "at(2026-12-01T09:00:00)",
+		Timezone: "UTC", State: "ENABLED", Type: "email.welcome.v1"}
+	code, body := get(t, New(Sources{Schedules: fakeSchedules{weekly, once}}, quietOptions()), "/_local/")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	for _, want := range []string{`data-schedule="partner-digest-weekly"`, "cron(0 9 ? * MON *)", "2026-12-01 09:00:00.000Z", "in 25h",
+		"email.partner-digest-fanout.v1 <span class=\"note\">tick</span>", "one-time job", "never again"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 }

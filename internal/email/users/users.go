@@ -163,3 +163,70 @@ func NewUserPut(table string, u email.User) (types.TransactWriteItem, error) {
 		ExpressionAttributeNames: expr.Names(),
 	}}, nil
 }
+
+// The weekly digest's sparse index (template.yaml, UsersTable's
+// DigestIndex): only an item with a digest attribute is in it, keyed by
+// digest with userId as its range key, so a query pages the weekly digest's
+// users in user id order without reading anyone else.
+const (
+	DigestIndexName = "digest"
+	AttrDigest      = "digest"
+	DigestWeekly    = "weekly"
+)
+
+// QueryAPI is the part of the DynamoDB client the digest index uses.
+type QueryAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// DigestIndex pages the users of the weekly partner digest (digest.Directory).
+type DigestIndex struct {
+	client QueryAPI
+	table  string
+}
+
+// NewDigestIndex returns the digest index of table.
+func NewDigestIndex(client QueryAPI, table string) *DigestIndex {
+	return &DigestIndex{client: client, table: table}
+}
+
+// WeeklyDigestPage reads at most limit items of the index with digest =
+// weekly and a user id greater than after, keeps those whose address is
+// confirmed, and returns their ids with the last id it read as next (""
+// when the index has no more). The index is eventually consistent: a user
+// who opted in a moment ago may be read by next week's run.
+func (d *DigestIndex) WeeklyDigestPage(ctx context.Context, after string, limit int) ([]string, string, error) {
+	key := expression.Key(AttrDigest).Equal(expression.Value(DigestWeekly))
+	if after != "" {
+		key = key.And(expression.Key(AttrUserID).GreaterThan(expression.Value(after)))
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(key).
+		WithFilter(expression.Name(AttrEmailConfirmed).Equal(expression.Value(true))).
+		WithProjection(expression.NamesList(expression.Name(AttrUserID))).Build()
+	if err != nil {
+		return nil, "", fmt.Errorf("users: digest query: %w", err)
+	}
+	out, err := d.client.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(d.table), IndexName: aws.String(DigestIndexName),
+		KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(), ProjectionExpression: expr.Projection(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), Limit: aws.Int32(int32(limit)),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("users: digest page after %q: %w", after, err)
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, item := range out.Items {
+		var it userItem
+		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+			return nil, "", fmt.Errorf("users: decode digest page: %w", err)
+		}
+		ids = append(ids, it.UserID)
+	}
+	next := ""
+	if lek := out.LastEvaluatedKey; len(lek) > 0 {
+		if err := attributevalue.Unmarshal(lek[AttrUserID], &next); err != nil {
+			return nil, "", fmt.Errorf("users: digest page: last key: %w", err)
+		}
+	}
+	return ids, next, nil
+}

@@ -1,0 +1,203 @@
+package devstack
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/google/uuid"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
+)
+
+// SchedulerAPI is the part of the EventBridge Scheduler client the emulator
+// uses.
+type SchedulerAPI interface {
+	schedule.ListAPI
+	DeleteSchedule(ctx context.Context, in *scheduler.DeleteScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error)
+}
+
+// Sender sends a fired schedule's input to its queue (queue.Sender).
+type Sender interface {
+	Send(ctx context.Context, m queue.Message) error
+}
+
+// DefaultSchedulerPoll is how often the emulator looks at the schedules.
+const DefaultSchedulerPoll = 5 * time.Second
+
+// maxCatchUp bounds the firings of one schedule in one pass: a stack that
+// slept (a laptop's lid closed) fires what it missed up to this, not a
+// night of rate(1 minute).
+const maxCatchUp = 10
+
+// Scheduler emulates EventBridge Scheduler on moto, which keeps schedules
+// but never fires them: every Poll it reads every schedule and fires those
+// due since it last looked, as the service does — the target input sent to
+// the target queue (a recurring schedule's placeholders filled in: the
+// scheduled time, a new execution id), with the message attributes every job
+// message carries, then a one-time schedule with ActionAfterCompletion
+// DELETE deleted. A recurring schedule first seen fires from then on (not
+// for times before); a one-time schedule fires once its time has come,
+// however late. A send that fails is tried again at the next pass.
+type Scheduler struct {
+	Client SchedulerAPI
+	Sender Sender
+	// Queues maps a target ARN to its work queue.
+	Queues map[string]contract.Queue
+	// Poll is how often it looks (DefaultSchedulerPoll if 0).
+	Poll   time.Duration
+	Logger *slog.Logger
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+
+	seen map[string]seenSchedule
+}
+
+// seenSchedule is what the emulator remembers of a schedule: its expression
+// (a changed one starts afresh) and up to when it has fired it.
+type seenSchedule struct {
+	expr    string
+	checked time.Time
+}
+
+// NewScheduler returns the emulator of the stack's schedules, sending
+// through sqs to the stack's work queues.
+func NewScheduler(client SchedulerAPI, sqs queue.SQSAPI, st *stack.Stack, logger *slog.Logger) *Scheduler {
+	urls, arns := map[contract.Queue]string{}, map[string]contract.Queue{}
+	for _, q := range contract.Queues {
+		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
+			urls[q], arns[p.ARN] = p.URL, q
+		}
+	}
+	return &Scheduler{Client: client, Sender: queue.New(sqs, urls, ""), Queues: arns, Logger: logger}
+}
+
+// Run fires due schedules every Poll until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	poll := s.Poll
+	if poll <= 0 {
+		poll = DefaultSchedulerPoll
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		s.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Scheduler) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Scheduler) log() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+// Pass fires every schedule due now and returns how many firings it sent.
+func (s *Scheduler) Pass(ctx context.Context) int {
+	now := s.now()
+	all, err := schedule.List(ctx, s.Client)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Warn("scheduler: list schedules", "error", err)
+		}
+		return 0
+	}
+	if s.seen == nil {
+		s.seen = map[string]seenSchedule{}
+	}
+	live := map[string]bool{}
+	sent := 0
+	for _, sc := range all {
+		key := sc.Group + "/" + sc.Name
+		live[key] = true
+		if sc.Expr == nil {
+			continue // the service would have refused it
+		}
+		seen, ok := s.seen[key]
+		if !ok || seen.expr != sc.Expression+" "+sc.Timezone {
+			seen = seenSchedule{expr: sc.Expression + " " + sc.Timezone, checked: now}
+			if sc.Expr.Kind == schedule.KindAt {
+				seen.checked = time.Time{} // a one-time schedule fires however late
+			}
+		}
+		fired := 0
+		for fired < maxCatchUp {
+			at, due := sc.Next(seen.checked)
+			if !due || at.After(now) {
+				break
+			}
+			if !s.fire(ctx, sc, at) {
+				break
+			}
+			fired++
+			seen.checked = at
+			if sc.DeleteAfter {
+				s.delete(ctx, sc)
+				break
+			}
+		}
+		if fired == maxCatchUp {
+			seen.checked = now // more missed than it catches up: from now on
+		}
+		sent += fired
+		s.seen[key] = seen
+	}
+	for key := range s.seen {
+		if !live[key] {
+			delete(s.seen, key)
+		}
+	}
+	return sent
+}
+
+// fire sends sc's input for its firing at at, and reports whether it went.
+func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time) bool {
+	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(contract.TickTimeLayout))
+	q, ok := s.Queues[sc.TargetARN]
+	if !ok {
+		log.Warn("scheduler: the target is not a work queue of this stack; not sent", "target", sc.TargetARN)
+		return false
+	}
+	body := sc.Fill(at, uuid.NewString())
+	m := queue.Message{Queue: q, Body: body}
+	if contract.IsTick([]byte(body)) {
+		if t, err := contract.DecodeTick([]byte(body)); err == nil {
+			m.Type, m.CorrelationID = t.Type, t.CorrelationID
+		}
+	} else if env, err := contract.Decode([]byte(body)); err == nil {
+		m.Type, m.CorrelationID = env.Type, env.CorrelationID
+	}
+	if err := s.Sender.Send(ctx, m); err != nil {
+		log.Warn("scheduler: send failed; tried again at the next pass", "error", err)
+		return false
+	}
+	log.Info("scheduler: fired", "queue", string(q), "type", m.Type)
+	return true
+}
+
+// delete removes a one-time schedule after it fired (ActionAfterCompletion
+// DELETE); one already gone is fine.
+func (s *Scheduler) delete(ctx context.Context, sc schedule.Schedule) {
+	_, err := s.Client.DeleteSchedule(ctx, &scheduler.DeleteScheduleInput{Name: aws.String(sc.Name), GroupName: aws.String(sc.Group)})
+	if err != nil && !schedule.IsNotFound(err) {
+		s.log().Warn("scheduler: delete after completion", "schedule", sc.Group+"/"+sc.Name, "error", err)
+	}
+}

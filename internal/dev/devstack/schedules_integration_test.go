@@ -1,0 +1,152 @@
+//go:build integration
+
+package devstack
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
+)
+
+// emulatorWorld is moto's scheduler with a group and the work queues, and
+// the emulator over them.
+type emulatorWorld struct {
+	client *scheduler.Client
+	queues testenv.WorkQueues
+	group  string
+	emu    *Scheduler
+}
+
+func newEmulatorWorld(t *testing.T) *emulatorWorld {
+	t.Helper()
+	cfg := testenv.Moto(t).Config()
+	w := &emulatorWorld{client: scheduler.NewFromConfig(cfg), group: testenv.Name(t, "g")}
+	sqsClient := testenv.SQS(t)
+	w.queues = testenv.CreateWorkQueues(t, sqsClient, testenv.Name(t, "q")+"-", 0)
+	if _, err := w.client.CreateScheduleGroup(context.Background(), &scheduler.CreateScheduleGroupInput{Name: aws.String(w.group)}); err != nil {
+		t.Fatal(err)
+	}
+	arns := map[string]contract.Queue{}
+	for q, v := range w.queues.Queues {
+		arns[v.ARN] = q
+	}
+	w.emu = &Scheduler{Client: w.client, Sender: queue.New(sqsClient, w.queues.URLs(), ""), Queues: arns}
+	return w
+}
+
+func (w *emulatorWorld) create(t *testing.T, name, expr, tz, input string, q contract.Queue, deleteAfter bool) {
+	t.Helper()
+	in := &scheduler.CreateScheduleInput{
+		Name: aws.String(name), GroupName: aws.String(w.group), ScheduleExpression: aws.String(expr),
+		ScheduleExpressionTimezone: aws.String(tz), FlexibleTimeWindow: &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
+		Target: &schedtypes.Target{Arn: aws.String(w.queues.Queues[q].ARN), RoleArn: aws.String("arn:aws:iam::123456789012:role/scheduler"), Input: aws.String(input)},
+	}
+	if deleteAfter {
+		in.ActionAfterCompletion = schedtypes.ActionAfterCompletionDelete
+	}
+	if _, err := w.client.CreateSchedule(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
+
+// A recurring schedule fires on its expression in its zone: its tick, the
+// scheduled time and a new execution id filled in, with the type and
+// correlation id attributes, once per firing however often the emulator
+// looks, and not for a time before it first saw it.
+func TestEmulatorFiresRecurringSchedulesOnTheirExpression(t *testing.T) {
+	w := newEmulatorWorld(t)
+	const tick = `{"v":1,"type":"email.partner-digest-fanout.v1","schedule":"weekly","scheduledTime":"<aws.scheduler.scheduled-time>","correlationId":"<aws.scheduler.execution-id>"}`
+	w.create(t, "weekly", "cron(0 9 ? * MON *)", "Europe/Berlin", tick, contract.QueueBulk, false)
+	c := &clock{now: time.Date(2026, 12, 7, 7, 59, 30, 0, time.UTC)} // Monday 08:59:30 in Berlin
+	w.emu.Now = c.Now
+	ctx := context.Background()
+	if n := w.emu.Pass(ctx); n != 0 {
+		t.Fatalf("fired %d before 09:00", n)
+	}
+	c.Set(time.Date(2026, 12, 7, 8, 0, 4, 0, time.UTC))
+	if n := w.emu.Pass(ctx); n != 1 {
+		t.Fatalf("fired %d at 09:00:04 Berlin time, want 1", n)
+	}
+	if n := w.emu.Pass(ctx); n != 0 {
+		t.Fatalf("fired %d again in the same minute", n)
+	}
+	msgs := testenv.Receive(t, testenv.SQS(t), w.queues.Queues[contract.QueueBulk].URL, time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages in the bulk queue, want 1", len(msgs))
+	}
+	got, err := contract.DecodeTick([]byte(aws.ToString(msgs[0].Body)))
+	if err != nil || got.ScheduledTime != "2026-12-07T08:00:00Z" || got.CorrelationID == "" || got.CorrelationID == "<aws.scheduler.execution-id>" {
+		t.Fatalf("tick %+v %v", got, err)
+	}
+	if a := msgs[0].MessageAttributes; aws.ToString(a[contract.AttrType].StringValue) != got.Type ||
+		aws.ToString(a[contract.AttrCorrelationID].StringValue) != got.CorrelationID {
+		t.Fatalf("attributes %v", a)
+	}
+	if _, err := w.client.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String("weekly"), GroupName: aws.String(w.group)}); err != nil {
+		t.Fatalf("a recurring schedule is kept after it fired: %v", err)
+	}
+	c.Set(time.Date(2026, 12, 14, 8, 0, 1, 0, time.UTC)) // a week later
+	if n := w.emu.Pass(ctx); n != 1 {
+		t.Fatalf("fired %d the next Monday, want 1", n)
+	}
+}
+
+// A one-time at() schedule created directly fires once at its time: its
+// input goes to its queue as it is, and the schedule is deleted
+// (ActionAfterCompletion DELETE). Real time, the emulator polling.
+func TestEmulatorFiresAnAtScheduleAndDeletesIt(t *testing.T) {
+	w := newEmulatorWorld(t)
+	w.emu.Poll = 500 * time.Millisecond
+	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: "email.welcome.v1", Key: "welcome:u-demo-2",
+		CorrelationID: "c-at", Args: map[string]string{"userId": "u-demo-2"}, EnqueuedAt: time.Now().UTC()}
+	body, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(3 * time.Second).Truncate(time.Second)
+	w.create(t, env.MessageID, "at("+at.Format("2006-01-02T15:04:05")+")", "UTC", string(body), contract.QueueDefault, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.emu.Run(ctx)
+	sqsClient := testenv.SQS(t)
+	var got string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && got == ""; {
+		for _, m := range testenv.Receive(t, sqsClient, w.queues.Queues[contract.QueueDefault].URL, time.Second) {
+			got = aws.ToString(m.Body)
+		}
+	}
+	if got != string(body) {
+		t.Fatalf("received %q, want the schedule's input %s", got, body)
+	}
+	if arrived := time.Now(); arrived.Before(at) {
+		t.Fatalf("fired before its time (%s < %s)", arrived, at)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := w.client.GetSchedule(context.Background(), &scheduler.GetScheduleInput{Name: aws.String(env.MessageID), GroupName: aws.String(w.group)})
+		if schedule.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the at() schedule was not deleted after it fired: %v", err)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+// Package digest is the weekly partner digest fan-out,
+// email.partner-digest-fanout.v1: the tick type of the recurring schedule
+// partner-digest-weekly (docs/job-types.md, "The weekly partner digest").
+//
+// One fan-out job reads one page (at most PageSize) of the users who get
+// the weekly digest, in user id order, enqueues one email.partner-digest.v1
+// per user, then the next page as a fan-out job of its own. Every job it
+// enqueues has a job id derived from its caller and natural key, and the
+// duplicate policy RejectAlways, so a page that runs twice, or crashed after
+// any enqueue and runs again, makes no twin and misses no partner: what it
+// already enqueued dedups onto the same job ids, what it did not is
+// enqueued now, and a job whose message SQS never confirmed is sent again
+// under its id.
+package digest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/runner"
+)
+
+// ScheduleName is the recurring schedule that ticks the fan-out
+// (template.yaml, PartnerDigestWeeklySchedule); Caller is the caller of
+// every job the fan-out makes.
+const (
+	ScheduleName = "partner-digest-weekly"
+	Caller       = contract.TickCallerPrefix + ScheduleName
+)
+
+// PageSize is how many users one fan-out job reads.
+const PageSize = 100
+
+// Fanout is email.partner-digest-fanout.v1: one page of the weekly digest's
+// fan-out. digestId is the ISO week (of the tick's scheduled time, UTC);
+// after is the last user id the previous page read (absent on the first).
+// It is fail-closed, like the digest itself (template.yaml sets its switch
+// to false), and skips while off: a tick that finds it off succeeds
+// without work and the next week's tick tries again.
+var Fanout = contract.JobType{
+	Name: "email.partner-digest-fanout.v1",
+	Args: []contract.ArgSpec{
+		{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
+		{Name: "after", Format: contract.FormatID},
+	},
+	Queue:            contract.QueueBulk,
+	EnabledByDefault: false,
+	Bias:             contract.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "partner-digest-fanout",
+	KeyArgs:          []string{"digestId"},
+	WhileOff:         contract.Skip,
+	TickArgs: func(at time.Time) map[string]string {
+		return map[string]string{"digestId": contract.ISOWeek(at)}
+	},
+}
+
+// Types returns the fan-out's declaration, for the registry
+// (internal/catalog).
+func Types() []contract.JobType { return []contract.JobType{Fanout} }
+
+// Directory pages the users who get the weekly digest: an item with digest
+// = weekly and a confirmed address (users.DigestIndex).
+type Directory interface {
+	// WeeklyDigestPage returns, in user id order, at most limit users whose
+	// id is greater than after ("" for the first page), and the id to give
+	// as after for the next page ("" when there is none).
+	WeeklyDigestPage(ctx context.Context, after string, limit int) (userIDs []string, next string, err error)
+}
+
+// Jobs reserves and promotes the jobs the fan-out enqueues, as the enqueue
+// function does (jobs.Store).
+type Jobs interface {
+	Reserve(ctx context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error)
+	Promote(ctx context.Context, job jobs.Job) error
+}
+
+// Sender sends their messages (queue.Sender).
+type Sender interface {
+	Send(ctx context.Context, m queue.Message) error
+}
+
+// Config wires the fan-out's handler. Directory, Jobs and Queue are
+// required.
+type Config struct {
+	Directory Directory
+	Jobs      Jobs
+	Queue     Sender
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// Handler runs the fan-out.
+type Handler struct{ cfg Config }
+
+// Handlers returns the fan-out's runner handler, keyed by type name, ready
+// for runner.Config.Handlers.
+func Handlers(cfg Config) (map[string]runner.Handler, error) {
+	if cfg.Directory == nil || cfg.Jobs == nil || cfg.Queue == nil {
+		return nil, errors.New("digest: Directory, Jobs and Queue are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return map[string]runner.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
+}
+
+// DigestKey is the natural key of a partner's digest of a week.
+func DigestKey(userID, digestID string) string {
+	return email.PartnerDigest.DeriveKey(map[string]string{"userId": userID, "digestId": digestID})
+}
+
+// PageKey is the natural key of the fan-out page that starts after userID.
+func PageKey(digestID, after string) string {
+	return Fanout.KeyPrefix + ":" + digestID + ":" + after
+}
+
+// Handle reads the job's page, enqueues each user's digest, then the next
+// page. Any failure returns an error and the whole page runs again: every
+// enqueue is idempotent.
+func (h *Handler) Handle(ctx context.Context, job runner.Job) error {
+	log := job.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	digestID, after := job.Envelope.Args["digestId"], job.Envelope.Args["after"]
+	ids, next, err := h.cfg.Directory.WeeklyDigestPage(ctx, after, PageSize)
+	if err != nil {
+		return fmt.Errorf("digest: page after %q: %w", after, err)
+	}
+	corr := job.Envelope.CorrelationID
+	for _, id := range ids {
+		args := map[string]string{"userId": id, "digestId": digestID}
+		if err := h.enqueue(ctx, email.PartnerDigest, args, DigestKey(id, digestID), corr); err != nil {
+			return err
+		}
+	}
+	if next != "" {
+		args := map[string]string{"digestId": digestID, "after": next}
+		if err := h.enqueue(ctx, Fanout, args, PageKey(digestID, next), corr); err != nil {
+			return err
+		}
+	}
+	log.Info("digest: page fanned out", "digestId", digestID, "after", after, "users", len(ids), "next", next)
+	return nil
+}
+
+// ErrBusy is returned (wrapped) when another producer is creating a job
+// under the same key right now: the page is retried.
+var ErrBusy = errors.New("digest: another producer is creating this job")
+
+// enqueue reserves, sends and promotes one job of jt under key for Caller,
+// exactly as the enqueue function does: its id is derived from (Caller,
+// key), and RejectAlways makes a job that already exists, active or done,
+// the end of it.
+func (h *Handler) enqueue(ctx context.Context, jt contract.JobType, args map[string]string, key, corr string) error {
+	now := h.cfg.Now().UTC()
+	env := contract.Envelope{
+		V: contract.Version, MessageID: contract.DeriveMessageID(Caller, key), Type: jt.Name, Key: key,
+		CorrelationID: corr, Args: args, EnqueuedAt: now,
+	}
+	body, err := env.Encode()
+	if err != nil {
+		return runner.Permanent(fmt.Errorf("digest: %s: %w", key, err))
+	}
+	job := jobs.Job{
+		ID: env.MessageID, Caller: Caller, Type: jt.Name, Key: key, Queue: string(jt.Queue), CorrelationID: corr,
+		Message: string(body), CreatedAt: now, RunAt: now,
+	}
+	d, err := h.cfg.Jobs.Reserve(ctx, job, jobs.RejectAlways)
+	if err != nil {
+		return fmt.Errorf("digest: reserve %s: %w", key, err)
+	}
+	switch d.Outcome {
+	case jobs.Duplicate, jobs.Rejected:
+		return nil // enqueued before (by an earlier run of this page)
+	case jobs.Busy:
+		return fmt.Errorf("%w: %s", ErrBusy, key)
+	case jobs.Reserved, jobs.Resume:
+	default:
+		return fmt.Errorf("digest: reserve %s: unknown decision %v", key, d.Outcome)
+	}
+	j := d.Job
+	if err := h.cfg.Queue.Send(ctx, queue.Message{
+		Queue: contract.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
+		TraceHeader: queue.TraceHeader(ctx),
+	}); err != nil {
+		return fmt.Errorf("digest: send %s: %w", key, err)
+	}
+	if err := h.cfg.Jobs.Promote(ctx, j); err != nil {
+		return fmt.Errorf("digest: promote %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package digest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
+)
+
+// directory is a users directory of weekly digest users, paged by id.
+type directory struct{ ids []string }
+
+func newDirectory(n int) *directory {
+	d := &directory{}
+	for i := range n {
+		d.ids = append(d.ids, fmt.Sprintf("u-%04d", i))
+	}
+	sort.Strings(d.ids)
+	return d
+}
+
+func (d *directory) WeeklyDigestPage(_ context.Context, after string, limit int) ([]string, string, error) {
+	i := sort.SearchStrings(d.ids, after)
+	if i < len(d.ids) && d.ids[i] == after {
+		i++
+	}
+	end := min(i+limit, len(d.ids))
+	page := d.ids[i:end]
+	if end < len(d.ids) {
+		return page, page[len(page)-1], nil
+	}
+	return page, "", nil
+}
+
+// sender is the work queues: it keeps every message sent, and can crash on
+// its n-th send.
+type sender struct {
+	mu    sync.Mutex
+	sent  []queue.Message
+	crash int
+	calls int
+}
+
+func (s *sender) Send(_ context.Context, m queue.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.crash > 0 && s.calls == s.crash {
+		return testkit.ErrCrash
+	}
+	s.sent = append(s.sent, m)
+	return nil
+}
+
+// world is the fan-out on its fakes, with the bulk queue played as a list
+// of fan-out messages still to run.
+type world struct {
+	jobs    *testkit.Reserver
+	queue   *sender
+	handler runner.Handler
+}
+
+func newWorld(t *testing.T, users int) *world {
+	t.Helper()
+	w := &world{jobs: &testkit.Reserver{}, queue: &sender{}}
+	hs, err := digest.Handlers(digest.Config{Directory: newDirectory(users), Jobs: w.jobs, Queue: w.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.handler = hs[digest.Fanout.Name]
+	return w
+}
+
+// tickJob is the fan-out job of the weekly tick.
+func tickJob(t *testing.T) runner.Job {
+	t.Helper()
+	reg, err := contract.NewRegistry(digest.Fanout, email.PartnerDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := reg.TickEnvelope(contract.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+		ScheduledTime: "2026-12-07T09:00:00Z", CorrelationID: "exec-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner.Job{Envelope: env, Type: digest.Fanout}
+}
+
+// drain runs the fan-out from job to the end as SQS would: a page that
+// fails is delivered again, with redeliver every page that succeeded is
+// delivered once more too (a crash after the page, before its marker), and
+// each page it enqueued runs next. It returns how many page runs there
+// were.
+func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
+	t.Helper()
+	pending := []runner.Job{job}
+	seen := map[string]bool{job.Envelope.MessageID: true}
+	again := map[string]bool{}
+	runs := 0
+	for len(pending) > 0 {
+		if runs++; runs > 100 {
+			t.Fatal("the fan-out does not end")
+		}
+		j := pending[0]
+		err := w.handler.Handle(context.Background(), j)
+		if err != nil && !errors.Is(err, testkit.ErrCrash) {
+			t.Fatalf("page %v: %v", j.Envelope.Args, err)
+		}
+		if err != nil || (redeliver && !again[j.Envelope.MessageID]) {
+			again[j.Envelope.MessageID] = err == nil
+			continue // the same page again
+		}
+		pending = pending[1:]
+		for _, m := range w.queue.snapshot() {
+			env, derr := contract.Decode([]byte(m.Body))
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			if env.Type == digest.Fanout.Name && !seen[env.MessageID] {
+				seen[env.MessageID] = true
+				pending = append(pending, runner.Job{Envelope: env, Type: digest.Fanout})
+			}
+		}
+	}
+	return runs
+}
+
+func (s *sender) snapshot() []queue.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
+}
+
+// check: each user has exactly one digest job of the week (no twin), and
+// that job's message was sent (no partner missed); every message sent for
+// a digest is that job's.
+func (w *world) check(t *testing.T, users int, label string) {
+	t.Helper()
+	byUser := map[string][]string{}
+	for id, j := range w.jobs.Jobs() {
+		if j.Type != email.PartnerDigest.Name {
+			continue
+		}
+		user := strings.Split(j.Key, ":")[1]
+		byUser[user] = append(byUser[user], id)
+		if j.Caller != digest.Caller || j.Key != digest.DigestKey(user, "2026-W50") {
+			t.Fatalf("%s: digest job %+v", label, j)
+		}
+	}
+	sent := map[string]bool{}
+	for _, m := range w.queue.snapshot() {
+		env, _ := contract.Decode([]byte(m.Body))
+		if env.Type == email.PartnerDigest.Name {
+			sent[env.MessageID] = true
+			if m.Queue != contract.QueueBulk {
+				t.Fatalf("%s: digest sent to %s", label, m.Queue)
+			}
+		}
+	}
+	if len(byUser) != users {
+		t.Fatalf("%s: %d users have a digest job, want %d", label, len(byUser), users)
+	}
+	for user, ids := range byUser {
+		if len(ids) != 1 {
+			t.Fatalf("%s: user %s has %d digest jobs (twins)", label, user, len(ids))
+		}
+		if !sent[ids[0]] {
+			t.Fatalf("%s: user %s's digest job was never sent", label, user)
+		}
+	}
+	if len(sent) != users {
+		t.Fatalf("%s: %d digest job ids sent, want %d", label, len(sent), users)
+	}
+}
+
+// The fan-out over 250 users: three pages, one digest each, enqueued by
+// caller schedule:partner-digest-weekly with RejectAlways.
+func TestFanoutEnqueuesOneDigestPerPartner(t *testing.T) {
+	const users = 250
+	w := newWorld(t, users)
+	if runs := w.drain(t, tickJob(t), false); runs != 3 {
+		t.Fatalf("%d page runs, want 3 (100, 100, 50)", runs)
+	}
+	w.check(t, users, "one run")
+	pages := 0
+	for _, j := range w.jobs.Jobs() {
+		if j.Type == digest.Fanout.Name {
+			pages++
+			if !strings.HasPrefix(j.Key, "partner-digest-fanout:2026-W50:u-") {
+				t.Errorf("page key %s", j.Key)
+			}
+		}
+	}
+	if pages != 2 {
+		t.Fatalf("%d next-page jobs, want 2", pages)
+	}
+
+	// Run twice: the whole week again (a second tick of the same time, or
+	// a redelivery of every page) makes nothing new.
+	before := w.jobs.Reserves()
+	w.drain(t, tickJob(t), true)
+	if w.jobs.Reserves() != before {
+		t.Fatalf("running the week again reserved %d new jobs", w.jobs.Reserves()-before)
+	}
+	w.check(t, users, "run twice")
+}
+
+// A crash at every step of the fan-out — after each reserve, each send and
+// each promote, so after each enqueue and after each page — then the
+// redeliveries: still one digest per partner, no twins.
+func TestFanoutSurvivesACrashAnywhere(t *testing.T) {
+	const users = 120 // two pages
+	clean := newWorld(t, users)
+	clean.drain(t, tickJob(t), false)
+	steps := clean.queue.calls * 3 // reserve + send + promote per job
+	for crash := 1; crash <= steps; crash++ {
+		for _, where := range []string{"store", "queue"} {
+			w := newWorld(t, users)
+			if where == "store" {
+				w.jobs.CrashAt(crash)
+			} else if crash <= clean.queue.calls {
+				w.queue.crash = crash
+			} else {
+				continue
+			}
+			w.drain(t, tickJob(t), crash%2 == 0)
+			w.check(t, users, fmt.Sprintf("crash at %s step %d", where, crash))
+		}
+	}
+}
