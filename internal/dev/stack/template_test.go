@@ -43,6 +43,8 @@ var wantFunctions = []struct {
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
 		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
+		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the API's",
+		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the API's",
 	}},
 	{dir: "functions/email", id: "EmailFunction", env: []string{
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
@@ -62,6 +64,8 @@ var wantFunctions = []struct {
 		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
 		"dynamodb:DeleteItem":         "marker release is the e-mail worker's; the relay has no idempotency table",
 		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
+		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
+		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
 	}},
 }
 
