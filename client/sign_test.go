@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -174,9 +175,12 @@ func TestTypedArgsMatchTheShippedTypes(t *testing.T) {
 	}
 }
 
-// TestPublicPackageImportsNothingInternal: the client is imported from
-// outside the module, which cannot reach internal packages.
-func TestPublicPackageImportsNothingInternal(t *testing.T) {
+// TestPublicPackageNamesNoInternalType: the client is imported from outside
+// the module, which cannot name a type of an internal package, so no
+// exported declaration of the client may mention one (it may use the
+// server's own rules inside, as OutboxPut does: an outside program builds
+// with it, TestOutsideModuleBuildsWithTheClient).
+func TestPublicPackageNamesNoInternalType(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -186,14 +190,85 @@ func TestPublicPackageImportsNothingInternal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, src, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		internal := map[string]bool{}
 		for _, imp := range parsed.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); strings.Contains(p, "/internal/") && strings.HasPrefix(p, "github.com/runstwice/") {
-				t.Errorf("%s imports %s", f, p)
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.Contains(p, "/internal/") && strings.HasPrefix(p, "github.com/runstwice/") {
+				name := p[strings.LastIndex(p, "/")+1:]
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				internal[name] = true
+			}
+		}
+		for _, d := range parsed.Decls {
+			var nodes []ast.Node
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Name.IsExported() && (d.Recv == nil || exportedRecv(d.Recv)) {
+					nodes = append(nodes, d.Type)
+				}
+			case *ast.GenDecl:
+				for _, sp := range d.Specs {
+					switch sp := sp.(type) {
+					case *ast.TypeSpec:
+						if sp.Name.IsExported() {
+							nodes = append(nodes, exportedParts(sp.Type)...)
+						}
+					case *ast.ValueSpec:
+						for _, n := range sp.Names {
+							if n.IsExported() && sp.Type != nil {
+								nodes = append(nodes, sp.Type)
+							}
+						}
+					}
+				}
+			}
+			for _, n := range nodes {
+				ast.Inspect(n, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok {
+						if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] {
+							t.Errorf("%s: an exported declaration names %s.%s, an internal package's", f, id.Name, sel.Sel.Name)
+						}
+					}
+					return true
+				})
 			}
 		}
 	}
+}
+
+// exportedRecv reports whether a method's receiver type is exported.
+func exportedRecv(r *ast.FieldList) bool {
+	if len(r.List) == 0 {
+		return false
+	}
+	typ := r.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.IsExported()
+}
+
+// exportedParts is what outside code sees of a type: a struct's exported
+// fields, or the whole type.
+func exportedParts(typ ast.Expr) []ast.Node {
+	st, ok := typ.(*ast.StructType)
+	if !ok {
+		return []ast.Node{typ}
+	}
+	var out []ast.Node
+	for _, f := range st.Fields.List {
+		for _, n := range f.Names {
+			if n.IsExported() {
+				out = append(out, f.Type)
+			}
+		}
+	}
+	return out
 }
