@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -100,7 +101,9 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("no expectation for %s: add it to events/expect.json", name)
 			}
 			ctx := context.Background()
-			st, err := stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{StackName: testenv.Name(t, "ev")})
+			// The local stack's parameters: moto's SES has no send rate.
+			st, err := stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{StackName: testenv.Name(t, "ev"),
+				Params: map[string]string{"SesMaxSendRate": strconv.Itoa(devstack.LocalSesMaxSendRate)}})
 			if err != nil {
 				t.Fatalf("provision: %v", err)
 			}
