@@ -34,6 +34,9 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusNotFound, ProblemUnknownType, detail)
 	}
 	log = log.With(obs.KeyType, jt.Name)
+	if p := scheduledOnly(jt); p != nil {
+		return events.APIGatewayV2HTTPResponse{}, p
+	}
 	body, err := requestBody(req)
 	switch {
 	case errors.Is(err, errTooLarge):
@@ -103,6 +106,17 @@ func (k promoteOnly) keep(ctx context.Context, _ idempotency.Response, promote *
 		return nil
 	}
 	return k.h.Jobs.Promote(ctx, *promote)
+}
+
+// scheduledOnly refuses a tick type (a recurring schedule's, such as the
+// weekly digest fan-out): its jobs are made by its schedule's ticks, for
+// caller schedule:<name>, never by a request.
+func scheduledOnly(jt contract.JobType) *Problem {
+	if jt.TickArgs == nil {
+		return nil
+	}
+	return validation("path type", "is started by its recurring schedule only, not enqueued: send a tick with "+
+		"`jobctl schedules trigger NAME` to run it now")
 }
 
 func validation(field, reason string) *Problem {

@@ -1,6 +1,7 @@
 package enqueue_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -154,5 +155,25 @@ func TestPromotionLostToACancelStoresTheTrueState(t *testing.T) {
 	}
 	if replay.Headers[enqueue.HeaderReplayed] != "true" {
 		t.Fatalf("the second request was not a replay: %v", replay.Headers)
+	}
+}
+
+// A tick type (the weekly digest fan-out) is started by its schedule only:
+// a POST of it, or an outbox item of it, is refused with a problem that says
+// how to run it, and nothing is reserved or sent.
+func TestTickTypesAreNotEnqueued(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	p := problemOf(t, call(t, h, post("email.partner-digest-fanout.v1", "k", `{"args":{"digestId":"2026-W49"}}`)), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "recurring schedule") || !strings.Contains(p.Detail, "schedules trigger") {
+		t.Fatalf("detail %q; want it to say the schedule starts it and how", p.Detail)
+	}
+	a := h.EnqueueFor(context.Background(), enqueue.Request{Caller: "outbox:p", Type: "email.partner-digest-fanout.v1",
+		IdempotencyKey: "k", Body: []byte(`{"args":{"digestId":"2026-W49"}}`)})
+	if a.Status != http.StatusBadRequest {
+		t.Fatalf("outbox answer %+v; want 400", a)
+	}
+	if len(w.messages()) != 0 || len(w.jobs) != 0 {
+		t.Fatal("a refused tick type reserved or sent a job")
 	}
 }

@@ -51,6 +51,9 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 		return problemAnswer(newProblem(http.StatusNotFound, ProblemUnknownType, "unknown job type "+printable(r.Type)))
 	}
 	log = log.With(obs.KeyType, jt.Name)
+	if p := scheduledOnly(jt); p != nil {
+		return problemAnswer(p)
+	}
 	if len(r.Body) > MaxBodyBytes {
 		return problemAnswer(newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the request is larger than %d bytes", MaxBodyBytes)))
 	}
