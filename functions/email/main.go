@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
@@ -27,17 +28,16 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // The three functions' mains have one form on purpose: each function is
 // its own binary that only wires adapters, and internal/function starts it.
 func main() {
-	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
+	function.Main("email", build, func(h *engine.Runner) any { return h.Handle })
 }
 
-func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
+func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	env := envvar.New(os.Getenv)
 	stage := env.Required("STAGE")
 	markersTable := env.Required("MARKERS_TABLE")
@@ -49,17 +49,17 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	baseURL := env.Required("APP_BASE_URL")
 	smtpAddr := env.Optional("SMTP_ADDR", "")
 	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
-	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
-	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
+	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
+	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
 	// The account's SES rate, shared by every invocation that can run at
 	// once (docs/deploy.md, "Sending within SES's rate"); unset: no limit.
 	sesRate := env.Int("SES_MAX_SEND_RATE", 0)
 	invocations := env.Int("EVENT_SOURCE_CONCURRENCY", 1)
-	backoff := runner.BackoffSchedule{
-		Base:   env.Duration("BACKOFF_BASE", runner.DefaultBackoffBase),
-		Factor: float64(env.Int("BACKOFF_FACTOR", int(runner.DefaultBackoffFactor))),
-		Cap:    env.Duration("BACKOFF_CAP", runner.DefaultBackoffCap),
+	backoff := engine.BackoffSchedule{
+		Base:   env.Duration("BACKOFF_BASE", engine.DefaultBackoffBase),
+		Factor: float64(env.Int("BACKOFF_FACTOR", int(engine.DefaultBackoffFactor))),
+		Cap:    env.Duration("BACKOFF_CAP", engine.DefaultBackoffCap),
 	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
@@ -93,11 +93,11 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		return nil, err
 	}
 	maps.Copy(handlers, fanout)
-	return runner.New(runner.Config{
-		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: store,
-		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
+	return engine.New(engine.Config{
+		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
+		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
 		Backoff: queue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
-		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
+		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
 	})
 }

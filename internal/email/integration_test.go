@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
@@ -35,7 +36,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -63,25 +63,25 @@ func newStack(t *testing.T) *stack {
 }
 
 type runnerOpts struct {
-	toggles runner.Toggles
+	toggles engine.Switch
 	sender  email.Sender
 }
 
 // runner returns the e-mail function as main.go wires it, on the stack, with
 // SES as its sender unless o names another.
-func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
+func (s *stack) runner(t *testing.T, o runnerOpts) *engine.Runner {
 	t.Helper()
 	if o.sender == nil {
 		o.sender = ses.New(s.ses, mailFrom)
 	}
-	return s.Worker(t, o.sender, func(c *runner.Config) {
+	return s.Worker(t, o.sender, func(c *engine.Config) {
 		if o.toggles != nil {
 			c.Toggles = o.toggles
 		}
 	})
 }
 
-func handle(t *testing.T, r *runner.Runner, msgs ...events.SQSMessage) []string {
+func handle(t *testing.T, r *engine.Runner, msgs ...events.SQSMessage) []string {
 	t.Helper()
 	return testkit.Run(t, context.Background(), r, msgs...)
 }
@@ -134,7 +134,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			failed := make([][]string, 2)
-			for i, r := range []*runner.Runner{a, b} {
+			for i, r := range []*engine.Runner{a, b} {
 				wg.Go(func() {
 					<-start
 					failed[i] = handle(t, r, msg)
@@ -290,7 +290,7 @@ func TestSESRejectionIsPermanent(t *testing.T) {
 	err := ses.New(s.ses, "unverified@nowhere.test").Send(context.Background(), email.Message{
 		ID: "m-1", To: "x@example.com", Subject: "s", Text: "t", HTML: "<p>t</p>",
 	})
-	if err == nil || !runner.IsPermanent(err) {
+	if err == nil || !engine.IsPermanent(err) {
 		t.Fatalf("err %v; want a permanent rejection", err)
 	}
 }

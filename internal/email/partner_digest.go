@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // PartnerDigest is email.partner-digest.v1: a partner's weekly digest
@@ -39,7 +39,7 @@ func init() {
 			}
 			return ""
 		},
-		link: func(base *url.URL, job runner.Job, _ string) string {
+		link: func(base *url.URL, job engine.Job, _ string) string {
 			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
 		},
 	})

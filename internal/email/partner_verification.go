@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // PartnerVerification is email.partner-verification.v1: the mail that asks a
@@ -40,7 +40,7 @@ func init() {
 			}
 			return ""
 		},
-		link: func(base *url.URL, job runner.Job, token string) string {
+		link: func(base *url.URL, job engine.Job, token string) string {
 			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 		},
 	})

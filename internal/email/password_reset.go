@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // PasswordReset is email.password-reset.v1: a password-reset link with a
@@ -31,7 +31,7 @@ func init() {
 		Type:     PasswordReset,
 		template: "password-reset",
 		purpose:  PurposePasswordReset,
-		link: func(base *url.URL, job runner.Job, token string) string {
+		link: func(base *url.URL, job engine.Job, token string) string {
 			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 		},
 	})

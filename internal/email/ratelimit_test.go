@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 func TestSendRate(t *testing.T) {
@@ -81,7 +81,7 @@ func TestLimitedSend(t *testing.T) {
 	}
 	began := time.Now()
 	err := l.Send(ctx, email.Message{ID: "m-2"})
-	if !errors.Is(err, email.ErrSendRate) || runner.IsPermanent(err) || errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, email.ErrSendRate) || engine.IsPermanent(err) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second send: %v; want a transient ErrSendRate", err)
 	}
 	if waited := time.Since(began); waited > 200*time.Millisecond {

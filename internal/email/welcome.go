@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // Welcome is email.welcome.v1: a welcome mail with a link to the
@@ -27,6 +27,6 @@ func init() {
 	declare(mailJob{
 		Type:     Welcome,
 		template: "welcome",
-		link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
+		link:     func(base *url.URL, _ engine.Job, _ string) string { return base.JoinPath("/").String() },
 	})
 }

@@ -2,17 +2,18 @@ package testkit
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // Harness is the real runner on the kit's fakes and the traced in-memory
@@ -26,24 +27,24 @@ type Harness struct {
 	Jobs     *Jobs
 	Logs     *Buffer
 	Metrics  *Buffer
-	Runner   *runner.Runner
+	Runner   *engine.Runner
 }
 
 // NewHarness builds a runner of registry with handlers; mutate (optional)
 // adjusts the config before the runner is built.
-func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]runner.Handler, mutate func(*runner.Config)) *Harness {
+func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
 	t.Helper()
 	h := &Harness{Trace: &markertest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
 	h.Markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.Trace}
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
-	cfg := runner.Config{
+	cfg := engine.Config{
 		Registry: registry, Handlers: handlers, Toggles: h.Switches, Markers: h.Markers,
-		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: h.Jobs,
+		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: jobs.ForEngine(h.Jobs),
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: obs.NewMetrics(h.Metrics),
 	}
-	h.Runner = Build(t, cfg, mutate, runner.New)
+	h.Runner = Build(t, cfg, mutate, engine.New)
 	return h
 }
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -42,7 +42,7 @@ func batchOf(jt contract.JobType, n int) events.SQSEvent {
 // nothing, and a batch of 10 fresh records of one job type: what make bench
 // and the runner's BenchmarkRunnerBatch10 measure.
 type Pipeline struct {
-	r     *runner.Runner
+	r     *engine.Runner
 	store *swappable
 	batch events.SQSEvent
 }
@@ -58,9 +58,9 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{store: &swappable{marker.NewMemory()}, batch: batchOf(jt, PipelineBatch)}
-	noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
-	p.r, err = runner.New(runner.Config{
-		Registry: reg, Handlers: map[string]runner.Handler{jt.Name: noop},
+	noop := engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
+	p.r, err = engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
 		Toggles: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
 		Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 	})

@@ -20,11 +20,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // ScheduleName is the recurring schedule that ticks the fan-out
@@ -101,15 +101,15 @@ type Config struct {
 type Handler struct{ cfg Config }
 
 // Handlers returns the fan-out's runner handler, keyed by type name, ready
-// for runner.Config.Handlers.
-func Handlers(cfg Config) (map[string]runner.Handler, error) {
+// for engine.Config.Handlers.
+func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	if cfg.Directory == nil || cfg.Jobs == nil || cfg.Queue == nil {
 		return nil, errors.New("digest: Directory, Jobs and Queue are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return map[string]runner.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
+	return map[string]engine.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
 }
 
 // DigestKey is the natural key of a partner's digest of a week.
@@ -125,7 +125,7 @@ func PageKey(digestID, after string) string {
 // Handle reads the job's page, enqueues each user's digest, then the next
 // page. Any failure returns an error and the whole page runs again: every
 // enqueue is idempotent.
-func (h *Handler) Handle(ctx context.Context, job runner.Job) error {
+func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()
@@ -168,7 +168,7 @@ func (h *Handler) enqueue(ctx context.Context, jt contract.JobType, args map[str
 	}
 	body, err := env.Encode()
 	if err != nil {
-		return runner.Permanent(fmt.Errorf("digest: %s: %w", key, err))
+		return engine.Permanent(fmt.Errorf("digest: %s: %w", key, err))
 	}
 	job := jobs.Job{
 		ID: env.MessageID, Caller: Caller, Type: jt.Name, Key: key, Queue: string(jt.Queue), CorrelationID: corr,

@@ -10,11 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -68,7 +68,7 @@ func (s *sender) Send(_ context.Context, m queue.Message) error {
 type world struct {
 	jobs    *testkit.Reserver
 	queue   *sender
-	handler runner.Handler
+	handler engine.Handler
 }
 
 func newWorld(t *testing.T, users int) *world {
@@ -83,7 +83,7 @@ func newWorld(t *testing.T, users int) *world {
 }
 
 // tickJob is the fan-out job of the weekly tick.
-func tickJob(t *testing.T) runner.Job {
+func tickJob(t *testing.T) engine.Job {
 	t.Helper()
 	reg, err := contract.NewRegistry(digest.Fanout, email.PartnerDigest)
 	if err != nil {
@@ -94,7 +94,7 @@ func tickJob(t *testing.T) runner.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner.Job{Envelope: env, Type: digest.Fanout}
+	return engine.Job{Envelope: env, Type: digest.Fanout}
 }
 
 // drain runs the fan-out from job to the end as SQS would: a page that
@@ -102,9 +102,9 @@ func tickJob(t *testing.T) runner.Job {
 // delivered once more too (a crash after the page, before its marker), and
 // each page it enqueued runs next. It returns how many page runs there
 // were.
-func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
+func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 	t.Helper()
-	pending := []runner.Job{job}
+	pending := []engine.Job{job}
 	seen := map[string]bool{job.Envelope.MessageID: true}
 	again := map[string]bool{}
 	runs := 0
@@ -129,7 +129,7 @@ func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
 			}
 			if env.Type == digest.Fanout.Name && !seen[env.MessageID] {
 				seen[env.MessageID] = true
-				pending = append(pending, runner.Job{Envelope: env, Type: digest.Fanout})
+				pending = append(pending, engine.Job{Envelope: env, Type: digest.Fanout})
 			}
 		}
 	}

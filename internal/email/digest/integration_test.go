@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -29,7 +30,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -58,7 +58,7 @@ type awsWorld struct {
 	store    *jobs.Store
 	switches *testkit.Switches
 	mail     *mailbox
-	worker   *runner.Runner
+	worker   *engine.Runner
 	bulk     string
 }
 
@@ -100,9 +100,9 @@ func newAWSWorld(t *testing.T) *awsWorld {
 		t.Fatal(err)
 	}
 	handlers[digest.Fanout.Name] = fanout[digest.Fanout.Name]
-	w.worker, err = runner.New(runner.Config{
-		Registry: catalog.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: w.store,
-		Parker: q, DeadLetterer: q, Jobs: jobs.NewRecorder(w.db, name("JobsTable")), ParkDelay: time.Second,
+	w.worker, err = engine.New(engine.Config{
+		Registry: catalog.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
+		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard),
 	})
 	if err != nil {
@@ -205,9 +205,9 @@ func TestTickWhileSwitchedOffIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.State != jobs.StateSucceeded || job.LastOutcome != jobs.OutcomeSkipped || job.LastReason != runner.SkippedReason ||
+	if job.State != jobs.StateSucceeded || job.LastOutcome != jobs.OutcomeSkipped || job.LastReason != engine.SkippedReason ||
 		job.Caller != digest.Caller || job.Key != "partner-digest-fanout:2026-W50" {
-		t.Fatalf("the tick's job %+v; want Succeeded, skipped %q, of %s", job, runner.SkippedReason, digest.Caller)
+		t.Fatalf("the tick's job %+v; want Succeeded, skipped %q, of %s", job, engine.SkippedReason, digest.Caller)
 	}
 	digestID := contract.DeriveMessageID(digest.Caller, digest.DigestKey("u-weekly", "2026-W50"))
 	if _, err := w.store.Get(context.Background(), digestID); !errors.Is(err, jobs.ErrNotFound) {

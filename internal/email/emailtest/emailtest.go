@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
@@ -19,7 +20,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -64,7 +64,7 @@ func (w *World) PutUser(t *testing.T, u email.User) {
 // world: the real handlers on the users table and sender, the real runner on
 // the markers table and the queues, every kill switch at its default and no
 // job recorder. mutate (optional) adjusts the runner's config.
-func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*runner.Config)) *runner.Runner {
+func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Config)) *engine.Runner {
 	t.Helper()
 	handlers, err := email.Handlers(email.Config{
 		Users: users.New(w.DB, w.UsersTable), Sender: sender, BaseURL: "http://127.0.0.1:3000",
@@ -73,9 +73,9 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*runner.Co
 		t.Fatal(err)
 	}
 	q := queue.New(w.SQS, w.URLs(), w.DLQ.URL)
-	return testkit.Build(t, runner.Config{
+	return testkit.Build(t, engine.Config{
 		Registry: catalog.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,
 		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: obs.NewMetrics(w.Metrics),
-	}, mutate, runner.New)
+	}, mutate, engine.New)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"io"
 	"runtime"
 	"sync"
@@ -18,11 +19,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -31,7 +32,7 @@ type Case struct {
 	// Type is the job type's declaration.
 	Type contract.JobType
 	// Handler is its handler, wired to fakes the test owns.
-	Handler runner.Handler
+	Handler engine.Handler
 	// Args are valid args of the job (testkit.ValidArgs(Type) if nil). Each
 	// scenario runs its own job (a new job id) with these args.
 	Args map[string]string
@@ -138,7 +139,7 @@ func want(lo, hi int) string {
 type world struct {
 	clock  *markertest.Clock
 	store  *marker.Memory
-	runner *runner.Runner
+	runner *engine.Runner
 	crash  *crashes
 }
 
@@ -148,10 +149,10 @@ func newWorld(reg *contract.Registry, c Case, crash string) (*world, error) {
 	w.crash = &crashes{at: crash}
 	on := &testkit.Switches{} // a fail-closed type is proved switched on
 	on.Set(c.Type.Name, true)
-	r, err := runner.New(runner.Config{
-		Registry: reg, Handlers: map[string]runner.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
+	r, err := engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
 		Toggles: on, Markers: crashingMarkers{Memory: w.store, crash: w.crash},
-		Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: &testkit.Jobs{},
+		Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(&testkit.Jobs{}),
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
 	if err != nil {
@@ -222,11 +223,11 @@ func (c *crashes) here(step string) {
 func (c *crashes) disarm() { c.mu.Lock(); c.at = ""; c.mu.Unlock() }
 
 type crashingHandler struct {
-	runner.Handler
+	engine.Handler
 	crash *crashes
 }
 
-func (h crashingHandler) Handle(ctx context.Context, job runner.Job) error {
+func (h crashingHandler) Handle(ctx context.Context, job engine.Job) error {
 	err := h.Handler.Handle(ctx, job)
 	if err == nil {
 		h.crash.here(crashAfterEffect)

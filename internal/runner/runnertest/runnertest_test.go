@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/runner/runnertest"
 )
 
@@ -20,7 +20,7 @@ type effects struct {
 	times int
 }
 
-func (e *effects) Handle(_ context.Context, job runner.Job) error {
+func (e *effects) Handle(_ context.Context, job engine.Job) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.n[job.Envelope.MessageID] += e.times

@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -26,14 +26,14 @@ func Example() {
 		Queue: contract.QueueDefault, EnabledByDefault: true, Lease: true,
 		KeyPrefix: "invoice-ready", KeyArgs: []string{"invoiceId"},
 	}
-	notify := runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
+	notify := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
 		fmt.Println("notifying about invoice", job.Envelope.Args["invoiceId"])
 		return nil
 	})
 	reg, _ := contract.NewRegistry(invoice)
 	q := &testkit.Queues{}
-	r, err := runner.New(runner.Config{
-		Registry: reg, Handlers: map[string]runner.Handler{invoice.Name: notify},
+	r, err := engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: notify},
 		Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q,
 		Logger: obs.NewLogger(io.Discard, "error"),
 	})
@@ -63,13 +63,13 @@ func ExamplePermanent() {
 		Args:  []contract.ArgSpec{{Name: "invoiceId", Format: contract.FormatID, Required: true}},
 		Queue: contract.QueueDefault, EnabledByDefault: true, KeyPrefix: "invoice-ready", KeyArgs: []string{"invoiceId"},
 	}
-	notify := runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
-		return runner.Permanent(errors.New("invoice " + job.Envelope.Args["invoiceId"] + " has no customer"))
+	notify := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+		return engine.Permanent(errors.New("invoice " + job.Envelope.Args["invoiceId"] + " has no customer"))
 	})
 	reg, _ := contract.NewRegistry(invoice)
 	q := &testkit.Queues{}
-	r, _ := runner.New(runner.Config{
-		Registry: reg, Handlers: map[string]runner.Handler{invoice.Name: notify},
+	r, _ := engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: notify},
 		Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q,
 		Logger: obs.NewLogger(io.Discard, "error"),
 	})

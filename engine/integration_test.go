@@ -1,6 +1,6 @@
 //go:build integration
 
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -51,16 +51,16 @@ func newStack(t *testing.T) *stack {
 	return s
 }
 
-func (s *stack) runner(t *testing.T, reg *contract.Registry, handler runner.Handler) *runner.Runner {
+func (s *stack) runner(t *testing.T, reg *contract.Registry, handler engine.Handler) *engine.Runner {
 	t.Helper()
 	qs := queue.New(s.sqs, s.URLs(), s.DLQ.URL)
-	handlers := map[string]runner.Handler{}
+	handlers := map[string]engine.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = handler
 	}
 	src := toggle.NewSource(s.ssm, toggle.Path(s.stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	src.Logger = obs.NewLogger(io.Discard, "error")
-	r, err := runner.New(runner.Config{
+	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: handlers, Toggles: src, Markers: s.markers, Parker: qs, DeadLetterer: qs,
 		ParkDelay: 2 * time.Second, Logger: obs.NewLogger(io.Discard, "error"),
 	})
@@ -86,7 +86,7 @@ type countingHandler struct {
 	delay   time.Duration
 }
 
-func (h *countingHandler) Handle(ctx context.Context, job runner.Job) error {
+func (h *countingHandler) Handle(ctx context.Context, job engine.Job) error {
 	time.Sleep(h.delay)
 	h.mu.Lock()
 	h.effects[job.Envelope.MessageID]++
@@ -106,7 +106,7 @@ func TestTwoRunnersOneEffectInLeaseMode(t *testing.T) {
 
 	var wg sync.WaitGroup
 	var retried atomic.Int32
-	for _, r := range []*runner.Runner{a, b} {
+	for _, r := range []*engine.Runner{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

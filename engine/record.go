@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"context"
@@ -10,24 +10,20 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
 func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
-	ctx = queue.WithTraceHeader(ctx, queueTraceHeader(it.msg))
+	ctx = WithTraceHeader(ctx, queueTraceHeader(it.msg))
 	it.hasSeen = it.hasSeen && !killpoint.Mutated(killpoint.NoPeek)
 	switch {
 	case it.hasSeen && it.seen.Processed():
 		return outcome{kind: kindDuplicate, reason: "already processed"}
-	case it.hasSeen && it.seen.State == marker.StateCancelled:
+	case it.hasSeen && it.seen.State == StateCancelled:
 		return outcome{kind: kindCancelled, reason: "the job was cancelled"}
-	case it.hasSeen && it.seen.State == marker.StateFailed:
+	case it.hasSeen && it.seen.State == StateFailed:
 		return r.deadLetter(ctx, it, errAlreadyFailed)
 	}
 	if it.tick != nil {
@@ -37,7 +33,7 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 		}
 	}
 	switch {
-	case it.disabled && it.typ.WhileOff == contract.Skip:
+	case it.disabled && it.typ.WhileOff == Skip:
 		// Skipping runs nothing either; its claim is conditional.
 		return r.skip(ctx, it, owner)
 	case it.disabled:
@@ -47,23 +43,23 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
 	}
 	if it.typ.Lease && !killpoint.Mutated(killpoint.NoLease) {
-		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil && !(killpoint.Mutated(killpoint.NoPeek) && errors.Is(err, marker.ErrProcessed)) {
+		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil && !(killpoint.Mutated(killpoint.NoPeek) && errors.Is(err, ErrProcessed)) {
 			switch {
-			case errors.Is(err, marker.ErrProcessed):
+			case errors.Is(err, ErrProcessed):
 				return outcome{kind: kindDuplicate, reason: "already processed"}
-			case errors.Is(err, marker.ErrCancelled):
+			case errors.Is(err, ErrCancelled):
 				return outcome{kind: kindCancelled, reason: "the job was cancelled"}
-			case errors.Is(err, marker.ErrFailed):
+			case errors.Is(err, ErrFailed):
 				return r.deadLetter(ctx, it, errAlreadyFailed)
-			case errors.Is(err, marker.ErrLeaseHeld):
+			case errors.Is(err, ErrLeaseHeld):
 				return r.fail(ctx, it, ErrBusy)
 			}
 			return r.fail(ctx, it, err)
 		}
 		killpoint.At(killpoint.AfterLease)
 	}
-	job := Job{Envelope: it.env, Type: it.typ, Attempt: queue.ReceiveCount(it.msg), Logger: it.log}
-	if it.typ.Bias == contract.ClaimThenEffect {
+	job := Job{Envelope: it.env, Type: it.typ, Attempt: ReceiveCount(it.msg), Logger: it.log}
+	if it.typ.Bias == ClaimThenEffect {
 		return r.claimThenEffect(ctx, it, job, owner)
 	}
 	return r.effectThenClaim(ctx, it, job, owner)
@@ -111,7 +107,7 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 	won, cerr := r.claim(ctx, it, owner)
 	killpoint.At(killpoint.AfterClaim)
 	switch {
-	case errors.Is(cerr, marker.ErrLeaseLost):
+	case errors.Is(cerr, ErrLeaseLost):
 		// Our lease expired and a twin took over; our effect stands and the
 		// twin completes the marker. Duplicates over loss.
 		return outcome{kind: kindSucceeded, reason: "lease lost before the claim; the effect may have run twice", err: cerr}
@@ -139,7 +135,7 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner string) outcome {
 	won, err := r.claim(ctx, it, owner)
 	switch {
-	case err != nil && !errors.Is(err, marker.ErrLeaseLost):
+	case err != nil && !errors.Is(err, ErrLeaseLost):
 		r.release(ctx, it, owner)
 		return r.fail(ctx, it, err)
 	case !won || err != nil:
@@ -166,7 +162,7 @@ func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner s
 // FAILED (best effort: the dead letter and the job record say why either
 // way).
 func (r *Runner) failMarker(ctx context.Context, it *item, owner string) {
-	if !it.typ.Lease && it.typ.Bias != contract.ClaimThenEffect {
+	if !it.typ.Lease && it.typ.Bias != ClaimThenEffect {
 		owner = "" // no lease was taken: fail a marker that is absent
 	}
 	if err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner) }); err != nil {
@@ -198,7 +194,7 @@ func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error
 			won, cerr = r.cfg.Markers.Claim(wctx, it.key, owner)
 			return cerr
 		})
-		if err == nil || errors.Is(err, marker.ErrLeaseLost) {
+		if err == nil || errors.Is(err, ErrLeaseLost) {
 			return won, err
 		}
 		it.log.Warn("claim failed; trying again", obs.KeyError, obs.Redact(err), "claimAttempt", attempt+1)
@@ -235,11 +231,11 @@ func (r *Runner) release(ctx context.Context, it *item, owner string) {
 // Either failing retries the record; a job cancelled meanwhile is skipped.
 func (r *Runner) park(ctx context.Context, it *item) outcome {
 	if r.cfg.Jobs != nil {
-		prev, err := r.cfg.Jobs.MarkParked(ctx, it.env.MessageID)
+		cancelled, err := r.cfg.Jobs.MarkParked(ctx, it.env.MessageID)
 		switch {
-		case prev == jobs.StateCancelled:
+		case cancelled:
 			return outcome{kind: kindCancelled, reason: "the job was cancelled"}
-		case err != nil && !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobs.ErrConflict):
+		case err != nil:
 			return outcome{kind: kindFailed, reason: "its kill switch is off and its record could not be marked parked", err: err}
 		}
 	}
@@ -259,7 +255,7 @@ const SkippedReason = "switched off"
 func (r *Runner) skip(ctx context.Context, it *item, owner string) outcome {
 	won, err := r.claim(ctx, it, owner)
 	switch {
-	case errors.Is(err, marker.ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
 		return r.fail(ctx, it, ErrBusy) // a twin that ran while the switch was on holds it
 	case err != nil:
 		return outcome{kind: kindFailed, reason: "its kill switch is off and its skip could not be recorded", err: err}
@@ -267,7 +263,7 @@ func (r *Runner) skip(ctx context.Context, it *item, owner string) outcome {
 		return outcome{kind: kindDuplicate, reason: "already processed"}
 	}
 	r.onRecord(ctx, it, slog.LevelWarn, "could not record the skip on the job", func(wctx context.Context, id string) error {
-		return r.cfg.Jobs.RecordOutcome(wctx, id, jobs.OutcomeSkipped, SkippedReason)
+		return r.cfg.Jobs.RecordOutcome(wctx, id, OutcomeSkipped, SkippedReason)
 	})
 	return outcome{kind: kindSkipped, reason: "its kill switch is off; skipped (" + it.typ.Name + " skips while off)"}
 }
@@ -282,26 +278,22 @@ func (r *Runner) recordTick(ctx context.Context, it *item) (outcome, bool) {
 		return outcome{}, false
 	}
 	now := r.cfg.Now().UTC()
-	job := jobs.Job{
-		ID: it.env.MessageID, Caller: contract.TickCaller(it.tick.Schedule), Type: it.env.Type, Key: it.env.Key,
+	job := TickJob{
+		ID: it.env.MessageID, Caller: TickCaller(it.tick.Schedule), Type: it.env.Type, Key: it.env.Key,
 		Queue: string(it.typ.Queue), CorrelationID: it.env.CorrelationID, TraceID: obs.TraceRoot(queueTraceHeader(it.msg)),
-		Message: it.encoded, CreatedAt: now, RunAt: now,
+		Message: it.encoded, At: now,
 	}
-	d, err := r.cfg.Ticks.Reserve(ctx, job, jobs.AllowAfterFailed)
-	if err != nil {
-		return outcome{kind: kindFailed, reason: "the tick's job record could not be written", err: err}, true
-	}
+	d, err := r.cfg.Ticks.RecordTick(ctx, job)
 	switch {
-	case d.Outcome == jobs.Busy:
+	case err != nil:
+		return outcome{kind: kindFailed, reason: "the tick's job record could not be written", err: err}, true
+	case d.Busy:
 		return outcome{kind: kindBusy, reason: "another tick is creating the job of this key", err: ErrBusy}, true
 	case !d.Own:
 		// Another tick of the same key (another scheduled time) holds it:
 		// that job does the work.
-		return outcome{kind: kindDuplicate, reason: "job " + d.Job.ID + " holds the tick's key " + d.Job.Key}, true
-	case d.Outcome == jobs.Reserved || d.Outcome == jobs.Resume:
-		if err := r.cfg.Ticks.Promote(ctx, d.Job); err != nil {
-			return outcome{kind: kindFailed, reason: "the tick's job record could not be promoted", err: err}, true
-		}
+		return outcome{kind: kindDuplicate, reason: "job " + d.HolderID + " holds the tick's key " + it.env.Key}, true
+	case d.Recorded:
 		it.log.Info("tick: job recorded", "schedule", it.tick.Schedule, "scheduledTime", it.tick.ScheduledTime)
 	}
 	return outcome{}, false
@@ -320,7 +312,7 @@ func (r *Runner) recordUnclaimed(ctx context.Context, it *item, reason string) {
 // the job succeeded either way).
 func (r *Runner) recordNoop(ctx context.Context, it *item, reason string) {
 	r.onRecord(ctx, it, slog.LevelWarn, "could not record the no-op reason on the job", func(wctx context.Context, id string) error {
-		return r.cfg.Jobs.RecordOutcome(wctx, id, jobs.OutcomeNoop, reason)
+		return r.cfg.Jobs.RecordOutcome(wctx, id, OutcomeNoop, reason)
 	})
 }
 
@@ -333,7 +325,7 @@ func (r *Runner) onRecord(ctx context.Context, it *item, level slog.Level, msg s
 		return
 	}
 	err := r.write(ctx, func(wctx context.Context) error { return write(wctx, it.env.MessageID) })
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+	if err != nil {
 		it.log.Log(ctx, level, msg, obs.KeyError, obs.Redact(err))
 	}
 }
@@ -348,13 +340,13 @@ func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
 	case errors.Is(err, ErrBusy):
 		return outcome{kind: kindBusy, reason: "a concurrent twin holds the lease", err: err}
 	}
-	attempt := queue.ReceiveCount(it.msg)
+	attempt := ReceiveCount(it.msg)
 	if attempt < r.cfg.MaxReceiveCount {
 		return outcome{kind: kindFailed, reason: fmt.Sprintf("attempt %d of %d failed; SQS retries it", attempt, r.cfg.MaxReceiveCount), err: err}
 	}
 	reason := fmt.Sprintf("failed on its final attempt (%d): %s", attempt, obs.Redact(err))
 	r.onRecord(ctx, it, slog.LevelError, "could not mark the job Failed", func(wctx context.Context, id string) error {
-		return r.cfg.Jobs.MarkFailed(wctx, id, jobs.Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
+		return r.cfg.Jobs.MarkFailed(wctx, id, Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
 	})
 	return outcome{kind: kindFailed, final: true, reason: reason + "; the queue moves it to the dead-letter queue", err: err}
 }
@@ -375,4 +367,4 @@ func (r *Runner) deadLetter(ctx context.Context, it *item, cause error) outcome 
 }
 
 // queueTraceHeader is the X-Ray trace header the record carries.
-func queueTraceHeader(msg events.SQSMessage) string { return queue.RecordTraceHeader(msg) }
+func queueTraceHeader(msg events.SQSMessage) string { return RecordTraceHeader(msg) }

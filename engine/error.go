@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -106,7 +104,7 @@ func ErrorClass(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, contract.ErrMalformed), errors.Is(err, contract.ErrUnknownType):
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrUnknownType):
 		return "validation"
 	case IsPermanent(err):
 		class = "permanent"
@@ -118,7 +116,7 @@ func ErrorClass(err error) string {
 		return "busy"
 	case errors.As(err, new(*PanicError)):
 		return "panic"
-	case errors.Is(err, marker.ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
 		return "lease-lost"
 	}
 	if code := obs.ErrorCode(err); code != "" {

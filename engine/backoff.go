@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // Defaults of Config.Backoff (docs/deploy.md, "Sending within SES's rate",
@@ -26,7 +25,7 @@ const (
 // calls it at most once per batch, with every record of the batch that
 // backs off.
 type Backoff interface {
-	ChangeVisibility(ctx context.Context, changes []queue.VisibilityChange) error
+	ChangeVisibility(ctx context.Context, changes []VisibilityChange) error
 }
 
 // BackoffSchedule is how long a transient retry stays hidden: attempt n
@@ -50,7 +49,7 @@ func (s BackoffSchedule) withDefaults() BackoffSchedule {
 	if s.Cap <= 0 {
 		s.Cap = DefaultBackoffCap
 	}
-	s.Cap = min(s.Cap, queue.MaxVisibility)
+	s.Cap = min(s.Cap, MaxVisibility)
 	s.Base = min(s.Base, s.Cap)
 	return s
 }
@@ -72,7 +71,7 @@ func (s BackoffSchedule) Delay(attempt int, random func(n int64) int64) time.Dur
 	d := s.Step(attempt)
 	half := d / 2
 	v := half + time.Duration(random(int64(d-half)+1))
-	return time.Duration(queue.VisibilitySeconds(v)) * time.Second
+	return time.Duration(VisibilitySeconds(v)) * time.Second
 }
 
 // backsOff reports whether a record's outcome is a transient retry the
@@ -84,7 +83,7 @@ func (r *Runner) backsOff(it *item) bool {
 	switch {
 	case r.cfg.Backoff == nil, it.out.final, IsPermanent(it.out.err):
 		return false
-	case queue.ReceiveCount(it.msg) >= r.cfg.MaxReceiveCount:
+	case ReceiveCount(it.msg) >= r.cfg.MaxReceiveCount:
 		return false // the final attempt: its next receive is the DLQ's
 	}
 	return it.out.kind == kindFailed || it.out.kind == kindBusy
@@ -96,7 +95,7 @@ func (r *Runner) backsOff(it *item) bool {
 // visibility timeout.
 func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item) {
 	var (
-		changes []queue.VisibilityChange
+		changes []VisibilityChange
 		which   []*item
 	)
 	for i := range items {
@@ -104,8 +103,8 @@ func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item) {
 		if !r.backsOff(it) {
 			continue
 		}
-		d := r.cfg.BackoffSchedule.Delay(queue.ReceiveCount(it.msg), r.cfg.Random)
-		changes = append(changes, queue.VisibilityChange{Message: it.msg, Timeout: d})
+		d := r.cfg.BackoffSchedule.Delay(ReceiveCount(it.msg), r.cfg.Random)
+		changes = append(changes, VisibilityChange{Message: it.msg, Timeout: d})
 		which = append(which, it)
 	}
 	if len(changes) == 0 {

@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -21,11 +21,11 @@ func TestBackoffSchedule(t *testing.T) {
 	low := func(int64) int64 { return 0 }        // the least jitter: d/2
 	high := func(n int64) int64 { return n - 1 } // the most: d
 	mid := func(n int64) int64 { return n / 2 }  // halfway
-	defaults := runner.BackoffSchedule{}         // 30 s × 4^(n-1), cap 1 h
-	local := runner.BackoffSchedule{Base: 2 * s, Factor: 2, Cap: 10 * s}
+	defaults := engine.BackoffSchedule{}         // 30 s × 4^(n-1), cap 1 h
+	local := engine.BackoffSchedule{Base: 2 * s, Factor: 2, Cap: 10 * s}
 	for _, tc := range []struct {
 		name     string
-		schedule runner.BackoffSchedule
+		schedule engine.BackoffSchedule
 		attempt  int
 		random   func(int64) int64
 		want     time.Duration
@@ -42,8 +42,8 @@ func TestBackoffSchedule(t *testing.T) {
 		{"local, attempt 1 least rounds up to a second", local, 1, low, 1 * s},
 		{"local, attempt 3", local, 3, high, 8 * s},
 		{"local, attempt 4 capped", local, 4, low, 5 * s},
-		{"a cap past SQS's maximum is SQS's maximum", runner.BackoffSchedule{Base: time.Hour, Factor: 10, Cap: 48 * time.Hour}, 3, high, queue.MaxVisibility},
-		{"a base past the cap is the cap", runner.BackoffSchedule{Base: time.Hour, Factor: 2, Cap: time.Minute}, 1, high, time.Minute},
+		{"a cap past SQS's maximum is SQS's maximum", engine.BackoffSchedule{Base: time.Hour, Factor: 10, Cap: 48 * time.Hour}, 3, high, queue.MaxVisibility},
+		{"a base past the cap is the cap", engine.BackoffSchedule{Base: time.Hour, Factor: 2, Cap: time.Minute}, 1, high, time.Minute},
 		{"attempt 0 reads as 1", local, 0, high, 2 * s},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestBackoffSchedule(t *testing.T) {
 // of the default schedule span at least 21 minutes over the 4 retries five
 // receives allow (docs/deploy.md).
 func TestBackoffBounds(t *testing.T) {
-	var s runner.BackoffSchedule
+	var s engine.BackoffSchedule
 	var least time.Duration
 	for attempt := 1; attempt <= 4; attempt++ {
 		d := s.Step(attempt)
@@ -94,9 +94,9 @@ func (v *visibility) ChangeVisibility(_ context.Context, changes []queue.Visibil
 func backoffHarness(t *testing.T) (*testkit.Harness, *effects, *visibility) {
 	t.Helper()
 	v := &visibility{}
-	h, e := newHarness(t, func(c *runner.Config) {
+	h, e := newHarness(t, func(c *engine.Config) {
 		c.Backoff = v
-		c.BackoffSchedule = runner.BackoffSchedule{Base: 10 * time.Second, Factor: 3, Cap: time.Hour}
+		c.BackoffSchedule = engine.BackoffSchedule{Base: 10 * time.Second, Factor: 3, Cap: time.Hour}
 		c.Random = func(n int64) int64 { return n - 1 }
 	})
 	return h, e, v
@@ -126,7 +126,7 @@ func TestTransientRetriesBackOff(t *testing.T) {
 		{"busy lease, final attempt", context.Background, nil, true, 5, 0},
 		{"deadline retry", cancelled, nil, false, 1, 0},
 		{"handler hit the deadline", context.Background, context.DeadlineExceeded, false, 1, 0},
-		{"permanent failure", context.Background, runner.Permanent(errors.New("bad address")), false, 1, 0},
+		{"permanent failure", context.Background, engine.Permanent(errors.New("bad address")), false, 1, 0},
 		{"success", context.Background, nil, false, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -34,7 +34,7 @@ func TestErrorClassAgreesWithTheOutcome(t *testing.T) {
 	}{
 		{"succeeded", func(t *testing.T, _ *testkit.Harness) events.SQSMessage { return testkit.Record(t, notifyJob(), 1) }, nil, "succeeded", ""},
 		{"no-op", func(t *testing.T, _ *testkit.Harness) events.SQSMessage { return testkit.Record(t, notifyJob(), 1) },
-			runner.NoOp("user not found"), "noop", ""},
+			engine.NoOp("user not found"), "noop", ""},
 		{"parked", func(t *testing.T, _ *testkit.Harness) events.SQSMessage {
 			return testkit.Record(t, testkit.EnvelopeFor(digest), 1)
 		}, nil, "parked", ""},
@@ -51,7 +51,7 @@ func TestErrorClassAgreesWithTheOutcome(t *testing.T) {
 		}, nil, "dead-lettered", "validation"},
 		{"dead-lettered: the handler says permanent", func(t *testing.T, _ *testkit.Harness) events.SQSMessage {
 			return testkit.Record(t, notifyJob(), 1)
-		}, runner.Permanent(fmt.Errorf("email: send: %w", sesErr)), "dead-lettered", "permanent MessageRejected"},
+		}, engine.Permanent(fmt.Errorf("email: send: %w", sesErr)), "dead-lettered", "permanent MessageRejected"},
 		{"dead-lettered: effect failed after its claim", func(t *testing.T, _ *testkit.Harness) events.SQSMessage {
 			return testkit.Record(t, testkit.EnvelopeFor(payout), 1)
 		}, fmt.Errorf("email: send: %w", sesErr), "dead-lettered", "permanent MessageRejected"},
@@ -99,15 +99,15 @@ func TestErrorClasses(t *testing.T) {
 		{"none", nil, "", ""},
 		{"plain", errors.New("boom"), "transient", "permanent"},
 		{"provider code", fmt.Errorf("send: %w", sesErr), "transient MessageRejected", "permanent MessageRejected"},
-		{"permanent", runner.Permanent(errors.New("bad")), "permanent", "permanent"},
+		{"permanent", engine.Permanent(errors.New("bad")), "permanent", "permanent"},
 		{"deadline", context.DeadlineExceeded, "deadline", "permanent"},
-		{"busy", runner.ErrBusy, "busy", "permanent"},
+		{"busy", engine.ErrBusy, "busy", "permanent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := runner.ErrorClass(tc.err); got != tc.class {
+			if got := engine.ErrorClass(tc.err); got != tc.class {
 				t.Errorf("ErrorClass = %q; want %q", got, tc.class)
 			}
-			if got := runner.PermanentClass(tc.err); got != tc.permanentAs {
+			if got := engine.PermanentClass(tc.err); got != tc.permanentAs {
 				t.Errorf("PermanentClass = %q; want %q", got, tc.permanentAs)
 			}
 		})

@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -10,11 +10,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -31,9 +30,9 @@ func (hungDeadLetters) DeadLetter(ctx context.Context, _ events.SQSMessage, _ st
 }
 
 // hungJobs is a jobs table that never answers a write.
-type hungJobs struct{ *testkit.Jobs }
+type hungJobs struct{ engine.JobRecorder }
 
-func (hungJobs) MarkFailed(ctx context.Context, _ string, _ jobs.Failure) error {
+func (hungJobs) MarkFailed(ctx context.Context, _ string, _ engine.Failure) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -63,8 +62,8 @@ func (throttledClaims) Claim(ctx context.Context, _ marker.Key, _ string) (bool,
 // timeout, the claim 3 tries.
 func TestWritesInsideTheMarginEndBeforeTheDeadline(t *testing.T) {
 	const margin = 600 * time.Millisecond
-	effectEnds := func(err error) runner.Handler {
-		return runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+	effectEnds := func(err error) engine.Handler {
+		return engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 			time.Sleep(margin / 4) // the work ends just before the margin
 			return err
 		})
@@ -72,30 +71,30 @@ func TestWritesInsideTheMarginEndBeforeTheDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		receive int
-		mutate  func(*runner.Config)
+		mutate  func(*engine.Config)
 		want    string
 		retried bool
 	}{
-		{"hung claim", 1, func(c *runner.Config) {
+		{"hung claim", 1, func(c *engine.Config) {
 			c.Markers = hungClaims{c.Markers.(markertest.Traced)}
 			c.Handlers[notify.Name] = effectEnds(nil)
 		}, "claim-failed", false},
-		{"throttled claim, then a hung unclaimed mark", 1, func(c *runner.Config) {
+		{"throttled claim, then a hung unclaimed mark", 1, func(c *engine.Config) {
 			c.Markers = throttledClaims{c.Markers.(markertest.Traced)}
-			c.Jobs = hungJobs{c.Jobs.(*testkit.Jobs)}
+			c.Jobs = hungJobs{c.Jobs}
 			c.Handlers[notify.Name] = effectEnds(nil)
 		}, "claim-failed", false},
-		{"hung dead letter", 1, func(c *runner.Config) {
+		{"hung dead letter", 1, func(c *engine.Config) {
 			c.DeadLetterer = hungDeadLetters{c.DeadLetterer.(*testkit.Queues)}
-			c.Handlers[notify.Name] = effectEnds(runner.Permanent(errors.New("bad address")))
+			c.Handlers[notify.Name] = effectEnds(engine.Permanent(errors.New("bad address")))
 		}, "retry", true},
-		{"hung Failed mark on the final attempt", 5, func(c *runner.Config) {
-			c.Jobs = hungJobs{c.Jobs.(*testkit.Jobs)}
+		{"hung Failed mark on the final attempt", 5, func(c *engine.Config) {
+			c.Jobs = hungJobs{c.Jobs}
 			c.Handlers[notify.Name] = effectEnds(errors.New("SES down"))
 		}, "failed", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := newHarness(t, func(c *runner.Config) {
+			h, _ := newHarness(t, func(c *engine.Config) {
 				c.DeadlineMargin = margin
 				tc.mutate(c)
 			})
@@ -119,9 +118,9 @@ func TestWritesInsideTheMarginEndBeforeTheDeadline(t *testing.T) {
 func TestHandlerIgnoringItsContextIsLeftBehind(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	h, _ := newHarness(t, func(c *runner.Config) {
+	h, _ := newHarness(t, func(c *engine.Config) {
 		c.DeadlineMargin = 400 * time.Millisecond
-		c.Handlers[notify.Name] = runner.HandlerFunc(func(context.Context, runner.Job) error {
+		c.Handlers[notify.Name] = engine.HandlerFunc(func(context.Context, engine.Job) error {
 			<-release
 			return nil
 		})
@@ -147,7 +146,7 @@ func TestHandlerIgnoringItsContextIsLeftBehind(t *testing.T) {
 // others.
 type panicky struct{ e *effects }
 
-func (p *panicky) Handle(ctx context.Context, job runner.Job) error {
+func (p *panicky) Handle(ctx context.Context, job engine.Job) error {
 	if job.Envelope.Args["userId"] == "u-panic" {
 		var m map[string]int
 		m["boom"]++ // a nil map write: a runtime panic
@@ -161,7 +160,7 @@ func (p *panicky) Handle(ctx context.Context, job runner.Job) error {
 func TestPanickingHandlerFailsOnlyItsRecord(t *testing.T) {
 	for _, receive := range []int{1, 5} {
 		p := &panicky{}
-		h, e := newHarness(t, func(c *runner.Config) { c.Handlers[notify.Name] = p })
+		h, e := newHarness(t, func(c *engine.Config) { c.Handlers[notify.Name] = p })
 		p.e = e
 		bad := testkit.Envelope(notify.Name, map[string]string{"userId": "u-panic"})
 		good1, good2 := notifyJob(), notifyJob()
@@ -232,7 +231,7 @@ func TestDisabledCopyOfASettledJobIsNotParked(t *testing.T) {
 // A disabled record is parked even when the peek failed: parking runs
 // nothing.
 func TestDisabledRecordParksWhenThePeekFails(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
+	h, _ := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
 	env := testkit.EnvelopeFor(digest)
 	if failed := h.Run(t, testkit.Record(t, env, 1)); len(failed) != 0 || len(h.Queues.ParkedMessages()) != 1 {
 		t.Fatalf("failures %v, parked %d; want parked", failed, len(h.Queues.ParkedMessages()))

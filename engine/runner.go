@@ -28,7 +28,7 @@
 // after the one batched peek, so a batch takes about as long as its slowest
 // record. Each record ends with exactly one outcome: one log line, its
 // metrics (outcome.go) and, for a retry, a batch item failure.
-package runner
+package engine
 
 import (
 	"context"
@@ -46,7 +46,6 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -80,12 +79,12 @@ const (
 // Config wires a Runner. Registry, Handlers, Toggles, Markers and Parker are
 // required.
 type Config struct {
-	Registry *contract.Registry
+	Registry *Registry
 	// Handlers maps a type name to its Handler. A registered type with no
 	// handler in this function is a permanent failure.
 	Handlers map[string]Handler
-	Toggles  Toggles
-	Markers  Markers
+	Toggles  Switch
+	Markers  Store
 	Parker   Parker
 	// DeadLetterer receives permanent failures. Without one they stay batch
 	// item failures and reach the DLQ through the queue's redrive policy.
@@ -146,9 +145,15 @@ func New(cfg Config) (*Runner, error) {
 	case cfg.Parker == nil:
 		return nil, errors.New("runner: Parker is required")
 	}
-	for name := range cfg.Handlers {
-		if _, err := cfg.Registry.Lookup(name); err != nil {
+	for name, h := range cfg.Handlers {
+		t, err := cfg.Registry.Lookup(name)
+		if err != nil {
 			return nil, fmt.Errorf("runner: handler for %w", err)
+		}
+		if c, ok := h.(argsChecker); ok {
+			if err := c.checkArgs(t); err != nil {
+				return nil, fmt.Errorf("runner: handler for %s: %w", name, err)
+			}
 		}
 	}
 	if cfg.ParkDelay <= 0 || cfg.ParkDelay > DefaultParkDelay {
@@ -185,18 +190,18 @@ func (r *Runner) Handles(jobType string) bool { return r.cfg.Handlers[jobType] !
 // item is one record on its way through the pipeline.
 type item struct {
 	msg  events.SQSMessage
-	env  contract.Envelope
-	typ  contract.JobType
-	key  marker.Key
+	env  Envelope
+	typ  JobType
+	key  Key
 	log  *slog.Logger
-	seen marker.Record // the batch peek's marker, when hasSeen
+	seen Record // the batch peek's marker, when hasSeen
 	// hasSeen: the peek found a marker; peeked: the peek ran.
 	hasSeen, peeked bool
 	// disabled: the type's kill switch is off.
 	disabled bool
 	// tick is the tick the record carried instead of an envelope (nil for
 	// an envelope); encoded is the envelope derived from it.
-	tick    *contract.Tick
+	tick    *Tick
 	encoded string
 	out     outcome
 	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
@@ -353,36 +358,36 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		it.log = base.With("sqsMessageId", it.msg.MessageId)
 	}
 	if err == nil && r.cfg.Handlers[env.Type] == nil {
-		err = fmt.Errorf("%w: no handler for %s in this function", contract.ErrUnknownType, env.Type)
+		err = fmt.Errorf("%w: no handler for %s in this function", ErrUnknownType, env.Type)
 	}
 	if err != nil {
 		it.out = r.deadLetter(ctx, it, err)
 		return false
 	}
 	it.env = env
-	it.key = marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+	it.key = Key{Handler: env.Type, MessageKey: env.MessageID}
 	return true
 }
 
 // decodeBody decodes the record's body: an envelope, or a recurring
 // schedule's tick, whose envelope is derived from it (its job id from the
 // schedule's name and the scheduled time).
-func (r *Runner) decodeBody(it *item) (contract.Envelope, error) {
+func (r *Runner) decodeBody(it *item) (Envelope, error) {
 	body := []byte(it.msg.Body)
 	if !contract.IsTick(body) {
-		return contract.Decode(body)
+		return Decode(body)
 	}
 	tick, err := contract.DecodeTick(body)
 	if err != nil {
-		return contract.Envelope{}, err
+		return Envelope{}, err
 	}
 	env, err := r.cfg.Registry.TickEnvelope(tick)
 	if err != nil {
-		return contract.Envelope{}, err
+		return Envelope{}, err
 	}
 	enc, err := env.Encode()
 	if err != nil {
-		return contract.Envelope{}, err
+		return Envelope{}, err
 	}
 	it.tick, it.encoded = &tick, string(enc)
 	return env, nil
@@ -395,7 +400,7 @@ func (r *Runner) peek(ctx context.Context, base *slog.Logger, its []*item) {
 	if len(its) == 0 {
 		return
 	}
-	keys := make([]marker.Key, len(its))
+	keys := make([]Key, len(its))
 	for i, it := range its {
 		keys[i] = it.key
 	}

@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"cmp"
@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // kind is what became of one record. Every record ends with exactly one,
@@ -95,7 +94,7 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 	if it.out.final {
 		name, level = "failed", slog.LevelError
 	}
-	attrs := []slog.Attr{slog.String(obs.KeyOutcome, name), slog.Int("attempt", queue.ReceiveCount(it.msg))}
+	attrs := []slog.Attr{slog.String(obs.KeyOutcome, name), slog.Int("attempt", ReceiveCount(it.msg))}
 	if it.out.reason != "" {
 		attrs = append(attrs, slog.String(obs.KeyReason, it.out.reason))
 	}

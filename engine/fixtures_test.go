@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -58,7 +58,7 @@ type effects struct {
 	n   map[string]int
 }
 
-func (e *effects) Handle(_ context.Context, job runner.Job) error {
+func (e *effects) Handle(_ context.Context, job engine.Job) error {
 	e.h.Trace.Add("load")
 	e.mu.Lock()
 	err := e.err
@@ -79,11 +79,11 @@ func (e *effects) sends(jobID string) int { e.mu.Lock(); defer e.mu.Unlock(); re
 
 // newHarness is the runner on the kit's fakes with effects as the handler
 // of every fixture type.
-func newHarness(t testing.TB, mutate func(*runner.Config)) (*testkit.Harness, *effects) {
+func newHarness(t testing.TB, mutate func(*engine.Config)) (*testkit.Harness, *effects) {
 	t.Helper()
 	e := &effects{n: map[string]int{}}
 	reg := registry(t, true)
-	handlers := map[string]runner.Handler{}
+	handlers := map[string]engine.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = e
 	}

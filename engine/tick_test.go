@@ -1,12 +1,12 @@
-package runner_test
+package engine_test
 
 import (
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -22,7 +22,7 @@ func tickBody(t *testing.T, scheduled string) string {
 func tickHarness(t *testing.T) (*testkit.Harness, *effects, *testkit.Reserver) {
 	t.Helper()
 	res := &testkit.Reserver{}
-	h, e := newHarness(t, func(c *runner.Config) { c.Ticks = res })
+	h, e := newHarness(t, func(c *engine.Config) { c.Ticks = jobs.TicksForEngine(res) })
 	return h, e, res
 }
 
@@ -48,8 +48,8 @@ func TestSkipNeverParks(t *testing.T) {
 		if rec, ok := h.MarkerOf(env); !ok || !rec.Processed() {
 			t.Fatal("a skipped job's marker is not claimed; it would not read Succeeded")
 		}
-		if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeSkipped || r != runner.SkippedReason {
-			t.Fatalf("recorded %q %q; want skipped, %q", o, r, runner.SkippedReason)
+		if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeSkipped || r != engine.SkippedReason {
+			t.Fatalf("recorded %q %q; want skipped, %q", o, r, engine.SkippedReason)
 		}
 		if h.Jobs.Parks(env.MessageID) != 0 {
 			t.Fatal("the record was marked parked")

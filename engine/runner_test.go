@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -154,7 +154,7 @@ func TestPermanentFailuresGoStraightToTheDLQ(t *testing.T) {
 		{"unknown type", string(unknownBody), "unknown job type", nil},
 		{"e-mail address as arg", string(badArgsBody), "e-mail address", nil},
 		{"undeclared arg", string(extraArgBody), "not an argument", nil},
-		{"handler says permanent", string(goodBody), "user record corrupt", runner.Permanent(errors.New("user record corrupt"))},
+		{"handler says permanent", string(goodBody), "user record corrupt", engine.Permanent(errors.New("user record corrupt"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, e := newHarness(t, nil)
@@ -184,7 +184,7 @@ func TestProviderMessagesNeverLeave(t *testing.T) {
 		err     error
 		attempt int
 	}{
-		{"permanent, dead-lettered", runner.Permanent(fmt.Errorf("email: send: %w", sesErr)), 1},
+		{"permanent, dead-lettered", engine.Permanent(fmt.Errorf("email: send: %w", sesErr)), 1},
 		{"transient, final attempt", fmt.Errorf("email: send: %w", sesErr), 5},
 		{"transient, retried", fmt.Errorf("email: send: %w", sesErr), 1},
 	} {
@@ -273,11 +273,11 @@ func TestParkFailureIsRetried(t *testing.T) {
 func TestCancelledJobNeverRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		mutate func(*runner.Config)
+		mutate func(*engine.Config)
 		off    bool
 	}{
 		{"peek sees the tombstone", nil, false},
-		{"lease sees it when the peek failed", func(c *runner.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} }, false},
+		{"lease sees it when the peek failed", func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} }, false},
 		{"a parked job cancelled meanwhile", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,9 +306,9 @@ func TestCancelledJobNeverRuns(t *testing.T) {
 // A handler that finds no work returns NoOp: a success whose marker is
 // claimed and whose reason is recorded on the job.
 func TestNoOpRecordsItsReason(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) {
-		c.Handlers[notify.Name] = runner.HandlerFunc(func(context.Context, runner.Job) error {
-			return runner.NoOp("no mail needed: user not found")
+	h, _ := newHarness(t, func(c *engine.Config) {
+		c.Handlers[notify.Name] = engine.HandlerFunc(func(context.Context, engine.Job) error {
+			return engine.NoOp("no mail needed: user not found")
 		})
 	})
 	env := notifyJob()
@@ -332,9 +332,9 @@ func TestNoOpRecordsItsReason(t *testing.T) {
 // A no-op with a kind is counted by that kind (the users-directory alarm
 // watches JobsNoop with reason user-not-found).
 func TestNoOpIsCountedByItsKind(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) {
-		c.Handlers[notify.Name] = runner.HandlerFunc(func(context.Context, runner.Job) error {
-			return runner.NoOpKind("user-not-found", "no mail needed: user not found")
+	h, _ := newHarness(t, func(c *engine.Config) {
+		c.Handlers[notify.Name] = engine.HandlerFunc(func(context.Context, engine.Job) error {
+			return engine.NoOpKind("user-not-found", "no mail needed: user not found")
 		})
 	})
 	for range 2 {
@@ -381,7 +381,7 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 // A failed peek is not fatal where a lease doubles as a peek; a type without
 // a lease is retried rather than run blind.
 func TestPeekFailure(t *testing.T) {
-	h, e := newHarness(t, func(c *runner.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
+	h, e := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
 	done := notifyJob()
 	if _, err := h.Markers.Memory.Claim(context.Background(), key(done), ""); err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 			var n atomic.Int32
 			var sawDeadline atomic.Bool
 			n.Store(tc.failures)
-			h, e := newHarness(t, func(c *runner.Config) {
+			h, e := newHarness(t, func(c *engine.Config) {
 				c.Markers = claimFails{Traced: c.Markers.(markertest.Traced), failures: &n, sawDeadline: &sawDeadline}
 			})
 			env := notifyJob()
@@ -460,7 +460,7 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 // Claims run under a context the invocation cannot cancel, but with their
 // own short deadline: a hung call never outlives the invocation.
 func TestHungClaimHasItsOwnDeadline(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) {
+	h, _ := newHarness(t, func(c *engine.Config) {
 		c.WriteTimeout, c.ClaimAttempts = 50*time.Millisecond, 1
 		c.Markers = hungClaims{c.Markers.(markertest.Traced)}
 	})
@@ -540,9 +540,9 @@ func TestBatchRunsConcurrently(t *testing.T) {
 			var inFlight, peak atomic.Int32
 			all := make(chan struct{})
 			var once sync.Once
-			h, _ := newHarness(t, func(c *runner.Config) {
+			h, _ := newHarness(t, func(c *engine.Config) {
 				c.Concurrency = limit
-				c.Handlers[notify.Name] = runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+				c.Handlers[notify.Name] = engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 					n := inFlight.Add(1)
 					defer inFlight.Add(-1)
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -633,22 +633,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	reg := registry(t, true)
 	q := &testkit.Queues{}
 	sw := &testkit.Switches{}
-	for name, cfg := range map[string]runner.Config{
+	for name, cfg := range map[string]engine.Config{
 		"no registry": {Toggles: sw, Markers: markertest.Traced{}, Parker: q},
 		"no toggles":  {Registry: reg, Markers: markertest.Traced{}, Parker: q},
 		"no markers":  {Registry: reg, Toggles: sw, Parker: q},
 		"no parker":   {Registry: reg, Toggles: sw, Markers: markertest.Traced{}},
 		"handler for unknown type": {Registry: reg, Toggles: sw, Markers: markertest.Traced{}, Parker: q,
-			Handlers: map[string]runner.Handler{"test.nope.v1": runner.HandlerFunc(nil)}},
+			Handlers: map[string]engine.Handler{"test.nope.v1": engine.HandlerFunc(nil)}},
 	} {
-		if _, err := runner.New(cfg); err == nil {
+		if _, err := engine.New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", name)
 		}
 	}
 }
 
 func TestNothingStartsInsideTheDeadlineMargin(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) { c.DeadlineMargin = 2 * time.Second })
+	h, _ := newHarness(t, func(c *engine.Config) { c.DeadlineMargin = 2 * time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	msgs := []events.SQSMessage{testkit.Record(t, notifyJob(), 5), testkit.Record(t, notifyJob(), 1)}
@@ -661,9 +661,9 @@ func TestNothingStartsInsideTheDeadlineMargin(t *testing.T) {
 }
 
 func TestSlowEffectIsCutOffBeforeTheDeadline(t *testing.T) {
-	h, _ := newHarness(t, func(c *runner.Config) {
+	h, _ := newHarness(t, func(c *engine.Config) {
 		c.DeadlineMargin = 500 * time.Millisecond
-		c.Handlers[notify.Name] = runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+		c.Handlers[notify.Name] = engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 			<-ctx.Done()
 			return ctx.Err()
 		})
@@ -684,9 +684,9 @@ func TestSlowEffectIsCutOffBeforeTheDeadline(t *testing.T) {
 
 func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 	var h *testkit.Harness
-	h, _ = newHarness(t, func(c *runner.Config) {
+	h, _ = newHarness(t, func(c *engine.Config) {
 		c.Registry = registry(t, false)
-		c.Handlers[notify.Name] = runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
+		c.Handlers[notify.Name] = engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
 			// A twin without a lease finishes while this effect runs.
 			_, err := h.Markers.Memory.Claim(ctx, key(job.Envelope), "")
 			return err
