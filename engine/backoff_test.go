@@ -134,7 +134,7 @@ func TestTransientRetriesBackOff(t *testing.T) {
 			e.fail(tc.err)
 			env := notifyJob()
 			if tc.busy {
-				if _, err := h.Markers.Memory.Lease(context.Background(), key(env), "twin", time.Now().Add(time.Minute)); err != nil {
+				if _, err := h.Markers.Store.Lease(context.Background(), key(env), "twin", time.Now().Add(time.Minute)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestHandlerIgnoringItsContextIsLeftBehind(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	done := testkit.EnvelopeFor(payout)
-	if _, err := h.Markers.Memory.Claim(context.Background(), key(done), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(done), ""); err != nil {
 		t.Fatal(err)
 	}
 	stuck, fine := testkit.Record(t, notifyJob(), 1), testkit.Record(t, done, 1)
@@ -196,23 +197,23 @@ func TestPanickingHandlerFailsOnlyItsRecord(t *testing.T) {
 func TestDisabledCopyOfASettledJobIsNotParked(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		settle func(context.Context, *marker.Memory, marker.Key) error
+		settle func(context.Context, *memstore.Store, marker.Key) error
 		want   string
 	}{
-		{"done", func(ctx context.Context, m *marker.Memory, k marker.Key) error {
+		{"done", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
 			_, err := m.Claim(ctx, k, "")
 			return err
 		}, "duplicate"},
-		{"cancelled, its record update lost", func(ctx context.Context, m *marker.Memory, k marker.Key) error {
+		{"cancelled, its record update lost", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
 			_, err := m.Tombstone(ctx, k)
 			return err
 		}, "cancelled"},
-		{"failed", func(ctx context.Context, m *marker.Memory, k marker.Key) error { return m.Fail(ctx, k, "") }, "dead-lettered"},
+		{"failed", func(ctx context.Context, m *memstore.Store, k marker.Key) error { return m.Fail(ctx, k, "") }, "dead-lettered"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, e := newHarness(t, nil)
 			env := testkit.EnvelopeFor(digest) // fail-closed: its switch is off
-			if err := tc.settle(context.Background(), h.Markers.Memory, key(env)); err != nil {
+			if err := tc.settle(context.Background(), h.Markers.Store, key(env)); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.Run(t, testkit.Record(t, env, 1)); len(failed) != 0 {

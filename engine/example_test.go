@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"io"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -34,7 +34,7 @@ func Example() {
 	q := &testkit.Queues{}
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: notify},
-		Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q,
+		Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q,
 		Logger: obs.NewLogger(io.Discard, "error"),
 	})
 	if err != nil {
@@ -70,7 +70,7 @@ func ExamplePermanent() {
 	q := &testkit.Queues{}
 	r, _ := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: notify},
-		Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q,
+		Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q,
 		Logger: obs.NewLogger(io.Discard, "error"),
 	})
 	body, _ := testkit.Envelope(invoice.Name, map[string]string{"invoiceId": "inv-7"}).Encode()

@@ -32,7 +32,7 @@ func key(env contract.Envelope) marker.Key {
 func TestAlreadyProcessedDoesNothing(t *testing.T) {
 	h, _ := newHarness(t, nil)
 	env := notifyJob()
-	if _, err := h.Markers.Memory.Claim(context.Background(), key(env), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(env), ""); err != nil {
 		t.Fatal(err)
 	}
 	if failed := h.Run(t, testkit.Record(t, env, 2)); len(failed) != 0 {
@@ -283,7 +283,7 @@ func TestCancelledJobNeverRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, e := newHarness(t, tc.mutate)
 			env := notifyJob()
-			if _, err := h.Markers.Memory.Tombstone(context.Background(), key(env)); err != nil {
+			if _, err := h.Markers.Store.Tombstone(context.Background(), key(env)); err != nil {
 				t.Fatal(err)
 			}
 			if tc.off {
@@ -357,7 +357,7 @@ func TestNoOpIsCountedByItsKind(t *testing.T) {
 func TestLeaseHeldByTwinRetries(t *testing.T) {
 	h, _ := newHarness(t, nil)
 	env := notifyJob()
-	if _, err := h.Markers.Memory.Lease(context.Background(), key(env), "twin", time.Now().Add(time.Minute)); err != nil {
+	if _, err := h.Markers.Store.Lease(context.Background(), key(env), "twin", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	msg := testkit.Record(t, env, 5) // even the final attempt is not a failure
@@ -383,7 +383,7 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 func TestPeekFailure(t *testing.T) {
 	h, e := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
 	done := notifyJob()
-	if _, err := h.Markers.Memory.Claim(context.Background(), key(done), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(done), ""); err != nil {
 		t.Fatal(err)
 	}
 	fresh := testkit.Record(t, notifyJob(), 1)
@@ -492,12 +492,12 @@ func TestMixedBatchPartialResponse(t *testing.T) {
 	poison := testkit.RawRecord(`{"v":1}`, 1)
 	parked := testkit.Record(t, testkit.EnvelopeFor(digest), 1)
 	busyEnv := notifyJob()
-	if _, err := h.Markers.Memory.Lease(context.Background(), key(busyEnv), "twin", time.Now().Add(time.Minute)); err != nil {
+	if _, err := h.Markers.Store.Lease(context.Background(), key(busyEnv), "twin", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	busy := testkit.Record(t, busyEnv, 1)
 	dupEnv := notifyJob()
-	if _, err := h.Markers.Memory.Claim(context.Background(), key(dupEnv), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(dupEnv), ""); err != nil {
 		t.Fatal(err)
 	}
 	dup := testkit.Record(t, dupEnv, 1)
@@ -620,7 +620,7 @@ func TestClaimThenEffect(t *testing.T) {
 		t.Fatal("a FAILED claim-then-effect job ran on redelivery")
 	}
 	// A redrive clears the marker; then the effect runs again, once.
-	if err := h.Markers.Memory.ResetFailed(context.Background(), key(failing)); err != nil {
+	if err := h.Markers.Store.ResetFailed(context.Background(), key(failing)); err != nil {
 		t.Fatal(err)
 	}
 	h.Run(t, testkit.Record(t, failing, 1))
@@ -688,7 +688,7 @@ func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 		c.Registry = registry(t, false)
 		c.Handlers[notify.Name] = engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
 			// A twin without a lease finishes while this effect runs.
-			_, err := h.Markers.Memory.Claim(ctx, key(job.Envelope), "")
+			_, err := h.Markers.Store.Claim(ctx, key(job.Envelope), "")
 			return err
 		})
 	})

@@ -44,6 +44,25 @@ type Record struct {
 	ExpiresAt   time.Time
 }
 
+// DefaultRetention is how long a settled marker lives: longer than queue
+// retention plus the dead-letter redrive window.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Conflict is the error a store returns for a write that finds r and must
+// not overwrite it: ErrProcessed, ErrCancelled or ErrFailed for a settled
+// marker, ErrLeaseHeld for a lease.
+func (r Record) Conflict() error {
+	switch r.State {
+	case StateDone:
+		return ErrProcessed
+	case StateCancelled:
+		return ErrCancelled
+	case StateFailed:
+		return ErrFailed
+	}
+	return ErrLeaseHeld
+}
+
 // Processed reports whether the effect is recorded as done.
 func (r Record) Processed() bool { return r.State == StateDone }
 

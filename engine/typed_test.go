@@ -2,11 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"strings"
 	"testing"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -63,7 +63,7 @@ func TestTypedIsCheckedAgainstTheDeclaration(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := engine.New(engine.Config{Registry: registry(t, true), Handlers: map[string]engine.Handler{notify.Name: tc.handler},
-				Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: &testkit.Queues{}})
+				Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: &testkit.Queues{}})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("New = %v; want it accepted", err)

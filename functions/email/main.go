@@ -6,6 +6,9 @@ package main
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/dynamostore"
+	"github.com/runstwice/runstwice/engine/sqsqueue"
+	"github.com/runstwice/runstwice/engine/ssmswitch"
 	"log/slog"
 	"maps"
 	"os"
@@ -25,9 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -69,7 +70,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	metrics := obs.DefaultMetrics()
 	reg := catalog.Registry()
 
-	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
 	var sender email.Sender = email.NewLimited(ses.New(sesv2.NewFromConfig(cfg), from), email.SendRate(float64(sesRate), invocations))
@@ -82,9 +83,9 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	markers := marker.NewDynamo(db, markersTable)
+	markers := dynamostore.New(db, markersTable)
 	sqsClient := sqs.NewFromConfig(cfg)
-	queues := queue.New(sqsClient, urls, dlqURL)
+	queues := sqsqueue.New(sqsClient, urls, dlqURL)
 	// The jobs a worker makes (a tick's job, the digest fan-out's) are
 	// reserved and promoted through the enqueue function's store.
 	store := jobs.NewStore(db, jobsTable, markers)
@@ -96,7 +97,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	return engine.New(engine.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
-		Backoff: queue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
+		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
 		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
 	})

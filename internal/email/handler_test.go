@@ -34,7 +34,7 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, sendable(typ))
 			env := jobFor(typ, "u-123")
-			if _, err := h.markers.Memory.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, ""); err != nil {
+			if _, err := h.markers.Store.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, ""); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.run(t, record(t, env, 2)); len(failed) != 0 {

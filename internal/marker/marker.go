@@ -21,7 +21,6 @@ package marker
 
 import (
 	"strings"
-	"time"
 
 	"github.com/runstwice/runstwice/engine"
 )
@@ -41,9 +40,8 @@ const (
 	AttrExpiresAt   = "expiresAt"
 )
 
-// DefaultRetention is how long a settled marker lives: longer than queue
-// retention plus the DLQ redrive window.
-const DefaultRetention = 30 * 24 * time.Hour
+// DefaultRetention is how long a settled marker lives (engine.DefaultRetention).
+const DefaultRetention = engine.DefaultRetention
 
 // The marker's types and errors are the engine's (package engine): this
 // package is the DynamoDB implementation behind the public adapter, and the
@@ -86,14 +84,4 @@ func keyOf(partition, messageKey string) Key {
 }
 
 // settledErr is the error a write that must not overwrite old returns.
-func settledErr(old Record) error {
-	switch old.State {
-	case StateDone:
-		return ErrProcessed
-	case StateCancelled:
-		return ErrCancelled
-	case StateFailed:
-		return ErrFailed
-	}
-	return ErrLeaseHeld
-}
+func settledErr(old Record) error { return old.Conflict() }

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ type Harness struct {
 func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
 	t.Helper()
 	h := &Harness{Trace: &markertest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
-	h.Markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.Trace}
+	h.Markers = markertest.Traced{Store: memstore.New(), Trace: h.Trace}
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
 	cfg := engine.Config{
@@ -76,7 +77,7 @@ func (h *Harness) Count(jobType, metric string) int {
 
 // MarkerOf returns the marker of env's job.
 func (h *Harness) MarkerOf(env contract.Envelope) (marker.Record, bool) {
-	r, ok, _ := h.Markers.Memory.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
+	r, ok, _ := h.Markers.Store.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
 	return r, ok
 }
 

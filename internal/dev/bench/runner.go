@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"io"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -57,7 +57,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{store: &swappable{marker.NewMemory()}, batch: batchOf(jt, PipelineBatch)}
+	p := &Pipeline{store: &swappable{memstore.New()}, batch: batchOf(jt, PipelineBatch)}
 	noop := engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
 	p.r, err = engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
@@ -70,7 +70,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 // Run handles the batch once, from an empty marker store (every record a
 // first delivery), and reports how many records failed.
 func (p *Pipeline) Run(ctx context.Context) int {
-	p.store.Memory = marker.NewMemory()
+	p.store.Store = memstore.New()
 	resp, _ := p.r.Handle(ctx, p.batch)
 	return len(resp.BatchItemFailures)
 }
@@ -116,4 +116,4 @@ func Runner() []Row {
 }
 
 // swappable lets each run start from an empty marker store.
-type swappable struct{ *marker.Memory }
+type swappable struct{ *memstore.Store }

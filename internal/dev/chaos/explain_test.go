@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"maps"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -129,7 +129,7 @@ func TestLedgerExplainsTheRunnersDeadlineRetry(t *testing.T) {
 			})
 			q := &testkit.Queues{}
 			r, err := engine.New(engine.Config{Registry: reg, Handlers: map[string]engine.Handler{jt.Name: send},
-				Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
+				Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
 				DeadlineMargin: 200 * time.Millisecond, Logger: obs.NewLogger(o, "info").With(obs.KeyFunction, "email")})
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package markertest
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"sync"
@@ -50,42 +51,42 @@ func (t *Trace) String() string { t.mu.Lock(); defer t.mu.Unlock(); return strin
 // Traced is the in-memory marker store (whose rules Run proves equal to
 // DynamoDB's) recording "peek", "lease", "claim" and "release" on a Trace.
 type Traced struct {
-	*marker.Memory
+	*memstore.Store
 	Trace *Trace
 }
 
 // PeekBatch records "peek" and reads the markers.
 func (m Traced) PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error) {
 	m.Trace.Add("peek")
-	return m.Memory.PeekBatch(ctx, keys)
+	return m.Store.PeekBatch(ctx, keys)
 }
 
 // Lease records "lease" and takes the lease.
 func (m Traced) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
 	m.Trace.Add("lease")
-	return m.Memory.Lease(ctx, k, owner, until)
+	return m.Store.Lease(ctx, k, owner, until)
 }
 
 // Claim records "claim" and claims the marker.
 func (m Traced) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
 	m.Trace.Add("claim")
-	return m.Memory.Claim(ctx, k, owner)
+	return m.Store.Claim(ctx, k, owner)
 }
 
 // Release records "release" and releases the lease.
 func (m Traced) Release(ctx context.Context, k marker.Key, owner string) error {
 	m.Trace.Add("release")
-	return m.Memory.Release(ctx, k, owner)
+	return m.Store.Release(ctx, k, owner)
 }
 
 // Fail records "fail" and marks the claim failed.
 func (m Traced) Fail(ctx context.Context, k marker.Key, owner string) error {
 	m.Trace.Add("fail")
-	return m.Memory.Fail(ctx, k, owner)
+	return m.Store.Fail(ctx, k, owner)
 }
 
 // Tombstone records "tombstone" and cancels the job.
 func (m Traced) Tombstone(ctx context.Context, k marker.Key) (marker.Record, error) {
 	m.Trace.Add("tombstone")
-	return m.Memory.Tombstone(ctx, k)
+	return m.Store.Tombstone(ctx, k)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"io"
 	"runtime"
@@ -138,20 +139,20 @@ func want(lo, hi int) string {
 // world is one runner on the kit's fakes with a crash point and a clock.
 type world struct {
 	clock  *markertest.Clock
-	store  *marker.Memory
+	store  *memstore.Store
 	runner *engine.Runner
 	crash  *crashes
 }
 
 func newWorld(reg *contract.Registry, c Case, crash string) (*world, error) {
-	w := &world{clock: markertest.NewClock(time.Now()), store: marker.NewMemory()}
+	w := &world{clock: markertest.NewClock(time.Now()), store: memstore.New()}
 	w.store.Now = w.clock.Now
 	w.crash = &crashes{at: crash}
 	on := &testkit.Switches{} // a fail-closed type is proved switched on
 	on.Set(c.Type.Name, true)
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
-		Toggles: on, Markers: crashingMarkers{Memory: w.store, crash: w.crash},
+		Toggles: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
 		Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(&testkit.Jobs{}),
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
@@ -236,12 +237,12 @@ func (h crashingHandler) Handle(ctx context.Context, job engine.Job) error {
 }
 
 type crashingMarkers struct {
-	*marker.Memory
+	*memstore.Store
 	crash *crashes
 }
 
 func (m crashingMarkers) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
-	r, err := m.Memory.Lease(ctx, k, owner, until)
+	r, err := m.Store.Lease(ctx, k, owner, until)
 	if err == nil {
 		m.crash.here(crashAfterLease)
 	}
@@ -249,7 +250,7 @@ func (m crashingMarkers) Lease(ctx context.Context, k marker.Key, owner string, 
 }
 
 func (m crashingMarkers) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
-	won, err := m.Memory.Claim(ctx, k, owner)
+	won, err := m.Store.Claim(ctx, k, owner)
 	if err == nil {
 		m.crash.here(crashAfterClaim)
 	}
