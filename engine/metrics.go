@@ -19,3 +19,7 @@ func NewMetrics(w io.Writer) *Metrics { return obs.NewMetrics(w) }
 // NewLogger returns the JSON logger the runner's records log through, at
 // level ("debug", "info", "warn", "error"; info if empty).
 func NewLogger(w io.Writer, level string) *slog.Logger { return obs.NewLogger(w, level) }
+
+// DefaultMetrics returns Metrics that write to standard output, where a
+// Lambda's CloudWatch Logs turn them into metrics.
+func DefaultMetrics() *Metrics { return obs.DefaultMetrics() }

@@ -107,3 +107,14 @@ func TickCaller(schedule string) string { return contract.TickCaller(schedule) }
 func TickMessageID(schedule string, scheduledTime time.Time) string {
 	return contract.TickMessageID(schedule, scheduledTime)
 }
+
+// Version is the envelope version this engine reads and writes.
+const Version = contract.Version
+
+// TickCallerPrefix prefixes the caller of every job a schedule makes:
+// schedule:<name>.
+const TickCallerPrefix = contract.TickCallerPrefix
+
+// ISOWeek is t's ISO 8601 week, such as "2026-W48" (FormatISOWeek): the
+// period key of a weekly tick's job.
+func ISOWeek(t time.Time) string { return contract.ISOWeek(t) }

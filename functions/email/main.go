@@ -6,9 +6,9 @@ package main
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine/dynamostore"
-	"github.com/runstwice/runstwice/engine/sqsqueue"
-	"github.com/runstwice/runstwice/engine/ssmswitch"
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"log/slog"
 	"maps"
 	"os"
@@ -28,8 +28,6 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // The three functions' mains have one form on purpose: each function is
@@ -49,7 +47,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	from := env.Required("MAIL_FROM")
 	baseURL := env.Required("APP_BASE_URL")
 	smtpAddr := env.Optional("SMTP_ADDR", "")
-	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
+	toggleTTL := env.Duration("TOGGLE_TTL", ssmswitch.DefaultTTL)
 	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
@@ -67,10 +65,10 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	metrics := obs.DefaultMetrics()
+	metrics := engine.DefaultMetrics()
 	reg := catalog.Registry()
 
-	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
 	var sender email.Sender = email.NewLimited(ses.New(sesv2.NewFromConfig(cfg), from), email.SendRate(float64(sesRate), invocations))

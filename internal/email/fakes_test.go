@@ -14,7 +14,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -124,12 +123,12 @@ func (h *harness) run(t testing.TB, msgs ...events.SQSMessage) []string {
 	return h.Run(t, msgs...)
 }
 
-func envelope(jobType string, args map[string]string) contract.Envelope {
+func envelope(jobType string, args map[string]string) engine.Envelope {
 	return testkit.Envelope(jobType, args)
 }
 
 // jobFor returns a valid envelope of jobType for user id.
-func jobFor(jobType, id string) contract.Envelope {
+func jobFor(jobType, id string) engine.Envelope {
 	args := map[string]string{"userId": id}
 	switch jobType {
 	case email.PartnerVerification.Name:
@@ -142,7 +141,7 @@ func jobFor(jobType, id string) contract.Envelope {
 	return envelope(jobType, args)
 }
 
-func record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
+func record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
 	return testkit.Record(t, env, receiveCount)
 }
 

@@ -27,12 +27,11 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/emailtest"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -217,11 +216,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			if len(mails) != 0 {
 				t.Fatalf("fail-closed digest sent %d mails", len(mails))
 			}
-			parked := testenv.Receive(t, s.SQS, s.Queues[contract.QueueBulk].URL, 3*time.Second)
+			parked := testenv.Receive(t, s.SQS, s.Queues[engine.QueueBulk].URL, 3*time.Second)
 			if !slices.ContainsFunc(parked, func(m sqstypes.Message) bool { return aws.ToString(m.Body) == msg.Body }) {
 				t.Fatalf("digest not parked on the bulk queue (got %d messages)", len(parked))
 			}
-			deleteAll(t, s, s.Queues[contract.QueueBulk].URL, parked)
+			deleteAll(t, s, s.Queues[engine.QueueBulk].URL, parked)
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // Default token lifetimes.
@@ -42,7 +41,7 @@ type Config struct {
 type mailJob struct {
 	// Type is the type's declaration (name, args, queue, switch default,
 	// bias, lease, key derivation).
-	Type contract.JobType
+	Type engine.JobType
 	// template names the files templates/<template>.{txt,html}.
 	template string
 	// purpose is the token the mail carries ("" for none).
@@ -70,12 +69,12 @@ func declare(j mailJob) {
 
 // Types returns the declarations of every e-mail job type, sorted by name,
 // for the registry (internal/catalog).
-func Types() []contract.JobType {
-	out := make([]contract.JobType, 0, len(declared))
+func Types() []engine.JobType {
+	out := make([]engine.JobType, 0, len(declared))
 	for _, j := range declared {
 		out = append(out, j.Type)
 	}
-	slices.SortFunc(out, func(a, b contract.JobType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"net/url"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // Welcome is email.welcome.v1: a welcome mail with a link to the
@@ -12,12 +11,12 @@ import (
 //
 // Every type declares itself in its own file, beside its handler, so the
 // e-mail type files share their form on purpose (docs/job-types.md).
-var Welcome = contract.JobType{
+var Welcome = engine.JobType{
 	Name:             "email.welcome.v1",
-	Args:             []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
-	Queue:            contract.QueueDefault,
+	Args:             []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+	Queue:            engine.QueueDefault,
 	EnabledByDefault: true,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "welcome",
 	KeyArgs:          []string{"userId"},

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -85,11 +84,11 @@ func newWorld(t *testing.T, users int) *world {
 // tickJob is the fan-out job of the weekly tick.
 func tickJob(t *testing.T) engine.Job {
 	t.Helper()
-	reg, err := contract.NewRegistry(digest.Fanout, email.PartnerDigest)
+	reg, err := engine.NewRegistry(digest.Fanout, email.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(contract.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-07T09:00:00Z", CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +122,7 @@ func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 		}
 		pending = pending[1:]
 		for _, m := range w.queue.snapshot() {
-			env, derr := contract.Decode([]byte(m.Body))
+			env, derr := engine.Decode([]byte(m.Body))
 			if derr != nil {
 				t.Fatal(derr)
 			}
@@ -160,10 +159,10 @@ func (w *world) check(t *testing.T, users int, label string) {
 	}
 	sent := map[string]bool{}
 	for _, m := range w.queue.snapshot() {
-		env, _ := contract.Decode([]byte(m.Body))
+		env, _ := engine.Decode([]byte(m.Body))
 		if env.Type == email.PartnerDigest.Name {
 			sent[env.MessageID] = true
-			if m.Queue != contract.QueueBulk {
+			if m.Queue != engine.QueueBulk {
 				t.Fatalf("%s: digest sent to %s", label, m.Queue)
 			}
 		}

@@ -31,3 +31,10 @@ func New(client API, path string, known func(jobType string) bool) *Source {
 }
 
 var _ engine.Switch = (*Source)(nil)
+
+// DefaultTTL is how long the values read from SSM are trusted.
+const DefaultTTL = toggle.DefaultTTL
+
+// Path is the bundle's parameter path of a stage's switches
+// (/runstwice/<stage>/toggles); a function of its own may use any path.
+func Path(stage string) string { return toggle.Path(stage) }
