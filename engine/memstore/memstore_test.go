@@ -3,12 +3,13 @@ package memstore_test
 import (
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 func TestMemoryConformance(t *testing.T) {
-	markertest.Run(t, func(t *testing.T, clock *markertest.Clock) markertest.Store {
+	enginetest.RunStore(t, func(t *testing.T, clock *enginetest.Clock) engine.Store {
 		m := memstore.New()
 		m.Now = clock.Now
 		return m

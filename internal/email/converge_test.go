@@ -3,9 +3,9 @@ package email_test
 import (
 	"testing"
 
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner/runnertest"
 )
 
 // Every shipped e-mail type converges: one mail however the job is
@@ -21,7 +21,7 @@ func TestEveryTypeConverges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runnertest.RunTwice(t, runnertest.Case{
+			enginetest.RunTwice(t, enginetest.Case{
 				Type:    jt,
 				Handler: handlers[jt.Name],
 				Args:    jobFor(jt.Name, "u-123").Args,

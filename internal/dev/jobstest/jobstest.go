@@ -5,6 +5,7 @@ package jobstest
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 // World is a jobs table and a markers table with their stores, on one clock.
@@ -25,14 +25,14 @@ type World struct {
 	Store        *jobs.Store
 	Recorder     *jobs.Recorder
 	Markers      *marker.Dynamo
-	Clock        *markertest.Clock
+	Clock        *enginetest.Clock
 	Counter      *testenv.CallCounter
 }
 
 // New creates the tables on moto (testenv.Moto) and the stores on them.
 func New(t *testing.T) *World {
 	t.Helper()
-	w := &World{Counter: testenv.NewCallCounter(), Clock: markertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
+	w := &World{Counter: testenv.NewCallCounter(), Clock: enginetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
 	w.Client = testenv.DynamoDB(t, w.Counter.Option)
 	w.JobsTable = testenv.NewTable(t, w.Client, "jobs", jobs.AttrPK, "")
 	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", marker.AttrHandler, marker.AttrMessageKey)

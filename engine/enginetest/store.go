@@ -1,7 +1,4 @@
-// Package markertest is the conformance suite every marker store passes: the
-// in-memory fake and the DynamoDB store run the same tests, so a unit test
-// that uses the fake proves what the real store does.
-package markertest
+package enginetest
 
 import (
 	"context"
@@ -12,18 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/engine"
 )
 
-// Store is the behaviour under test.
-type Store interface {
-	Peek(ctx context.Context, k marker.Key) (marker.Record, bool, error)
-	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
-	Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error)
-	Claim(ctx context.Context, k marker.Key, owner string) (bool, error)
-	Release(ctx context.Context, k marker.Key, owner string) error
-	Fail(ctx context.Context, k marker.Key, owner string) error
-	Tombstone(ctx context.Context, k marker.Key) (marker.Record, error)
+// Canceller is a store that can cancel a job before it runs: Tombstone
+// writes a CANCELLED marker unless the job ran or runs (ErrProcessed,
+// ErrFailed, ErrLeaseHeld). RunStore proves its rules when the store has
+// it.
+type Canceller interface {
+	Tombstone(ctx context.Context, k engine.Key) (engine.Record, error)
 }
 
 // Clock is a settable clock shared by a store and the suite.
@@ -41,20 +35,26 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 // Advance moves the clock forward.
 func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-// Run runs the suite. newStore returns an empty store that reads clock.
-func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
+// RunStore runs the conformance suite every engine.Store must pass, on
+// stores newStore makes: each empty, reading clock as its time. The
+// in-memory store and the DynamoDB store pass it, so a unit test on the
+// in-memory one proves what the real one does; a store of your own that
+// passes it keeps the runner's promises. A store that is a Canceller is
+// held to the cancellation rules too.
+func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Store) {
 	ctx := context.Background()
 	var seq atomic.Int64
-	key := func() marker.Key {
-		return marker.Key{Handler: "email.welcome.v1", MessageKey: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
+	key := func() engine.Key {
+		return engine.Key{Handler: "email.welcome.v1", MessageKey: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
 	}
-	setup := func(t *testing.T) (Store, *Clock) {
+	_, canCancel := newStore(t, NewClock(time.Now())).(Canceller)
+	setup := func(t *testing.T) (under, *Clock) {
 		clock := NewClock(time.Now())
-		return newStore(t, clock), clock
+		return under{newStore(t, clock), t}, clock
 	}
 	// leasedByA is a new store and key, the key leased by owner "a" for a
 	// minute.
-	leasedByA := func(t *testing.T) (Store, *Clock, marker.Key) {
+	leasedByA := func(t *testing.T) (under, *Clock, engine.Key) {
 		t.Helper()
 		s, clock := setup(t)
 		k := key()
@@ -64,7 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		return s, clock, k
 	}
 	// claimed is a new store and key, the key claimed by a plain claim.
-	claimed := func(t *testing.T) (Store, *Clock, marker.Key) {
+	claimed := func(t *testing.T) (under, *Clock, engine.Key) {
 		t.Helper()
 		s, clock := setup(t)
 		k := key()
@@ -143,7 +143,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 					if _, err := s.Claim(ctx, k, owner); err != nil {
 						t.Errorf("winner claim: %v", err)
 					}
-				} else if !errors.Is(err, marker.ErrLeaseHeld) && !errors.Is(err, marker.ErrProcessed) {
+				} else if !errors.Is(err, engine.ErrLeaseHeld) && !errors.Is(err, engine.ErrProcessed) {
 					t.Errorf("lease: %v", err)
 				}
 			}()
@@ -156,7 +156,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 
 	t.Run("PeekBatch", func(t *testing.T) {
 		s, _ := setup(t)
-		var keys []marker.Key
+		var keys []engine.Key
 		for i := range 10 {
 			k := key()
 			keys = append(keys, k)
@@ -184,7 +184,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	t.Run("LeaseBlocksTwinUntilExpiry", func(t *testing.T) {
 		s, clock, k := leasedByA(t)
 		old, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute))
-		if !errors.Is(err, marker.ErrLeaseHeld) || old.Owner != "a" {
+		if !errors.Is(err, engine.ErrLeaseHeld) || old.Owner != "a" {
 			t.Fatalf("twin lease = %+v, %v; want ErrLeaseHeld with owner a", old, err)
 		}
 		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(2*time.Minute)); err != nil {
@@ -202,14 +202,14 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, k, "a"); !errors.Is(err, marker.ErrLeaseLost) {
+		if _, err := s.Claim(ctx, k, "a"); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("stale claim = %v; want ErrLeaseLost", err)
 		}
 		if err := s.Release(ctx, k, "a"); err != nil {
 			t.Fatalf("stale release = %v; want nil (nothing to release)", err)
 		}
 		r, ok, _ := s.Peek(ctx, k)
-		if !ok || r.Owner != "b" || r.State != marker.StateLeased {
+		if !ok || r.Owner != "b" || r.State != engine.StateLeased {
 			t.Fatalf("after stale writes marker = %+v; want b's lease intact", r)
 		}
 		if _, err := s.Claim(ctx, k, "b"); err != nil {
@@ -223,7 +223,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	t.Run("LeaseOnProcessedDoublesAsPeek", func(t *testing.T) {
 		s, clock, k := claimed(t)
 		old, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute))
-		if !errors.Is(err, marker.ErrProcessed) || !old.Processed() {
+		if !errors.Is(err, engine.ErrProcessed) || !old.Processed() {
 			t.Fatalf("lease on claimed marker = %+v, %v; want ErrProcessed", old, err)
 		}
 	})
@@ -247,11 +247,11 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		if d := r.ExpiresAt.Sub(clock.Now()); d < 29*24*time.Hour {
 			t.Fatalf("expiresAt only %v ahead; want the 30-day retention", d)
 		}
-		clock.Advance(marker.DefaultRetention + time.Hour)
+		clock.Advance(engine.DefaultRetention + time.Hour)
 		if _, ok, _ := s.Peek(ctx, k); ok {
 			t.Fatal("Peek returned a marker past its expiresAt; reads must not trust TTL deletion")
 		}
-		if got, _ := s.PeekBatch(ctx, []marker.Key{k}); len(got) != 0 {
+		if got, _ := s.PeekBatch(ctx, []engine.Key{k}); len(got) != 0 {
 			t.Fatal("PeekBatch returned an expired marker")
 		}
 	})
@@ -277,59 +277,61 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		}
 	})
 
-	t.Run("TombstoneStopsTheJob", func(t *testing.T) {
-		s, clock := setup(t)
-		k := key()
-		for range 2 { // repeating a cancel is a success
-			if _, err := s.Tombstone(ctx, k); err != nil {
-				t.Fatalf("tombstone: %v", err)
+	if canCancel {
+		t.Run("TombstoneStopsTheJob", func(t *testing.T) {
+			s, clock := setup(t)
+			k := key()
+			for range 2 { // repeating a cancel is a success
+				if _, err := s.Tombstone(ctx, k); err != nil {
+					t.Fatalf("tombstone: %v", err)
+				}
 			}
-		}
-		r, ok, err := s.Peek(ctx, k)
-		if err != nil || !ok || r.State != marker.StateCancelled || !r.Settled() || r.Processed() {
-			t.Fatalf("peek = %+v %v %v; want a settled, unprocessed tombstone", r, ok, err)
-		}
-		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrCancelled) {
-			t.Fatalf("lease on a tombstone = %v; want ErrCancelled", err)
-		}
-		if won, err := s.Claim(ctx, k, ""); err != nil || won {
-			t.Fatalf("claim on a tombstone = %v, %v; want false, nil", won, err)
-		}
-		if r, _, _ := s.Peek(ctx, k); r.State != marker.StateCancelled {
-			t.Fatalf("tombstone overwritten: %+v", r)
-		}
-	})
+			r, ok, err := s.Peek(ctx, k)
+			if err != nil || !ok || r.State != engine.StateCancelled || !r.Settled() || r.Processed() {
+				t.Fatalf("peek = %+v %v %v; want a settled, unprocessed tombstone", r, ok, err)
+			}
+			if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrCancelled) {
+				t.Fatalf("lease on a tombstone = %v; want ErrCancelled", err)
+			}
+			if won, err := s.Claim(ctx, k, ""); err != nil || won {
+				t.Fatalf("claim on a tombstone = %v, %v; want false, nil", won, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateCancelled {
+				t.Fatalf("tombstone overwritten: %+v", r)
+			}
+		})
 
-	t.Run("TombstoneRefusesWhatRanOrRuns", func(t *testing.T) {
-		s, clock := setup(t)
-		done, running, crashed := key(), key(), key()
-		if _, err := s.Claim(ctx, done, ""); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Tombstone(ctx, done); !errors.Is(err, marker.ErrProcessed) {
-			t.Fatalf("cancel of a processed job = %v; want ErrProcessed", err)
-		}
-		if _, err := s.Lease(ctx, running, "a", clock.Now().Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Tombstone(ctx, running); !errors.Is(err, marker.ErrLeaseHeld) {
-			t.Fatalf("cancel of a running job = %v; want ErrLeaseHeld", err)
-		}
-		if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		clock.Advance(time.Minute)
-		if _, err := s.Tombstone(ctx, crashed); err != nil {
-			t.Fatalf("cancel after a crashed holder's lease expired = %v; want nil", err)
-		}
-	})
+		t.Run("TombstoneRefusesWhatRanOrRuns", func(t *testing.T) {
+			s, clock := setup(t)
+			done, running, crashed := key(), key(), key()
+			if _, err := s.Claim(ctx, done, ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Tombstone(ctx, done); !errors.Is(err, engine.ErrProcessed) {
+				t.Fatalf("cancel of a processed job = %v; want ErrProcessed", err)
+			}
+			if _, err := s.Lease(ctx, running, "a", clock.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Tombstone(ctx, running); !errors.Is(err, engine.ErrLeaseHeld) {
+				t.Fatalf("cancel of a running job = %v; want ErrLeaseHeld", err)
+			}
+			if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Minute)
+			if _, err := s.Tombstone(ctx, crashed); err != nil {
+				t.Fatalf("cancel after a crashed holder's lease expired = %v; want nil", err)
+			}
+		})
+	}
 
 	t.Run("FailAfterClaimWaitsForRedrive", func(t *testing.T) {
 		s, clock, k := leasedByA(t)
 		if _, err := s.Claim(ctx, k, "a"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Fail(ctx, k, "b"); !errors.Is(err, marker.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("fail by a non-owner = %v; want ErrLeaseLost", err)
 		}
 		for range 2 {
@@ -338,10 +340,10 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 			}
 		}
 		r, _, _ := s.Peek(ctx, k)
-		if r.State != marker.StateFailed || !r.Settled() || r.Processed() {
+		if r.State != engine.StateFailed || !r.Settled() || r.Processed() {
 			t.Fatalf("after fail = %+v; want FAILED, settled, not processed", r)
 		}
-		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrFailed) {
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrFailed) {
 			t.Fatalf("lease on a failed marker = %v; want ErrFailed", err)
 		}
 	})
@@ -351,10 +353,10 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 	// redrive; nobody else's lease can be failed.
 	t.Run("FailUnderLeaseOnTheFinalAttempt", func(t *testing.T) {
 		s, clock, k := leasedByA(t)
-		if err := s.Fail(ctx, k, "b"); !errors.Is(err, marker.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("fail of a's lease by b = %v; want ErrLeaseLost", err)
 		}
-		if err := s.Fail(ctx, k, ""); !errors.Is(err, marker.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("unowned fail of a's active lease = %v; want ErrLeaseLost", err)
 		}
 		for range 2 { // the second is a retry after a lost response
@@ -362,13 +364,13 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 				t.Fatalf("fail by the lease holder: %v", err)
 			}
 		}
-		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, marker.ErrFailed) {
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrFailed) {
 			t.Fatalf("lease by another copy after the fail = %v; want ErrFailed", err)
 		}
 		if _, err := s.Claim(ctx, k, ""); err != nil {
 			t.Fatal(err)
 		}
-		if r, _, _ := s.Peek(ctx, k); r.State != marker.StateFailed {
+		if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
 			t.Fatalf("a plain claim overwrote the failed marker: %+v", r)
 		}
 	})
@@ -385,21 +387,25 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 		if _, err := s.Claim(ctx, done, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Tombstone(ctx, cancelled); err != nil {
-			t.Fatal(err)
+		settled := []engine.Key{done}
+		if canCancel {
+			if _, err := s.Tombstone(ctx, cancelled); err != nil {
+				t.Fatal(err)
+			}
+			settled = append(settled, cancelled)
 		}
 		clock.Advance(time.Minute)
-		for _, k := range []marker.Key{none, crashed} {
+		for _, k := range []engine.Key{none, crashed} {
 			if err := s.Fail(ctx, k, ""); err != nil {
 				t.Fatalf("unowned fail of %s: %v", k.MessageKey, err)
 			}
-			if r, _, _ := s.Peek(ctx, k); r.State != marker.StateFailed {
+			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
 				t.Fatalf("after an unowned fail: %+v; want FAILED", r)
 			}
 		}
-		for _, k := range []marker.Key{done, cancelled} {
+		for _, k := range settled {
 			before, _, _ := s.Peek(ctx, k)
-			if err := s.Fail(ctx, k, ""); !errors.Is(err, marker.ErrLeaseLost) {
+			if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
 				t.Fatalf("unowned fail of a %s marker = %v; want ErrLeaseLost", before.State, err)
 			}
 			if r, _, _ := s.Peek(ctx, k); r.State != before.State {
@@ -407,4 +413,27 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) Store) {
 			}
 		}
 	})
+}
+
+// under is the store under test, with the reads and writes the suite uses
+// beyond engine.Store.
+type under struct {
+	engine.Store
+	t *testing.T
+}
+
+// Peek reads one marker through PeekBatch.
+func (u under) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, error) {
+	got, err := u.PeekBatch(ctx, []engine.Key{k})
+	r, ok := got[k]
+	return r, ok, err
+}
+
+// Tombstone cancels k; only a Canceller's subtests call it.
+func (u under) Tombstone(ctx context.Context, k engine.Key) (engine.Record, error) {
+	c, ok := u.Store.(Canceller)
+	if !ok {
+		u.t.Fatalf("%T is not a Canceller", u.Store)
+	}
+	return c.Tombstone(ctx, k)
 }

@@ -1,4 +1,4 @@
-package runnertest_test
+package enginetest_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner/runnertest"
 )
 
 // effects counts a fake effect per job.
@@ -41,7 +41,7 @@ func TestRunTwicePassesAConvergingJob(t *testing.T) {
 	for _, bias := range []contract.Bias{contract.EffectThenClaim, contract.ClaimThenEffect} {
 		t.Run(bias.String(), func(t *testing.T) {
 			e := &effects{n: map[string]int{}, times: 1}
-			runnertest.RunTwice(t, runnertest.Case{Type: jobType(bias, true), Handler: e, Effects: e.count})
+			enginetest.RunTwice(t, enginetest.Case{Type: jobType(bias, true), Handler: e, Effects: e.count})
 		})
 	}
 }
@@ -51,7 +51,7 @@ func TestRunTwicePassesAConvergingJob(t *testing.T) {
 // a lease under concurrent delivery).
 func TestCheckNamesTheFailingCase(t *testing.T) {
 	e := &effects{n: map[string]int{}, times: 2}
-	err := runnertest.Check(runnertest.Case{Type: jobType(contract.EffectThenClaim, true), Handler: e, Effects: e.count})
+	err := enginetest.Check(enginetest.Case{Type: jobType(contract.EffectThenClaim, true), Handler: e, Effects: e.count})
 	if err == nil || !strings.Contains(err.Error(), "twice in sequence: the effect happened 2 times; want exactly 1") {
 		t.Fatalf("Check = %v; want the sequence case named", err)
 	}

@@ -1,10 +1,15 @@
-// Package runnertest lets a job handler's author prove, with one call, that
-// the handler converges under at-least-once delivery: RunTwice drives it
-// through the real runner (with the in-memory marker store, whose rules a
+// Package enginetest is the engine's public test kit.
+//
+// RunTwice lets a job handler's author prove, with one call, that the
+// handler converges under at-least-once delivery: it drives the handler
+// through the real runner (with the in-memory marker store, whose rules the
 // conformance suite proves equal to DynamoDB's) twice in sequence, twice
 // concurrently, and with a crash at each step boundary followed by a
 // redelivery, and checks how often the effect happened in each case.
-package runnertest
+//
+// RunStore is the conformance suite of an engine.Store: the in-memory and
+// the DynamoDB stores pass it, and so must a store of your own.
+package enginetest
 
 import (
 	"context"
@@ -21,9 +26,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -31,7 +33,7 @@ import (
 // Case is one job to prove.
 type Case struct {
 	// Type is the job type's declaration.
-	Type contract.JobType
+	Type engine.JobType
 	// Handler is its handler, wired to fakes the test owns.
 	Handler engine.Handler
 	// Args are valid args of the job (testkit.ValidArgs(Type) if nil). Each
@@ -103,12 +105,12 @@ func check(c Case, sc scenario) error {
 	if c.Effects == nil || c.Handler == nil {
 		return errors.New("runnertest: Case needs Handler and Effects")
 	}
-	reg, err := contract.NewRegistry(c.Type)
+	reg, err := engine.NewRegistry(c.Type)
 	if err != nil {
 		return fmt.Errorf("runnertest: %w", err)
 	}
 	lo, hi := 1, sc.maxEffects
-	if c.Type.Bias == contract.ClaimThenEffect && sc.crash == crashAfterClaim {
+	if c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim {
 		lo, hi = 0, 1 // the crash fell between claim and effect: lost, never repeated
 	}
 	args := c.Args
@@ -138,14 +140,14 @@ func want(lo, hi int) string {
 
 // world is one runner on the kit's fakes with a crash point and a clock.
 type world struct {
-	clock  *markertest.Clock
+	clock  *Clock
 	store  *memstore.Store
 	runner *engine.Runner
 	crash  *crashes
 }
 
-func newWorld(reg *contract.Registry, c Case, crash string) (*world, error) {
-	w := &world{clock: markertest.NewClock(time.Now()), store: memstore.New()}
+func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
+	w := &world{clock: NewClock(time.Now()), store: memstore.New()}
 	w.store.Now = w.clock.Now
 	w.crash = &crashes{at: crash}
 	on := &testkit.Switches{} // a fail-closed type is proved switched on
@@ -166,7 +168,7 @@ func newWorld(reg *contract.Registry, c Case, crash string) (*world, error) {
 // deliver plays the scenario: the first delivery (with its crash, or a
 // concurrent twin), then the redelivery SQS makes after the visibility
 // timeout, by when every lease has expired.
-func (w *world) deliver(env contract.Envelope, sc scenario) error {
+func (w *world) deliver(env engine.Envelope, sc scenario) error {
 	body, err := env.Encode()
 	if err != nil {
 		return fmt.Errorf("runnertest: %w", err)
@@ -241,7 +243,7 @@ type crashingMarkers struct {
 	crash *crashes
 }
 
-func (m crashingMarkers) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
+func (m crashingMarkers) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
 	r, err := m.Store.Lease(ctx, k, owner, until)
 	if err == nil {
 		m.crash.here(crashAfterLease)
@@ -249,7 +251,7 @@ func (m crashingMarkers) Lease(ctx context.Context, k marker.Key, owner string, 
 	return r, err
 }
 
-func (m crashingMarkers) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
+func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
 	won, err := m.Store.Claim(ctx, k, owner)
 	if err == nil {
 		m.crash.here(crashAfterClaim)
