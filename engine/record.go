@@ -10,14 +10,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
 func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
 	ctx = WithTraceHeader(ctx, queueTraceHeader(it.msg))
-	it.hasSeen = it.hasSeen && !killpoint.Mutated(killpoint.NoPeek)
 	switch {
 	case it.hasSeen && it.seen.Processed():
 		return outcome{kind: kindDuplicate, reason: "already processed"}
@@ -42,8 +40,8 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	case !it.peeked && !it.typ.Lease:
 		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
 	}
-	if it.typ.Lease && !killpoint.Mutated(killpoint.NoLease) {
-		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil && !(killpoint.Mutated(killpoint.NoPeek) && errors.Is(err, ErrProcessed)) {
+	if it.typ.Lease {
+		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
 			switch {
 			case errors.Is(err, ErrProcessed):
 				return outcome{kind: kindDuplicate, reason: "already processed"}
@@ -56,7 +54,7 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 			}
 			return r.fail(ctx, it, err)
 		}
-		killpoint.At(killpoint.AfterLease)
+		r.at(StepAfterLease)
 	}
 	job := Job{Envelope: it.env, Type: it.typ, Attempt: ReceiveCount(it.msg), Logger: it.log}
 	if it.typ.Bias == ClaimThenEffect {
@@ -103,9 +101,9 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 		}
 		return o
 	}
-	killpoint.At(killpoint.AfterEffect)
+	r.at(StepAfterEffect)
 	won, cerr := r.claim(ctx, it, owner)
-	killpoint.At(killpoint.AfterClaim)
+	r.at(StepAfterClaim)
 	switch {
 	case errors.Is(cerr, ErrLeaseLost):
 		// Our lease expired and a twin took over; our effect stands and the
@@ -141,9 +139,9 @@ func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner s
 	case !won || err != nil:
 		return outcome{kind: kindDuplicate, reason: "already claimed"}
 	}
-	killpoint.At(killpoint.AfterClaim)
+	r.at(StepAfterClaim)
 	err = r.effect(ctx, it, job)
-	killpoint.At(killpoint.AfterEffect)
+	r.at(StepAfterEffect)
 	var noop *NoOpError
 	switch {
 	case errors.As(err, &noop):
@@ -174,9 +172,6 @@ func (r *Runner) failMarker(ctx context.Context, it *item, owner string) {
 // cancellation cannot stop (the effect has happened) with its own short
 // deadline, tried up to ClaimAttempts times.
 func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error) {
-	if killpoint.Mutated(killpoint.NoClaim) {
-		return true, nil
-	}
 	var (
 		won bool
 		err error

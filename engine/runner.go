@@ -45,7 +45,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -126,6 +125,30 @@ type Config struct {
 	Metrics       *obs.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
+	// AtStep, when set, is called at each step boundary of the batch and
+	// its records (Step): a test or a fault-injection build hooks in there
+	// (the bundle's chaos build kills the process at one). Nil in
+	// production.
+	AtStep func(Step)
+}
+
+// Step names a boundary of a batch's life where Config.AtStep is called.
+type Step string
+
+// The step boundaries, in the order a job meets them.
+const (
+	StepAfterDecode    Step = "after-decode"    // every record of the batch decoded, its switch read
+	StepAfterLease     Step = "after-lease"     // a record's lease taken
+	StepAfterEffect    Step = "after-effect"    // a record's handler returned
+	StepAfterClaim     Step = "after-claim"     // a record's marker claimed
+	StepBeforeResponse Step = "before-response" // the batch response built, not yet returned
+)
+
+// at calls the AtStep hook, if any.
+func (r *Runner) at(s Step) {
+	if r.cfg.AtStep != nil {
+		r.cfg.AtStep(s)
+	}
 }
 
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
@@ -249,10 +272,10 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		// disabled record is peeked too, so a late copy of a job that is
 		// done or cancelled is dropped instead of parked again and again
 		// (its marker expires in 30 days; a switch can stay off longer).
-		it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault) && !killpoint.Mutated(killpoint.IgnoreSwitch)
+		it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault)
 		toPeek = append(toPeek, it)
 	}
-	killpoint.At(killpoint.AfterDecode)
+	r.at(StepAfterDecode)
 	r.peek(ctx, base, toPeek)
 
 	limit := r.cfg.Concurrency
@@ -272,7 +295,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	for i := range items {
 		r.finish(ctx, &items[i], &resp)
 	}
-	killpoint.At(killpoint.BeforeResponse)
+	r.at(StepBeforeResponse)
 	return resp, nil
 }
 

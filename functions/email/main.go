@@ -9,6 +9,7 @@ import (
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"log/slog"
 	"maps"
 	"os"
@@ -92,11 +93,13 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 		return nil, err
 	}
 	maps.Copy(handlers, fanout)
-	return engine.New(engine.Config{
+	runcfg := engine.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
 		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
 		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
-	})
+	}
+	killpoint.Wire(&runcfg) // the chaos build's kill points and mutations; nothing in a release build
+	return engine.New(runcfg)
 }
