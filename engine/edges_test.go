@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -45,7 +45,7 @@ func (hungJobs) MarkUnclaimed(ctx context.Context, _, _ string) error {
 
 // throttledClaims answers every claim with a throttling error after a
 // while, as DynamoDB does under load.
-type throttledClaims struct{ markertest.Traced }
+type throttledClaims struct{ enginetest.Traced }
 
 func (throttledClaims) Claim(ctx context.Context, _ marker.Key, _ string) (bool, error) {
 	select {
@@ -77,11 +77,11 @@ func TestWritesInsideTheMarginEndBeforeTheDeadline(t *testing.T) {
 		retried bool
 	}{
 		{"hung claim", 1, func(c *engine.Config) {
-			c.Markers = hungClaims{c.Markers.(markertest.Traced)}
+			c.Markers = hungClaims{c.Markers.(enginetest.Traced)}
 			c.Handlers[notify.Name] = effectEnds(nil)
 		}, "claim-failed", false},
 		{"throttled claim, then a hung unclaimed mark", 1, func(c *engine.Config) {
-			c.Markers = throttledClaims{c.Markers.(markertest.Traced)}
+			c.Markers = throttledClaims{c.Markers.(enginetest.Traced)}
 			c.Jobs = hungJobs{c.Jobs}
 			c.Handlers[notify.Name] = effectEnds(nil)
 		}, "claim-failed", false},
@@ -232,7 +232,7 @@ func TestDisabledCopyOfASettledJobIsNotParked(t *testing.T) {
 // A disabled record is parked even when the peek failed: parking runs
 // nothing.
 func TestDisabledRecordParksWhenThePeekFails(t *testing.T) {
-	h, _ := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
+	h, _ := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(enginetest.Traced)} })
 	env := testkit.EnvelopeFor(digest)
 	if failed := h.Run(t, testkit.Record(t, env, 1)); len(failed) != 0 || len(h.Queues.ParkedMessages()) != 1 {
 		t.Fatalf("failures %v, parked %d; want parked", failed, len(h.Queues.ParkedMessages()))

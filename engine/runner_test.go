@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -277,7 +277,7 @@ func TestCancelledJobNeverRuns(t *testing.T) {
 		off    bool
 	}{
 		{"peek sees the tombstone", nil, false},
-		{"lease sees it when the peek failed", func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} }, false},
+		{"lease sees it when the peek failed", func(c *engine.Config) { c.Markers = peekFails{c.Markers.(enginetest.Traced)} }, false},
 		{"a parked job cancelled meanwhile", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -372,7 +372,7 @@ func TestLeaseHeldByTwinRetries(t *testing.T) {
 	}
 }
 
-type peekFails struct{ markertest.Traced }
+type peekFails struct{ enginetest.Traced }
 
 func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
 	return nil, errors.New("throttled")
@@ -381,7 +381,7 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 // A failed peek is not fatal where a lease doubles as a peek; a type without
 // a lease is retried rather than run blind.
 func TestPeekFailure(t *testing.T) {
-	h, e := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(markertest.Traced)} })
+	h, e := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(enginetest.Traced)} })
 	done := notifyJob()
 	if _, err := h.Markers.Store.Claim(context.Background(), key(done), ""); err != nil {
 		t.Fatal(err)
@@ -398,7 +398,7 @@ func TestPeekFailure(t *testing.T) {
 }
 
 type claimFails struct {
-	markertest.Traced
+	enginetest.Traced
 	failures    *atomic.Int32 // how many claims fail before one works
 	sawDeadline *atomic.Bool
 }
@@ -434,7 +434,7 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 			var sawDeadline atomic.Bool
 			n.Store(tc.failures)
 			h, e := newHarness(t, func(c *engine.Config) {
-				c.Markers = claimFails{Traced: c.Markers.(markertest.Traced), failures: &n, sawDeadline: &sawDeadline}
+				c.Markers = claimFails{Traced: c.Markers.(enginetest.Traced), failures: &n, sawDeadline: &sawDeadline}
 			})
 			env := notifyJob()
 			if failed := h.Run(t, testkit.Record(t, env, 5)); len(failed) != 0 {
@@ -462,7 +462,7 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 func TestHungClaimHasItsOwnDeadline(t *testing.T) {
 	h, _ := newHarness(t, func(c *engine.Config) {
 		c.WriteTimeout, c.ClaimAttempts = 50*time.Millisecond, 1
-		c.Markers = hungClaims{c.Markers.(markertest.Traced)}
+		c.Markers = hungClaims{c.Markers.(enginetest.Traced)}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the invocation is already over: the claim must still run, bounded
@@ -479,7 +479,7 @@ func TestHungClaimHasItsOwnDeadline(t *testing.T) {
 	}
 }
 
-type hungClaims struct{ markertest.Traced }
+type hungClaims struct{ enginetest.Traced }
 
 func (hungClaims) Claim(ctx context.Context, _ marker.Key, _ string) (bool, error) {
 	<-ctx.Done()
@@ -634,11 +634,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	q := &testkit.Queues{}
 	sw := &testkit.Switches{}
 	for name, cfg := range map[string]engine.Config{
-		"no registry": {Toggles: sw, Markers: markertest.Traced{}, Parker: q},
-		"no toggles":  {Registry: reg, Markers: markertest.Traced{}, Parker: q},
+		"no registry": {Toggles: sw, Markers: enginetest.Traced{}, Parker: q},
+		"no toggles":  {Registry: reg, Markers: enginetest.Traced{}, Parker: q},
 		"no markers":  {Registry: reg, Toggles: sw, Parker: q},
-		"no parker":   {Registry: reg, Toggles: sw, Markers: markertest.Traced{}},
-		"handler for unknown type": {Registry: reg, Toggles: sw, Markers: markertest.Traced{}, Parker: q,
+		"no parker":   {Registry: reg, Toggles: sw, Markers: enginetest.Traced{}},
+		"handler for unknown type": {Registry: reg, Toggles: sw, Markers: enginetest.Traced{}, Parker: q,
 			Handlers: map[string]engine.Handler{"test.nope.v1": engine.HandlerFunc(nil)}},
 	} {
 		if _, err := engine.New(cfg); err == nil {

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/jobs"
 	"io"
 	"runtime"
 	"sync"
@@ -26,8 +25,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // Case is one job to prove.
@@ -36,7 +33,7 @@ type Case struct {
 	Type engine.JobType
 	// Handler is its handler, wired to fakes the test owns.
 	Handler engine.Handler
-	// Args are valid args of the job (testkit.ValidArgs(Type) if nil). Each
+	// Args are valid args of the job (ValidArgs(Type) if nil). Each
 	// scenario runs its own job (a new job id) with these args.
 	Args map[string]string
 	// Effects reports how often the job's effect happened so far (e.g. the
@@ -115,9 +112,9 @@ func check(c Case, sc scenario) error {
 	}
 	args := c.Args
 	if args == nil {
-		args = testkit.ValidArgs(c.Type)
+		args = ValidArgs(c.Type)
 	}
-	env := testkit.Envelope(c.Type.Name, args)
+	env := Envelope(c.Type.Name, args)
 	w, err := newWorld(reg, c, sc.crash)
 	if err != nil {
 		return err
@@ -150,13 +147,13 @@ func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
 	w := &world{clock: NewClock(time.Now()), store: memstore.New()}
 	w.store.Now = w.clock.Now
 	w.crash = &crashes{at: crash}
-	on := &testkit.Switches{} // a fail-closed type is proved switched on
+	on := &Switches{} // a fail-closed type is proved switched on
 	on.Set(c.Type.Name, true)
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
 		Toggles: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
-		Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(&testkit.Jobs{}),
-		Logger: obs.NewLogger(io.Discard, "error"), Now: w.clock.Now,
+		Parker: &Queues{}, DeadLetterer: &Queues{},
+		Logger: engine.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runnertest: %w", err)
@@ -173,7 +170,7 @@ func (w *world) deliver(env engine.Envelope, sc scenario) error {
 	if err != nil {
 		return fmt.Errorf("runnertest: %w", err)
 	}
-	first := testkit.RawRecord(string(body), 1)
+	first := RawRecord(string(body), 1)
 	if sc.concurrent {
 		var wg sync.WaitGroup
 		for range 2 {
@@ -185,10 +182,10 @@ func (w *world) deliver(env engine.Envelope, sc scenario) error {
 	}
 	w.crash.disarm()
 	w.clock.Advance(2 * invocationTimeout)
-	w.invoke(testkit.RawRecord(string(body), 2))
+	w.invoke(RawRecord(string(body), 2))
 	// A last delivery of what may still be failing (a twin's busy retry).
 	w.clock.Advance(2 * invocationTimeout)
-	w.invoke(testkit.RawRecord(string(body), 3))
+	w.invoke(RawRecord(string(body), 3))
 	return nil
 }
 

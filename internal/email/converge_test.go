@@ -5,7 +5,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 // Every shipped e-mail type converges: one mail however the job is
@@ -14,7 +13,7 @@ import (
 func TestEveryTypeConverges(t *testing.T) {
 	for _, jt := range email.Types() {
 		t.Run(jt.Name, func(t *testing.T) {
-			tr := &markertest.Trace{}
+			tr := &enginetest.Trace{}
 			sender := &fakeSender{tr: tr}
 			users := newFakeUsers(tr, sendable(jt.Name))
 			handlers, err := email.Handlers(email.Config{Users: users, Sender: sender, BaseURL: baseURL})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"regexp"
 	"slices"
 	"sync"
@@ -15,20 +16,19 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // fakeUsers is the Users port in memory.
 type fakeUsers struct {
-	tr     *markertest.Trace
+	tr     *enginetest.Trace
 	mu     sync.Mutex
 	users  map[string]email.User
 	tokens map[string]email.Token
 	getErr error
 }
 
-func newFakeUsers(tr *markertest.Trace, users ...email.User) *fakeUsers {
+func newFakeUsers(tr *enginetest.Trace, users ...email.User) *fakeUsers {
 	f := &fakeUsers{tr: tr, users: map[string]email.User{}, tokens: map[string]email.Token{}}
 	for _, u := range users {
 		f.users[u.ID] = u
@@ -61,7 +61,7 @@ func (f *fakeUsers) SetToken(_ context.Context, id string, tok email.Token, only
 
 // fakeSender is the Sender port in memory.
 type fakeSender struct {
-	tr   *markertest.Trace
+	tr   *enginetest.Trace
 	mu   sync.Mutex
 	sent []email.Message
 	err  error
@@ -89,10 +89,10 @@ func (f *fakeSender) messages() []email.Message {
 // e-mail handlers on the fake users and sender.
 type harness struct {
 	*testkit.Harness
-	tr      *markertest.Trace
+	tr      *enginetest.Trace
 	users   *fakeUsers
 	sender  *fakeSender
-	markers markertest.Traced
+	markers enginetest.Traced
 	logs    *testkit.Buffer
 	metrics *testkit.Buffer
 }
@@ -101,7 +101,7 @@ const baseURL = "https://app.example.test/base"
 
 func newHarness(t testing.TB, users ...email.User) *harness {
 	t.Helper()
-	h := &harness{tr: &markertest.Trace{}}
+	h := &harness{tr: &enginetest.Trace{}}
 	h.users = newFakeUsers(h.tr, users...)
 	h.sender = &fakeSender{tr: h.tr}
 	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 var allTypes = []string{
@@ -322,7 +322,7 @@ func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 }
 
 func TestHandlersRejectBadConfig(t *testing.T) {
-	users, sender := newFakeUsers(&markertest.Trace{}), &fakeSender{tr: &markertest.Trace{}}
+	users, sender := newFakeUsers(&enginetest.Trace{}), &fakeSender{tr: &enginetest.Trace{}}
 	for name, cfg := range map[string]email.Config{
 		"no users":        {Sender: sender, BaseURL: baseURL},
 		"no sender":       {Users: users, BaseURL: baseURL},

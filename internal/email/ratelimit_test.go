@@ -3,6 +3,7 @@ package email_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"math"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
 func TestSendRate(t *testing.T) {
@@ -72,7 +72,7 @@ func TestInvocationsTogetherStayWithinTheAccountRate(t *testing.T) {
 // A send the rate cannot fit before the deadline fails at once, transient
 // and without calling SES; a cancelled context is its own error.
 func TestLimitedSend(t *testing.T) {
-	next := &fakeSender{tr: &markertest.Trace{}}
+	next := &fakeSender{tr: &enginetest.Trace{}}
 	l := email.NewLimited(next, 0.5) // one mail every 2 s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
@@ -21,8 +21,8 @@ import (
 // marker store; every fake records on one Trace, so a test can assert the
 // order of the runner's calls.
 type Harness struct {
-	Trace    *markertest.Trace
-	Markers  markertest.Traced
+	Trace    *enginetest.Trace
+	Markers  enginetest.Traced
 	Switches *Switches
 	Queues   *Queues
 	Jobs     *Jobs
@@ -35,8 +35,8 @@ type Harness struct {
 // adjusts the config before the runner is built.
 func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
 	t.Helper()
-	h := &Harness{Trace: &markertest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
-	h.Markers = markertest.Traced{Store: memstore.New(), Trace: h.Trace}
+	h := &Harness{Trace: &enginetest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
+	h.Markers = enginetest.Traced{Store: memstore.New(), Trace: h.Trace}
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
 	cfg := engine.Config{

@@ -1,4 +1,4 @@
-package markertest
+package enginetest
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Trace is the ordered log of what test fakes were asked to do ("peek",
@@ -48,7 +48,7 @@ func (t *Trace) Reset() { t.mu.Lock(); t.ops = nil; t.mu.Unlock() }
 // String lists the ops in order, separated by spaces.
 func (t *Trace) String() string { t.mu.Lock(); defer t.mu.Unlock(); return strings.Join(t.ops, " ") }
 
-// Traced is the in-memory marker store (whose rules Run proves equal to
+// Traced is the in-memory marker store (whose rules RunStore proves equal to
 // DynamoDB's) recording "peek", "lease", "claim" and "release" on a Trace.
 type Traced struct {
 	*memstore.Store
@@ -56,37 +56,37 @@ type Traced struct {
 }
 
 // PeekBatch records "peek" and reads the markers.
-func (m Traced) PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error) {
+func (m Traced) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
 	m.Trace.Add("peek")
 	return m.Store.PeekBatch(ctx, keys)
 }
 
 // Lease records "lease" and takes the lease.
-func (m Traced) Lease(ctx context.Context, k marker.Key, owner string, until time.Time) (marker.Record, error) {
+func (m Traced) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
 	m.Trace.Add("lease")
 	return m.Store.Lease(ctx, k, owner, until)
 }
 
-// Claim records "claim" and claims the marker.
-func (m Traced) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
+// Claim records "claim" and claims the engine.
+func (m Traced) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
 	m.Trace.Add("claim")
 	return m.Store.Claim(ctx, k, owner)
 }
 
 // Release records "release" and releases the lease.
-func (m Traced) Release(ctx context.Context, k marker.Key, owner string) error {
+func (m Traced) Release(ctx context.Context, k engine.Key, owner string) error {
 	m.Trace.Add("release")
 	return m.Store.Release(ctx, k, owner)
 }
 
 // Fail records "fail" and marks the claim failed.
-func (m Traced) Fail(ctx context.Context, k marker.Key, owner string) error {
+func (m Traced) Fail(ctx context.Context, k engine.Key, owner string) error {
 	m.Trace.Add("fail")
 	return m.Store.Fail(ctx, k, owner)
 }
 
 // Tombstone records "tombstone" and cancels the job.
-func (m Traced) Tombstone(ctx context.Context, k marker.Key) (marker.Record, error) {
+func (m Traced) Tombstone(ctx context.Context, k engine.Key) (engine.Record, error) {
 	m.Trace.Add("tombstone")
 	return m.Store.Tombstone(ctx, k)
 }
