@@ -62,6 +62,10 @@ type State string
 // The job states. The client repeats the states of the wire format, so its
 // users never see the server's internal types.
 const (
+	// StatePending: the job is reserved under its key and its message not
+	// yet confirmed sent (a request that crashed midway); the next request
+	// with the key, or the job's own runAt, finishes it.
+	StatePending    State = "Pending"
 	StateEnqueued   State = "Enqueued"
 	StateScheduled  State = "Scheduled"
 	StateParked     State = "Parked"
@@ -71,6 +75,10 @@ const (
 	StateCancelled  State = "Cancelled"
 	StateExpired    State = "Expired"
 )
+
+// States lists every state, as the API may return it.
+var States = []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
+	StateSucceeded, StateFailed, StateCancelled, StateExpired}
 
 // Terminal reports whether a job in state s has finished.
 func (s State) Terminal() bool {
@@ -146,6 +154,8 @@ type Job struct {
 	LastOutcome    string    `json:"lastOutcome,omitempty"`
 	LastReason     string    `json:"lastReason,omitempty"`
 	TraceID        string    `json:"traceId,omitempty"`
+	// FailedAt is when the job was marked Failed.
+	FailedAt *time.Time `json:"failedAt,omitempty"`
 }
 
 // segment is what a job type or job id may look like in a URL path.

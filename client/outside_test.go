@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/runstwice/runstwice/internal/testkit"
 	"strings"
 	"testing"
 )
@@ -13,18 +11,8 @@ import (
 // imports the client, builds an outbox Put and enqueues through the API
 // client: the public package is usable from outside, internals and all.
 func TestOutsideModuleBuildsWithTheClient(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("go.mod", "module example.com/producer\n\ngo 1.26\n\nrequire github.com/runstwice/runstwice v0.0.0\n\nreplace github.com/runstwice/runstwice => "+root+"\n")
-	write("main.go", `package main
+	files := map[string]string{}
+	files["main.go"] = `package main
 
 import (
 	"fmt"
@@ -43,19 +31,8 @@ func main() {
 	}
 	fmt.Println(jobID, *put.Put.TableName)
 }
-`)
-	run := func(args ...string) string {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	run("mod", "tidy")
-	out := run("run", ".")
+`
+	out := testkit.RunOutsideModule(t, "..", "example.com/producer", files)
 	if !strings.Contains(out, "app-outbox") {
 		t.Fatalf("the outside program printed %q", out)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/deadletter/deadlettertest"
+	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"

@@ -15,10 +15,10 @@ import (
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 

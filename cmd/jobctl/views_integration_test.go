@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -28,7 +29,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -49,14 +49,14 @@ type shown struct {
 type viewsWorld struct {
 	*stageWorld
 	api      *enqueue.Handler
-	run      *runner.Runner
+	run      *engine.Runner
 	switches *testkit.Switches
 	answer   error // what the handler answers next
 	view     http.Handler
 	seq      int
 }
 
-func (w *viewsWorld) Handle(context.Context, runner.Job) error { return w.answer }
+func (w *viewsWorld) Handle(context.Context, engine.Job) error { return w.answer }
 
 func newViewsWorld(t *testing.T) *viewsWorld {
 	t.Helper()
@@ -65,8 +65,8 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 	w.api = &enqueue.Handler{Registry: catalog.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
 		Queue: queue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
-	w.run, err = runner.New(runner.Config{Registry: catalog.Registry(), Handlers: map[string]runner.Handler{email.Welcome.Name: w},
-		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: w.Recorder,
+	w.run, err = engine.New(engine.Config{Registry: catalog.Registry(), Handlers: map[string]engine.Handler{email.Welcome.Name: w},
+		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
 		Logger: obs.NewLogger(io.Discard, "error")})
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 		}, want{state: jobs.StateSucceeded, attempts: 1, claimed: true}},
 		{"no-op", func(t *testing.T) string {
 			id := w.enqueue(t)
-			w.deliver(t, id, 1, runner.NoOp("no mail needed: user not found"))
+			w.deliver(t, id, 1, engine.NoOp("no mail needed: user not found"))
 			return id
 		}, want{state: jobs.StateSucceeded, attempts: 1, outcome: jobs.OutcomeNoop, reason: "no mail needed: user not found"}},
 		{"cancelled", func(t *testing.T) string {
@@ -296,13 +296,13 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 		}, want{state: jobs.StateCancelled, outcome: jobs.OutcomeCancelled, reason: "cancelled by its caller"}},
 		{"failed", func(t *testing.T) string {
 			id := w.enqueue(t)
-			w.deliver(t, id, runner.DefaultMaxReceiveCount, errors.New("SES throttled"))
+			w.deliver(t, id, engine.DefaultMaxReceiveCount, errors.New("SES throttled"))
 			return id
-		}, want{state: jobs.StateFailed, attempts: runner.DefaultMaxReceiveCount, outcome: jobs.OutcomeDeadLettered,
+		}, want{state: jobs.StateFailed, attempts: engine.DefaultMaxReceiveCount, outcome: jobs.OutcomeDeadLettered,
 			reason: "failed on its final attempt (5): SES throttled"}},
 		{"redriven", func(t *testing.T) string {
 			id := w.enqueue(t)
-			w.deliver(t, id, runner.DefaultMaxReceiveCount, errors.New("SES throttled"))
+			w.deliver(t, id, engine.DefaultMaxReceiveCount, errors.New("SES throttled"))
 			j, err := w.Jobs.Get(ctx, id)
 			if err != nil {
 				t.Fatal(err)
@@ -315,7 +315,7 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 				t.Fatalf("dlq redrive: exit %d %s %s", code, out, stderr)
 			}
 			return id
-		}, want{state: jobs.StateEnqueued, attempts: runner.DefaultMaxReceiveCount, outcome: jobs.OutcomeRedriven,
+		}, want{state: jobs.StateEnqueued, attempts: engine.DefaultMaxReceiveCount, outcome: jobs.OutcomeRedriven,
 			reason: "redriven by an operator after it was dead-lettered"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,10 @@ package main
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"log/slog"
 	"maps"
 	"os"
@@ -15,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
@@ -24,20 +29,15 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // The three functions' mains have one form on purpose: each function is
 // its own binary that only wires adapters, and internal/function starts it.
 func main() {
-	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
+	function.Main("email", build, func(h *engine.Runner) any { return h.Handle })
 }
 
-func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
+func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	env := envvar.New(os.Getenv)
 	stage := env.Required("STAGE")
 	markersTable := env.Required("MARKERS_TABLE")
@@ -48,28 +48,28 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	from := env.Required("MAIL_FROM")
 	baseURL := env.Required("APP_BASE_URL")
 	smtpAddr := env.Optional("SMTP_ADDR", "")
-	toggleTTL := env.Duration("TOGGLE_TTL", toggle.DefaultTTL)
-	parkDelay := env.Seconds("PARK_DELAY", runner.DefaultParkDelay)
-	maxReceives := env.Int("MAX_RECEIVE_COUNT", runner.DefaultMaxReceiveCount)
+	toggleTTL := env.Duration("TOGGLE_TTL", ssmswitch.DefaultTTL)
+	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
+	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
 	// The account's SES rate, shared by every invocation that can run at
 	// once (docs/deploy.md, "Sending within SES's rate"); unset: no limit.
 	sesRate := env.Int("SES_MAX_SEND_RATE", 0)
 	invocations := env.Int("EVENT_SOURCE_CONCURRENCY", 1)
-	backoff := runner.BackoffSchedule{
-		Base:   env.Duration("BACKOFF_BASE", runner.DefaultBackoffBase),
-		Factor: float64(env.Int("BACKOFF_FACTOR", int(runner.DefaultBackoffFactor))),
-		Cap:    env.Duration("BACKOFF_CAP", runner.DefaultBackoffCap),
+	backoff := engine.BackoffSchedule{
+		Base:   env.Duration("BACKOFF_BASE", engine.DefaultBackoffBase),
+		Factor: float64(env.Int("BACKOFF_FACTOR", int(engine.DefaultBackoffFactor))),
+		Cap:    env.Duration("BACKOFF_CAP", engine.DefaultBackoffCap),
 	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	metrics := obs.DefaultMetrics()
+	metrics := engine.DefaultMetrics()
 	reg := catalog.Registry()
 
-	toggles := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
 	var sender email.Sender = email.NewLimited(ses.New(sesv2.NewFromConfig(cfg), from), email.SendRate(float64(sesRate), invocations))
@@ -82,9 +82,9 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	markers := marker.NewDynamo(db, markersTable)
+	markers := dynamostore.New(db, markersTable)
 	sqsClient := sqs.NewFromConfig(cfg)
-	queues := queue.New(sqsClient, urls, dlqURL)
+	queues := sqsqueue.New(sqsClient, urls, dlqURL)
 	// The jobs a worker makes (a tick's job, the digest fan-out's) are
 	// reserved and promoted through the enqueue function's store.
 	store := jobs.NewStore(db, jobsTable, markers)
@@ -93,11 +93,13 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 		return nil, err
 	}
 	maps.Copy(handlers, fanout)
-	return runner.New(runner.Config{
-		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: store,
-		Parker: queues, DeadLetterer: queues, Jobs: jobs.NewRecorder(db, jobsTable),
-		Backoff: queue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
-		ParkDelay: min(parkDelay, runner.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
+	runcfg := engine.Config{
+		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
+		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
+		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
+		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
 		Logger: log, Metrics: metrics,
-	})
+	}
+	killpoint.Wire(&runcfg) // the chaos build's kill points and mutations; nothing in a release build
+	return engine.New(runcfg)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +64,7 @@ func (h *harness) failedClass(jobID string) string {
 	return f.Class
 }
 
-type peekFails struct{ *marker.Memory }
+type peekFails struct{ *memstore.Store }
 
 func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
 	return nil, errors.New("throttled")
@@ -72,7 +73,7 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 type harness struct {
 	records *fakeRecords
 	jobs    *testkit.Jobs
-	markers *marker.Memory
+	markers *memstore.Store
 	logs    *testkit.Buffer
 	metrics *testkit.Buffer
 	c       *deadletter.Consumer
@@ -82,7 +83,7 @@ func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 	t.Helper()
 	h := &harness{
 		records: &fakeRecords{recs: map[string]deadletter.Record{}}, jobs: &testkit.Jobs{},
-		markers: marker.NewMemory(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{},
+		markers: memstore.New(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{},
 	}
 	h.c = testkit.Build(t, deadletter.Config{
 		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: catalog.Registry(),
@@ -292,7 +293,7 @@ func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
 		{"store down", func(h *harness) { h.records.err = errors.New("throttled") }, nil, true},
 		{"jobs table down", func(h *harness) { h.jobs.Err = errors.New("throttled") }, nil, true},
 		{"job has no record", func(h *harness) { h.jobs.Err = fmt.Errorf("wrapped: %w", jobs.ErrNotFound) }, nil, false},
-		{"marker peek fails", nil, func(c *deadletter.Config) { c.Markers = peekFails{marker.NewMemory()} }, true},
+		{"marker peek fails", nil, func(c *deadletter.Config) { c.Markers = peekFails{memstore.New()} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.cfg)
@@ -310,9 +311,9 @@ func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
 
 func TestNewConsumerRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]deadletter.Config{
-		"no records":  {Markers: marker.NewMemory()},
+		"no records":  {Markers: memstore.New()},
 		"no markers":  {Records: &fakeRecords{}},
-		"no registry": {Records: &fakeRecords{}, Markers: marker.NewMemory()},
+		"no registry": {Records: &fakeRecords{}, Markers: memstore.New()},
 	} {
 		if _, err := deadletter.NewConsumer(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -348,19 +349,19 @@ func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
 func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		before     func(*marker.Memory, marker.Key)
+		before     func(*memstore.Store, marker.Key)
 		wantState  marker.State // "" for no marker
 		wantRetry  bool
 		wantFailed bool // the job record marked Failed
 	}{
-		{"no marker", func(*marker.Memory, marker.Key) {}, marker.StateFailed, false, true},
-		{"a crashed worker's expired lease", func(m *marker.Memory, k marker.Key) {
+		{"no marker", func(*memstore.Store, marker.Key) {}, marker.StateFailed, false, true},
+		{"a crashed worker's expired lease", func(m *memstore.Store, k marker.Key) {
 			_, _ = m.Lease(context.Background(), k, "crashed", time.Now().Add(-time.Second))
 		}, marker.StateFailed, false, true},
-		{"another copy is running", func(m *marker.Memory, k marker.Key) {
+		{"another copy is running", func(m *memstore.Store, k marker.Key) {
 			_, _ = m.Lease(context.Background(), k, "twin", time.Now().Add(time.Minute))
 		}, marker.StateLeased, true, false},
-		{"cancelled", func(m *marker.Memory, k marker.Key) { _, _ = m.Tombstone(context.Background(), k) }, marker.StateCancelled, false, true},
+		{"cancelled", func(m *memstore.Store, k marker.Key) { _, _ = m.Tombstone(context.Background(), k) }, marker.StateCancelled, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)

@@ -15,17 +15,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/emailtest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -68,7 +68,7 @@ func newWorld(t *testing.T) *world {
 // worker is the e-mail function wired as main.go does, with the given
 // sender, and without the final-attempt hook, so that marking the job Failed
 // is left to the dlq function.
-func (w *world) worker(t *testing.T, sender email.Sender) *runner.Runner {
+func (w *world) worker(t *testing.T, sender email.Sender) *engine.Runner {
 	t.Helper()
 	return w.Worker(t, sender, nil)
 }

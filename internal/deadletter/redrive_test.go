@@ -3,6 +3,7 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/queue"
 )
 
@@ -48,7 +48,7 @@ func TestFilterMatch(t *testing.T) {
 
 // fakeLetters is a one-letter table.
 type fakeLetters struct {
-	trace *markertest.Trace
+	trace *enginetest.Trace
 	rec   deadletter.Record
 }
 
@@ -66,7 +66,7 @@ func (f *fakeLetters) MarkDropped(context.Context, string) error {
 }
 
 type fakeLifecycle struct {
-	trace *markertest.Trace
+	trace *enginetest.Trace
 	rv    jobs.Revival
 }
 
@@ -93,7 +93,7 @@ func (f *fakeLifecycle) Settle(_ context.Context, _ string, sent bool) error {
 	return nil
 }
 
-type fakeResetter struct{ trace *markertest.Trace }
+type fakeResetter struct{ trace *enginetest.Trace }
 
 func (f fakeResetter) ResetFailed(context.Context, marker.Key) error {
 	f.trace.Add("reset-marker")
@@ -101,7 +101,7 @@ func (f fakeResetter) ResetFailed(context.Context, marker.Key) error {
 }
 
 type fakeSender struct {
-	trace *markertest.Trace
+	trace *enginetest.Trace
 	err   error
 }
 
@@ -143,7 +143,7 @@ func TestRedriveOrder(t *testing.T) {
 			deadletter.Skipped, []string{"inspect"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			trace := &markertest.Trace{}
+			trace := &enginetest.Trace{}
 			letters := &fakeLetters{trace: trace, rec: deadletter.Record{ID: env.MessageID, JobID: env.MessageID, Type: env.Type,
 				Body: string(body), Status: deadletter.StatusDead}}
 			r := deadletter.NewRedriver(letters, fakeSender{trace: trace, err: tc.sendErr}, catalog.Registry())

@@ -3,9 +3,8 @@ package email_test
 import (
 	"testing"
 
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner/runnertest"
 )
 
 // Every shipped e-mail type converges: one mail however the job is
@@ -14,14 +13,14 @@ import (
 func TestEveryTypeConverges(t *testing.T) {
 	for _, jt := range email.Types() {
 		t.Run(jt.Name, func(t *testing.T) {
-			tr := &markertest.Trace{}
+			tr := &enginetest.Trace{}
 			sender := &fakeSender{tr: tr}
 			users := newFakeUsers(tr, sendable(jt.Name))
 			handlers, err := email.Handlers(email.Config{Users: users, Sender: sender, BaseURL: baseURL})
 			if err != nil {
 				t.Fatal(err)
 			}
-			runnertest.RunTwice(t, runnertest.Case{
+			enginetest.RunTwice(t, enginetest.Case{
 				Type:    jt,
 				Handler: handlers[jt.Name],
 				Args:    jobFor(jt.Name, "u-123").Args,

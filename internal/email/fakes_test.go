@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"regexp"
 	"slices"
 	"sync"
@@ -12,24 +13,22 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // fakeUsers is the Users port in memory.
 type fakeUsers struct {
-	tr     *markertest.Trace
+	tr     *enginetest.Trace
 	mu     sync.Mutex
 	users  map[string]email.User
 	tokens map[string]email.Token
 	getErr error
 }
 
-func newFakeUsers(tr *markertest.Trace, users ...email.User) *fakeUsers {
+func newFakeUsers(tr *enginetest.Trace, users ...email.User) *fakeUsers {
 	f := &fakeUsers{tr: tr, users: map[string]email.User{}, tokens: map[string]email.Token{}}
 	for _, u := range users {
 		f.users[u.ID] = u
@@ -62,7 +61,7 @@ func (f *fakeUsers) SetToken(_ context.Context, id string, tok email.Token, only
 
 // fakeSender is the Sender port in memory.
 type fakeSender struct {
-	tr   *markertest.Trace
+	tr   *enginetest.Trace
 	mu   sync.Mutex
 	sent []email.Message
 	err  error
@@ -90,10 +89,10 @@ func (f *fakeSender) messages() []email.Message {
 // e-mail handlers on the fake users and sender.
 type harness struct {
 	*testkit.Harness
-	tr      *markertest.Trace
+	tr      *enginetest.Trace
 	users   *fakeUsers
 	sender  *fakeSender
-	markers markertest.Traced
+	markers enginetest.Traced
 	logs    *testkit.Buffer
 	metrics *testkit.Buffer
 }
@@ -102,14 +101,14 @@ const baseURL = "https://app.example.test/base"
 
 func newHarness(t testing.TB, users ...email.User) *harness {
 	t.Helper()
-	h := &harness{tr: &markertest.Trace{}}
+	h := &harness{tr: &enginetest.Trace{}}
 	h.users = newFakeUsers(h.tr, users...)
 	h.sender = &fakeSender{tr: h.tr}
 	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Harness = testkit.NewHarness(t, catalog.Registry(), handlers, func(c *runner.Config) { c.ParkDelay = time.Second })
+	h.Harness = testkit.NewHarness(t, catalog.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
 	// One trace for the runner's fakes and the users and sender.
 	h.tr = h.Harness.Trace
 	h.users.tr, h.sender.tr = h.tr, h.tr
@@ -124,12 +123,12 @@ func (h *harness) run(t testing.TB, msgs ...events.SQSMessage) []string {
 	return h.Run(t, msgs...)
 }
 
-func envelope(jobType string, args map[string]string) contract.Envelope {
+func envelope(jobType string, args map[string]string) engine.Envelope {
 	return testkit.Envelope(jobType, args)
 }
 
 // jobFor returns a valid envelope of jobType for user id.
-func jobFor(jobType, id string) contract.Envelope {
+func jobFor(jobType, id string) engine.Envelope {
 	args := map[string]string{"userId": id}
 	switch jobType {
 	case email.PartnerVerification.Name:
@@ -142,7 +141,7 @@ func jobFor(jobType, id string) contract.Envelope {
 	return envelope(jobType, args)
 }
 
-func record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
+func record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
 	return testkit.Record(t, env, receiveCount)
 }
 

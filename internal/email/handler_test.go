@@ -4,17 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 var allTypes = []string{
@@ -34,7 +34,7 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, sendable(typ))
 			env := jobFor(typ, "u-123")
-			if _, err := h.markers.Memory.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, ""); err != nil {
+			if _, err := h.markers.Store.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, ""); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.run(t, record(t, env, 2)); len(failed) != 0 {
@@ -91,7 +91,7 @@ func TestFailedSendDoesNotClaim(t *testing.T) {
 		wantRetry bool
 	}{
 		{"transient", errSMTPDown, true},
-		{"permanent", runner.Permanent(errors.New("address rejected")), false},
+		{"permanent", engine.Permanent(errors.New("address rejected")), false},
 	} {
 		for _, typ := range allTypes {
 			t.Run(tc.name+"/"+typ, func(t *testing.T) {
@@ -176,10 +176,10 @@ func TestConfirmedMeanwhileIsNoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := runner.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
+	job := engine.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
 	job.Type, _ = catalog.Registry().Lookup(email.PartnerVerification.Name)
 	err = handlers[email.PartnerVerification.Name].Handle(context.Background(), job)
-	var noop *runner.NoOpError
+	var noop *engine.NoOpError
 	if !errors.As(err, &noop) || !strings.Contains(noop.Reason, "confirmed meanwhile") {
 		t.Fatalf("Handle = %v; want a no-op with its reason", err)
 	}
@@ -262,7 +262,7 @@ func TestEverySendHasAFreshToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := runner.Job{Envelope: env}
+	job := engine.Job{Envelope: env}
 	job.Type, _ = catalog.Registry().Lookup(env.Type)
 	for range 2 {
 		if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
@@ -322,7 +322,7 @@ func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 }
 
 func TestHandlersRejectBadConfig(t *testing.T) {
-	users, sender := newFakeUsers(&markertest.Trace{}), &fakeSender{tr: &markertest.Trace{}}
+	users, sender := newFakeUsers(&enginetest.Trace{}), &fakeSender{tr: &enginetest.Trace{}}
 	for name, cfg := range map[string]email.Config{
 		"no users":        {Sender: sender, BaseURL: baseURL},
 		"no sender":       {Users: users, BaseURL: baseURL},

@@ -25,17 +25,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/emailtest"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -63,25 +62,25 @@ func newStack(t *testing.T) *stack {
 }
 
 type runnerOpts struct {
-	toggles runner.Toggles
+	toggles engine.Switch
 	sender  email.Sender
 }
 
 // runner returns the e-mail function as main.go wires it, on the stack, with
 // SES as its sender unless o names another.
-func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
+func (s *stack) runner(t *testing.T, o runnerOpts) *engine.Runner {
 	t.Helper()
 	if o.sender == nil {
 		o.sender = ses.New(s.ses, mailFrom)
 	}
-	return s.Worker(t, o.sender, func(c *runner.Config) {
+	return s.Worker(t, o.sender, func(c *engine.Config) {
 		if o.toggles != nil {
 			c.Toggles = o.toggles
 		}
 	})
 }
 
-func handle(t *testing.T, r *runner.Runner, msgs ...events.SQSMessage) []string {
+func handle(t *testing.T, r *engine.Runner, msgs ...events.SQSMessage) []string {
 	t.Helper()
 	return testkit.Run(t, context.Background(), r, msgs...)
 }
@@ -134,7 +133,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			failed := make([][]string, 2)
-			for i, r := range []*runner.Runner{a, b} {
+			for i, r := range []*engine.Runner{a, b} {
 				wg.Go(func() {
 					<-start
 					failed[i] = handle(t, r, msg)
@@ -217,11 +216,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			if len(mails) != 0 {
 				t.Fatalf("fail-closed digest sent %d mails", len(mails))
 			}
-			parked := testenv.Receive(t, s.SQS, s.Queues[contract.QueueBulk].URL, 3*time.Second)
+			parked := testenv.Receive(t, s.SQS, s.Queues[engine.QueueBulk].URL, 3*time.Second)
 			if !slices.ContainsFunc(parked, func(m sqstypes.Message) bool { return aws.ToString(m.Body) == msg.Body }) {
 				t.Fatalf("digest not parked on the bulk queue (got %d messages)", len(parked))
 			}
-			deleteAll(t, s, s.Queues[contract.QueueBulk].URL, parked)
+			deleteAll(t, s, s.Queues[engine.QueueBulk].URL, parked)
 		})
 	}
 }
@@ -290,7 +289,7 @@ func TestSESRejectionIsPermanent(t *testing.T) {
 	err := ses.New(s.ses, "unverified@nowhere.test").Send(context.Background(), email.Message{
 		ID: "m-1", To: "x@example.com", Subject: "s", Text: "t", HTML: "<p>t</p>",
 	})
-	if err == nil || !runner.IsPermanent(err) {
+	if err == nil || !engine.IsPermanent(err) {
 		t.Fatalf("err %v; want a permanent rejection", err)
 	}
 }

@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Default token lifetimes.
@@ -42,7 +41,7 @@ type Config struct {
 type mailJob struct {
 	// Type is the type's declaration (name, args, queue, switch default,
 	// bias, lease, key derivation).
-	Type contract.JobType
+	Type engine.JobType
 	// template names the files templates/<template>.{txt,html}.
 	template string
 	// purpose is the token the mail carries ("" for none).
@@ -50,7 +49,7 @@ type mailJob struct {
 	// skip returns why the mail is unnecessary for u, or "".
 	skip func(u User) string
 	// link builds the mail's link; token is "" for a type without one.
-	link func(base *url.URL, job runner.Job, token string) string
+	link func(base *url.URL, job engine.Job, token string) string
 }
 
 // declared holds every e-mail job type, by name.
@@ -70,12 +69,12 @@ func declare(j mailJob) {
 
 // Types returns the declarations of every e-mail job type, sorted by name,
 // for the registry (internal/catalog).
-func Types() []contract.JobType {
-	out := make([]contract.JobType, 0, len(declared))
+func Types() []engine.JobType {
+	out := make([]engine.JobType, 0, len(declared))
 	for _, j := range declared {
 		out = append(out, j.Type)
 	}
-	slices.SortFunc(out, func(a, b contract.JobType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -94,8 +93,8 @@ type handler struct {
 }
 
 // Handlers returns the runner handler of every e-mail job type, keyed by type
-// name, ready for runner.Config.Handlers.
-func Handlers(cfg Config) (map[string]runner.Handler, error) {
+// name, ready for engine.Config.Handlers.
+func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	switch {
 	case cfg.Users == nil:
 		return nil, errors.New("email: Users is required")
@@ -116,7 +115,7 @@ func Handlers(cfg Config) (map[string]runner.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	out := make(map[string]runner.Handler, len(declared))
+	out := make(map[string]engine.Handler, len(declared))
 	for name, j := range declared {
 		tmpl, err := loadTemplate(j.template)
 		if err != nil {
@@ -130,7 +129,7 @@ func Handlers(cfg Config) (map[string]runner.Handler, error) {
 // Handle loads the user, decides whether the mail is still needed, produces
 // the token (if the type has one) and sends. It never logs the address, the
 // link or the token.
-func (h *handler) Handle(ctx context.Context, job runner.Job) error {
+func (h *handler) Handle(ctx context.Context, job engine.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()
@@ -153,7 +152,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	}
 	to, ok := PlainAddress(u.Email)
 	if !ok {
-		return runner.Permanent(fmt.Errorf("email: user %s: stored e-mail address is not a plain address", userID))
+		return engine.Permanent(fmt.Errorf("email: user %s: stored e-mail address is not a plain address", userID))
 	}
 
 	data := templateData{
@@ -185,7 +184,7 @@ func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 
 	subject, text, html, err := h.tmpl.render(data)
 	if err != nil {
-		return runner.Permanent(err)
+		return engine.Permanent(err)
 	}
 	msg := Message{ID: job.Envelope.MessageID, To: to, Subject: subject, Text: text, HTML: html}
 	if err := h.cfg.Sender.Send(ctx, msg); err != nil {
@@ -202,7 +201,7 @@ func (h *handler) noop(reason string) error {
 	if reason == reasonUserNotFound {
 		kind = NoopUserNotFound
 	}
-	return runner.NoOpKind(kind, "no mail needed: "+reason)
+	return engine.NoOpKind(kind, "no mail needed: "+reason)
 }
 
 // reasonUserNotFound is the no-op of a job whose user the directory does not

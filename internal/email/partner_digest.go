@@ -3,8 +3,7 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // PartnerDigest is email.partner-digest.v1: a partner's weekly digest
@@ -15,15 +14,15 @@ import (
 //
 // Every type declares itself in its own file, beside its handler, so the
 // e-mail type files share their form on purpose (docs/job-types.md).
-var PartnerDigest = contract.JobType{
+var PartnerDigest = engine.JobType{
 	Name: "email.partner-digest.v1",
-	Args: []contract.ArgSpec{
-		{Name: "userId", Format: contract.FormatID, Required: true},
-		{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
+	Args: []engine.ArgSpec{
+		{Name: "userId", Format: engine.FormatID, Required: true},
+		{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
 	},
-	Queue:            contract.QueueBulk,
+	Queue:            engine.QueueBulk,
 	EnabledByDefault: false,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "partner-digest",
 	KeyArgs:          []string{"userId", "digestId"},
@@ -39,7 +38,7 @@ func init() {
 			}
 			return ""
 		},
-		link: func(base *url.URL, job runner.Job, _ string) string {
+		link: func(base *url.URL, job engine.Job, _ string) string {
 			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
 		},
 	})

@@ -3,8 +3,7 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // PartnerVerification is email.partner-verification.v1: the mail that asks a
@@ -14,16 +13,16 @@ import (
 //
 // Every type declares itself in its own file, beside its handler, so the
 // e-mail type files share their form on purpose (docs/job-types.md).
-var PartnerVerification = contract.JobType{
+var PartnerVerification = engine.JobType{
 	Name: "email.partner-verification.v1",
-	Args: []contract.ArgSpec{
-		{Name: "userId", Format: contract.FormatID, Required: true},
-		{Name: "roleCode", Format: contract.FormatID, Required: true, MaxLen: 32},
-		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
+	Args: []engine.ArgSpec{
+		{Name: "userId", Format: engine.FormatID, Required: true},
+		{Name: "roleCode", Format: engine.FormatID, Required: true, MaxLen: 32},
+		{Name: "countryCode", Format: engine.FormatCountry, Required: true},
 	},
-	Queue:            contract.QueueCritical,
+	Queue:            engine.QueueCritical,
 	EnabledByDefault: true,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "partner-verification",
 	KeyArgs:          []string{"userId"},
@@ -40,7 +39,7 @@ func init() {
 			}
 			return ""
 		},
-		link: func(base *url.URL, job runner.Job, token string) string {
+		link: func(base *url.URL, job engine.Job, token string) string {
 			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 		},
 	})

@@ -3,8 +3,7 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // PasswordReset is email.password-reset.v1: a password-reset link with a
@@ -12,15 +11,15 @@ import (
 //
 // Every type declares itself in its own file, beside its handler, so the
 // e-mail type files share their form on purpose (docs/job-types.md).
-var PasswordReset = contract.JobType{
+var PasswordReset = engine.JobType{
 	Name: "email.password-reset.v1",
-	Args: []contract.ArgSpec{
-		{Name: "userId", Format: contract.FormatID, Required: true},
-		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
+	Args: []engine.ArgSpec{
+		{Name: "userId", Format: engine.FormatID, Required: true},
+		{Name: "countryCode", Format: engine.FormatCountry, Required: true},
 	},
-	Queue:            contract.QueueCritical,
+	Queue:            engine.QueueCritical,
 	EnabledByDefault: true,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "password-reset",
 	KeyArgs:          []string{"userId"},
@@ -31,7 +30,7 @@ func init() {
 		Type:     PasswordReset,
 		template: "password-reset",
 		purpose:  PurposePasswordReset,
-		link: func(base *url.URL, job runner.Job, token string) string {
+		link: func(base *url.URL, job engine.Job, token string) string {
 			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 		},
 	})

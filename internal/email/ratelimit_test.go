@@ -3,15 +3,15 @@ package email_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"math"
 	"testing"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 func TestSendRate(t *testing.T) {
@@ -72,7 +72,7 @@ func TestInvocationsTogetherStayWithinTheAccountRate(t *testing.T) {
 // A send the rate cannot fit before the deadline fails at once, transient
 // and without calling SES; a cancelled context is its own error.
 func TestLimitedSend(t *testing.T) {
-	next := &fakeSender{tr: &markertest.Trace{}}
+	next := &fakeSender{tr: &enginetest.Trace{}}
 	l := email.NewLimited(next, 0.5) // one mail every 2 s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -81,7 +81,7 @@ func TestLimitedSend(t *testing.T) {
 	}
 	began := time.Now()
 	err := l.Send(ctx, email.Message{ID: "m-2"})
-	if !errors.Is(err, email.ErrSendRate) || runner.IsPermanent(err) || errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, email.ErrSendRate) || engine.IsPermanent(err) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second send: %v; want a transient ErrSendRate", err)
 	}
 	if waited := time.Since(began); waited > 200*time.Millisecond {

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // mailpitModule is the pinned Mailpit the SMTP tests run, built from the Go
@@ -148,7 +148,7 @@ func TestSMTPSenderAgainstMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := jobFor("email.partner-verification.v1", "u-smtp")
-	job := runner.Job{Envelope: env, Logger: obs.NewLogger(io.Discard, "error")}
+	job := engine.Job{Envelope: env, Logger: obs.NewLogger(io.Discard, "error")}
 	if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestSMTPErrorsAreClassified(t *testing.T) {
 			m := msg
 			m.To = tc.to
 			err := smtprelay.New(tc.addr, "noreply@runstwice.test").Send(context.Background(), m)
-			if err == nil || runner.IsPermanent(err) != tc.permanent {
+			if err == nil || engine.IsPermanent(err) != tc.permanent {
 				t.Fatalf("err %v; want permanent=%v", err, tc.permanent)
 			}
 		})

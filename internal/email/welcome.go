@@ -3,8 +3,7 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Welcome is email.welcome.v1: a welcome mail with a link to the
@@ -12,12 +11,12 @@ import (
 //
 // Every type declares itself in its own file, beside its handler, so the
 // e-mail type files share their form on purpose (docs/job-types.md).
-var Welcome = contract.JobType{
+var Welcome = engine.JobType{
 	Name:             "email.welcome.v1",
-	Args:             []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
-	Queue:            contract.QueueDefault,
+	Args:             []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+	Queue:            engine.QueueDefault,
 	EnabledByDefault: true,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "welcome",
 	KeyArgs:          []string{"userId"},
@@ -27,6 +26,6 @@ func init() {
 	declare(mailJob{
 		Type:     Welcome,
 		template: "welcome",
-		link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
+		link:     func(base *url.URL, _ engine.Job, _ string) string { return base.JoinPath("/").String() },
 	})
 }

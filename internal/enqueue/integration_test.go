@@ -5,6 +5,7 @@ package enqueue_test
 import (
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"io"
 	"net/http"
 	"sync"
@@ -26,7 +27,6 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -44,7 +44,7 @@ type stack struct {
 	rec     *jobs.Recorder
 	idem    *idempotency.Store
 	markers *marker.Dynamo
-	clock   *markertest.Clock
+	clock   *enginetest.Clock
 	// sched is the jobs' scheduler, scheduler its client.
 	sched     *schedule.Scheduler
 	scheduler *scheduler.Client
@@ -68,7 +68,7 @@ func newStack(t *testing.T) *stack {
 	dlq := testenv.NewQueue(t, sq, "dlq", nil)
 	sc := scheduler.NewFromConfig(cfg)
 	sched := testenv.NewJobScheduler(t, sc, "jobs", wq, dlq.ARN)
-	clock := markertest.NewClock(time.Now().UTC())
+	clock := enginetest.NewClock(time.Now().UTC())
 	m := marker.NewDynamo(db, markersTable)
 	m.Now = clock.Now
 	js := jobs.NewStore(db, jobsTable, m)

@@ -5,6 +5,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"sync"
 	"testing"
 	"time"
@@ -15,15 +16,14 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
 
-func newStore(t *testing.T) (*idempotency.Store, *markertest.Clock, *testenv.CallCounter, *dynamodb.Client) {
+func newStore(t *testing.T) (*idempotency.Store, *enginetest.Clock, *testenv.CallCounter, *dynamodb.Client) {
 	t.Helper()
 	counter := testenv.NewCallCounter()
 	client := testenv.DynamoDB(t, counter.Option)
 	table := testenv.NewTable(t, client, "idem", idempotency.AttrPK, "")
-	c := markertest.NewClock(time.Now().UTC())
+	c := enginetest.NewClock(time.Now().UTC())
 	s := idempotency.NewStore(client, table)
 	s.Now = c.Now
 	counter.Reset()

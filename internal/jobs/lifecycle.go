@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"strings"
 	"time"
 	"unicode"
@@ -19,14 +20,14 @@ import (
 // The outcomes a record's lastOutcome names.
 const (
 	OutcomeParked       = "parked"
-	OutcomeNoop         = "noop"
+	OutcomeNoop         = engine.OutcomeNoop
 	OutcomeDeadLettered = "dead-lettered"
 	OutcomeCancelled    = "cancelled"
 	OutcomeRedriven     = "redriven"
 	OutcomeClaimFailed  = "claim-failed"
 	// OutcomeSkipped: the job's switch was off and its type skips while off
 	// (a recurring job's tick): it succeeded without running.
-	OutcomeSkipped = "skipped"
+	OutcomeSkipped = engine.OutcomeSkipped
 )
 
 // UpdateAPI is the part of the DynamoDB client a Recorder uses: workers only
@@ -51,17 +52,9 @@ func NewRecorder(client UpdateAPI, table string) *Recorder {
 	return &Recorder{client: client, table: table}
 }
 
-// Failure is what MarkFailed records.
-type Failure struct {
-	// Class names the kind of error (and its provider error code); never a
-	// provider's message.
-	Class string
-	// Reason is the dead letter's reason, free of personal data.
-	Reason string
-	// Attempts is the number of deliveries (the SQS receive count); 0
-	// leaves it as it is.
-	Attempts int
-}
+// Failure is what MarkFailed records (engine.Failure); an Attempts of 0
+// leaves the record's attempts as they are.
+type Failure = engine.Failure
 
 // MarkFailed records that job jobID failed. It is conditional and
 // idempotent: it never overwrites a cancelled record, and marking an already

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 )
 
 // Edge 4: a Pending job ages from when its message is sent, not from its

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 )
 
 // opsWorld is the jobs fixture with the operator's lifecycle on its clock.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 )
 
 // deleter is a schedule deleter that records what it was asked and fails

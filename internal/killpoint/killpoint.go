@@ -1,20 +1,24 @@
 // Package killpoint lets the chaos campaign (make chaos) kill a function
 // process abruptly at a named step of a job's life, the way a crashed or
 // timed-out Lambda execution environment dies, and break the runner on
-// purpose (Mutated) to show that the campaign catches it. Release builds
-// carry neither hook: At is a no-op and Mutated a constant false unless the
-// binary is built with the build tag `chaos` (killpoint_chaos.go), and a
-// test proves the release bootstrap contains neither hook's environment
-// variable.
+// purpose (the mutations) to show that the campaign catches it. The engine
+// knows nothing of either: Wire hooks the kill points into a runner's
+// Config (Config.AtStep) and wraps its marker store and kill switch in
+// decorators that make the mutations. Release builds carry none of it: Wire
+// is a no-op unless the binary is built with the build tag `chaos`
+// (killpoint_chaos.go), and a test proves the release bootstrap contains
+// neither hook's environment variable.
 package killpoint
+
+import "github.com/runstwice/runstwice/engine"
 
 // The step boundaries a process can be killed at.
 const (
-	AfterDecode    = "after-decode"
-	AfterLease     = "after-lease"
-	AfterEffect    = "after-effect"
-	AfterClaim     = "after-claim"
-	BeforeResponse = "before-response"
+	AfterDecode    = string(engine.StepAfterDecode)
+	AfterLease     = string(engine.StepAfterLease)
+	AfterEffect    = string(engine.StepAfterEffect)
+	AfterClaim     = string(engine.StepAfterClaim)
+	BeforeResponse = string(engine.StepBeforeResponse)
 )
 
 // Steps lists the step boundaries, in the order a job meets them.

@@ -13,7 +13,8 @@ import (
 
 // The release build of a function has no kill hook and no mutation: At is a
 // no-op, Mutated is false, and the bootstrap does not even contain the
-// variables' names. A chaos build does.
+// variables' names, nor the decorators that make the mutations. A chaos
+// build does.
 func TestReleaseBuildHasNoHook(t *testing.T) {
 	if killpoint.Enabled {
 		t.Fatal("the test binary was built with the chaos tag")
@@ -42,7 +43,7 @@ func TestReleaseBuildHasNoHook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{killpoint.EnvVar, killpoint.MutateEnvVar} {
+		for _, name := range []string{killpoint.EnvVar, killpoint.MutateEnvVar, "killpoint.mutatedStore", "killpoint.allOn"} {
 			if got := bytes.Contains(bin, []byte(name)); got != tc.want {
 				t.Errorf("build with tags %s contains %s: %v; want %v", tc.tags, name, got, tc.want)
 			}

@@ -13,18 +13,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 )
-
-func TestDynamoConformance(t *testing.T) {
-	client := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	markertest.Run(t, func(t *testing.T, clock *markertest.Clock) markertest.Store {
-		d := marker.NewDynamo(client, table)
-		d.Now = clock.Now
-		return d
-	})
-}
 
 // TestDynamoPeekBatchIsOneCall checks the cost rule: the peeks of a whole SQS
 // batch are one BatchGetItem.

@@ -20,9 +20,9 @@
 package marker
 
 import (
-	"errors"
 	"strings"
-	"time"
+
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Attribute names of a marker item. HandlerName and MessageKey are the table's
@@ -40,16 +40,38 @@ const (
 	AttrExpiresAt   = "expiresAt"
 )
 
-// DefaultRetention is how long a settled marker lives: longer than queue
-// retention plus the DLQ redrive window.
-const DefaultRetention = 30 * 24 * time.Hour
+// DefaultRetention is how long a settled marker lives (engine.DefaultRetention).
+const DefaultRetention = engine.DefaultRetention
 
-// Key names one marker: the handler (the job type) and the message key (the
-// job's messageId).
-type Key struct {
-	Handler    string
-	MessageKey string
-}
+// The marker's types and errors are the engine's (package engine): this
+// package is the DynamoDB implementation behind the public adapter, and the
+// bundle's own tooling (reset, redrive) on top of it.
+type (
+	// Key names one marker (engine.Key).
+	Key = engine.Key
+	// State is the state of a marker item (engine.State).
+	State = engine.State
+	// Record is a marker as read (engine.Record).
+	Record = engine.Record
+)
+
+// The marker states (engine's).
+const (
+	StateLeased    = engine.StateLeased
+	StateDone      = engine.StateDone
+	StateFailed    = engine.StateFailed
+	StateCancelled = engine.StateCancelled
+)
+
+// Errors returned by the stores (engine's). Callers match them with
+// errors.Is.
+var (
+	ErrProcessed = engine.ErrProcessed
+	ErrCancelled = engine.ErrCancelled
+	ErrFailed    = engine.ErrFailed
+	ErrLeaseHeld = engine.ErrLeaseHeld
+	ErrLeaseLost = engine.ErrLeaseLost
+)
 
 // PartitionKey is the value of k's hash key (AttrHandler):
 // "<handler>#<message key>", one per job.
@@ -61,78 +83,5 @@ func keyOf(partition, messageKey string) Key {
 	return Key{Handler: strings.TrimSuffix(partition, "#"+messageKey), MessageKey: messageKey}
 }
 
-// State is the state of a marker item.
-type State string
-
-// The marker states.
-const (
-	// StateLeased: a worker holds the lease and may be running the effect.
-	StateLeased State = "LEASED"
-	// StateDone: the effect is done (claimed).
-	StateDone State = "DONE"
-	// StateFailed: a claim-then-effect job's effect failed after its claim;
-	// the job is dead-lettered and only a redrive (which clears this
-	// marker) runs it again.
-	StateFailed State = "FAILED"
-	// StateCancelled: the job was cancelled before it ran; it never runs.
-	StateCancelled State = "CANCELLED"
-)
-
-// Record is a marker as read.
-type Record struct {
-	Key   Key
-	State State
-	// Owner is the lease holder, or the claimer of a settled marker.
-	Owner      string
-	LeaseUntil time.Time
-	// LeasedAt is when the lease was taken (zero for a settled marker, or a
-	// lease written before it was recorded).
-	LeasedAt    time.Time
-	ProcessedAt time.Time
-	ExpiresAt   time.Time
-}
-
-// Processed reports whether the effect is recorded as done.
-func (r Record) Processed() bool { return r.State == StateDone }
-
-// Settled reports whether no worker may run the job's effect: it is done,
-// failed after its claim, or cancelled.
-func (r Record) Settled() bool {
-	return r.State == StateDone || r.State == StateFailed || r.State == StateCancelled
-}
-
-// LeaseActive reports whether a lease is held and not yet expired at now.
-func (r Record) LeaseActive(now time.Time) bool {
-	return r.State == StateLeased && now.Before(r.LeaseUntil)
-}
-
-// Errors returned by the stores. Callers match them with errors.Is.
-var (
-	// ErrProcessed: the marker is already claimed. The effect must not run
-	// again.
-	ErrProcessed = errors.New("marker: already processed")
-	// ErrCancelled: the job was cancelled. Its effect must never run.
-	ErrCancelled = errors.New("marker: job cancelled")
-	// ErrFailed: a claim-then-effect job's effect failed after its claim; it
-	// waits for a redrive.
-	ErrFailed = errors.New("marker: effect failed after claim")
-	// ErrLeaseHeld: another owner holds an unexpired lease. Retry later.
-	ErrLeaseHeld = errors.New("marker: lease held by another worker")
-	// ErrLeaseLost: another worker took over after this owner's lease
-	// expired. The effect this owner ran stands; the newer holder completes
-	// the marker.
-	ErrLeaseLost = errors.New("marker: lease lost to another worker")
-)
-
 // settledErr is the error a write that must not overwrite old returns.
-func settledErr(old Record) error {
-	switch old.State {
-	case StateDone:
-		return ErrProcessed
-	case StateCancelled:
-		return ErrCancelled
-	case StateFailed:
-		return ErrFailed
-	}
-	return ErrLeaseHeld
-}
+func settledErr(old Record) error { return old.Conflict() }

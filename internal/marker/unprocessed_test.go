@@ -46,7 +46,7 @@ func (f *throttlingBatch) BatchGetItem(_ context.Context, in *dynamodb.BatchGetI
 func TestPeekBatchFollowsUnprocessedKeys(t *testing.T) {
 	f := &throttlingBatch{}
 	d := marker.NewDynamo(f, "markers")
-	keys := []marker.Key{{"h", "a"}, {"h", "b"}, {"h", "c"}}
+	keys := []marker.Key{{Handler: "h", MessageKey: "a"}, {Handler: "h", MessageKey: "b"}, {Handler: "h", MessageKey: "c"}}
 	got, err := d.PeekBatch(context.Background(), keys)
 	if err != nil {
 		t.Fatal(err)

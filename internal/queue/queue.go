@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 )
 
 // MaxDelay is SQS's largest DelaySeconds: a longer delay is sent as this.
-const MaxDelay = 900 * time.Second
+const MaxDelay = engine.MaxDelay
 
 // MaxReason bounds the reason attribute of a dead letter.
 const MaxReason = 1024
@@ -161,36 +162,20 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 	return nil
 }
 
-// traceKey carries a trace header in a context (WithTraceHeader).
-type traceKey struct{}
-
 // WithTraceHeader returns ctx carrying the X-Ray trace header of the job
-// being handled, so the messages sent for it (a park) keep the trace.
+// being handled, so the messages sent for it (a park) keep the trace
+// (engine.WithTraceHeader).
 func WithTraceHeader(ctx context.Context, header string) context.Context {
-	if header == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, traceKey{}, header)
+	return engine.WithTraceHeader(ctx, header)
 }
 
 // TraceHeader returns the trace header WithTraceHeader put in ctx, or "".
-func TraceHeader(ctx context.Context) string {
-	v, _ := ctx.Value(traceKey{}).(string)
-	return v
-}
+func TraceHeader(ctx context.Context) string { return engine.TraceHeader(ctx) }
 
 // RecordTraceHeader returns the X-Ray trace header an SQS record carries
 // (the AWSTraceHeader system attribute), or "".
-func RecordTraceHeader(msg events.SQSMessage) string {
-	return msg.Attributes[string(types.MessageSystemAttributeNameAWSTraceHeader)]
-}
+func RecordTraceHeader(msg events.SQSMessage) string { return engine.RecordTraceHeader(msg) }
 
 // ReceiveCount is the SQS receive count of a delivery (1 for the first, and
 // for a record that does not say).
-func ReceiveCount(msg events.SQSMessage) int {
-	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
+func ReceiveCount(msg events.SQSMessage) int { return engine.ReceiveCount(msg) }

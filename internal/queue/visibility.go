@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"net/url"
 	"path"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -20,7 +20,7 @@ import (
 )
 
 // MaxVisibility is SQS's largest visibility timeout (12 hours).
-const MaxVisibility = 12 * time.Hour
+const MaxVisibility = engine.MaxVisibility
 
 // maxBatchEntries is how many entries one SQS batch call takes.
 const maxBatchEntries = 10
@@ -31,13 +31,8 @@ type VisibilityAPI interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-// VisibilityChange postpones one received record: it stays hidden for
-// Timeout from the call (rounded up to whole seconds, at most
-// MaxVisibility).
-type VisibilityChange struct {
-	Message events.SQSMessage
-	Timeout time.Duration
-}
+// VisibilityChange postpones one received record (engine.VisibilityChange).
+type VisibilityChange = engine.VisibilityChange
 
 // Visibility changes the visibility timeout of records a worker received
 // from the work queues, so that a retry comes back when it is asked to
@@ -120,9 +115,5 @@ func (v *Visibility) change(ctx context.Context, queueURL string, batch []Visibi
 	return nil
 }
 
-// VisibilitySeconds is d as an SQS visibility timeout: whole seconds,
-// rounded up, between 0 and MaxVisibility.
-func VisibilitySeconds(d time.Duration) int32 {
-	d = min(max(d, 0), MaxVisibility)
-	return int32((d + time.Second - 1) / time.Second)
-}
+// VisibilitySeconds is d as an SQS visibility timeout (engine.VisibilitySeconds).
+func VisibilitySeconds(d time.Duration) int32 { return engine.VisibilitySeconds(d) }

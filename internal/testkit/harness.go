@@ -2,48 +2,50 @@ package testkit
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/marker/markertest"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // Harness is the real runner on the kit's fakes and the traced in-memory
 // marker store; every fake records on one Trace, so a test can assert the
 // order of the runner's calls.
 type Harness struct {
-	Trace    *markertest.Trace
-	Markers  markertest.Traced
+	Trace    *enginetest.Trace
+	Markers  enginetest.Traced
 	Switches *Switches
 	Queues   *Queues
 	Jobs     *Jobs
 	Logs     *Buffer
 	Metrics  *Buffer
-	Runner   *runner.Runner
+	Runner   *engine.Runner
 }
 
 // NewHarness builds a runner of registry with handlers; mutate (optional)
 // adjusts the config before the runner is built.
-func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]runner.Handler, mutate func(*runner.Config)) *Harness {
+func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
 	t.Helper()
-	h := &Harness{Trace: &markertest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
-	h.Markers = markertest.Traced{Memory: marker.NewMemory(), Trace: h.Trace}
+	h := &Harness{Trace: &enginetest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
+	h.Markers = enginetest.Traced{Store: memstore.New(), Trace: h.Trace}
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
-	cfg := runner.Config{
+	cfg := engine.Config{
 		Registry: registry, Handlers: handlers, Toggles: h.Switches, Markers: h.Markers,
-		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: h.Jobs,
+		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: jobs.ForEngine(h.Jobs),
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: obs.NewMetrics(h.Metrics),
 	}
-	h.Runner = Build(t, cfg, mutate, runner.New)
+	h.Runner = Build(t, cfg, mutate, engine.New)
 	return h
 }
 
@@ -75,7 +77,7 @@ func (h *Harness) Count(jobType, metric string) int {
 
 // MarkerOf returns the marker of env's job.
 func (h *Harness) MarkerOf(env contract.Envelope) (marker.Record, bool) {
-	r, ok, _ := h.Markers.Memory.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
+	r, ok, _ := h.Markers.Store.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
 	return r, ok
 }
 

@@ -3,16 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -42,7 +42,7 @@ func batchOf(jt contract.JobType, n int) events.SQSEvent {
 // nothing, and a batch of 10 fresh records of one job type: what make bench
 // and the runner's BenchmarkRunnerBatch10 measure.
 type Pipeline struct {
-	r     *runner.Runner
+	r     *engine.Runner
 	store *swappable
 	batch events.SQSEvent
 }
@@ -57,10 +57,10 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{store: &swappable{marker.NewMemory()}, batch: batchOf(jt, PipelineBatch)}
-	noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
-	p.r, err = runner.New(runner.Config{
-		Registry: reg, Handlers: map[string]runner.Handler{jt.Name: noop},
+	p := &Pipeline{store: &swappable{memstore.New()}, batch: batchOf(jt, PipelineBatch)}
+	noop := engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
+	p.r, err = engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
 		Toggles: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
 		Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 	})
@@ -70,7 +70,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 // Run handles the batch once, from an empty marker store (every record a
 // first delivery), and reports how many records failed.
 func (p *Pipeline) Run(ctx context.Context) int {
-	p.store.Memory = marker.NewMemory()
+	p.store.Store = memstore.New()
 	resp, _ := p.r.Handle(ctx, p.batch)
 	return len(resp.BatchItemFailures)
 }
@@ -116,4 +116,4 @@ func Runner() []Row {
 }
 
 // swappable lets each run start from an empty marker store.
-type swappable struct{ *marker.Memory }
+type swappable struct{ *memstore.Store }

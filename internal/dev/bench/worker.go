@@ -11,12 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -42,7 +42,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 		mode := map[bool]string{false: "seed", true: "lease"}[lease]
 		jt := benchType(lease)
 		reg, _ := contract.NewRegistry(jt)
-		effect := runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
+		effect := engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 			select {
 			case <-time.After(EffectTime):
 				return nil
@@ -50,8 +50,8 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 				return ctx.Err()
 			}
 		})
-		r, err := runner.New(runner.Config{
-			Registry: reg, Handlers: map[string]runner.Handler{jt.Name: effect},
+		r, err := engine.New(engine.Config{
+			Registry: reg, Handlers: map[string]engine.Handler{jt.Name: effect},
 			Toggles: &testkit.Switches{}, Markers: marker.NewDynamo(db, table), Parker: &testkit.Queues{},
 			Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 		})
@@ -91,7 +91,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 }
 
 // timeBatch runs one batch and returns its wall time and DynamoDB calls.
-func timeBatch(ctx context.Context, r *runner.Runner, ev events.SQSEvent, counter *testenv.CallCounter) (time.Duration, int, error) {
+func timeBatch(ctx context.Context, r *engine.Runner, ev events.SQSEvent, counter *testenv.CallCounter) (time.Duration, int, error) {
 	counter.Reset()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

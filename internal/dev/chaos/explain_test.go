@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"maps"
 	"testing"
 	"time"
@@ -12,11 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -123,13 +123,13 @@ func TestLedgerExplainsTheRunnersDeadlineRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			send := runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
+			send := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
 				w.mailAt(job.Envelope.MessageID, time.Now()) // SES accepted it
 				return tc.after(ctx)
 			})
 			q := &testkit.Queues{}
-			r, err := runner.New(runner.Config{Registry: reg, Handlers: map[string]runner.Handler{jt.Name: send},
-				Toggles: &testkit.Switches{}, Markers: marker.NewMemory(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
+			r, err := engine.New(engine.Config{Registry: reg, Handlers: map[string]engine.Handler{jt.Name: send},
+				Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
 				DeadlineMargin: 200 * time.Millisecond, Logger: obs.NewLogger(o, "info").With(obs.KeyFunction, "email")})
 			if err != nil {
 				t.Fatal(err)

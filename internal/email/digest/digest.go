@@ -20,11 +20,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // ScheduleName is the recurring schedule that ticks the fan-out
@@ -32,7 +31,7 @@ import (
 // every job the fan-out makes.
 const (
 	ScheduleName = "partner-digest-weekly"
-	Caller       = contract.TickCallerPrefix + ScheduleName
+	Caller       = engine.TickCallerPrefix + ScheduleName
 )
 
 // PageSize is how many users one fan-out job reads.
@@ -44,27 +43,27 @@ const PageSize = 100
 // It is fail-closed, like the digest itself (template.yaml sets its switch
 // to false), and skips while off: a tick that finds it off succeeds
 // without work and the next week's tick tries again.
-var Fanout = contract.JobType{
+var Fanout = engine.JobType{
 	Name: "email.partner-digest-fanout.v1",
-	Args: []contract.ArgSpec{
-		{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
-		{Name: "after", Format: contract.FormatID},
+	Args: []engine.ArgSpec{
+		{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
+		{Name: "after", Format: engine.FormatID},
 	},
-	Queue:            contract.QueueBulk,
+	Queue:            engine.QueueBulk,
 	EnabledByDefault: false,
-	Bias:             contract.EffectThenClaim,
+	Bias:             engine.EffectThenClaim,
 	Lease:            true,
 	KeyPrefix:        "partner-digest-fanout",
 	KeyArgs:          []string{"digestId"},
-	WhileOff:         contract.Skip,
+	WhileOff:         engine.Skip,
 	TickArgs: func(at time.Time) map[string]string {
-		return map[string]string{"digestId": contract.ISOWeek(at)}
+		return map[string]string{"digestId": engine.ISOWeek(at)}
 	},
 }
 
 // Types returns the fan-out's declaration, for the registry
 // (internal/catalog).
-func Types() []contract.JobType { return []contract.JobType{Fanout} }
+func Types() []engine.JobType { return []engine.JobType{Fanout} }
 
 // Directory pages the users who get the weekly digest: an item with digest
 // = weekly and a confirmed address (users.DigestIndex).
@@ -101,15 +100,15 @@ type Config struct {
 type Handler struct{ cfg Config }
 
 // Handlers returns the fan-out's runner handler, keyed by type name, ready
-// for runner.Config.Handlers.
-func Handlers(cfg Config) (map[string]runner.Handler, error) {
+// for engine.Config.Handlers.
+func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	if cfg.Directory == nil || cfg.Jobs == nil || cfg.Queue == nil {
 		return nil, errors.New("digest: Directory, Jobs and Queue are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return map[string]runner.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
+	return map[string]engine.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
 }
 
 // DigestKey is the natural key of a partner's digest of a week.
@@ -125,7 +124,7 @@ func PageKey(digestID, after string) string {
 // Handle reads the job's page, enqueues each user's digest, then the next
 // page. Any failure returns an error and the whole page runs again: every
 // enqueue is idempotent.
-func (h *Handler) Handle(ctx context.Context, job runner.Job) error {
+func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()
@@ -160,15 +159,15 @@ var ErrBusy = errors.New("digest: another producer is creating this job")
 // exactly as the enqueue function does: its id is derived from (Caller,
 // key), and RejectAlways makes a job that already exists, active or done,
 // the end of it.
-func (h *Handler) enqueue(ctx context.Context, jt contract.JobType, args map[string]string, key, corr string) error {
+func (h *Handler) enqueue(ctx context.Context, jt engine.JobType, args map[string]string, key, corr string) error {
 	now := h.cfg.Now().UTC()
-	env := contract.Envelope{
-		V: contract.Version, MessageID: contract.DeriveMessageID(Caller, key), Type: jt.Name, Key: key,
+	env := engine.Envelope{
+		V: engine.Version, MessageID: engine.DeriveMessageID(Caller, key), Type: jt.Name, Key: key,
 		CorrelationID: corr, Args: args, EnqueuedAt: now,
 	}
 	body, err := env.Encode()
 	if err != nil {
-		return runner.Permanent(fmt.Errorf("digest: %s: %w", key, err))
+		return engine.Permanent(fmt.Errorf("digest: %s: %w", key, err))
 	}
 	job := jobs.Job{
 		ID: env.MessageID, Caller: Caller, Type: jt.Name, Key: key, Queue: string(jt.Queue), CorrelationID: corr,
@@ -189,7 +188,7 @@ func (h *Handler) enqueue(ctx context.Context, jt contract.JobType, args map[str
 	}
 	j := d.Job
 	if err := h.cfg.Queue.Send(ctx, queue.Message{
-		Queue: contract.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
+		Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
 		TraceHeader: queue.TraceHeader(ctx),
 	}); err != nil {
 		return fmt.Errorf("digest: send %s: %w", key, err)

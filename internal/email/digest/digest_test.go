@@ -10,11 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -68,7 +67,7 @@ func (s *sender) Send(_ context.Context, m queue.Message) error {
 type world struct {
 	jobs    *testkit.Reserver
 	queue   *sender
-	handler runner.Handler
+	handler engine.Handler
 }
 
 func newWorld(t *testing.T, users int) *world {
@@ -83,18 +82,18 @@ func newWorld(t *testing.T, users int) *world {
 }
 
 // tickJob is the fan-out job of the weekly tick.
-func tickJob(t *testing.T) runner.Job {
+func tickJob(t *testing.T) engine.Job {
 	t.Helper()
-	reg, err := contract.NewRegistry(digest.Fanout, email.PartnerDigest)
+	reg, err := engine.NewRegistry(digest.Fanout, email.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(contract.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-07T09:00:00Z", CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner.Job{Envelope: env, Type: digest.Fanout}
+	return engine.Job{Envelope: env, Type: digest.Fanout}
 }
 
 // drain runs the fan-out from job to the end as SQS would: a page that
@@ -102,9 +101,9 @@ func tickJob(t *testing.T) runner.Job {
 // delivered once more too (a crash after the page, before its marker), and
 // each page it enqueued runs next. It returns how many page runs there
 // were.
-func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
+func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 	t.Helper()
-	pending := []runner.Job{job}
+	pending := []engine.Job{job}
 	seen := map[string]bool{job.Envelope.MessageID: true}
 	again := map[string]bool{}
 	runs := 0
@@ -123,13 +122,13 @@ func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
 		}
 		pending = pending[1:]
 		for _, m := range w.queue.snapshot() {
-			env, derr := contract.Decode([]byte(m.Body))
+			env, derr := engine.Decode([]byte(m.Body))
 			if derr != nil {
 				t.Fatal(derr)
 			}
 			if env.Type == digest.Fanout.Name && !seen[env.MessageID] {
 				seen[env.MessageID] = true
-				pending = append(pending, runner.Job{Envelope: env, Type: digest.Fanout})
+				pending = append(pending, engine.Job{Envelope: env, Type: digest.Fanout})
 			}
 		}
 	}
@@ -160,10 +159,10 @@ func (w *world) check(t *testing.T, users int, label string) {
 	}
 	sent := map[string]bool{}
 	for _, m := range w.queue.snapshot() {
-		env, _ := contract.Decode([]byte(m.Body))
+		env, _ := engine.Decode([]byte(m.Body))
 		if env.Type == email.PartnerDigest.Name {
 			sent[env.MessageID] = true
-			if m.Queue != contract.QueueBulk {
+			if m.Queue != engine.QueueBulk {
 				t.Fatalf("%s: digest sent to %s", label, m.Queue)
 			}
 		}

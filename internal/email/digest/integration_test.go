@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/catalog"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
@@ -29,7 +29,6 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -58,7 +57,7 @@ type awsWorld struct {
 	store    *jobs.Store
 	switches *testkit.Switches
 	mail     *mailbox
-	worker   *runner.Runner
+	worker   *engine.Runner
 	bulk     string
 }
 
@@ -81,13 +80,13 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	}
 	w := &awsWorld{db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), st: st, switches: &testkit.Switches{}, mail: &mailbox{got: map[string]int{}}}
 	name := func(id string) string { p, _ := st.Physical(id); return p.Name }
-	urls := map[contract.Queue]string{}
-	for q, id := range map[contract.Queue]string{contract.QueueCritical: "CriticalQueue", contract.QueueDefault: "DefaultQueue", contract.QueueBulk: "BulkQueue"} {
+	urls := map[engine.Queue]string{}
+	for q, id := range map[engine.Queue]string{engine.QueueCritical: "CriticalQueue", engine.QueueDefault: "DefaultQueue", engine.QueueBulk: "BulkQueue"} {
 		p, _ := st.Physical(id)
 		urls[q] = p.URL
 	}
 	dlq, _ := st.Physical("DeadLetterQueue")
-	w.bulk = urls[contract.QueueBulk]
+	w.bulk = urls[engine.QueueBulk]
 	markers := marker.NewDynamo(w.db, name("MarkersTable"))
 	w.store = jobs.NewStore(w.db, name("JobsTable"), markers)
 	q := queue.New(w.sqs, urls, dlq.URL)
@@ -100,9 +99,9 @@ func newAWSWorld(t *testing.T) *awsWorld {
 		t.Fatal(err)
 	}
 	handlers[digest.Fanout.Name] = fanout[digest.Fanout.Name]
-	w.worker, err = runner.New(runner.Config{
-		Registry: catalog.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: w.store,
-		Parker: q, DeadLetterer: q, Jobs: jobs.NewRecorder(w.db, name("JobsTable")), ParkDelay: time.Second,
+	w.worker, err = engine.New(engine.Config{
+		Registry: catalog.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
+		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard),
 	})
 	if err != nil {
@@ -128,7 +127,7 @@ func (w *awsWorld) putUser(t *testing.T, id string, confirmed bool, digestOf str
 // the scheduler (or `jobctl schedules trigger`) does.
 func (w *awsWorld) tick(t *testing.T, scheduled string) string {
 	t.Helper()
-	body, err := contract.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
+	body, err := engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
 		CorrelationID: "exec-" + fmt.Sprint(time.Now().UnixNano())}.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +136,7 @@ func (w *awsWorld) tick(t *testing.T, scheduled string) string {
 		t.Fatal(err)
 	}
 	at, _ := time.Parse(time.RFC3339, scheduled)
-	return contract.TickMessageID(digest.ScheduleName, at)
+	return engine.TickMessageID(digest.ScheduleName, at)
 }
 
 // run runs the worker on the bulk queue, as its event source does, until
@@ -205,11 +204,11 @@ func TestTickWhileSwitchedOffIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.State != jobs.StateSucceeded || job.LastOutcome != jobs.OutcomeSkipped || job.LastReason != runner.SkippedReason ||
+	if job.State != jobs.StateSucceeded || job.LastOutcome != jobs.OutcomeSkipped || job.LastReason != engine.SkippedReason ||
 		job.Caller != digest.Caller || job.Key != "partner-digest-fanout:2026-W50" {
-		t.Fatalf("the tick's job %+v; want Succeeded, skipped %q, of %s", job, runner.SkippedReason, digest.Caller)
+		t.Fatalf("the tick's job %+v; want Succeeded, skipped %q, of %s", job, engine.SkippedReason, digest.Caller)
 	}
-	digestID := contract.DeriveMessageID(digest.Caller, digest.DigestKey("u-weekly", "2026-W50"))
+	digestID := engine.DeriveMessageID(digest.Caller, digest.DigestKey("u-weekly", "2026-W50"))
 	if _, err := w.store.Get(context.Background(), digestID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("a digest job exists while the fan-out is off: %v", err)
 	}
@@ -245,7 +244,7 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 	if job, err := w.store.Get(context.Background(), id); err != nil || job.State != jobs.StateSucceeded {
 		t.Fatalf("the tick's job %+v %v", job, err)
 	}
-	page, err := w.store.Get(context.Background(), contract.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", fmt.Sprintf("u-%03d", digest.PageSize-1))))
+	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", fmt.Sprintf("u-%03d", digest.PageSize-1))))
 	if err != nil || page.State != jobs.StateSucceeded {
 		t.Fatalf("the second page's job %+v %v", page, err)
 	}

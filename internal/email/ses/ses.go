@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // SESAPI is the part of the SES v2 client the sender uses.
@@ -139,5 +139,5 @@ func classify(id string, err error) error {
 		return se
 	}
 	se.Fix = fix
-	return runner.Permanent(se)
+	return engine.Permanent(se)
 }

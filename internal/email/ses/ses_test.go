@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // fakeSES answers SendEmail with err, as the SDK does: wrapped in an
@@ -67,7 +67,7 @@ func TestSendClassifiesSESErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := runner.IsPermanent(err); got != tc.permanent {
+			if got := engine.IsPermanent(err); got != tc.permanent {
 				t.Errorf("permanent = %v, want %v: %v", got, tc.permanent, err)
 			}
 			var se *SendError
@@ -98,7 +98,7 @@ func TestSendClassifiesSESErrors(t *testing.T) {
 // (network, deadline) is retried and keeps its cause.
 func TestSendRetriesWhatSESNeverAnswered(t *testing.T) {
 	err := New(&fakeSES{err: context.DeadlineExceeded}, "no-reply@runstwice.dev").Send(context.Background(), msg)
-	if err == nil || runner.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || engine.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want a retryable error wrapping the deadline", err)
 	}
 	var se *SendError

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // DefaultSMTPTimeout bounds one SMTP conversation when the context has no
@@ -49,12 +49,12 @@ func New(addr, from string) *SMTP { return &SMTP{addr: addr, from: from} }
 func (s *SMTP) Send(ctx context.Context, m email.Message) error {
 	from, body, err := s.compose(m)
 	if err != nil {
-		return runner.Permanent(err)
+		return engine.Permanent(err)
 	}
 	if err := s.deliver(ctx, from, m.To, body); err != nil {
 		var tp *textproto.Error
 		if errors.As(err, &tp) && tp.Code >= 500 {
-			return runner.Permanent(fmt.Errorf("smtp: send %s: %w", m.ID, err))
+			return engine.Permanent(fmt.Errorf("smtp: send %s: %w", m.ID, err))
 		}
 		return fmt.Errorf("smtp: send %s: %w", m.ID, err)
 	}

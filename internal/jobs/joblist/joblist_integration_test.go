@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
-	"github.com/runstwice/runstwice/internal/jobs/jobstest"
 )
 
 // world is the jobs fixture with the lister on its clock.

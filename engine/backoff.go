@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// Defaults of Config.Backoff (docs/deploy.md, "Sending within SES's rate",
+// explains the numbers): with five receives, a failing job is retried after
+// 15–30 s, 1–2 min, 4–8 min and 16–32 min, so its five receives span at
+// least 21 minutes instead of four visibility timeouts.
+const (
+	DefaultBackoffBase   = 30 * time.Second
+	DefaultBackoffFactor = 4.0
+	DefaultBackoffCap    = time.Hour
+)
+
+// Backoff postpones the next delivery of records SQS is to retry
+// (internal/queue.Visibility): each change hides its record for its timeout
+// from now, instead of the queue's fixed visibility timeout. The runner
+// calls it at most once per batch, with every record of the batch that
+// backs off.
+type Backoff interface {
+	ChangeVisibility(ctx context.Context, changes []VisibilityChange) error
+}
+
+// BackoffSchedule is how long a transient retry stays hidden: attempt n
+// (the receive count) waits a random time in [d/2, d] with
+// d = min(Cap, Base·Factor^(n-1)) ("equal jitter": retries of one burst
+// spread out, and each still waits at least half its step).
+type BackoffSchedule struct {
+	Base   time.Duration
+	Factor float64
+	Cap    time.Duration
+}
+
+// withDefaults fills the zero fields and keeps Cap within SQS's maximum.
+func (s BackoffSchedule) withDefaults() BackoffSchedule {
+	if s.Base <= 0 {
+		s.Base = DefaultBackoffBase
+	}
+	if s.Factor < 1 {
+		s.Factor = DefaultBackoffFactor
+	}
+	if s.Cap <= 0 {
+		s.Cap = DefaultBackoffCap
+	}
+	s.Cap = min(s.Cap, MaxVisibility)
+	s.Base = min(s.Base, s.Cap)
+	return s
+}
+
+// Step is d for an attempt: Base·Factor^(attempt-1), at most Cap.
+func (s BackoffSchedule) Step(attempt int) time.Duration {
+	s = s.withDefaults()
+	d := float64(s.Base) * math.Pow(s.Factor, float64(max(attempt, 1)-1))
+	if d >= float64(s.Cap) {
+		return s.Cap
+	}
+	return time.Duration(d)
+}
+
+// Delay is how long attempt's retry stays hidden: Step(attempt)/2 plus
+// random(n) of the other half, where random(n) returns a value in [0, n)
+// (rand.Int64N), rounded up to the whole second SQS takes.
+func (s BackoffSchedule) Delay(attempt int, random func(n int64) int64) time.Duration {
+	d := s.Step(attempt)
+	half := d / 2
+	v := half + time.Duration(random(int64(d-half)+1))
+	return time.Duration(VisibilitySeconds(v)) * time.Second
+}
+
+// backsOff reports whether a record's outcome is a transient retry the
+// runner postpones: a failure before the final attempt, or a busy lease.
+// A permanent failure left to the redrive policy goes back at once, and a
+// record interrupted by the deadline (or left without an outcome) comes
+// back after the visibility timeout, which the deadline already spent.
+func (r *Runner) backsOff(it *item) bool {
+	switch {
+	case r.cfg.Backoff == nil, it.out.final, IsPermanent(it.out.err):
+		return false
+	case ReceiveCount(it.msg) >= r.cfg.MaxReceiveCount:
+		return false // the final attempt: its next receive is the DLQ's
+	}
+	return it.out.kind == kindFailed || it.out.kind == kindBusy
+}
+
+// backOff postpones every record of the batch that backs off, with one
+// call under the writes' own deadline. A failed call is logged: those
+// records keep their batch item failure and return after the queue's
+// visibility timeout.
+func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item) {
+	var (
+		changes []VisibilityChange
+		which   []*item
+	)
+	for i := range items {
+		it := &items[i]
+		if !r.backsOff(it) {
+			continue
+		}
+		d := r.cfg.BackoffSchedule.Delay(ReceiveCount(it.msg), r.cfg.Random)
+		changes = append(changes, VisibilityChange{Message: it.msg, Timeout: d})
+		which = append(which, it)
+	}
+	if len(changes) == 0 {
+		return
+	}
+	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Backoff.ChangeVisibility(wctx, changes) })
+	if err != nil {
+		base.Warn("back-off failed; the records it names come back after the queue's visibility timeout",
+			obs.KeyError, obs.Redact(err), "records", len(changes))
+		return
+	}
+	for i, it := range which {
+		it.retryIn = changes[i].Timeout
+	}
+}

@@ -1,0 +1,257 @@
+// Package enginetest is the engine's public test kit.
+//
+// RunTwice lets a job handler's author prove, with one call, that the
+// handler converges under at-least-once delivery: it drives the handler
+// through the real runner (with the in-memory marker store, whose rules the
+// conformance suite proves equal to DynamoDB's) twice in sequence, twice
+// concurrently, and with a crash at each step boundary followed by a
+// redelivery, and checks how often the effect happened in each case.
+//
+// RunStore is the conformance suite of an engine.Store: the in-memory and
+// the DynamoDB stores pass it, and so must a store of your own.
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/runstwice/runstwice/engine/memstore"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/engine"
+)
+
+// Case is one job to prove.
+type Case struct {
+	// Type is the job type's declaration.
+	Type engine.JobType
+	// Handler is its handler, wired to fakes the test owns.
+	Handler engine.Handler
+	// Args are valid args of the job (ValidArgs(Type) if nil). Each
+	// scenario runs its own job (a new job id) with these args.
+	Args map[string]string
+	// Effects reports how often the job's effect happened so far (e.g. the
+	// mails a fake sender sent for that job id).
+	Effects func(jobID string) int
+}
+
+// A scenario is one way a job is delivered, and the effects it may cause.
+type scenario struct {
+	name string
+	// crash is the step the first delivery dies at ("" for none).
+	crash string
+	// concurrent delivers the job twice at the same time.
+	concurrent bool
+	// maxEffects is the most effects allowed (at least one is always
+	// required): two only where a crash fell between effect and claim.
+	maxEffects int
+}
+
+// The crash points: the process dies right after that step, so neither the
+// claim nor the batch response happen; SQS redelivers once the lease (the
+// invocation's deadline) has passed.
+const (
+	crashAfterLease  = "after lease"
+	crashAfterEffect = "after effect, before claim"
+	crashAfterClaim  = "after claim, before the response"
+)
+
+var scenarios = []scenario{
+	{name: "twice in sequence", maxEffects: 1},
+	{name: "twice concurrently", concurrent: true, maxEffects: 1},
+	{name: "crash " + crashAfterLease + ", then redelivery", crash: crashAfterLease, maxEffects: 1},
+	{name: "crash " + crashAfterEffect + ", then redelivery", crash: crashAfterEffect, maxEffects: 2},
+	{name: "crash " + crashAfterClaim + ", then redelivery", crash: crashAfterClaim, maxEffects: 1},
+}
+
+// RunTwice runs every scenario as a subtest and fails the one whose effect
+// count is wrong: exactly one effect, or at most two where a crash fell
+// between effect and claim (duplicates over loss). Under claim-then-effect a
+// crash between claim and effect loses the effect instead (loss over
+// duplicates), which that scenario then allows.
+func RunTwice(t *testing.T, c Case) {
+	t.Helper()
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			if err := check(c, sc); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Check runs every scenario and returns an error naming each one whose
+// effect count is wrong, or nil.
+func Check(c Case) error {
+	var errs []error
+	for _, sc := range scenarios {
+		if err := check(c, sc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func check(c Case, sc scenario) error {
+	if c.Effects == nil || c.Handler == nil {
+		return errors.New("runnertest: Case needs Handler and Effects")
+	}
+	reg, err := engine.NewRegistry(c.Type)
+	if err != nil {
+		return fmt.Errorf("runnertest: %w", err)
+	}
+	lo, hi := 1, sc.maxEffects
+	if c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim {
+		lo, hi = 0, 1 // the crash fell between claim and effect: lost, never repeated
+	}
+	args := c.Args
+	if args == nil {
+		args = ValidArgs(c.Type)
+	}
+	env := Envelope(c.Type.Name, args)
+	w, err := newWorld(reg, c, sc.crash)
+	if err != nil {
+		return err
+	}
+	if err := w.deliver(env, sc); err != nil {
+		return err
+	}
+	if got := c.Effects(env.MessageID); got < lo || got > hi {
+		return fmt.Errorf("%s: the effect happened %d times; want %s", sc.name, got, want(lo, hi))
+	}
+	return nil
+}
+
+func want(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprintf("exactly %d", lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
+// world is one runner on the kit's fakes with a crash point and a clock.
+type world struct {
+	clock  *Clock
+	store  *memstore.Store
+	runner *engine.Runner
+	crash  *crashes
+}
+
+func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
+	w := &world{clock: NewClock(time.Now()), store: memstore.New()}
+	w.store.Now = w.clock.Now
+	w.crash = &crashes{at: crash}
+	on := &Switches{} // a fail-closed type is proved switched on
+	on.Set(c.Type.Name, true)
+	r, err := engine.New(engine.Config{
+		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
+		Toggles: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
+		Parker: &Queues{}, DeadLetterer: &Queues{},
+		Logger: engine.NewLogger(io.Discard, "error"), Now: w.clock.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runnertest: %w", err)
+	}
+	w.runner = r
+	return w, nil
+}
+
+// deliver plays the scenario: the first delivery (with its crash, or a
+// concurrent twin), then the redelivery SQS makes after the visibility
+// timeout, by when every lease has expired.
+func (w *world) deliver(env engine.Envelope, sc scenario) error {
+	body, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("runnertest: %w", err)
+	}
+	first := RawRecord(string(body), 1)
+	if sc.concurrent {
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { w.invoke(first) })
+		}
+		wg.Wait()
+	} else {
+		w.invoke(first)
+	}
+	w.crash.disarm()
+	w.clock.Advance(2 * invocationTimeout)
+	w.invoke(RawRecord(string(body), 2))
+	// A last delivery of what may still be failing (a twin's busy retry).
+	w.clock.Advance(2 * invocationTimeout)
+	w.invoke(RawRecord(string(body), 3))
+	return nil
+}
+
+// invocationTimeout is the deadline of every invocation: the leases last
+// until then.
+const invocationTimeout = time.Minute
+
+// invoke runs one invocation; a crashed invocation's response is lost.
+func (w *world) invoke(msg events.SQSMessage) {
+	ctx, cancel := context.WithDeadline(context.Background(), w.clock.Now().Add(invocationTimeout))
+	defer cancel()
+	_, _ = w.runner.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+}
+
+// crashes kills the current invocation's record at the armed step, once.
+type crashes struct {
+	mu sync.Mutex
+	at string
+}
+
+// here ends the calling record's goroutine when step is the armed crash
+// point: what comes after it (the claim, the response) never happens.
+func (c *crashes) here(step string) {
+	c.mu.Lock()
+	hit := c.at == step
+	if hit {
+		c.at = ""
+	}
+	c.mu.Unlock()
+	if hit {
+		runtime.Goexit()
+	}
+}
+
+func (c *crashes) disarm() { c.mu.Lock(); c.at = ""; c.mu.Unlock() }
+
+type crashingHandler struct {
+	engine.Handler
+	crash *crashes
+}
+
+func (h crashingHandler) Handle(ctx context.Context, job engine.Job) error {
+	err := h.Handler.Handle(ctx, job)
+	if err == nil {
+		h.crash.here(crashAfterEffect)
+	}
+	return err
+}
+
+type crashingMarkers struct {
+	*memstore.Store
+	crash *crashes
+}
+
+func (m crashingMarkers) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
+	r, err := m.Store.Lease(ctx, k, owner, until)
+	if err == nil {
+		m.crash.here(crashAfterLease)
+	}
+	return r, err
+}
+
+func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
+	won, err := m.Store.Claim(ctx, k, owner)
+	if err == nil {
+		m.crash.here(crashAfterClaim)
+	}
+	return won, err
+}

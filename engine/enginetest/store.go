@@ -1,0 +1,439 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/engine"
+)
+
+// Canceller is a store that can cancel a job before it runs: Tombstone
+// writes a CANCELLED marker unless the job ran or runs (ErrProcessed,
+// ErrFailed, ErrLeaseHeld). RunStore proves its rules when the store has
+// it.
+type Canceller interface {
+	Tombstone(ctx context.Context, k engine.Key) (engine.Record, error)
+}
+
+// Clock is a settable clock shared by a store and the suite.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// RunStore runs the conformance suite every engine.Store must pass, on
+// stores newStore makes: each empty, reading clock as its time. The
+// in-memory store and the DynamoDB store pass it, so a unit test on the
+// in-memory one proves what the real one does; a store of your own that
+// passes it keeps the runner's promises. A store that is a Canceller is
+// held to the cancellation rules too.
+func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Store) {
+	ctx := context.Background()
+	var seq atomic.Int64
+	key := func() engine.Key {
+		return engine.Key{Handler: "email.welcome.v1", MessageKey: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
+	}
+	_, canCancel := newStore(t, NewClock(time.Now())).(Canceller)
+	setup := func(t *testing.T) (under, *Clock) {
+		clock := NewClock(time.Now())
+		return under{newStore(t, clock), t}, clock
+	}
+	// leasedByA is a new store and key, the key leased by owner "a" for a
+	// minute.
+	leasedByA := func(t *testing.T) (under, *Clock, engine.Key) {
+		t.Helper()
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		return s, clock, k
+	}
+	// claimed is a new store and key, the key claimed by a plain claim.
+	claimed := func(t *testing.T) (under, *Clock, engine.Key) {
+		t.Helper()
+		s, clock := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		return s, clock, k
+	}
+
+	t.Run("PeekMissing", func(t *testing.T) {
+		s, _ := setup(t)
+		if _, ok, err := s.Peek(ctx, key()); err != nil || ok {
+			t.Fatalf("Peek(missing) = ok %v, err %v; want false, nil", ok, err)
+		}
+	})
+
+	t.Run("ClaimThenPeek", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		r, ok, err := s.Peek(ctx, k)
+		if err != nil || !ok || !r.Processed() {
+			t.Fatalf("Peek after claim = %+v ok %v err %v; want processed", r, ok, err)
+		}
+	})
+
+	t.Run("SecondClaimIsSuccess", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		for i := range 3 {
+			won, err := s.Claim(ctx, k, "")
+			if err != nil || won != (i == 0) {
+				t.Fatalf("claim %d = %v, %v; want won only the first time and no error (already processed is success)", i, won, err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentClaimsOneWinner", func(t *testing.T) {
+		s, _ := setup(t)
+		k := key()
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				won, err := s.Claim(ctx, k, "")
+				if err != nil {
+					t.Errorf("claim: %v", err)
+				}
+				if won {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := wins.Load(); got != 1 {
+			t.Fatalf("%d of 50 concurrent claims won; want exactly 1", got)
+		}
+	})
+
+	t.Run("ConcurrentLeasesOneWinner", func(t *testing.T) {
+		s, clock := setup(t)
+		k := key()
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := fmt.Sprintf("w%d", i)
+				if _, err := s.Lease(ctx, k, owner, clock.Now().Add(time.Minute)); err == nil {
+					wins.Add(1)
+					if _, err := s.Claim(ctx, k, owner); err != nil {
+						t.Errorf("winner claim: %v", err)
+					}
+				} else if !errors.Is(err, engine.ErrLeaseHeld) && !errors.Is(err, engine.ErrProcessed) {
+					t.Errorf("lease: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := wins.Load(); got != 1 {
+			t.Fatalf("%d of 50 concurrent leases won; want exactly 1", got)
+		}
+	})
+
+	t.Run("PeekBatch", func(t *testing.T) {
+		s, _ := setup(t)
+		var keys []engine.Key
+		for i := range 10 {
+			k := key()
+			keys = append(keys, k)
+			if i%3 == 0 {
+				if _, err := s.Claim(ctx, k, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := s.PeekBatch(ctx, append(keys, keys[0])) // a duplicate key too
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 4 {
+			t.Fatalf("PeekBatch found %d markers; want 4 (keys 0, 3, 6, 9)", len(got))
+		}
+		for i, k := range keys {
+			_, ok := got[k]
+			if ok != (i%3 == 0) {
+				t.Errorf("key %d found=%v; want %v", i, ok, i%3 == 0)
+			}
+		}
+	})
+
+	t.Run("LeaseBlocksTwinUntilExpiry", func(t *testing.T) {
+		s, clock, k := leasedByA(t)
+		old, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute))
+		if !errors.Is(err, engine.ErrLeaseHeld) || old.Owner != "a" {
+			t.Fatalf("twin lease = %+v, %v; want ErrLeaseHeld with owner a", old, err)
+		}
+		if _, err := s.Lease(ctx, k, "a", clock.Now().Add(2*time.Minute)); err != nil {
+			t.Fatalf("owner re-lease: %v", err)
+		}
+		clock.Advance(3 * time.Minute) // a crashed holder never blocks forever
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatalf("lease after expiry: %v", err)
+		}
+	})
+
+	t.Run("StaleHolderCannotComplete", func(t *testing.T) {
+		s, clock, k := leasedByA(t)
+		clock.Advance(2 * time.Minute)
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "a"); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("stale claim = %v; want ErrLeaseLost", err)
+		}
+		if err := s.Release(ctx, k, "a"); err != nil {
+			t.Fatalf("stale release = %v; want nil (nothing to release)", err)
+		}
+		r, ok, _ := s.Peek(ctx, k)
+		if !ok || r.Owner != "b" || r.State != engine.StateLeased {
+			t.Fatalf("after stale writes marker = %+v; want b's lease intact", r)
+		}
+		if _, err := s.Claim(ctx, k, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, k, "a"); err != nil {
+			t.Fatalf("stale claim after completion = %v; want nil (already processed)", err)
+		}
+	})
+
+	t.Run("LeaseOnProcessedDoublesAsPeek", func(t *testing.T) {
+		s, clock, k := claimed(t)
+		old, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute))
+		if !errors.Is(err, engine.ErrProcessed) || !old.Processed() {
+			t.Fatalf("lease on claimed marker = %+v, %v; want ErrProcessed", old, err)
+		}
+	})
+
+	t.Run("ReleaseFreesForRetry", func(t *testing.T) {
+		s, clock, k := leasedByA(t) // the clock stands still: only the release frees it
+		if err := s.Release(ctx, k, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.Peek(ctx, k); ok {
+			t.Fatal("marker still present after release")
+		}
+		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatalf("lease after release: %v", err)
+		}
+	})
+
+	t.Run("ExpiredMarkerIsAbsentEvenIfNotDeleted", func(t *testing.T) {
+		s, clock, k := claimed(t)
+		r, _, _ := s.Peek(ctx, k)
+		if d := r.ExpiresAt.Sub(clock.Now()); d < 29*24*time.Hour {
+			t.Fatalf("expiresAt only %v ahead; want the 30-day retention", d)
+		}
+		clock.Advance(engine.DefaultRetention + time.Hour)
+		if _, ok, _ := s.Peek(ctx, k); ok {
+			t.Fatal("Peek returned a marker past its expiresAt; reads must not trust TTL deletion")
+		}
+		if got, _ := s.PeekBatch(ctx, []engine.Key{k}); len(got) != 0 {
+			t.Fatal("PeekBatch returned an expired marker")
+		}
+	})
+
+	t.Run("ARetriedWriteFindsItsOwnItem", func(t *testing.T) {
+		// The SDK retries a write whose response was lost; the retry fails
+		// its condition against the item the first try wrote. That is a
+		// success, never a conflict with itself.
+		s, clock := setup(t)
+		k := key()
+		for range 2 {
+			if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); err != nil {
+				t.Fatalf("repeated lease: %v", err)
+			}
+		}
+		for i := range 2 {
+			if won, err := s.Claim(ctx, k, "a"); err != nil || !won {
+				t.Fatalf("claim try %d = %v, %v; want won (its own marker)", i, won, err)
+			}
+		}
+		if won, err := s.Claim(ctx, k, "b"); err != nil || won {
+			t.Fatalf("another owner's claim = %v, %v; want false, nil (already processed)", won, err)
+		}
+	})
+
+	if canCancel {
+		t.Run("TombstoneStopsTheJob", func(t *testing.T) {
+			s, clock := setup(t)
+			k := key()
+			for range 2 { // repeating a cancel is a success
+				if _, err := s.Tombstone(ctx, k); err != nil {
+					t.Fatalf("tombstone: %v", err)
+				}
+			}
+			r, ok, err := s.Peek(ctx, k)
+			if err != nil || !ok || r.State != engine.StateCancelled || !r.Settled() || r.Processed() {
+				t.Fatalf("peek = %+v %v %v; want a settled, unprocessed tombstone", r, ok, err)
+			}
+			if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrCancelled) {
+				t.Fatalf("lease on a tombstone = %v; want ErrCancelled", err)
+			}
+			if won, err := s.Claim(ctx, k, ""); err != nil || won {
+				t.Fatalf("claim on a tombstone = %v, %v; want false, nil", won, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateCancelled {
+				t.Fatalf("tombstone overwritten: %+v", r)
+			}
+		})
+
+		t.Run("TombstoneRefusesWhatRanOrRuns", func(t *testing.T) {
+			s, clock := setup(t)
+			done, running, crashed := key(), key(), key()
+			if _, err := s.Claim(ctx, done, ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Tombstone(ctx, done); !errors.Is(err, engine.ErrProcessed) {
+				t.Fatalf("cancel of a processed job = %v; want ErrProcessed", err)
+			}
+			if _, err := s.Lease(ctx, running, "a", clock.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Tombstone(ctx, running); !errors.Is(err, engine.ErrLeaseHeld) {
+				t.Fatalf("cancel of a running job = %v; want ErrLeaseHeld", err)
+			}
+			if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Minute)
+			if _, err := s.Tombstone(ctx, crashed); err != nil {
+				t.Fatalf("cancel after a crashed holder's lease expired = %v; want nil", err)
+			}
+		})
+	}
+
+	t.Run("FailAfterClaimWaitsForRedrive", func(t *testing.T) {
+		s, clock, k := leasedByA(t)
+		if _, err := s.Claim(ctx, k, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("fail by a non-owner = %v; want ErrLeaseLost", err)
+		}
+		for range 2 {
+			if err := s.Fail(ctx, k, "a"); err != nil {
+				t.Fatalf("fail by the owner: %v", err)
+			}
+		}
+		r, _, _ := s.Peek(ctx, k)
+		if r.State != engine.StateFailed || !r.Settled() || r.Processed() {
+			t.Fatalf("after fail = %+v; want FAILED, settled, not processed", r)
+		}
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrFailed) {
+			t.Fatalf("lease on a failed marker = %v; want ErrFailed", err)
+		}
+	})
+
+	// A job that failed on its final attempt: its worker turns its own
+	// lease into FAILED, so another copy of the job is refused until a
+	// redrive; nobody else's lease can be failed.
+	t.Run("FailUnderLeaseOnTheFinalAttempt", func(t *testing.T) {
+		s, clock, k := leasedByA(t)
+		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("fail of a's lease by b = %v; want ErrLeaseLost", err)
+		}
+		if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("unowned fail of a's active lease = %v; want ErrLeaseLost", err)
+		}
+		for range 2 { // the second is a retry after a lost response
+			if err := s.Fail(ctx, k, "a"); err != nil {
+				t.Fatalf("fail by the lease holder: %v", err)
+			}
+		}
+		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrFailed) {
+			t.Fatalf("lease by another copy after the fail = %v; want ErrFailed", err)
+		}
+		if _, err := s.Claim(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
+			t.Fatalf("a plain claim overwrote the failed marker: %+v", r)
+		}
+	})
+
+	// A dead letter whose job no worker holds: the marker is failed without
+	// an owner when there is none or only an expired lease, never over a
+	// done, cancelled or actively leased one.
+	t.Run("FailWithoutOwner", func(t *testing.T) {
+		s, clock := setup(t)
+		none, crashed, done, cancelled := key(), key(), key(), key()
+		if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, done, ""); err != nil {
+			t.Fatal(err)
+		}
+		settled := []engine.Key{done}
+		if canCancel {
+			if _, err := s.Tombstone(ctx, cancelled); err != nil {
+				t.Fatal(err)
+			}
+			settled = append(settled, cancelled)
+		}
+		clock.Advance(time.Minute)
+		for _, k := range []engine.Key{none, crashed} {
+			if err := s.Fail(ctx, k, ""); err != nil {
+				t.Fatalf("unowned fail of %s: %v", k.MessageKey, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
+				t.Fatalf("after an unowned fail: %+v; want FAILED", r)
+			}
+		}
+		for _, k := range settled {
+			before, _, _ := s.Peek(ctx, k)
+			if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
+				t.Fatalf("unowned fail of a %s marker = %v; want ErrLeaseLost", before.State, err)
+			}
+			if r, _, _ := s.Peek(ctx, k); r.State != before.State {
+				t.Fatalf("fail overwrote a %s marker: %+v", before.State, r)
+			}
+		}
+	})
+}
+
+// under is the store under test, with the reads and writes the suite uses
+// beyond engine.Store.
+type under struct {
+	engine.Store
+	t *testing.T
+}
+
+// Peek reads one marker through PeekBatch.
+func (u under) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, error) {
+	got, err := u.PeekBatch(ctx, []engine.Key{k})
+	r, ok := got[k]
+	return r, ok, err
+}
+
+// Tombstone cancels k; only a Canceller's subtests call it.
+func (u under) Tombstone(ctx context.Context, k engine.Key) (engine.Record, error) {
+	c, ok := u.Store.(Canceller)
+	if !ok {
+		u.t.Fatalf("%T is not a Canceller", u.Store)
+	}
+	return c.Tombstone(ctx, k)
+}

@@ -1,0 +1,31 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/memstore"
+)
+
+// A lease keeps a twin out while the effect runs; the claim settles the
+// marker, and a second claim reports that the job is done already.
+func ExampleNew() {
+	ctx := context.Background()
+	s := memstore.New()
+	k := engine.Key{Handler: "billing.invoice-ready.v1", MessageKey: "job-1"}
+	_, err := s.Lease(ctx, k, "worker-a", time.Now().Add(time.Minute))
+	fmt.Println("a leases:", err)
+	_, err = s.Lease(ctx, k, "worker-b", time.Now().Add(time.Minute))
+	fmt.Println("b leases:", err)
+	won, err := s.Claim(ctx, k, "worker-a")
+	fmt.Println("a claims:", won, err)
+	won, err = s.Claim(ctx, k, "")
+	fmt.Println("claim again:", won, err)
+	// Output:
+	// a leases: <nil>
+	// b leases: marker: lease held by another worker
+	// a claims: true <nil>
+	// claim again: false <nil>
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// kind is what became of one record. Every record ends with exactly one,
+// and finish turns it into one log line, its metrics, and (for the retry
+// kinds) a batch item failure.
+type kind int
+
+const (
+	kindPending kind = iota
+	// kindSucceeded: the effect ran and the marker is claimed.
+	kindSucceeded
+	// kindNoop: the handler found no work to do (NoOp); the marker is
+	// claimed and the reason recorded on the job.
+	kindNoop
+	// kindDuplicate: already processed (by an earlier delivery or a twin).
+	kindDuplicate
+	// kindParked: the kill switch is off; re-sent with a delay.
+	kindParked
+	// kindSkipped: the kill switch is off and the type skips while off:
+	// the marker is claimed, the record says skipped; never parked.
+	kindSkipped
+	// kindCancelled: the job was cancelled; skipped.
+	kindCancelled
+	// kindDeadLettered: sent to the DLQ with its reason (never retried).
+	kindDeadLettered
+	// kindFailed: failed; SQS retries it (on the final attempt the job was
+	// marked Failed and the queue moves it to the DLQ).
+	kindFailed
+	// kindBusy: a concurrent twin holds the lease; retried later.
+	kindBusy
+	// kindInterrupted: the invocation's deadline came first; retried.
+	kindInterrupted
+	// kindClaimFailed: the effect ran but its marker could not be written
+	// even after retries: reported done (an effect is never re-run on
+	// purpose), logged and counted.
+	kindClaimFailed
+)
+
+// outcomes is the one table of what each kind means outside: its name in
+// the log, its level, the metrics it counts, whether SQS retries it, and
+// whether it ends the job for good (its errorClass is then a permanent
+// class: PermanentClass).
+var outcomes = map[kind]struct {
+	name    string
+	level   slog.Level
+	metrics []string
+	retry   bool
+	final   bool
+}{
+	// A record that ended without an outcome (its goroutine died) is
+	// retried, never deleted.
+	kindPending:      {"retry", slog.LevelError, nil, true, false},
+	kindSucceeded:    {"succeeded", slog.LevelInfo, []string{obs.JobsSucceeded}, false, false},
+	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
+	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false, false},
+	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false, false},
+	kindSkipped:      {"skipped", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
+	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false, false},
+	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false, true},
+	kindFailed:       {"retry", slog.LevelWarn, []string{obs.JobsFailed}, true, false},
+	kindBusy:         {"retry", slog.LevelInfo, nil, true, false},
+	kindInterrupted:  {"retry", slog.LevelWarn, nil, true, false},
+	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{obs.JobsSucceeded, obs.ClaimFailed}, false, false},
+}
+
+// outcome is a record's fate, with why.
+type outcome struct {
+	kind   kind
+	reason string
+	err    error
+	// final marks a failure on the final attempt (the job reads Failed).
+	final bool
+	// noopKind is a no-op's kind of reason (NoOpKind), counted by JobsNoop.
+	noopKind string
+}
+
+// finish writes the record's one outcome line and its metrics, and reports
+// a batch item failure when SQS must retry it. It is the only place that
+// counts job metrics.
+func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResponse) {
+	o := outcomes[it.out.kind]
+	name, level := o.name, o.level
+	if it.out.final {
+		name, level = "failed", slog.LevelError
+	}
+	attrs := []slog.Attr{slog.String(obs.KeyOutcome, name), slog.Int("attempt", ReceiveCount(it.msg))}
+	if it.out.reason != "" {
+		attrs = append(attrs, slog.String(obs.KeyReason, it.out.reason))
+	}
+	if it.retryIn > 0 {
+		attrs = append(attrs, slog.Int("retryInSeconds", int(it.retryIn/time.Second)))
+	}
+	if it.out.err != nil {
+		class := ErrorClass(it.out.err)
+		if o.final {
+			class = PermanentClass(it.out.err)
+		}
+		attrs = append(attrs, slog.String(obs.KeyError, obs.Redact(it.out.err)), slog.String("errorClass", class))
+	}
+	it.log.LogAttrs(ctx, level, "job outcome", attrs...)
+	for _, m := range o.metrics {
+		r.cfg.Metrics.Count(m, it.metricType(), 1)
+	}
+	if it.out.kind == kindNoop {
+		r.cfg.Metrics.CountReason(obs.JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
+	}
+	if o.retry {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})
+	}
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Key names one marker: the handler (the job type) and the message key (the
+// job's messageId).
+type Key struct {
+	Handler    string
+	MessageKey string
+}
+
+// State is the state of a marker.
+type State string
+
+// The marker states.
+const (
+	// StateLeased: a worker holds the lease and may be running the effect.
+	StateLeased State = "LEASED"
+	// StateDone: the effect is done (claimed).
+	StateDone State = "DONE"
+	// StateFailed: a claim-then-effect job's effect failed after its claim;
+	// the job is dead-lettered and only a redrive (which clears this
+	// marker) runs it again.
+	StateFailed State = "FAILED"
+	// StateCancelled: the job was cancelled before it ran; it never runs.
+	StateCancelled State = "CANCELLED"
+)
+
+// Record is a marker as read.
+type Record struct {
+	Key   Key
+	State State
+	// Owner is the lease holder, or the claimer of a settled marker.
+	Owner      string
+	LeaseUntil time.Time
+	// LeasedAt is when the lease was taken (zero for a settled marker, or a
+	// lease written before it was recorded).
+	LeasedAt    time.Time
+	ProcessedAt time.Time
+	ExpiresAt   time.Time
+}
+
+// DefaultRetention is how long a settled marker lives: longer than queue
+// retention plus the dead-letter redrive window.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Conflict is the error a store returns for a write that finds r and must
+// not overwrite it: ErrProcessed, ErrCancelled or ErrFailed for a settled
+// marker, ErrLeaseHeld for a lease.
+func (r Record) Conflict() error {
+	switch r.State {
+	case StateDone:
+		return ErrProcessed
+	case StateCancelled:
+		return ErrCancelled
+	case StateFailed:
+		return ErrFailed
+	}
+	return ErrLeaseHeld
+}
+
+// Processed reports whether the effect is recorded as done.
+func (r Record) Processed() bool { return r.State == StateDone }
+
+// Settled reports whether no worker may run the job's effect: it is done,
+// failed after its claim, or cancelled.
+func (r Record) Settled() bool {
+	return r.State == StateDone || r.State == StateFailed || r.State == StateCancelled
+}
+
+// LeaseActive reports whether a lease is held and not yet expired at now.
+func (r Record) LeaseActive(now time.Time) bool {
+	return r.State == StateLeased && now.Before(r.LeaseUntil)
+}
+
+// Errors a Store returns. The runner matches them with errors.Is, so a
+// store wraps them rather than inventing its own.
+var (
+	// ErrProcessed: the marker is already claimed. The effect must not run
+	// again.
+	ErrProcessed = errors.New("marker: already processed")
+	// ErrCancelled: the job was cancelled. Its effect must never run.
+	ErrCancelled = errors.New("marker: job cancelled")
+	// ErrFailed: a claim-then-effect job's effect failed after its claim; it
+	// waits for a redrive.
+	ErrFailed = errors.New("marker: effect failed after claim")
+	// ErrLeaseHeld: another owner holds an unexpired lease. Retry later.
+	ErrLeaseHeld = errors.New("marker: lease held by another worker")
+	// ErrLeaseLost: another worker took over after this owner's lease
+	// expired. The effect this owner ran stands; the newer holder completes
+	// the marker.
+	ErrLeaseLost = errors.New("marker: lease lost to another worker")
+)
+
+// Store is the effect marker store: one marker per job that says its effect
+// is done, is being done by a lease holder, failed after its claim, or must
+// never run. The rules every Store keeps (the conformance suite of package
+// enginetest proves them):
+//   - Claim is a conditional put: a marker already claimed is (false, nil),
+//     success, not an error;
+//   - Lease is conditional, with an owner and an expiry, so a concurrent
+//     twin does not run the effect at the same time and a crashed holder
+//     never blocks for ever;
+//   - Claim, Fail and Release by an owner whose lease was taken over return
+//     ErrLeaseLost, and never overwrite the newer holder's work;
+//   - a write retried after its response was lost finds its own item: the
+//     retry is a success, never a conflict with itself;
+//   - a marker past its expiry reads as absent.
+type Store interface {
+	// PeekBatch reads the markers of keys in one consistent read; a key
+	// without a marker is absent from the map.
+	PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, error)
+	// Lease takes or renews the lease on k for owner until until. A settled
+	// marker is ErrProcessed, ErrCancelled or ErrFailed; another owner's
+	// live lease is ErrLeaseHeld.
+	Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error)
+	// Claim marks k done; it reports false when it already was.
+	Claim(ctx context.Context, k Key, owner string) (bool, error)
+	// Fail marks k FAILED after a claim-then-effect job's effect failed.
+	Fail(ctx context.Context, k Key, owner string) error
+	// Release gives up owner's lease on k.
+	Release(ctx context.Context, k Key, owner string) error
+}

@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/testkit"
+)
+
+func tickBody(t *testing.T, scheduled string) string {
+	t.Helper()
+	b, err := contract.Tick{V: 1, Type: weekly.Name, Schedule: "weekly-test", ScheduledTime: scheduled, CorrelationID: "exec-1"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func tickHarness(t *testing.T) (*testkit.Harness, *effects, *testkit.Reserver) {
+	t.Helper()
+	res := &testkit.Reserver{}
+	h, e := newHarness(t, func(c *engine.Config) { c.Ticks = jobs.TicksForEngine(res) })
+	return h, e, res
+}
+
+// A Skip type whose switch is off succeeds as a no-op: its marker is
+// claimed (the job reads Succeeded), its record says skipped "switched
+// off", it is counted, and it is never parked; a redelivery is a duplicate.
+// The same type switched on runs.
+func TestSkipNeverParks(t *testing.T) {
+	h, e, _ := tickHarness(t)
+	for _, body := range []string{tickBody(t, "2026-12-07T09:00:00Z"), mustEncode(t, testkit.EnvelopeFor(weekly))} {
+		env := mustDecodeJob(t, body)
+		for delivery := 1; delivery <= 2; delivery++ {
+			if failed := h.Run(t, testkit.RawRecord(body, delivery)); len(failed) != 0 {
+				t.Fatalf("failures %v; a skipped job succeeds", failed)
+			}
+		}
+		if parked := h.Queues.ParkedMessages(); len(parked) != 0 {
+			t.Fatalf("parked %v; a skip type is never parked", parked)
+		}
+		if e.sends(env.MessageID) != 0 {
+			t.Fatal("a switched-off job ran its effect")
+		}
+		if rec, ok := h.MarkerOf(env); !ok || !rec.Processed() {
+			t.Fatal("a skipped job's marker is not claimed; it would not read Succeeded")
+		}
+		if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeSkipped || r != engine.SkippedReason {
+			t.Fatalf("recorded %q %q; want skipped, %q", o, r, engine.SkippedReason)
+		}
+		if h.Jobs.Parks(env.MessageID) != 0 {
+			t.Fatal("the record was marked parked")
+		}
+	}
+	if n := h.Count(weekly.Name, obs.JobsSkipped); n != 2 {
+		t.Fatalf("JobsSkipped %v, want 2 (one per job; the redeliveries are duplicates); metrics %s", n, h.Metrics)
+	}
+	if n := h.Count(weekly.Name, obs.JobsParked); n != 0 {
+		t.Fatalf("JobsParked %v, want 0", n)
+	}
+
+	h.Switches.Set(weekly.Name, true)
+	body := tickBody(t, "2026-12-14T09:00:00Z")
+	if failed := h.Run(t, testkit.RawRecord(body, 1)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if e.sends(mustDecodeJob(t, body).MessageID) != 1 {
+		t.Fatal("a tick whose switch is on did not run")
+	}
+}
+
+// A tick delivered twice (in one batch, and again later) or fired twice for
+// the same scheduled time is one job: one record, one run. A tick of
+// another time in the same week finds the week's key held by the first job
+// and does nothing.
+func TestSameTickTwiceIsOneJob(t *testing.T) {
+	h, e, res := tickHarness(t)
+	h.Switches.Set(weekly.Name, true)
+	first := tickBody(t, "2026-12-07T09:00:00Z")
+	env := mustDecodeJob(t, first)
+	if failed := h.Run(t, testkit.RawRecord(first, 1), testkit.RawRecord(first, 1)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if failed := h.Run(t, testkit.RawRecord(first, 2)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if got := res.Jobs(); len(got) != 1 || got[env.MessageID].Caller != "schedule:weekly-test" ||
+		got[env.MessageID].Key != "weekly:2026-W50" || got[env.MessageID].State != jobs.StateEnqueued {
+		t.Fatalf("job records %+v; want one, of caller schedule:weekly-test, key weekly:2026-W50, Enqueued", got)
+	}
+	if e.sends(env.MessageID) != 1 {
+		t.Fatalf("the tick's job ran %d times, want 1", e.sends(env.MessageID))
+	}
+
+	res.Finish(env.MessageID, jobs.StateSucceeded)
+	later := tickBody(t, "2026-12-08T09:00:00Z") // same ISO week, another tick
+	h.Run(t, testkit.RawRecord(later, 1))
+	if id := mustDecodeJob(t, later).MessageID; e.sends(id) != 1 || res.Reserves() != 2 {
+		t.Fatalf("a tick of another time after the week's job ended: runs %d, reserves %d; want a job of its own (AllowAfterFailed)", e.sends(id), res.Reserves())
+	}
+}
+
+// A tick whose record cannot be written is retried, never run blind.
+func TestTickRecordFailureRetries(t *testing.T) {
+	h, e, res := tickHarness(t)
+	h.Switches.Set(weekly.Name, true)
+	res.Err = testkit.ErrCrash
+	msg := testkit.RawRecord(tickBody(t, "2026-12-07T09:00:00Z"), 1)
+	if failed := h.Run(t, msg); len(failed) != 1 {
+		t.Fatalf("failures %v; want the tick retried", failed)
+	}
+	if e.sends(mustDecodeJob(t, msg.Body).MessageID) != 0 {
+		t.Fatal("a tick ran without its record")
+	}
+}
+
+func mustEncode(t *testing.T, env contract.Envelope) string {
+	t.Helper()
+	b, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// mustDecodeJob is the envelope a body is run as: the envelope itself, or
+// the one a tick derives.
+func mustDecodeJob(t *testing.T, body string) contract.Envelope {
+	t.Helper()
+	reg := registry(t, true)
+	if !contract.IsTick([]byte(body)) {
+		env, err := contract.Decode([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	tick, err := contract.DecodeTick([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := reg.TickEnvelope(tick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}

@@ -1,0 +1,115 @@
+// Command webhook is an example of a Lambda function built on the engine
+// outside the bundle: it delivers a webhook for each job of the type
+// webhook.deliver.v1 that reaches its SQS queue, with the job id as the
+// receiver's Idempotency-Key, so a delivery the engine repeats (a crash
+// between the POST and its claim) is one event at the receiver.
+//
+// It imports only the module's public packages: the engine, its AWS
+// adapters and the AWS SDK. Its own template (template.yaml) deploys it with
+// its queue, dead-letter queue, markers table and switch parameter.
+//
+// Environment: WEBHOOK_URL (where to POST), MARKERS_TABLE, TOGGLES_PATH
+// (the SSM path of its kill switches), QUEUE_URL and DLQ_URL.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/engine"
+)
+
+// Deliver is the job type: one event to deliver, by its id. A failed
+// receiver is retried (with back-off, then the DLQ); the receiver dedups by
+// the Idempotency-Key, so effect-then-claim (the default bias) is right.
+var Deliver = engine.JobType{
+	Name:  "webhook.deliver.v1",
+	Args:  []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+	Queue: engine.QueueDefault, EnabledByDefault: true, Lease: true,
+	KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
+}
+
+// deliverArgs is Deliver's args.
+type deliverArgs struct {
+	EventID string `arg:"eventId"`
+}
+
+// Webhook posts the event of a job to URL.
+type Webhook struct {
+	URL    string
+	Client *http.Client
+}
+
+// Deliver POSTs {"eventId": ...} with the job id as Idempotency-Key. A 2xx
+// is done; a 4xx other than 408 and 429 is the receiver refusing the event
+// for good (Permanent: the DLQ, not five retries); anything else retries.
+func (w Webhook) Deliver(ctx context.Context, job engine.Job, a deliverArgs) error {
+	body, err := json.Marshal(map[string]string{"eventId": a.EventID})
+	if err != nil {
+		return engine.Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return engine.Permanent(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", job.Envelope.MessageID)
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests:
+		return engine.Permanent(fmt.Errorf("webhook: the receiver refused the event: HTTP %d", resp.StatusCode))
+	}
+	return fmt.Errorf("webhook: HTTP %d", resp.StatusCode)
+}
+
+func main() {
+	r, err := build(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	lambda.Start(r.Handle)
+}
+
+// build wires the runner from the environment.
+func build(ctx context.Context) (*engine.Runner, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: aws config: %w", err)
+	}
+	reg, err := engine.NewRegistry(Deliver)
+	if err != nil {
+		return nil, err
+	}
+	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[engine.Queue]string{engine.QueueDefault: os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
+	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
+	hook := Webhook{URL: os.Getenv("WEBHOOK_URL"), Client: &http.Client{Timeout: 10 * time.Second}}
+	return engine.New(engine.Config{
+		Registry: reg,
+		Handlers: map[string]engine.Handler{Deliver.Name: engine.Typed(hook.Deliver)},
+		Toggles:  ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
+		Markers:  dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
+		Parker:   queues, DeadLetterer: queues,
+		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics(),
+	})
+}
