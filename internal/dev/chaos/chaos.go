@@ -280,7 +280,8 @@ func (c *campaign) startStack(ctx context.Context) error {
 	}
 	var killDuring func(string, []byte) time.Duration
 	if c.cfg.KillAt != "none" {
-		killDuring = newKiller(c.cfg.Seed, func() bool { return !c.when(fanoutOn).IsZero() }).during
+		killDuring = newKiller(c.cfg.Seed, func() bool { return !c.when(fanoutOn).IsZero() },
+			func() int { return c.obs.killsAt("email " + devstack.StepMidInvocation) }).during
 	}
 	c.stack, err = devstack.Start(ctx, devstack.Options{
 		Root: c.cfg.Root, StateDir: c.cfg.StateDir, MotoPort: motoPort, APIAddr: "127.0.0.1:0",

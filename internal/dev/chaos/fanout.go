@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	smithytime "github.com/aws/smithy-go/time"
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/client"
@@ -120,33 +121,52 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 	return nil
 }
 
+// awaitTick waits (up to tickWait) until the job of the tick for at is
+// done, however many deliveries that took: a tick is judged by the switch
+// it meets, so the tick sent while off must have met it before the switch
+// goes on.
+func (c *campaign) awaitTick(ctx context.Context, at time.Time) {
+	id := contract.TickMessageID(digest.ScheduleName, at)
+	for deadline := time.Now().Add(tickWait); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if j, ok := c.readJob(ctx, id, digest.Caller); ok && j.State == client.StateSucceeded {
+			return
+		}
+		_ = smithytime.SleepWithContext(ctx, 500*time.Millisecond)
+	}
+	c.problem(fmt.Errorf("chaos: the tick %s (%s) was not done within %v; the fan-out is switched on all the same", id, at.Format(contract.TickTimeLayout), tickWait))
+}
+
+// tickWait bounds how long the script waits for the tick while off.
+const tickWait = 3 * time.Minute
+
 // fanoutOn names the script step that switches the fan-out on.
 const fanoutOn = "digest fan-out switched on"
 
 // killer decides the kills from outside (devstack.Chaos.KillDuring): the
 // outbox relay, which has no kill points of its own, dies in the middle of
 // some of its batches, and the e-mail function in the middle of some
-// batches that hold a fan-out page once the fan-out's switch is on (a
-// skipped page ends at once): the first such batch always, later ones
-// sometimes, never a batch all of whose pages a kill already cut (each kill
-// costs the bulk queue's visibility timeout before the batch is back).
+// batches that hold a fan-out page once the fan-out's switch is on: every
+// such batch until one kill has landed (a page that ends before its kill,
+// a tick that defers to another, is spared), then some, never a batch all
+// of whose pages a kill already cut (each kill costs the bulk queue's
+// visibility timeout before the batch is back), at most maxFanoutKills.
 type killer struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	armed  func() bool // the fan-out's switch is on
-	fanout int         // fan-out batches chosen
+	landed func() int  // the fan-out kills that landed
 	cut    map[string]bool
 }
 
 // Kill probabilities and moments of the kills from outside.
 const (
-	relayKillP    = 0.15
-	fanoutKillP   = 0.3
-	maxFanoutKill = 3
+	relayKillP     = 0.15
+	fanoutKillP    = 0.3
+	maxFanoutKills = 2
 )
 
-func newKiller(seed uint64, armed func() bool) *killer {
-	return &killer{rng: rand.New(rand.NewPCG(seed+4, seed+5)), armed: armed, cut: map[string]bool{}}
+func newKiller(seed uint64, armed func() bool, landed func() int) *killer {
+	return &killer{rng: rand.New(rand.NewPCG(seed+4, seed+5)), armed: armed, landed: landed, cut: map[string]bool{}}
 }
 
 // during is devstack.Chaos.KillDuring.
@@ -157,17 +177,18 @@ func (k *killer) during(function string, event []byte) time.Duration {
 	case function == "outbox" && k.rng.Float64() < relayKillP:
 		// A relay batch of a few records lasts some tens of milliseconds.
 		return time.Duration(5+k.rng.IntN(150)) * time.Millisecond
-	case function == "email" && k.fanout < maxFanoutKill && k.armed():
+	case function == "email" && k.armed():
+		landed := k.landed()
 		pages := fanoutPages(event)
-		if !slices.ContainsFunc(pages, func(p string) bool { return !k.cut[p] }) || (k.fanout > 0 && k.rng.Float64() >= fanoutKillP) {
+		fresh := slices.ContainsFunc(pages, func(p string) bool { return !k.cut[p] })
+		if len(pages) == 0 || landed >= maxFanoutKills || (landed > 0 && (!fresh || k.rng.Float64() >= fanoutKillP)) {
 			return 0
 		}
-		k.fanout++
 		for _, p := range pages {
 			k.cut[p] = true
 		}
 		// A page of a hundred enqueues lasts a few seconds.
-		return time.Duration(100+k.rng.IntN(1900)) * time.Millisecond
+		return time.Duration(100+k.rng.IntN(900)) * time.Millisecond
 	}
 	return 0
 }

@@ -236,8 +236,8 @@ func TestWeeksBeforeAreMondaysOfPastWeeks(t *testing.T) {
 // (or of a batch without one), the first page's batch after it surely, never
 // the same pages twice, and some of the relay's batches.
 func TestKillerChoosesItsBatches(t *testing.T) {
-	on := false
-	k := newKiller(1, func() bool { return on })
+	on, landed := false, 0
+	k := newKiller(1, func() bool { return on }, func() int { return landed })
 	batch := func(bodies ...string) []byte {
 		ev := events.SQSEvent{}
 		for _, b := range bodies {
@@ -255,11 +255,27 @@ func TestKillerChoosesItsBatches(t *testing.T) {
 	if k.during("email", digest) != 0 {
 		t.Fatal("a batch without a fan-out page killed")
 	}
-	if d := k.during("email", tick); d < 100*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("the first fan-out batch after the switch: kill after %v; want 0.1 to 2 s", d)
+	for range 2 { // until a kill lands, every fan-out batch
+		if d := k.during("email", tick); d < 100*time.Millisecond || d > time.Second {
+			t.Fatalf("a fan-out batch after the switch, no kill landed yet: kill after %v; want 0.1 to 1 s", d)
+		}
 	}
-	if k.during("email", tick) != 0 {
-		t.Fatal("the same page killed twice")
+	landed = 1
+	for range 100 {
+		if k.during("email", tick) != 0 {
+			t.Fatal("the same page killed again after a kill landed")
+		}
+	}
+	page := batch(`{"v":1,"messageId":"page-2","type":"email.partner-digest-fanout.v1"}`)
+	chosen := 0
+	for range 100 {
+		if k.during("email", page) > 0 {
+			chosen++
+			break
+		}
+	}
+	if landed = 2; chosen == 0 || k.during("email", batch(`{"messageId":"page-3","type":"email.partner-digest-fanout.v1"}`)) != 0 {
+		t.Fatalf("a new page chosen %d times; then, with the kills used up, a page killed", chosen)
 	}
 	relay := 0
 	for range 1000 {

@@ -282,7 +282,11 @@ func (a *accountant) jobs() map[string]*perJob {
 		s, ok := byMessage[id]
 		switch {
 		case ok && a.in.fanout.Off[s.JobID]:
-			a.fail(InvTickOff, "digest "+s.JobID+" mailed (SES "+id+")")
+			when := "after"
+			if a.in.fanoutOn.IsZero() || s.Time.Before(a.in.fanoutOn) {
+				when = "before"
+			}
+			a.fail(InvTickOff, "digest "+s.JobID+" mailed "+when+" the fan-out's switch went on (SES "+id+")")
 			continue
 		case ok && refused[s.JobID]:
 			a.fail(InvRefusedJob, s.JobID+" mailed (SES "+id+")")
@@ -438,7 +442,8 @@ func (a *accountant) fanout() {
 		switch {
 		case !fj.On:
 			if state != string(client.StateSucceeded)+" (skipped)" {
-				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s", id, fj.At.Format(contract.TickTimeLayout), state))
+				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(contract.TickTimeLayout), state,
+					a.outcomesAround(id, a.in.fanoutOn)))
 			}
 			continue
 		case fj.Tick:
@@ -457,6 +462,23 @@ func (a *accountant) fanout() {
 			a.fail(InvLost, "the fan-out of "+w+": no tick's job")
 		}
 	}
+}
+
+// outcomesAround lists a job's outcome lines, each with its time from at
+// ("retry -12s, succeeded +3s"), or "none".
+func (a *accountant) outcomesAround(id string, at time.Time) string {
+	var parts []string
+	for _, o := range a.t.Seen.Outcomes[id] {
+		d := "?"
+		if !at.IsZero() {
+			d = fmt.Sprintf("%+.0fs", o.At.Sub(at).Seconds())
+		}
+		parts = append(parts, o.Line.Outcome+" "+d)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func terminal(state string) bool {

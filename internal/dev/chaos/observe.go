@@ -186,3 +186,16 @@ func (o *observer) killCount() int {
 	defer o.mu.Unlock()
 	return len(o.kills)
 }
+
+// killsAt is how many kills at step the observer saw.
+func (o *observer) killsAt(step string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, k := range o.kills {
+		if k.Step == step {
+			n++
+		}
+	}
+	return n
+}

@@ -92,7 +92,10 @@ var script = []step{
 		return c.toggle(ctx, client.TypePartnerDigest, true)
 	}},
 	{at: 0.60, wait: -1, what: "SES up", do: func(_ context.Context, c *campaign) error { c.sesUp(); return nil }},
-	{at: 0.62, what: fanoutOn, do: func(ctx context.Context, c *campaign) error { return c.toggle(ctx, digest.Fanout.Name, true) }},
+	{at: 0.62, what: fanoutOn, do: func(ctx context.Context, c *campaign) error {
+		c.awaitTick(ctx, c.weeks.off) // the tick while off must have been handled while off
+		return c.toggle(ctx, digest.Fanout.Name, true)
+	}},
 	// A duplicate tick (the same one twice at once), another time of the
 	// same week, and another week; the switch's cache has expired by now.
 	{at: 0.66, what: "ticks: a week twice at once, the same week an hour later, another week", do: func(ctx context.Context, c *campaign) error {
