@@ -1,12 +1,13 @@
 // Command chaos runs the chaos campaign (make chaos): the whole local stack
 // under AWS faults, process kills at every step boundary, duplicate and
 // concurrent deliveries, switch flips, an SSM outage, cancels and redrives,
-// then the ledger from ground truth. It prints the ledger as a table,
+// jobs through the outbox and ticks of the weekly digest fan-out, then the
+// ledger from ground truth. It prints the ledger as a table,
 // writes it as JSON, and exits 1 when an invariant breaks (naming the job
 // ids), 2 on a bad command line.
 //
 //	chaos [-n 300] [-seed 1] [-faults SPEC|none] [-kill-at SPEC|none] [-mutate NAME,…]
-//	      [-concurrency 16] [-ses-outage 60s] [-timeout 30m] [-ledger .devstack/chaos-ledger.json]
+//	      [-concurrency 16] [-ses-outage 60s] [-weekly-partners 105] [-timeout 30m] [-ledger .devstack/chaos-ledger.json]
 //	      [-state-dir .devstack/chaos]
 package main
 
@@ -52,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	mutate := fs.String("mutate", "", "break the runner on purpose: "+strings.Join(killpoint.Mutations, ", "))
 	concurrency := fs.Int("concurrency", 16, "how many enqueues run at once")
 	sesOutage := fs.Duration("ses-outage", chaos.DefaultSESOutage, "how long SES is down mid-run (long enough to send jobs to the DLQ)")
+	weekly := fs.Int("weekly-partners", chaos.DefaultWeeklyPartners, "how many users of the weekly digest to seed (over 99 makes the fan-out read two pages)")
 	timeout := fs.Duration("timeout", chaos.DefaultTimeout, "the most the campaign may take")
 	ledger := fs.String("ledger", ".devstack/chaos-ledger.json", "where the ledger's JSON goes")
 	stateDir := fs.String("state-dir", ".devstack/chaos", "the campaign stack's state directory (logs, builds)")
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	defer stackLog.Close()
 	fmt.Fprintf(stdout, "chaos: %d jobs, seed %d; the stack's own output goes to %s\n", *n, *seed, stackLog.Name())
 	l, err := chaos.Run(ctx, chaos.Config{Root: root, StateDir: state, N: *n, Seed: *seed, Faults: *faultSpec, KillAt: *killAt,
-		Mutations: mutations, Concurrency: *concurrency, SESOutage: *sesOutage, Timeout: *timeout, Progress: stderr, Log: stackLog})
+		Mutations: mutations, Concurrency: *concurrency, SESOutage: *sesOutage, WeeklyPartners: *weekly, Timeout: *timeout, Progress: stderr, Log: stackLog})
 	if err != nil {
 		if errors.Is(err, chaos.ErrConfig) {
 			return 2, err

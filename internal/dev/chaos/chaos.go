@@ -1,11 +1,16 @@
 // Package chaos is the chaos campaign of make chaos: the whole local stack
 // under faults — its AWS calls throttled, failed, cut, delayed or applied
 // with the response lost, SSM down for a while, function processes killed
-// at every step boundary, deliveries duplicated and concurrent, switches
-// flipped, jobs cancelled, letters redriven — and then the ledger: what
-// happened to every accepted job, read back from ground truth (the mail SES
-// holds, the markers, job records and dead letters), with the invariants
-// the product promises checked and every breach named by job id.
+// at every step boundary (and from outside, the outbox relay and the digest
+// fan-out in the middle of their work), deliveries duplicated and
+// concurrent, switches flipped, jobs cancelled, letters redriven, part of
+// the load enqueued through the outbox in the campaign's own transactions,
+// the weekly digest's fan-out ticked while off, twice at once and for
+// another week — and then the ledger: what happened to every accepted job
+// (and every digest the fan-out owes), read back from ground truth (the
+// mail SES holds, the markers, job records and dead letters), with the
+// invariants the product promises checked and every breach named by job
+// id.
 package chaos
 
 import (
@@ -18,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +37,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // DefaultFaults are the faults of make chaos, per AWS call of the functions.
@@ -64,6 +71,10 @@ type Config struct {
 	Concurrency int
 	// UsersPerType is how many users each job type mails (3 when zero).
 	UsersPerType int
+	// WeeklyPartners is how many users of the weekly digest the campaign
+	// seeds (DefaultWeeklyPartners when zero): every tick of a week sent
+	// while the fan-out is on owes each one digest.
+	WeeklyPartners int
 	// Mix is how often jobs are delayed, twinned, copied, cancelled and
 	// faulted at the front (DefaultMix when zero).
 	Mix Mix
@@ -110,6 +121,9 @@ func (c *Config) defaults() error {
 	if c.UsersPerType <= 0 {
 		c.UsersPerType = 3
 	}
+	if c.WeeklyPartners <= 0 {
+		c.WeeklyPartners = DefaultWeeklyPartners
+	}
 	if c.Mix == (Mix{}) {
 		c.Mix = DefaultMix
 	}
@@ -155,6 +169,7 @@ type campaign struct {
 	stack    *devstack.Local
 	aws      aws.Config
 	db       *dynamodb.Client // the campaign's own clients, made once
+	producer *dynamodb.Client // its writes as a producer, through the faults
 	sqs      *sqs.Client
 	sender   *queue.Sender
 	faults   *faults.Injector
@@ -168,10 +183,16 @@ type campaign struct {
 	ssmUp    func()         // ends the SSM outage
 	sesUp    func()         // ends the SES outage
 	redriven map[string]int // letters redriven, by id
+	outboxTx atomic.Int64   // outbox transactions written, retries included
+	partners []string       // the weekly digest's users, in the fan-out's order
+	weeks    weeks          // the ticks' scheduled times
+	// tickInput is the weekly schedule's (its input is a tick's).
+	tickInput *schedule.Schedule
 
 	mu       sync.Mutex
 	timeline []event
-	problems []string // what went wrong in the campaign itself
+	problems []string   // what went wrong in the campaign itself
+	ticks    []tickSent // the ticks sent, in order
 }
 
 // Run runs a campaign and returns its ledger. The error is for a campaign
@@ -188,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	defer cancel()
 	c := &campaign{cfg: cfg, faults: faults.New(rules, cfg.Seed), obs: newObserver(), witness: newWitness(), start: time.Now(),
 		redriven: map[string]int{}}
+	c.weeks = weeksBefore(c.start)
 	c.faults.Pause() // until the load starts
 	c.progress = newProgress(cfg.Progress, c)
 	defer c.progress.stop()
@@ -217,11 +239,14 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 		}
 	}
 	c.progress.phase("reading the ledger")
-	truth, err := c.readTruth(context.WithoutCancel(ctx), results)
+	c.mu.Lock()
+	fan := fanoutJobs(c.partners, slices.Clone(c.ticks))
+	c.mu.Unlock()
+	truth, err := c.readTruth(context.WithoutCancel(ctx), results, fan)
 	if err != nil {
 		return nil, err
 	}
-	return c.ledger(results, truth, redriven, quiet), nil
+	return c.ledger(results, fan, truth, redriven, quiet), nil
 }
 
 // maxRedriveRounds bounds how often the campaign redrives what reached the
@@ -253,12 +278,18 @@ func (c *campaign) startStack(ctx context.Context) error {
 	if log == nil {
 		log = io.Discard
 	}
+	var killDuring func(string, []byte) time.Duration
+	if c.cfg.KillAt != "none" {
+		killDuring = newKiller(c.cfg.Seed, func() bool { return !c.when(fanoutOn).IsZero() },
+			func() int { return c.obs.killsAt("email " + devstack.StepMidInvocation) }).during
+	}
 	c.stack, err = devstack.Start(ctx, devstack.Options{
 		Root: c.cfg.Root, StateDir: c.cfg.StateDir, MotoPort: motoPort, APIAddr: "127.0.0.1:0",
 		ParkDelay: parkDelay, ToggleTTL: toggleTTL, Out: log,
 		Chaos: devstack.Chaos{
 			ProxyHooks: []awsproxy.Hook{c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,
 			FunctionTimeout: functionTimeout, VisibilityTimeout: visibility, WrapFunction: c.obs.wrap, AppLog: c.obs,
+			KillDuring: killDuring,
 		},
 	})
 	if err != nil {
@@ -270,6 +301,9 @@ func (c *campaign) startStack(ctx context.Context) error {
 		return err
 	}
 	c.db, c.sqs = dynamodb.NewFromConfig(c.aws), sqs.NewFromConfig(c.aws)
+	producer := moto.Config(c.stack.FunctionEndpoint(), moto.Region)
+	producer.Retryer = nil
+	c.producer = dynamodb.NewFromConfig(producer)
 	c.sender = queue.New(c.sqs, c.res.Queues, "")
 	c.front = newFront(http.DefaultTransport)
 	c.api, err = client.New(c.stack.APIURL, client.WithCaller(Caller),
@@ -285,7 +319,9 @@ func (c *campaign) startStack(ctx context.Context) error {
 			users = append(users, devstack.DemoUser{UserID: u.ID, Email: u.Email(), DisplayName: "Chaos " + u.ID, EmailConfirmed: u.Confirmed})
 		}
 	}
-	return devstack.SeedUsers(ctx, c.db, c.res.Users, users)
+	weekly := weeklyPartners(c.cfg.WeeklyPartners)
+	c.partners = partnersOf(weekly)
+	return devstack.SeedUsers(ctx, c.db, c.res.Users, append(users, weekly...))
 }
 
 // The local run's park delay and toggle cache.

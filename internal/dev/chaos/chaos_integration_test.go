@@ -6,19 +6,26 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/chaos"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/killpoint"
 )
 
 // TestShortCampaignKeepsThePromise is the short chaos run of make test: a
 // few hundred jobs across the four types through the whole local stack —
-// AWS faults of every kind, function processes killed at step boundaries,
-// twins, copies, cancels, a switch flipped, SSM and SES away for a while,
-// poisoned jobs, redrives — and every invariant of the ledger holds.
+// AWS faults of every kind, function processes killed at step boundaries
+// and from outside (the outbox relay, the fan-out mid-page), twins, copies,
+// cancels, a switch flipped, SSM and SES away for a while, poisoned jobs,
+// redrives, a share of the jobs through the outbox (some written twice,
+// some refused by their transaction's condition), the weekly digest's
+// fan-out ticked while off, twice at once and for two weeks of two pages —
+// and every invariant of the ledger holds.
 // Randomness is seeded and only invariants are asserted, never timings or
 // counts that depend on them.
 func TestShortCampaignKeepsThePromise(t *testing.T) {
@@ -38,8 +45,16 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 	}
 	f := l.Figures
 	switch {
-	case f.JobsAccepted != 200:
-		t.Errorf("%d jobs accepted; want 200", f.JobsAccepted)
+	case f.JobsAccepted+f.OutboxRefused != 200:
+		t.Errorf("%d jobs accepted and %d refused on purpose; want 200 in all", f.JobsAccepted, f.OutboxRefused)
+	case f.OutboxJobs == 0 || f.OutboxRewritten == 0 || f.OutboxRefused == 0 || f.Deliveries["outbox"] == 0:
+		t.Errorf("the outbox carried %d jobs (%d written twice, %d refused, %d stream records relayed); want some of each",
+			f.OutboxJobs, f.OutboxRewritten, f.OutboxRefused, f.Deliveries["outbox"])
+	case f.WeeksOn != 2 || f.Digests != 2*f.WeeklyPartners || f.WeeklyPartners <= digest.PageSize || f.FanoutStates["Succeeded (skipped)"] != 1:
+		t.Errorf("fan-out: %d weeks on, %d digests owed to %d partners, states %v; want two weeks of two pages and the tick while off skipped",
+			f.WeeksOn, f.Digests, f.WeeklyPartners, f.FanoutStates)
+	case f.Kills["outbox "+devstack.StepMidInvocation] == 0 || f.Kills["email "+devstack.StepMidInvocation] == 0:
+		t.Errorf("kills %v; want the relay and a fan-out page killed mid-invocation", f.Kills)
 	case f.DuplicatesInjected == 0 || f.TwinRequests == 0 || f.FrontFaults == 0 || f.Cancelled+f.CancelRefused == 0 || f.Delayed == 0:
 		t.Errorf("the campaign did not do what its plan says: %+v", f)
 	case f.Poisoned == 0 || f.FailedAtEnd == 0 || f.DeadLettered == 0 || f.Redriven == 0:
@@ -54,41 +69,43 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 // TestMutatedRunnerBreaksTheLedger proves that the campaign can fail: with
 // each guarantee of the runner removed on purpose (a chaos build told to
 // skip the claim, the peek, the kill switch or the lease), a small campaign
-// breaks the invariant that guarantee keeps. AWS faults and kills are off,
+// breaks the invariants that guarantee keeps (without the kill switch, the
+// tick while the fan-out is off runs it, too). AWS faults and kills are off,
 // so what breaks is the mutation's doing, not the weather's. The four
 // campaigns run at once, each on its own stack.
 func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 	root := repoRoot(t)
 	for _, tc := range []struct {
 		mutation string
-		broken   string
+		broken   []string
 	}{
-		{killpoint.NoClaim, chaos.InvExtra},
-		{killpoint.NoPeek, chaos.InvExtra},
-		{killpoint.IgnoreSwitch, chaos.InvFailClosed},
-		{killpoint.NoLease, chaos.InvExtra},
+		{killpoint.NoClaim, []string{chaos.InvExtra}},
+		{killpoint.NoPeek, []string{chaos.InvExtra}},
+		{killpoint.IgnoreSwitch, []string{chaos.InvFailClosed, chaos.InvTickOff}},
+		{killpoint.NoLease, []string{chaos.InvExtra}},
 	} {
 		t.Run(tc.mutation, func(t *testing.T) {
 			t.Parallel() // each campaign has its own stack; most of it is waiting
 			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7,
-				Faults: "none", KillAt: "none", Mutations: []string{tc.mutation},
-				Mix:       chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05},
+				Faults: "none", KillAt: "none", Mutations: []string{tc.mutation}, WeeklyPartners: 3,
+				Mix:       chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05, Outbox: 0.1},
 				SESOutage: 3 * time.Second, Timeout: 6 * time.Minute, Log: io.Discard})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var table bytes.Buffer
 			l.Print(&table)
-			for _, inv := range l.Invariants {
-				if inv.Name == tc.broken {
-					if inv.OK() {
-						t.Fatalf("with %s, %q holds; the campaign cannot see the mutation:\n%s", tc.mutation, tc.broken, table.String())
-					}
-					t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
-					return
+			for _, name := range tc.broken {
+				i := slices.IndexFunc(l.Invariants, func(inv chaos.Invariant) bool { return inv.Name == name })
+				switch {
+				case i < 0:
+					t.Fatalf("the ledger has no invariant %q", name)
+				case l.Invariants[i].OK():
+					t.Fatalf("with %s, %q holds; the campaign cannot see the mutation:\n%s", tc.mutation, name, table.String())
 				}
+				inv := l.Invariants[i]
+				t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
 			}
-			t.Fatalf("the ledger has no invariant %q", tc.broken)
 		})
 	}
 }

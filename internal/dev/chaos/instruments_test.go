@@ -27,12 +27,20 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 			t.Fatalf("job %d differs between two plans with one seed", i)
 		}
 		sameAsOther = sameAsOther && a[i].User == other[i].User && a[i].Delay == other[i].Delay
-		if a[i].JobID != contract.DeriveMessageID(Caller, a[i].IdemKey) {
-			t.Fatalf("job %d: id %s is not derived from its Idempotency-Key", i, a[i].JobID)
+		caller := Caller
+		if a[i].Source == viaOutbox {
+			caller = "outbox:" + Producer
+			if a[i].Twins > 0 || a[i].Cancel || a[i].Front != frontNone {
+				t.Fatalf("job %d goes through the outbox with an HTTP treatment: %+v", i, a[i])
+			}
+		}
+		if a[i].JobID != contract.DeriveMessageID(caller, a[i].IdemKey) {
+			t.Fatalf("job %d: id %s is not derived from its caller %s and Idempotency-Key", i, a[i].JobID, caller)
 		}
 		count[a[i].Kind.Type]++
 		for name, on := range map[string]bool{"delayed": a[i].Delay > 0, "twins": a[i].Twins > 0, "copies": a[i].Copies > 0,
-			"cancel": a[i].Cancel, "front": a[i].Front != frontNone, "poisoned": a[i].Poisoned} {
+			"cancel": a[i].Cancel, "front": a[i].Front != frontNone, "poisoned": a[i].Poisoned,
+			"outbox": a[i].Source == viaOutbox, "rewrite": a[i].Rewrite, "refuse": a[i].Refuse} {
 			if on {
 				count[name]++
 			}
@@ -46,10 +54,13 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 			t.Errorf("%d jobs of %s; want 100", count[k.Type], k.Type)
 		}
 	}
-	for _, name := range []string{"delayed", "twins", "copies", "cancel", "front", "poisoned"} {
+	for _, name := range []string{"delayed", "twins", "copies", "cancel", "front", "poisoned", "outbox", "rewrite", "refuse"} {
 		if count[name] == 0 || count[name] > 200 {
 			t.Errorf("%d jobs %s out of 400", count[name], name)
 		}
+	}
+	if count["outbox"] < 40 || count["outbox"] > 80 || count["rewrite"] >= count["outbox"] || count["refuse"] >= count["outbox"] {
+		t.Errorf("%d jobs through the outbox (%d rewritten, %d refused) out of 400; want about 15%%, some of them rewritten and refused", count["outbox"], count["rewrite"], count["refuse"])
 	}
 	if count["poisoned"] != 4 {
 		t.Errorf("%d poisoned; want exactly 1%% of 400", count["poisoned"])
@@ -72,6 +83,7 @@ func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 	}
 	for _, line := range []string{
 		`{"function":"email","msg":"killpoint","step":"after-effect","pid":12}`,
+		`{"msg":"killpoint","step":"mid-invocation","function":"outbox","pid":13}`,
 		`{"time":"2026-12-01T08:30:30.123+00:00","function":"email","level":"INFO","msg":"job outcome","outcome":"claim-failed","jobId":"job-1","reason":"r"}`,
 		`{"function":"email","level":"INFO","msg":"job outcome","outcome":"retry","jobId":"job-2","reason":"r"}`,
 		`{"function":"email","level":"INFO","msg":"mail sent","jobId":"job-1"}`,
@@ -82,10 +94,10 @@ func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 		}
 	}
 	s := o.snapshot()
-	if len(s.Calls) != 2 || s.Calls[0].Lost || !s.Calls[1].Lost || strings.Join(s.Calls[1].JobIDs, ",") != "job-1,job-2" || s.Records["email"] != 4 {
+	if len(s.Calls) != 2 || s.Calls[0].Lost || !s.Calls[1].Lost || strings.Join(s.Calls[1].JobIDs, ",") != "job-1,job-2" || s.Records["email"] != 6 {
 		t.Fatalf("calls %+v, records %v", s.Calls, s.Records)
 	}
-	if len(s.Kills) != 1 || s.Kills[0].Step != "after-effect" || o.killCount() != 1 {
+	if len(s.Kills) != 2 || s.Kills[0].Step != "after-effect" || s.Kills[1].Step != "outbox mid-invocation" || o.killCount() != 2 {
 		t.Fatalf("kills %+v", s.Kills)
 	}
 	// An outcome line is dated by its own time (when the function wrote
@@ -99,6 +111,16 @@ func TestObserverSeesBatchesKillsAndOutcomes(t *testing.T) {
 	}
 	if o.inFlight.Load() != 0 {
 		t.Fatalf("%d invocations in flight after both ended", o.inFlight.Load())
+	}
+	// A stream batch (the outbox relay's) counts its records; it names no
+	// job a mail could be explained by.
+	stream, _ := json.Marshal(events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, 2)})
+	relay := o.wrap("outbox", invokerFunc(func(context.Context, []byte) ([]byte, error) { return []byte("{}"), nil }))
+	if _, err := relay.Invoke(context.Background(), stream); err != nil {
+		t.Fatal(err)
+	}
+	if s := o.snapshot(); s.Records["outbox"] != 2 || len(s.Calls[2].JobIDs) != 0 {
+		t.Fatalf("relay call %+v, records %v", s.Calls[2], s.Records)
 	}
 }
 
@@ -188,5 +210,83 @@ func TestWitnessSeesMailsAndClaims(t *testing.T) {
 		if c != http.StatusOK {
 			t.Fatalf("answers %v; want each passed on", codes)
 		}
+	}
+}
+
+// The ticks' times are Mondays at 09:00 UTC of three distinct weeks before
+// now's, whatever the day, and the second time of a week is in that week.
+func TestWeeksBeforeAreMondaysOfPastWeeks(t *testing.T) {
+	for day := range 7 {
+		now := time.Date(2026, 11, 30, 8, 59, 0, 0, time.UTC).AddDate(0, 0, day) // Monday 30 November, before 09:00
+		w := weeksBefore(now)
+		seen := map[string]bool{}
+		for _, at := range []time.Time{w.off, w.on, w.other} {
+			if at.Weekday() != time.Monday || at.Hour() != 9 || !at.Before(now) || seen[contract.ISOWeek(at)] {
+				t.Fatalf("%s: weeks %+v; want Mondays 09:00 of three distinct past weeks", now.Weekday(), w)
+			}
+			seen[contract.ISOWeek(at)] = true
+		}
+		if contract.ISOWeek(w.onAgain) != contract.ISOWeek(w.on) || w.onAgain.Equal(w.on) || contract.ISOWeek(w.other) == contract.ISOWeek(now) {
+			t.Fatalf("%s: weeks %+v", now.Weekday(), w)
+		}
+	}
+}
+
+// The kills from outside: none of a fan-out page before its switch is on
+// (or of a batch without one), the first page's batch after it surely, never
+// the same pages twice, and some of the relay's batches.
+func TestKillerChoosesItsBatches(t *testing.T) {
+	on, landed := false, 0
+	k := newKiller(1, func() bool { return on }, func() int { return landed })
+	batch := func(bodies ...string) []byte {
+		ev := events.SQSEvent{}
+		for _, b := range bodies {
+			ev.Records = append(ev.Records, events.SQSMessage{Body: b})
+		}
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	tick := batch(`{"v":1,"type":"email.partner-digest-fanout.v1","schedule":"partner-digest-weekly","scheduledTime":"2026-11-16T09:00:00Z"}`)
+	digest := batch(`{"v":1,"messageId":"m-1","type":"email.partner-digest.v1"}`)
+	if k.during("email", tick) != 0 {
+		t.Fatal("a fan-out batch killed while its switch is off")
+	}
+	on = true
+	if k.during("email", digest) != 0 {
+		t.Fatal("a batch without a fan-out page killed")
+	}
+	for range 2 { // until a kill lands, every fan-out batch
+		if d := k.during("email", tick); d < 100*time.Millisecond || d > time.Second {
+			t.Fatalf("a fan-out batch after the switch, no kill landed yet: kill after %v; want 0.1 to 1 s", d)
+		}
+	}
+	landed = 1
+	for range 100 {
+		if k.during("email", tick) != 0 {
+			t.Fatal("the same page killed again after a kill landed")
+		}
+	}
+	page := batch(`{"v":1,"messageId":"page-2","type":"email.partner-digest-fanout.v1"}`)
+	chosen := 0
+	for range 100 {
+		if k.during("email", page) > 0 {
+			chosen++
+			break
+		}
+	}
+	if landed = 2; chosen == 0 || k.during("email", batch(`{"messageId":"page-3","type":"email.partner-digest-fanout.v1"}`)) != 0 {
+		t.Fatalf("a new page chosen %d times; then, with the kills used up, a page killed", chosen)
+	}
+	relay := 0
+	for range 1000 {
+		if d := k.during("outbox", nil); d > 0 {
+			relay++
+			if d < 5*time.Millisecond || d > 155*time.Millisecond {
+				t.Fatalf("relay kill after %v", d)
+			}
+		}
+	}
+	if relay < 100 || relay > 200 {
+		t.Fatalf("%d of 1000 relay batches killed; want about 15%%", relay)
 	}
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -60,6 +61,27 @@ type Figures struct {
 	Enqueue5xxFaults int            `json:"enqueue5xxExplained"` // 5xx whose request an AWS fault touched
 	InFlight409      int            `json:"inFlight409"`
 	Quiet            bool           `json:"quiet"`
+
+	// Through the outbox: the jobs accepted (their transaction committed),
+	// how many of those had exactly one effect and how many were written
+	// twice, the transactions the campaign wrote (retries included), and
+	// the jobs refused by their transaction's condition on purpose.
+	OutboxJobs         int `json:"outboxJobs"`
+	OutboxExactlyOne   int `json:"outboxExactlyOne"`
+	OutboxRewritten    int `json:"outboxRewritten"`
+	OutboxTransactions int `json:"outboxTransactions"`
+	OutboxRefused      int `json:"outboxRefused"`
+	// The weekly digest's fan-out: the ticks sent, the distinct scheduled
+	// times, the weeks ticked while on, the partners, the digests owed (a
+	// partner and a week each) and those with exactly one mail, and the
+	// fan-out's jobs (ticks and pages) by state at the end.
+	Ticks          int            `json:"ticks"`
+	TickTimes      int            `json:"tickTimes"`
+	WeeksOn        int            `json:"weeksOn"`
+	WeeklyPartners int            `json:"weeklyPartners"`
+	Digests        int            `json:"digests"`
+	DigestsOne     int            `json:"digestsExactlyOne"`
+	FanoutStates   map[string]int `json:"fanoutStates"`
 }
 
 // Invariant is one promise checked, with the jobs (or requests) that break
@@ -95,7 +117,17 @@ const (
 	InvNotAccepted  = "enqueues never accepted"
 	InvForeignMail  = "mails SES holds that no job sent"
 	InvNotQuiet     = "stack not quiet at the end"
+	// InvRefusedJob: a transaction that failed its condition wrote nothing,
+	// so its outbox item made no job and no mail.
+	InvRefusedJob = "outbox transactions refused by their condition that made a job"
+	// InvTickOff: a tick while the fan-out's switch is off is skipped
+	// (Succeeded, lastOutcome skipped) and makes no digest.
+	InvTickOff = "ticks while the fan-out was off not read Succeeded/skipped, or that made digests"
 )
+
+// invariantNames are the invariants in the ledger's order.
+var invariantNames = []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan,
+	InvNotAccepted, InvForeignMail, InvRefusedJob, InvTickOff, InvNotQuiet}
 
 // maxIDs is how many ids of a broken invariant the ledger keeps.
 const maxIDs = 20
@@ -106,6 +138,9 @@ type ledgerInput struct {
 	results  []result
 	truth    *truth
 	digestOn time.Time
+	fanoutOn time.Time
+	fanout   fanoutPlan
+	outboxTx int
 	redriven int
 	quiet    bool
 	wall     time.Duration
@@ -141,10 +176,11 @@ func account(in ledgerInput) *Ledger {
 		a.judge(id, j)
 	}
 	a.requests()
+	a.fanout()
 	if !in.quiet {
 		a.fail(InvNotQuiet, "timeout")
 	}
-	for _, name := range []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan, InvNotAccepted, InvForeignMail, InvNotQuiet} {
+	for _, name := range invariantNames {
 		if i := a.inv[name]; i != nil {
 			slices.Sort(i.IDs)
 			l.Invariants = append(l.Invariants, *i)
@@ -172,7 +208,8 @@ func (a *accountant) fail(name, id string) {
 func (a *accountant) counts() {
 	t, f := a.t, a.f
 	f.Deliveries, f.Kills, f.Faults, f.Explained, f.States, f.Outcomes = t.Seen.Records, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	f.Quiet, f.Redriven, f.Requests = a.in.quiet, a.in.redriven, len(t.Attempts)
+	f.Quiet, f.Redriven, f.Requests, f.OutboxTransactions = a.in.quiet, a.in.redriven, len(t.Attempts), a.in.outboxTx
+	f.FanoutStates, f.Ticks, f.WeeklyPartners = map[string]int{}, len(a.in.fanout.Ticks), a.in.fanout.Partners
 	for _, k := range t.Seen.Kills {
 		f.Kills[k.Step]++
 	}
@@ -202,15 +239,30 @@ func (a *accountant) jobs() map[string]*perJob {
 		}
 	}
 	jobs := map[string]*perJob{}
+	refused := map[string]bool{}
 	for _, r := range a.in.results {
 		f.TwinRequests += r.Job.Twins
 		f.DuplicatesInjected += r.CopiesSent
 		if r.Job.Front != frontNone {
 			f.FrontFaults++
 		}
-		if !r.Accepted {
+		switch {
+		case r.Refused:
+			// No job, by design: none may exist.
+			f.OutboxRefused++
+			refused[r.Job.JobID] = true
+			if t.RefusedJobs[r.Job.JobID] {
+				a.fail(InvRefusedJob, r.Job.JobID)
+			}
+			continue
+		case !r.Accepted:
 			a.fail(InvNotAccepted, r.Job.IdemKey)
 			continue
+		case r.Job.Source == viaOutbox:
+			f.OutboxJobs++
+			if r.Rewritten {
+				f.OutboxRewritten++
+			}
 		}
 		f.JobsAccepted++
 		if r.Job.Delay > 0 {
@@ -221,10 +273,25 @@ func (a *accountant) jobs() map[string]*perJob {
 		}
 		jobs[r.JobID] = &perJob{r: r, explains: map[string]int{}}
 	}
+	f.Digests = len(a.in.fanout.Digests)
+	for _, r := range a.in.fanout.Digests {
+		jobs[r.JobID] = &perJob{r: r, explains: map[string]int{}}
+	}
 	f.Effects = len(t.Mails)
 	for _, id := range t.Mails {
 		s, ok := byMessage[id]
-		if !ok || jobs[s.JobID] == nil {
+		switch {
+		case ok && a.in.fanout.Off[s.JobID]:
+			when := "after"
+			if a.in.fanoutOn.IsZero() || s.Time.Before(a.in.fanoutOn) {
+				when = "before"
+			}
+			a.fail(InvTickOff, "digest "+s.JobID+" mailed "+when+" the fan-out's switch went on (SES "+id+")")
+			continue
+		case ok && refused[s.JobID]:
+			a.fail(InvRefusedJob, s.JobID+" mailed (SES "+id+")")
+			continue
+		case !ok || jobs[s.JobID] == nil:
 			a.fail(InvForeignMail, id)
 			continue
 		}
@@ -279,9 +346,20 @@ func (a *accountant) judge(id string, j *perJob) {
 	}
 	f.States[state]++
 
-	// The fail-closed type never runs while its switch is off.
+	// The fail-closed type never runs while its switch is off, nor does
+	// the fan-out that makes a partner's digest.
 	if j.r.Job.Kind.Type == client.TypePartnerDigest && n > 0 && (a.in.digestOn.IsZero() || j.sends[0].Time.Before(a.in.digestOn)) {
 		a.fail(InvFailClosed, id)
+	}
+	if j.r.Job.Source == viaFanout && n > 0 && (a.in.fanoutOn.IsZero() || j.sends[0].Time.Before(a.in.fanoutOn)) {
+		a.fail(InvFailClosed, id+" (before the fan-out's switch)")
+	}
+	switch {
+	case n != 1:
+	case j.r.Job.Source == viaOutbox:
+		f.OutboxExactlyOne++
+	case j.r.Job.Source == viaFanout:
+		f.DigestsOne++
 	}
 	// A cancelled job never runs; an effect before the cancel is
 	// explained only when its claim was lost (a kill or a lost
@@ -335,6 +413,72 @@ func (a *accountant) requests() {
 			}
 		}
 	}
+}
+
+// fanout checks the fan-out's own jobs. A tick sent while its switch was
+// off reads Succeeded with lastOutcome skipped (and its week's digests, if
+// any mail went out, were named as the mails were traced). Of a week ticked
+// while on, one tick's job holds the week (the others of other times
+// defer to it, the same time twice is the same job) and every later page
+// exists; each reads Succeeded, not skipped.
+func (a *accountant) fanout() {
+	fan, t, f := a.in.fanout, a.t, a.f
+	times, weeks, held := map[time.Time]bool{}, map[string]bool{}, map[string]bool{}
+	for _, tk := range fan.Ticks {
+		times[tk.At] = true
+	}
+	f.TickTimes = len(times)
+	for _, id := range slices.Sorted(maps.Keys(fan.Jobs)) {
+		fj := fan.Jobs[id]
+		got, read := t.Fanout[id]
+		state := string(got.State)
+		switch {
+		case !read:
+			state = "none"
+		case got.LastOutcome == "skipped":
+			state += " (skipped)"
+		}
+		f.FanoutStates[state]++
+		switch {
+		case !fj.On:
+			if state != string(client.StateSucceeded)+" (skipped)" {
+				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(contract.TickTimeLayout), state,
+					a.outcomesAround(id, a.in.fanoutOn)))
+			}
+			continue
+		case fj.Tick:
+			weeks[fj.Week] = true
+			held[fj.Week] = held[fj.Week] || read
+		case !read:
+			a.fail(InvLost, fmt.Sprintf("fan-out page %s of %s: no job", id, fj.Week))
+		}
+		if read && state != string(client.StateSucceeded) {
+			a.fail(InvWrongState, fmt.Sprintf("fan-out job %s of %s reads %s, ground truth Succeeded", id, fj.Week, state))
+		}
+	}
+	f.WeeksOn = len(weeks)
+	for _, w := range slices.Sorted(maps.Keys(weeks)) {
+		if !held[w] {
+			a.fail(InvLost, "the fan-out of "+w+": no tick's job")
+		}
+	}
+}
+
+// outcomesAround lists a job's outcome lines, each with its time from at
+// ("retry -12s, succeeded +3s"), or "none".
+func (a *accountant) outcomesAround(id string, at time.Time) string {
+	var parts []string
+	for _, o := range a.t.Seen.Outcomes[id] {
+		d := "?"
+		if !at.IsZero() {
+			d = fmt.Sprintf("%+.0fs", o.At.Sub(at).Seconds())
+		}
+		parts = append(parts, o.Line.Outcome+" "+d)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func terminal(state string) bool {

@@ -3,15 +3,18 @@ package chaos
 import (
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/faults"
+	"github.com/runstwice/runstwice/internal/email/digest"
 )
 
 // faultOn makes the injector apply one fault of kind to a call of
@@ -54,8 +57,8 @@ func newWorld(t *testing.T) *world {
 func (w *world) job(typ string, state client.State) *result {
 	w.n++
 	k := kinds[slices.IndexFunc(kinds, func(k kind) bool { return k.Type == typ })]
-	j := plannedJob{Index: w.n, Kind: k, IdemKey: "chaos-1-" + string(rune('0'+w.n))}
 	id := "00000000-0000-0000-0000-00000000000" + string(rune('0'+w.n))
+	j := plannedJob{Index: w.n, Kind: k, IdemKey: "chaos-1-" + string(rune('0'+w.n)), JobID: id}
 	w.results = append(w.results, result{Job: j, Accepted: true, JobID: id})
 	w.truth.States[id] = client.Job{JobID: id, State: state}
 	return &w.results[len(w.results)-1]
@@ -72,7 +75,8 @@ func (w *world) mailAt(id string, at time.Time) {
 }
 
 func (w *world) ledger(mutate func(*ledgerInput)) *Ledger {
-	in := ledgerInput{cfg: Config{N: len(w.results)}, results: w.results, truth: w.truth, digestOn: w.at.Add(time.Minute), quiet: true}
+	in := ledgerInput{cfg: Config{N: len(w.results)}, results: w.results, truth: w.truth, digestOn: w.at.Add(time.Minute),
+		fanoutOn: w.at.Add(2 * time.Minute), quiet: true}
 	if mutate != nil {
 		mutate(&in)
 	}
@@ -199,5 +203,147 @@ func TestLedgerNamesEveryBreach(t *testing.T) {
 	}
 	if !l.Failed() {
 		t.Fatal("Failed() = false")
+	}
+}
+
+// fanoutWorld is a world with the weekly fan-out's ticks sent: one while
+// off (week off), then week on twice at once, week on an hour later, and
+// week other; the ground truth is what the promise allows, each tick and
+// digest as it should be, until a test breaks it.
+type fanoutWorld struct {
+	*world
+	fan                fanoutPlan
+	weeks              weeks
+	partners           []string
+	offTick, onTick    string
+	otherTick, onAgain string
+}
+
+func newFanoutWorld(t *testing.T) *fanoutWorld {
+	w := &fanoutWorld{world: newWorld(t), partners: []string{"u-p1", "u-p2"}}
+	w.weeks = weeksBefore(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	on := w.at.Add(3 * time.Minute)
+	ticks := []tickSent{{At: w.weeks.off, SentAt: w.at}, {At: w.weeks.on, SentAt: on, On: true}, {At: w.weeks.on, SentAt: on, On: true},
+		{At: w.weeks.onAgain, SentAt: on, On: true}, {At: w.weeks.other, SentAt: on, On: true}}
+	w.fan = fanoutJobs(w.partners, ticks)
+	w.truth.Fanout, w.truth.RefusedJobs = map[string]client.Job{}, map[string]bool{}
+	w.offTick = contract.TickMessageID(digest.ScheduleName, w.weeks.off)
+	w.onTick = contract.TickMessageID(digest.ScheduleName, w.weeks.on)
+	w.onAgain = contract.TickMessageID(digest.ScheduleName, w.weeks.onAgain)
+	w.otherTick = contract.TickMessageID(digest.ScheduleName, w.weeks.other)
+	w.truth.Fanout[w.offTick] = client.Job{JobID: w.offTick, State: client.StateSucceeded, LastOutcome: "skipped"}
+	w.truth.Fanout[w.onTick] = client.Job{JobID: w.onTick, State: client.StateSucceeded}
+	w.truth.Fanout[w.otherTick] = client.Job{JobID: w.otherTick, State: client.StateSucceeded}
+	for i, d := range w.fan.Digests {
+		w.truth.States[d.JobID] = client.Job{JobID: d.JobID, State: client.StateSucceeded}
+		w.mail(d.JobID, 4*time.Minute+time.Duration(i)*time.Second)
+	}
+	return w
+}
+
+// digestOf is the digest job id of partner u for the week of at.
+func digestOf(u string, at time.Time) string {
+	return contract.DeriveMessageID(digest.Caller, digest.DigestKey(u, contract.ISOWeek(at)))
+}
+
+func (w *fanoutWorld) ledger(mutate func(*ledgerInput)) *Ledger {
+	return w.world.ledger(func(in *ledgerInput) {
+		in.fanout = w.fan
+		if mutate != nil {
+			mutate(in)
+		}
+	})
+}
+
+func TestLedgerJudgesTheOutboxAndTheFanout(t *testing.T) {
+	w := newFanoutWorld(t)
+	if len(w.fan.Digests) != 4 || w.fan.Digests[0].JobID != digestOf("u-p1", w.weeks.on) || !w.fan.Off[digestOf("u-p2", w.weeks.off)] {
+		t.Fatalf("fan-out plan %+v: want the two partners' digests of the two weeks ticked while on, and the off week's apart", w.fan)
+	}
+	relayed := w.job(client.TypeWelcome, client.StateSucceeded)
+	relayed.Job.Source, relayed.Rewritten = viaOutbox, true
+	w.mail(relayed.JobID, time.Second)
+	refused := w.job(client.TypeWelcome, client.StateEnqueued)
+	refused.Job.Source, refused.Job.Refuse, refused.Refused, refused.Accepted = viaOutbox, true, true, false
+	delete(w.truth.States, refused.JobID)
+
+	l := w.ledger(func(in *ledgerInput) { in.outboxTx = 4 })
+	if b := broken(l); len(b) != 0 {
+		t.Fatalf("broken %v; want none", b)
+	}
+	f := l.Figures
+	want := Figures{JobsAccepted: 1, OutboxJobs: 1, OutboxExactlyOne: 1, OutboxRewritten: 1, OutboxTransactions: 4, OutboxRefused: 1,
+		Ticks: 5, TickTimes: 4, WeeksOn: 2, WeeklyPartners: 2, Digests: 4, DigestsOne: 4, Effects: 5, ExactlyOne: 5}
+	got := Figures{JobsAccepted: f.JobsAccepted, OutboxJobs: f.OutboxJobs, OutboxExactlyOne: f.OutboxExactlyOne, OutboxRewritten: f.OutboxRewritten,
+		OutboxTransactions: f.OutboxTransactions, OutboxRefused: f.OutboxRefused, Ticks: f.Ticks, TickTimes: f.TickTimes, WeeksOn: f.WeeksOn,
+		WeeklyPartners: f.WeeklyPartners, Digests: f.Digests, DigestsOne: f.DigestsOne, Effects: f.Effects, ExactlyOne: f.ExactlyOne}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("figures %+v; want %+v", got, want)
+	}
+	// The tick an hour later in the same week defers to the week's first:
+	// it has no job of its own.
+	if s := f.FanoutStates; s["Succeeded"] != 2 || s["Succeeded (skipped)"] != 1 || s["none"] != 1 {
+		t.Fatalf("fan-out states %v", s)
+	}
+}
+
+func TestLedgerNamesOutboxAndFanoutBreaches(t *testing.T) {
+	w := newFanoutWorld(t)
+	refused := w.job(client.TypeWelcome, client.StateSucceeded)
+	refused.Job.Source, refused.Refused, refused.Accepted = viaOutbox, true, false
+	w.truth.RefusedJobs[refused.JobID] = true // the job exists all the same
+	wrong := w.job(client.TypeWelcome, client.StateSucceeded)
+	wrong.Job.Source = viaOutbox // reads Succeeded with no mail
+
+	// The tick while off ran, and mailed a partner of its week.
+	w.truth.Fanout[w.offTick] = client.Job{JobID: w.offTick, State: client.StateSucceeded}
+	offDigest := digestOf("u-p1", w.weeks.off)
+	w.mail(offDigest, 90*time.Second)
+	// A partner missed in one week, a digest mailed before the fan-out's
+	// switch went on, another week's tick not done.
+	missed := digestOf("u-p2", w.weeks.other)
+	w.truth.Mails = slices.DeleteFunc(w.truth.Mails, func(id string) bool { return strings.HasPrefix(id, "ses-"+missed) })
+	w.truth.States[missed] = client.Job{JobID: missed, State: client.StateParked}
+	early := digestOf("u-p1", w.weeks.on)
+	for i := range w.truth.Sends {
+		if w.truth.Sends[i].JobID == early {
+			w.truth.Sends[i].Time = w.at.Add(90 * time.Second)
+		}
+	}
+	w.truth.Fanout[w.otherTick] = client.Job{JobID: w.otherTick, State: client.StateProcessing}
+
+	got := broken(w.ledger(nil))
+	for name, want := range map[string][]string{
+		InvRefusedJob: {refused.JobID},
+		InvLost:       {missed, wrong.JobID},
+		InvFailClosed: {early + " (before the fan-out's switch)"},
+	} {
+		slices.Sort(want)
+		if !slices.Equal(got[name], want) {
+			t.Errorf("%s: %v; want %v", name, got[name], want)
+		}
+	}
+	off := strings.Join(got[InvTickOff], "|")
+	if len(got[InvTickOff]) != 2 || !strings.Contains(off, "tick "+w.offTick) || !strings.Contains(off, "digest "+offDigest+" mailed before the fan-out's switch went on") {
+		t.Errorf("%s: %v; want the tick that ran and the digest it mailed", InvTickOff, got[InvTickOff])
+	}
+	states := strings.Join(got[InvWrongState], "|")
+	for _, want := range []string{wrong.JobID + " reads Succeeded", "fan-out job " + w.otherTick + " of " + contract.ISOWeek(w.weeks.other) + " reads Processing"} {
+		if !strings.Contains(states, want) {
+			t.Errorf("wrong states %q miss %q", states, want)
+		}
+	}
+	if got[InvForeignMail] != nil {
+		t.Errorf("foreign mails %v: the off week's digest is the tick's breach", got[InvForeignMail])
+	}
+
+	// A fan-out whose week has no tick's job at all, and a page missing.
+	w2 := newFanoutWorld(t)
+	delete(w2.truth.Fanout, w2.otherTick)
+	page := contract.DeriveMessageID(digest.Caller, digest.PageKey("2026-W01", "u-p1"))
+	w2.fan.Jobs[page] = fanoutJob{Week: "2026-W01", On: true}
+	lost := broken(w2.ledger(nil))[InvLost]
+	if !slices.Contains(lost, "the fan-out of "+contract.ISOWeek(w2.weeks.other)+": no tick's job") || !slices.Contains(lost, "fan-out page "+page+" of 2026-W01: no job") {
+		t.Errorf("lost %v; want the week without a tick's job and the missing page", lost)
 	}
 }

@@ -29,6 +29,10 @@ type result struct {
 	// CopiesSent is how many copies of the message went straight to the
 	// queue.
 	CopiesSent int
+	// Refused: an outbox job's transaction failed its condition, as
+	// planned (Job.Refuse), so there is no job, by design. Rewritten: its
+	// item was written a second time.
+	Refused, Rewritten bool
 }
 
 // load enqueues every planned job over HTTP with the campaign's
@@ -66,6 +70,9 @@ feed:
 // enqueue sends one planned job (with its twins), then its copies or its
 // cancel.
 func (c *campaign) enqueue(ctx context.Context, j plannedJob) result {
+	if j.Source == viaOutbox {
+		return c.produce(ctx, j)
+	}
 	c.front.inject(j.IdemKey, j.Front)
 	opts := client.EnqueueOptions{Key: j.IdemKey, DelaySeconds: j.Delay, IdempotencyKey: j.IdemKey}
 	answers := make([]*client.Result, 1+j.Twins)

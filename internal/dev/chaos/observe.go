@@ -17,7 +17,10 @@ import (
 type invocation struct {
 	Function   string
 	Start, End time.Time
-	JobIDs     []string
+	// JobIDs are the job ids of an SQS batch; Records counts the batch's
+	// records (SQS messages or stream records).
+	JobIDs  []string
+	Records int
 	// Lost: the invocation returned no response (its process died, or it
 	// timed out), so its whole batch comes back after the visibility
 	// timeout.
@@ -62,14 +65,14 @@ type outcome struct {
 // wrap is devstack.Chaos.WrapFunction.
 func (o *observer) wrap(function string, inv devstack.Invoker) devstack.Invoker {
 	return invokerFunc(func(ctx context.Context, payload []byte) ([]byte, error) {
-		call := invocation{Function: function, Start: o.now(), JobIDs: batchJobIDs(payload)}
+		call := invocation{Function: function, Start: o.now(), JobIDs: batchJobIDs(payload), Records: recordCount(payload)}
 		o.inFlight.Add(1)
 		out, err := inv.Invoke(ctx, payload)
 		o.inFlight.Add(-1)
 		call.End, call.Lost = o.now(), err != nil
 		o.mu.Lock()
 		o.calls = append(o.calls, call)
-		o.records[function] += len(call.JobIDs)
+		o.records[function] += call.Records
 		o.mu.Unlock()
 		return out, err
 	})
@@ -100,14 +103,29 @@ func batchJobIDs(payload []byte) []string {
 	return ids
 }
 
+// recordCount is how many records an event holds (an SQS batch or a
+// DynamoDB stream batch).
+func recordCount(payload []byte) int {
+	var ev struct {
+		Records []json.RawMessage
+	}
+	_ = json.Unmarshal(payload, &ev)
+	return len(ev.Records)
+}
+
 // Write is devstack.Chaos.AppLog: one application log line per call.
 func (o *observer) Write(p []byte) (int, error) {
 	if bytes.Contains(p, []byte(`"killpoint"`)) {
 		var k struct {
-			Msg  string `json:"msg"`
-			Step string `json:"step"`
+			Msg      string `json:"msg"`
+			Step     string `json:"step"`
+			Function string `json:"function"`
 		}
-		if json.Unmarshal(p, &k) == nil && k.Msg == "killpoint" {
+		if json.Unmarshal(p, &k) == nil && k.Msg == devstack.KillLineMsg {
+			if k.Step == devstack.StepMidInvocation {
+				// A kill from outside: its function says which.
+				k.Step = k.Function + " " + k.Step
+			}
 			o.mu.Lock()
 			o.kills = append(o.kills, kill{Step: k.Step, Time: o.now()})
 			o.mu.Unlock()
@@ -167,4 +185,17 @@ func (o *observer) killCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.kills)
+}
+
+// killsAt is how many kills at step the observer saw.
+func (o *observer) killsAt(step string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, k := range o.kills {
+		if k.Step == step {
+			n++
+		}
+	}
+	return n
 }

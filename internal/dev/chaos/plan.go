@@ -6,6 +6,7 @@ import (
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/outbox"
 )
 
 // Caller is the caller every request of a campaign names (X-Caller).
@@ -111,20 +112,53 @@ type plannedJob struct {
 	Front  frontFault
 	// Poisoned: the job's user is poisoned (it can never succeed).
 	Poisoned bool
+	// Source is how the job gets in: over HTTP (the plan's default),
+	// through the outbox, or enqueued by the digest fan-out.
+	Source source
+	// Rewrite: the job's outbox item is written again by a second
+	// transaction once the first committed (a MODIFY on the stream, the
+	// same job). Refuse: its transaction signs up a user who exists
+	// already, so it fails its condition on purpose and makes no job.
+	Rewrite, Refuse bool
 }
 
+// source is how a job gets into the system.
+type source int
+
+const (
+	// viaHTTP: POST /v1/jobs/{type}, as caller Caller.
+	viaHTTP source = iota
+	// viaOutbox: an outbox item in the campaign's own transaction, relayed
+	// for caller outbox:<Producer>.
+	viaOutbox
+	// viaFanout: a partner's digest, enqueued by the weekly fan-out.
+	viaFanout
+)
+
 // Mix is how often a campaign's jobs get each treatment (each a fraction).
+// Outbox is the share of the jobs enqueued through the outbox instead of
+// HTTP; of those, Rewrite are written twice and Refuse fail their
+// transaction's condition on purpose.
 type Mix struct {
 	Delayed, Twins, Copies, Cancel, FrontBefore, FrontAfter, Poisoned float64
+	Outbox, Rewrite, Refuse                                           float64
 }
 
 // DefaultMix is the mix of make chaos.
-var DefaultMix = Mix{Delayed: 0.10, Twins: 0.05, Copies: 0.15, Cancel: 0.03, FrontBefore: 0.03, FrontAfter: 0.03, Poisoned: 0.01}
+var DefaultMix = Mix{Delayed: 0.10, Twins: 0.05, Copies: 0.15, Cancel: 0.03, FrontBefore: 0.03, FrontAfter: 0.03, Poisoned: 0.01,
+	Outbox: 0.15, Rewrite: 0.25, Refuse: 0.10}
+
+// Producer is the producer the campaign writes its outbox items as: its
+// jobs belong to caller outbox:chaos.
+const Producer = "chaos"
 
 // plan draws n jobs across the four types from seed; runID makes their keys
 // unique to the run.
 func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []plannedJob {
 	rng := rand.New(rand.NewPCG(seed, seed+1))
+	// The outbox's share is drawn apart, so that the rest of the plan is
+	// the one a seed always drew.
+	orng := rand.New(rand.NewPCG(seed+2, seed+3))
 	users, poisoned := make([][]user, len(kinds)), make([]user, len(kinds))
 	for i, k := range kinds {
 		users[i], poisoned[i] = usersOf(k, usersPerType)
@@ -158,6 +192,14 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			j.Front = frontBefore
 		case r < mix.FrontBefore+mix.FrontAfter:
 			j.Front = frontAfter
+		}
+		if orng.Float64() < mix.Outbox {
+			// No HTTP request: no twins, front faults or cancel (the
+			// producer's job is not the campaign's caller's to cancel).
+			j.Source, j.Twins, j.Front, j.Cancel = viaOutbox, 0, frontNone, false
+			j.JobID = contract.DeriveMessageID(outbox.CallerPrefix+Producer, key)
+			j.Rewrite = orng.Float64() < mix.Rewrite
+			j.Refuse = orng.Float64() < mix.Refuse
 		}
 		out[i] = j
 	}

@@ -17,11 +17,12 @@ import (
 )
 
 // ledger draws the campaign's ledger from what it read.
-func (c *campaign) ledger(results []result, t *truth, redriven int, quiet bool) *Ledger {
+func (c *campaign) ledger(results []result, fan fanoutPlan, t *truth, redriven int, quiet bool) *Ledger {
 	c.mu.Lock()
 	timeline, problems := slices.Clone(c.timeline), slices.Clone(c.problems)
 	c.mu.Unlock()
-	return account(ledgerInput{cfg: c.cfg, results: results, truth: t, digestOn: c.when(digestOn), redriven: redriven,
+	return account(ledgerInput{cfg: c.cfg, results: results, truth: t, digestOn: c.when(digestOn), fanoutOn: c.when(fanoutOn),
+		fanout: fan, outboxTx: int(c.outboxTx.Load()), redriven: redriven,
 		quiet: quiet, wall: time.Since(c.start), timeline: timeline, problems: problems})
 }
 
@@ -60,6 +61,15 @@ func (l *Ledger) Print(w io.Writer) {
 	row("dead-lettered during the run", f.DeadLettered)
 	row("redriven", f.Redriven)
 	row("states at the end (GET)", joinCounts(f.States, nil))
+	row("jobs through the outbox", f.OutboxJobs)
+	row("  with exactly one effect", f.OutboxExactlyOne)
+	row("  written twice (MODIFY)", f.OutboxRewritten)
+	row("outbox transactions (refused on purpose, no job)", fmt.Sprintf("%d (%d)", f.OutboxTransactions, f.OutboxRefused))
+	row("fan-out ticks sent (scheduled times)", fmt.Sprintf("%d (%d)", f.Ticks, f.TickTimes))
+	row("weekly partners, weeks ticked while on", fmt.Sprintf("%d, %d", f.WeeklyPartners, f.WeeksOn))
+	row("digests owed (partner and week)", f.Digests)
+	row("  with exactly one mail", f.DigestsOne)
+	row("fan-out jobs at the end (ticks, pages)", joinCounts(f.FanoutStates, nil))
 	row("enqueue 5xx (explained by AWS faults)", fmt.Sprintf("%d (%d)", f.Enqueue5xx, f.Enqueue5xxFaults))
 	row("409 in flight (retried by the client)", f.InFlight409)
 	row("quiet at the end", f.Quiet)

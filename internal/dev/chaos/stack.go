@@ -16,19 +16,21 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // resources are the tables and queues the campaign reads and writes.
 type resources struct {
-	Users, Jobs, Markers, DeadLetters string
-	Queues                            map[contract.Queue]string
-	DLQ                               string
+	Users, Jobs, Markers, DeadLetters, Outbox string
+	Queues                                    map[contract.Queue]string
+	DLQ                                       string
 }
 
 func resolve(st *stack.Stack) (resources, error) {
 	r := resources{Queues: map[contract.Queue]string{}}
-	for id, dst := range map[string]*string{"UsersTable": &r.Users, "JobsTable": &r.Jobs, "MarkersTable": &r.Markers, "DeadLettersTable": &r.DeadLetters} {
+	for id, dst := range map[string]*string{"UsersTable": &r.Users, "JobsTable": &r.Jobs, "MarkersTable": &r.Markers, "DeadLettersTable": &r.DeadLetters,
+		"OutboxTable": &r.Outbox} {
 		p, ok := st.Physical(id)
 		if !ok {
 			return r, fmt.Errorf("chaos: the stack has no %s", id)
@@ -73,10 +75,14 @@ type step struct {
 }
 
 // script is what the campaign does to the stack while the load runs: a
-// switch flipped off and on again, SSM away for a while, SES away long
-// enough for jobs to exhaust their deliveries (the dead-letter path), and
-// the fail-closed type (off from the start) switched on.
+// tick of the weekly digest fan-out while it is off, a switch flipped off
+// and on again, SSM away for a while, SES away long enough for jobs to
+// exhaust their deliveries (the dead-letter path), the fail-closed digest
+// (off from the start) switched on, then the fan-out, and ticks: one sent
+// twice at once, another of the same week, another week, and the first
+// one's time again.
 var script = []step{
+	{at: 0.10, what: tickOff, do: func(ctx context.Context, c *campaign) error { return c.tick(ctx, c.weeks.off) }},
 	{at: 0.15, what: "welcome switched off", do: func(ctx context.Context, c *campaign) error { return c.toggle(ctx, client.TypeWelcome, false) }},
 	{at: 0.25, what: "SSM down", do: func(_ context.Context, c *campaign) error { c.ssmUp = c.down("ssm"); return nil }},
 	{at: 0.35, what: "welcome switched on", do: func(ctx context.Context, c *campaign) error { return c.toggle(ctx, client.TypeWelcome, true) }},
@@ -86,7 +92,20 @@ var script = []step{
 		return c.toggle(ctx, client.TypePartnerDigest, true)
 	}},
 	{at: 0.60, wait: -1, what: "SES up", do: func(_ context.Context, c *campaign) error { c.sesUp(); return nil }},
+	{at: 0.62, what: fanoutOn, do: func(ctx context.Context, c *campaign) error {
+		c.awaitTick(ctx, c.weeks.off) // the tick while off must have been handled while off
+		return c.toggle(ctx, digest.Fanout.Name, true)
+	}},
+	// A duplicate tick (the same one twice at once), another time of the
+	// same week, and another week; the switch's cache has expired by now.
+	{at: 0.66, what: "ticks: a week twice at once, the same week an hour later, another week", do: func(ctx context.Context, c *campaign) error {
+		return c.tick(ctx, c.weeks.on, c.weeks.on, c.weeks.onAgain, c.weeks.other)
+	}},
+	{at: 0.80, what: "tick: the first week's time again", do: func(ctx context.Context, c *campaign) error { return c.tick(ctx, c.weeks.on) }},
 }
+
+// tickOff names the script step that ticks the fan-out while it is off.
+const tickOff = "tick while the fan-out is off"
 
 // down takes service away (every call cut) until the returned func.
 func (c *campaign) down(service string) (up func()) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,6 +46,15 @@ type Chaos struct {
 	// AppLog, when set, also receives every application log line of the
 	// functions (one line per Write): job outcomes and kill lines.
 	AppLog io.Writer
+	// KillDuring, when set, is asked before every invocation of a function
+	// (by its directory under functions/, with the event) how long into the
+	// invocation to kill its process: a positive duration sends SIGKILL to
+	// the instance's process group then, unless the invocation ended first,
+	// and writes a kill line (KillLineMsg, StepMidInvocation) to AppLog. It
+	// kills a function at any moment of its work, where a chaos build's
+	// kill points only stop it at step boundaries (the outbox relay has
+	// none).
+	KillDuring func(function string, event []byte) time.Duration
 }
 
 // hooks returns the proxy's hooks: ProxyHooks first, then the stack's own.
@@ -99,4 +109,60 @@ func (c Chaos) shortenVisibility(ctx context.Context, client QueueAttributesAPI,
 		}
 	}
 	return nil
+}
+
+// KillLineMsg is the msg of the line a kill from outside writes to AppLog,
+// the one a chaos build's own kill point writes ({"msg":"killpoint",
+// "step":…}), with the function it killed.
+const KillLineMsg = "killpoint"
+
+// StepMidInvocation is the step of a kill from outside (Chaos.KillDuring):
+// somewhere in the middle of an invocation's work.
+const StepMidInvocation = "mid-invocation"
+
+// killable is an instance that Chaos.KillDuring may kill in the middle of an
+// invocation: the whole process group gets SIGKILL, as when Lambda's
+// execution environment dies, and the invocation ends with the emulator
+// gone.
+type killable struct {
+	Instance
+	function string
+	kill     func(function string, event []byte) time.Duration
+	log      io.Writer // AppLog, or nil
+}
+
+// pid is the part of an instance a kill needs (*lambdarie.Emulator).
+type pid interface{ Pid() int }
+
+// Invoke implements Instance.
+func (k *killable) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	p, ok := k.Instance.(pid)
+	after := k.kill(k.function, payload)
+	if !ok || after <= 0 {
+		return k.Instance.Invoke(ctx, payload)
+	}
+	t := time.AfterFunc(after, func() {
+		if k.log != nil {
+			fmt.Fprintf(k.log, "{\"msg\":%q,\"step\":%q,\"function\":%q,\"pid\":%d}\n", KillLineMsg, StepMidInvocation, k.function, p.Pid())
+		}
+		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	})
+	out, err := k.Instance.Invoke(ctx, payload)
+	t.Stop()
+	return out, err
+}
+
+// killing wraps the instances start makes so that KillDuring may kill them
+// (start unchanged without it).
+func (c Chaos) killing(function string, start func(ctx context.Context) (Instance, error)) func(ctx context.Context) (Instance, error) {
+	if c.KillDuring == nil {
+		return start
+	}
+	return func(ctx context.Context) (Instance, error) {
+		in, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &killable{Instance: in, function: function, kill: c.KillDuring, log: c.AppLog}, nil
+	}
 }

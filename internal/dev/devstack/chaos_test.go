@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +128,69 @@ func TestLocalBackoff(t *testing.T) {
 		if env["BACKOFF_BASE"] != tc.base || env["BACKOFF_CAP"] != tc.cap {
 			t.Errorf("visibility %v: base %s cap %s, want %s %s", tc.visibility, env["BACKOFF_BASE"], env["BACKOFF_CAP"], tc.base, tc.cap)
 		}
+	}
+}
+
+// procInstance is an instance whose invocation waits for its process (a
+// sleep in a process group of its own) to end, or for a second.
+type procInstance struct{ cmd *exec.Cmd }
+
+func (p procInstance) Invoke(context.Context, []byte) ([]byte, error) {
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return nil, fmt.Errorf("the process ended: %w", err)
+	case <-time.After(time.Second):
+		return []byte("done"), nil
+	}
+}
+func (p procInstance) Exited() bool { return p.cmd.ProcessState != nil }
+func (p procInstance) Stop()        { _ = p.cmd.Process.Kill() }
+func (p procInstance) Pid() int     { return p.cmd.Process.Pid }
+
+// KillDuring kills an instance's process group in the middle of the
+// invocations it names, with a kill line on the application log, and
+// leaves the others alone; without it, instances are started as they are.
+func TestChaosKillDuring(t *testing.T) {
+	start := func(context.Context) (Instance, error) {
+		cmd := exec.Command("sleep", "30")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return procInstance{cmd}, nil
+	}
+	for _, tc := range []struct {
+		name   string
+		event  string
+		killed bool
+	}{{"named", "kill me", true}, {"other", "spare me", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var app bytes.Buffer
+			c := Chaos{AppLog: &app, KillDuring: func(function string, event []byte) time.Duration {
+				if function == "outbox" && string(event) == "kill me" {
+					return 50 * time.Millisecond
+				}
+				return 0
+			}}
+			in, err := c.killing("outbox", start)(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := in.Invoke(context.Background(), []byte(tc.event))
+			if killed := err != nil; killed != tc.killed {
+				t.Fatalf("invoke = %q, %v; killed %v, want %v", out, err, killed, tc.killed)
+			}
+			line := app.String()
+			if tc.killed != strings.Contains(line, `"msg":"killpoint","step":"mid-invocation","function":"outbox"`) {
+				t.Fatalf("application log %q", line)
+			}
+		})
+	}
+	in, err := (Chaos{}).killing("outbox", start)(context.Background())
+	if _, wrapped := in.(*killable); err != nil || wrapped {
+		t.Fatalf("without KillDuring: %T, %v; want the instance as started", in, err)
 	}
 }

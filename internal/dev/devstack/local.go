@@ -290,8 +290,8 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		if err != nil {
 			return nil, err
 		}
-		p := EmulatorPool(size, lambdarie.Config{RIE: rie, Bootstrap: bins[fn], FunctionName: fn, Env: env,
-			Timeout: opts.Chaos.timeout(time.Duration(timeout) * time.Second)}, func() io.Writer { return lambdarie.NewSplitter(fn, sinks) })
+		p := NewPool(size, opts.Chaos.killing(fn, emulatorStart(lambdarie.Config{RIE: rie, Bootstrap: bins[fn], FunctionName: fn, Env: env,
+			Timeout: opts.Chaos.timeout(time.Duration(timeout) * time.Second)}, func() io.Writer { return lambdarie.NewSplitter(fn, sinks) })))
 		l.pools = append(l.pools, p)
 		// One warm instance now: a function that cannot start says so here.
 		return p, p.Warm(ctx)
@@ -387,6 +387,16 @@ func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, ste
 	}
 	b, _ := json.MarshalIndent(refs, "", "  ")
 	return tmpl, os.WriteFile(filepath.Join(opts.StateDir, ResourcesFile), append(b, '\n'), 0o644)
+}
+
+// FunctionEndpoint is the AWS endpoint the functions use: the proxy in front
+// of the emulator, through which a chaos campaign's own writes meet the same
+// faults ("" on AWS).
+func (l *Local) FunctionEndpoint() string {
+	if l.proxy == nil {
+		return ""
+	}
+	return l.proxy.URL
 }
 
 // Mails is the mail the functions sent (nil on AWS, where the stack does

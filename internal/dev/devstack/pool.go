@@ -47,7 +47,13 @@ func NewPool(size int, start func(ctx context.Context) (Instance, error)) *Pool 
 // each writing to an output of its own from output (a process's output is
 // a stream of its own lines).
 func EmulatorPool(size int, cfg lambdarie.Config, output func() io.Writer) *Pool {
-	return NewPool(size, func(ctx context.Context) (Instance, error) {
+	return NewPool(size, emulatorStart(cfg, output))
+}
+
+// emulatorStart starts one aws-lambda-rie instance of cfg, writing to an
+// output of its own from output.
+func emulatorStart(cfg lambdarie.Config, output func() io.Writer) func(ctx context.Context) (Instance, error) {
+	return func(ctx context.Context) (Instance, error) {
 		cfg := cfg
 		if output != nil {
 			cfg.Output = output()
@@ -57,7 +63,7 @@ func EmulatorPool(size int, cfg lambdarie.Config, output func() io.Writer) *Pool
 			return nil, err // a nil *Emulator must not become a non-nil Instance
 		}
 		return em, nil
-	})
+	}
 }
 
 // Invoke implements Invoker. It returns when the invocation ends or when
