@@ -38,7 +38,10 @@ type OutboxJob struct {
 
 // OutboxPut returns the Put of job's outbox item on the outbox table, for the
 // producer to add to its own TransactWriteItems, and the id the job will
-// have. If the transaction fails there is no job; if it commits, the relay
+// have (unless, when the item is relayed, an active job of the same caller,
+// type and natural key exists: then the item dedups onto that job, as a
+// request would, and the relay logs its id). If the transaction fails there
+// is no job; if it commits, the relay
 // enqueues the job as the API would for caller outbox:<Producer> with
 // IdempotencyKey. The request is checked with the API's own rules (the job
 // type, its args, key, delay or runAt, policy) at now, so an item the relay

@@ -85,6 +85,12 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 		CorrelationID: it.CorrelationID, Body: it.Body()})
 	switch {
 	case a.Status >= 200 && a.Status < 300:
+		if a.JobID != "" && a.JobID != it.JobID() {
+			// An active job of the caller held the item's natural key: the
+			// item dedups onto it, as a request would (200).
+			log.Info("outbox item relayed onto the active job with its key", "status", a.Status, "state", a.State, "dedupedOnto", a.JobID)
+			return nil
+		}
 		log.Info("outbox item relayed", "status", a.Status, "state", a.State)
 		return nil
 	case a.Status == http.StatusConflict && a.Problem == enqueue.ProblemDuplicate:

@@ -264,3 +264,18 @@ func TestDuplicatePolicyRefusalIsDone(t *testing.T) {
 		t.Fatalf("failures %v, letters %d; want done", failed, len(h.letters.recs))
 	}
 }
+
+// An item whose natural key an active job already holds dedups onto that
+// job, as a request would: done, and the log names the job it went to.
+func TestItemDedupedOntoTheActiveJob(t *testing.T) {
+	h := newHarness()
+	h.api.answerOf = func(enqueue.Request) enqueue.Answer {
+		return enqueue.Answer{Status: http.StatusOK, JobID: "0b6d7c3e-0000-4000-8000-000000000001", State: "Enqueued"}
+	}
+	if failed := h.handle(t, record("INSERT", image("p", "k-2", "u-1"))); len(failed) != 0 || len(h.letters.recs) != 0 {
+		t.Fatalf("failures %v, letters %d; want done", failed, len(h.letters.recs))
+	}
+	if !strings.Contains(h.logs.String(), `"dedupedOnto":"0b6d7c3e-0000-4000-8000-000000000001"`) {
+		t.Fatalf("the log does not name the job the item deduplicated onto: %s", h.logs)
+	}
+}
