@@ -141,14 +141,18 @@ func (k *killable) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if !ok || after <= 0 {
 		return k.Instance.Invoke(ctx, payload)
 	}
+	killed := make(chan struct{})
 	t := time.AfterFunc(after, func() {
+		defer close(killed)
 		if k.log != nil {
 			fmt.Fprintf(k.log, "{\"msg\":%q,\"step\":%q,\"function\":%q,\"pid\":%d}\n", KillLineMsg, StepMidInvocation, k.function, p.Pid())
 		}
 		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	})
 	out, err := k.Instance.Invoke(ctx, payload)
-	t.Stop()
+	if !t.Stop() {
+		<-killed // the kill fired: its line is written before the invocation's end is told
+	}
 	return out, err
 }
 
