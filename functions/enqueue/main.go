@@ -42,10 +42,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	urls := env.QueueURLs()
-	sched := schedule.Config{
-		Group: env.Required("SCHEDULE_GROUP"), RoleARN: env.Required("SCHEDULER_ROLE_ARN"),
-		QueueARNs: env.QueueARNs(), DLQARN: env.Required("DLQ_ARN"),
-	}
+	sched := schedule.ConfigFrom(env)
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err

@@ -41,10 +41,7 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	markersTable := env.Required("MARKERS_TABLE")
 	deadLetters := env.Required("DEAD_LETTERS_TABLE")
 	urls := env.QueueURLs()
-	sched := schedule.Config{
-		Group: env.Required("SCHEDULE_GROUP"), RoleARN: env.Required("SCHEDULER_ROLE_ARN"),
-		QueueARNs: env.QueueARNs(), DLQARN: env.Required("DLQ_ARN"),
-	}
+	sched := schedule.ConfigFrom(env)
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,23 @@ type Config struct {
 	DLQARN string
 }
 
+// Env is what ConfigFrom reads a configuration from (*envvar.Env is one).
+type Env interface {
+	Required(name string) string
+	QueueARNs() map[contract.Queue]string
+}
+
+// ConfigFrom reads the configuration of every function that enqueues as the
+// API does (the enqueue function, the outbox relay) from its environment,
+// each variable required: SCHEDULE_GROUP, SCHEDULER_ROLE_ARN, the work
+// queues' ARNs and DLQ_ARN.
+func ConfigFrom(env Env) Config {
+	return Config{
+		Group: env.Required("SCHEDULE_GROUP"), RoleARN: env.Required("SCHEDULER_ROLE_ARN"),
+		QueueARNs: env.QueueARNs(), DLQARN: env.Required("DLQ_ARN"),
+	}
+}
+
 // Scheduler creates and deletes one-time job schedules. Its zero value is
 // not usable; call New.
 type Scheduler struct {
