@@ -146,8 +146,10 @@ unit:
 	$(GO) test -count=1 ./...
 
 ## integration: unit and integration tests; integration tests start moto.
+## The chaos package runs a short campaign and four mutated ones (about 11
+## minutes on 2 cores), past go test's default 10-minute limit per package.
 integration: venv $(RIE_STAMP) chromium
-	$(GO) test -count=1 -race -tags integration ./...
+	$(GO) test -count=1 -race -timeout 30m -tags integration ./...
 
 ## chaos: the whole local stack under faults — AWS calls throttled, failed,
 ## cut, delayed or applied with the response lost, SSM and SES away for a
