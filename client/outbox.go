@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,9 +65,14 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: item}}, it.JobID(), nil
 }
 
+// registry is the shipped job types, built once: OutboxPut runs on a
+// producer's hot path, and a registry checks every declaration as it is
+// built.
+var registry = sync.OnceValue(catalog.Registry)
+
 // outboxItem builds and checks the item of job.
 func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {
-	jt, err := catalog.Registry().Lookup(job.Type)
+	jt, err := registry().Lookup(job.Type)
 	if err != nil {
 		return outbox.Item{}, fmt.Errorf("client: %w", err)
 	}
