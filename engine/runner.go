@@ -397,14 +397,17 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 // schedule's name and the scheduled time).
 func (r *Runner) decodeBody(it *item) (Envelope, error) {
 	body := []byte(it.msg.Body)
-	if !contract.IsTick(body) {
-		return Decode(body)
+	// An envelope is the common case: parse it once, and probe for a tick
+	// only when it is not one.
+	env, err := Decode(body)
+	if err == nil || !contract.IsTick(body) {
+		return env, err
 	}
 	tick, err := contract.DecodeTick(body)
 	if err != nil {
 		return Envelope{}, err
 	}
-	env, err := r.cfg.Registry.TickEnvelope(tick)
+	env, err = r.cfg.Registry.TickEnvelope(tick)
 	if err != nil {
 		return Envelope{}, err
 	}
