@@ -15,9 +15,12 @@ import (
 // functionEnv is what each function needs to start (its build refuses to
 // start without it); nothing is called at start, so no endpoint answers.
 var functionEnv = map[string]map[string]string{
-	"enqueue": {"IDEMPOTENCY_TABLE": "i", "JOBS_TABLE": "j", "MARKERS_TABLE": "m"},
-	"email":   {"MARKERS_TABLE": "m", "USERS_TABLE": "u", "JOBS_TABLE": "j", "DLQ_URL": "http://127.0.0.1:1/dlq", "MAIL_FROM": "no-reply@example.test", "APP_BASE_URL": "https://app.example.test"},
-	"dlq":     {"DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m"},
+	"enqueue": {"IDEMPOTENCY_TABLE": "i", "JOBS_TABLE": "j", "MARKERS_TABLE": "m", "SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/s",
+		"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq"},
+	"email": {"MARKERS_TABLE": "m", "USERS_TABLE": "u", "JOBS_TABLE": "j", "DLQ_URL": "http://127.0.0.1:1/dlq", "MAIL_FROM": "no-reply@example.test", "APP_BASE_URL": "https://app.example.test"},
+	"dlq":   {"DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m"},
+	"outbox": {"DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m", "SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/s",
+		"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq"},
 }
 
 // firstEvent is an event each function answers without calling AWS.
@@ -25,6 +28,7 @@ var firstEvent = map[string]string{
 	"enqueue": `{"version":"2.0","rawPath":"/nowhere","requestContext":{"http":{"method":"GET","path":"/nowhere"}}}`,
 	"email":   `{"Records":[]}`,
 	"dlq":     `{"Records":[]}`,
+	"outbox":  `{"Records":[]}`,
 }
 
 // initReport is the emulator's line about a function's init phase.
@@ -43,7 +47,7 @@ func Init(ctx context.Context, root string, starts int) ([]Row, error) {
 		return nil, err
 	}
 	var rows []Row
-	for _, fn := range []string{"enqueue", "email", "dlq"} {
+	for _, fn := range []string{"enqueue", "email", "dlq", "outbox"} {
 		bin, err := lambdarie.Build(ctx, root, "functions/"+fn, filepath.Join(dir, fn, "bootstrap"))
 		if err != nil {
 			return nil, err
