@@ -74,13 +74,28 @@ func TestStopEndsTheGroup(t *testing.T) {
 	}
 	go func() { _ = cmd.Wait(); close(exited) }()
 	Stop(cmd.Process.Pid, exited)
-	if err := syscall.Kill(child, 0); !errors.Is(err, syscall.ESRCH) {
-		// The child may linger a moment as a zombie of init; a signal to it
-		// then still succeeds, so read its state instead.
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat"); b != nil && !strings.Contains(string(b), ") Z") {
-			t.Fatalf("child %d of the group still runs after Stop: %s", child, b)
+	// SIGKILL is delivered asynchronously: the child, already reparented to
+	// init, may still read as running for a moment while it dies. Gone or a
+	// zombie (init reaps it when it will) both mean it ended; give it 2 s.
+	for range 100 {
+		if !running(child) {
+			return
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+	_ = syscall.Kill(child, syscall.SIGKILL)
+	t.Fatalf("child %d of the group still runs 2 s after Stop: %s", child, b)
+}
+
+// running reports whether pid is a live process: it exists and is not a
+// zombie waiting to be reaped.
+func running(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z")
 }
 
 // A process started with Group dies when the process that started it exits,
@@ -108,9 +123,8 @@ func TestGroupDiesWithItsParent(t *testing.T) {
 		t.Fatalf("child pid %q: %v", out, err)
 	}
 	for range 100 {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
-		if err != nil || strings.Contains(string(b), ") Z") {
-			return // gone, or a zombie waiting for init to reap it
+		if !running(child) {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
