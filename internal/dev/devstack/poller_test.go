@@ -24,8 +24,11 @@ import (
 func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 	client := testenv.SQS(t)
 	dlq := testenv.NewQueue(t, client, "dlq", nil)
+	// As AWS asks of a queue behind an event source mapping, the visibility
+	// timeout is well above the batching window plus the function's run: a
+	// received record must not come back while its own batch still gathers.
 	q := testenv.NewQueue(t, client, "work", map[string]string{
-		"VisibilityTimeout": "1", "RedrivePolicy": testenv.RedrivePolicy(dlq.ARN, 2),
+		"VisibilityTimeout": "2", "RedrivePolicy": testenv.RedrivePolicy(dlq.ARN, 2),
 	})
 	ctx := context.Background()
 	for _, body := range []string{"good", "bad"} {
@@ -35,7 +38,7 @@ func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 	}
 	var seen []events.SQSMessage
 	p := &Poller{
-		Client: client, QueueURL: q.URL, QueueARN: q.ARN, Region: testenv.Region, BatchSize: 10, Window: time.Second,
+		Client: client, QueueURL: q.URL, QueueARN: q.ARN, Region: testenv.Region, BatchSize: 10, Window: 200 * time.Millisecond,
 		IdleWait: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Function: fnFunc(func(_ context.Context, payload []byte) ([]byte, error) {
 			var ev events.SQSEvent
@@ -52,7 +55,7 @@ func TestPollerDeletesSuccessesAndLetsFailuresRedrive(t *testing.T) {
 			return json.Marshal(resp)
 		}),
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := p.Once(ctx); err != nil {
 			t.Fatal(err)
