@@ -202,13 +202,14 @@ func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error
 // (the real deadline less a share of the margin): a hung or throttled call
 // cannot hold the batch response past the Lambda deadline.
 func (r *Runner) write(ctx context.Context, f func(context.Context) error) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
-	defer cancel()
-	if stop, ok := writeStop(ctx); ok {
-		var cancelStop context.CancelFunc
-		wctx, cancelStop = context.WithDeadline(wctx, stop)
-		defer cancelStop()
+	deadline := time.Now().Add(r.cfg.WriteTimeout) // the real clock, as contexts keep it
+	if stop, ok := writeStop(ctx); ok && stop.Before(deadline) {
+		deadline = stop
 	}
+	// One context, cut from the invocation's cancellation, with the earlier
+	// of the two deadlines.
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
 	return f(wctx)
 }
 

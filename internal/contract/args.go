@@ -2,7 +2,6 @@ package contract
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -44,10 +43,11 @@ func (f Format) Example() string {
 	return "u-123"
 }
 
-var formatPatterns = map[Format]*regexp.Regexp{
-	FormatID:      regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`),
-	FormatCountry: regexp.MustCompile(`^[A-Z]{2}$`),
-	FormatISOWeek: regexp.MustCompile(`^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$`),
+// formatShapes checks a value's shape per format (shapes.go).
+var formatShapes = map[Format]func(string) bool{
+	FormatID:      validID,
+	FormatCountry: validCountry,
+	FormatISOWeek: validISOWeek,
 }
 
 // DefaultMaxLen is the size limit of an argument that declares none.
@@ -84,7 +84,7 @@ func (a ArgSpec) checkValue(v string) string {
 		return "looks like a URL or path; args carry IDs only"
 	case strings.IndexFunc(v, unicode.IsSpace) >= 0:
 		return "contains whitespace; args carry IDs only, never free text"
-	case !formatPatterns[a.Format].MatchString(v):
+	case !formatShapes[a.Format](v):
 		return "is not a valid " + a.Format.String() + " (e.g. " + a.Format.Example() + ")"
 	}
 	return ""
@@ -95,7 +95,7 @@ func (a ArgSpec) checkValue(v string) string {
 // returns a *ValidationError listing every problem, with fields named
 // "args.<name>".
 func ValidateArgs(specs []ArgSpec, args map[string]string) error {
-	verr := &ValidationError{}
+	var verr ValidationError
 	for _, s := range specs {
 		v, ok := args[s.Name]
 		if !ok {
@@ -108,7 +108,7 @@ func ValidateArgs(specs []ArgSpec, args map[string]string) error {
 			verr.add("args."+s.Name, "%s", reason)
 		}
 	}
-	unknown := make([]string, 0)
+	var unknown []string
 	for name := range args {
 		if !slices.ContainsFunc(specs, func(s ArgSpec) bool { return s.Name == name }) {
 			unknown = append(unknown, name)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -49,19 +48,6 @@ const (
 	AttrReceiveCount = "receiveCount" // deliveries before it was dead-lettered
 )
 
-var (
-	keyPattern           = regexp.MustCompile(`^[\x21-\x3f\x41-\x7e]{1,255}$`)
-	correlationIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-)
-
-// ValidKey reports whether k is an acceptable natural idempotency key:
-// 1–255 printable ASCII characters without spaces or '@'. Keys travel in
-// plaintext like args, so they cannot carry an e-mail address.
-func ValidKey(k string) bool { return keyPattern.MatchString(k) }
-
-// ValidCorrelationID reports whether id is an acceptable correlation id.
-func ValidCorrelationID(id string) bool { return correlationIDPattern.MatchString(id) }
-
 // Decode parses and checks an encoded envelope strictly: one JSON object no
 // larger than MaxEnvelopeBytes, no unknown fields, every field of the right
 // type and shape, args a flat object of strings. It does not look the type up;
@@ -97,11 +83,11 @@ func decodeStrict(data []byte, v any) error {
 // Check validates the envelope's own fields (not the args, whose rules belong
 // to the job type).
 func (e Envelope) Check() error {
-	verr := &ValidationError{}
+	var verr ValidationError
 	if e.V != Version {
 		verr.add("v", "unsupported version %d (want %d)", e.V, Version)
 	}
-	if u, err := uuid.Parse(e.MessageID); err != nil || u.String() != e.MessageID {
+	if !CanonicalUUID(e.MessageID) {
 		verr.add("messageId", "must be a lower-case canonical UUID")
 	}
 	if !ValidTypeName(e.Type) {

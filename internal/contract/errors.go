@@ -45,11 +45,14 @@ func (e *ValidationError) add(field, format string, args ...any) {
 	e.Fields = append(e.Fields, FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
+// orNil returns nil when no field failed, else the error. A checker
+// collects into a ValidationError value and calls orNil last, so a valid
+// input allocates no error.
 func (e *ValidationError) orNil() error {
 	if e == nil || len(e.Fields) == 0 {
 		return nil
 	}
-	return e
+	return &ValidationError{Fields: e.Fields}
 }
 
 // UnknownTypeError names the type that is not registered. It matches

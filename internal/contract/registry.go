@@ -2,7 +2,6 @@ package contract
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -106,13 +105,6 @@ func (t JobType) DeriveKey(args map[string]string) string {
 // ValidateArgs checks args against the type's declared args.
 func (t JobType) ValidateArgs(args map[string]string) error {
 	return ValidateArgs(t.Args, args)
-}
-
-var typeNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*\.v[1-9][0-9]*$`)
-
-// ValidTypeName reports whether name has the shape of a versioned type name.
-func ValidTypeName(name string) bool {
-	return len(name) <= 128 && typeNamePattern.MatchString(name)
 }
 
 // Registry holds the registered job types. It is built once at start-up and

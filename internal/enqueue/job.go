@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -16,10 +15,7 @@ import (
 
 // isJobID reports whether s has the form of a job id: a lower-case
 // canonical UUID.
-func isJobID(s string) bool {
-	u, err := uuid.Parse(s)
-	return err == nil && u.String() == s
-}
+func isJobID(s string) bool { return contract.CanonicalUUID(s) }
 
 // checkJobID refuses a path id that is not a job id.
 func checkJobID(jobID, corr string) (events.APIGatewayV2HTTPResponse, bool) {
