@@ -59,6 +59,34 @@ func TestAPIListing(t *testing.T) {
 	}
 }
 
+// objectString is obj as types.ObjectString writes it, except that a struct
+// lists its exported fields only (as go doc does): a private field is no
+// part of the API.
+func objectString(obj types.Object, q types.Qualifier) string {
+	st, ok := obj.Type().Underlying().(*types.Struct)
+	if tn, named := obj.(*types.TypeName); !ok || !named || tn.IsAlias() {
+		return types.ObjectString(obj, q)
+	}
+	var fields []string
+	hidden := false
+	for i := range st.NumFields() {
+		f := st.Field(i)
+		if !f.Exported() {
+			hidden = true
+			continue
+		}
+		if f.Embedded() {
+			fields = append(fields, types.TypeString(f.Type(), q))
+		} else {
+			fields = append(fields, f.Name()+" "+types.TypeString(f.Type(), q))
+		}
+	}
+	if hidden {
+		fields = append(fields, "// has unexported fields")
+	}
+	return "type " + obj.Name() + " struct{" + strings.Join(fields, "; ") + "}"
+}
+
 // apiListing is the listing of publicPackages, one line per name.
 func apiListing(t *testing.T) string {
 	fset := token.NewFileSet()
@@ -82,7 +110,7 @@ func apiListing(t *testing.T) string {
 			if !obj.Exported() {
 				continue
 			}
-			lines = append(lines, types.ObjectString(obj, q))
+			lines = append(lines, objectString(obj, q))
 			tn, ok := obj.(*types.TypeName)
 			if !ok {
 				continue

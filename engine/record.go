@@ -40,27 +40,41 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	case !it.peeked && !it.typ.Lease:
 		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than run without knowing", err: errors.New("marker peek failed")}
 	}
+	return r.run(ctx, it, leaseUntil, owner)
+}
+
+// run takes the lease (per type) and runs the effect and the claim in the
+// type's order (steps 4 to 9). It is apart from process so that each
+// record's goroutine keeps a small stack.
+func (r *Runner) run(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
 	if it.typ.Lease {
 		if _, err := r.cfg.Markers.Lease(ctx, it.key, owner, leaseUntil); err != nil {
-			switch {
-			case errors.Is(err, ErrProcessed):
-				return outcome{kind: kindDuplicate, reason: "already processed"}
-			case errors.Is(err, ErrCancelled):
-				return outcome{kind: kindCancelled, reason: "the job was cancelled"}
-			case errors.Is(err, ErrFailed):
-				return r.deadLetter(ctx, it, errAlreadyFailed)
-			case errors.Is(err, ErrLeaseHeld):
-				return r.fail(ctx, it, ErrBusy)
-			}
-			return r.fail(ctx, it, err)
+			return r.leaseRefused(ctx, it, err)
 		}
 		r.at(StepAfterLease)
 	}
-	job := Job{Envelope: it.env, Type: it.typ, Attempt: ReceiveCount(it.msg), Logger: it.log}
+	job := &Job{Envelope: it.env, Type: it.typ, Attempt: ReceiveCount(it.msg), Logger: it.log}
 	if it.typ.Bias == ClaimThenEffect {
 		return r.claimThenEffect(ctx, it, job, owner)
 	}
 	return r.effectThenClaim(ctx, it, job, owner)
+}
+
+// leaseRefused is the outcome of a record whose lease was refused: the job
+// is done, cancelled or failed meanwhile, a twin holds it, or the write
+// failed.
+func (r *Runner) leaseRefused(ctx context.Context, it *item, err error) outcome {
+	switch {
+	case errors.Is(err, ErrProcessed):
+		return outcome{kind: kindDuplicate, reason: "already processed"}
+	case errors.Is(err, ErrCancelled):
+		return outcome{kind: kindCancelled, reason: "the job was cancelled"}
+	case errors.Is(err, ErrFailed):
+		return r.deadLetter(ctx, it, errAlreadyFailed)
+	case errors.Is(err, ErrLeaseHeld):
+		return r.fail(ctx, it, ErrBusy)
+	}
+	return r.fail(ctx, it, err)
 }
 
 // errAlreadyFailed is the dead-letter reason of a copy of a job whose
@@ -72,19 +86,19 @@ var errAlreadyFailed = errors.New("the job already failed and was dead-lettered;
 // effect runs the type's handler (steps 5 and 6). A panic in it is
 // recovered as a PanicError, a failure like any other: the record is
 // retried, its lease released, and its neighbours never notice.
-func (r *Runner) effect(ctx context.Context, it *item, job Job) (err error) {
+func (r *Runner) effect(ctx context.Context, it *item, job *Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			it.log.Error("the handler panicked", "panic", panicText(v), "stack", string(debug.Stack()))
 			err = &PanicError{Value: panicText(v)}
 		}
 	}()
-	return r.cfg.Handlers[it.typ.Name].Handle(ctx, job)
+	return r.cfg.Handlers[it.typ.Name].Handle(ctx, *job)
 }
 
 // effectThenClaim runs the effect, then claims: a crash between the two
 // repeats the effect on redelivery (duplicates over loss).
-func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner string) outcome {
+func (r *Runner) effectThenClaim(ctx context.Context, it *item, job *Job, owner string) outcome {
 	err := r.effect(ctx, it, job)
 	var noop *NoOpError
 	if err != nil && !errors.As(err, &noop) {
@@ -130,7 +144,7 @@ func (r *Runner) effectThenClaim(ctx context.Context, it *item, job Job, owner s
 // claimThenEffect claims first: the effect never runs twice. An effect that
 // fails after its claim is dead-lettered and its marker says FAILED until a
 // redrive clears it.
-func (r *Runner) claimThenEffect(ctx context.Context, it *item, job Job, owner string) outcome {
+func (r *Runner) claimThenEffect(ctx context.Context, it *item, job *Job, owner string) outcome {
 	won, err := r.claim(ctx, it, owner)
 	switch {
 	case err != nil && !errors.Is(err, ErrLeaseLost):

@@ -1,5 +1,6 @@
-// Package runner is the per-record pipeline every job goes through, with no
-// exceptions (docs/contract.md, "The runner"):
+// Package engine runs jobs safely under at-least-once delivery: its Runner
+// is the per-record pipeline every job goes through, with no exceptions
+// (docs/contract.md, "The runner"):
 //
 //  1. decode and validate the envelope; malformed or unknown type is a
 //     permanent failure, sent to the DLQ with its reason;
@@ -153,7 +154,8 @@ func (r *Runner) at(s Step) {
 
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
 type Runner struct {
-	cfg Config
+	cfg     Config
+	workers *workers
 }
 
 // New checks cfg and returns a Runner.
@@ -204,7 +206,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Random == nil {
 		cfg.Random = rand.Int64N
 	}
-	return &Runner{cfg: cfg}, nil
+	return &Runner{cfg: cfg, workers: newWorkers()}, nil
 }
 
 // Handles reports whether this runner has a handler for the job type.
@@ -325,7 +327,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 			continue
 		}
 		wg.Add(1)
-		go func() {
+		r.workers.run(func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -336,7 +338,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 				}
 			}()
 			set(it, do(i, it))
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -1,0 +1,43 @@
+package engine
+
+import "time"
+
+// workerIdle is how long a worker goroutine waits for another record before
+// it exits.
+const workerIdle = time.Minute
+
+// workers runs records on goroutines kept between batches. A record's
+// pipeline is several kilobytes of stack deep, and a new goroutine starts
+// with two: one per record paid for growing (copying) its stack on every
+// record, a fifth of the runner's time. A kept worker has grown it already.
+// Workers exit after workerIdle without work; a batch never waits for one,
+// since a record that finds none idle gets a new goroutine.
+type workers struct {
+	tasks chan func()
+	idle  time.Duration // workerIdle, shorter in tests
+}
+
+func newWorkers() *workers { return &workers{tasks: make(chan func()), idle: workerIdle} }
+
+// run runs f on an idle worker, or on a new one when none is idle.
+func (w *workers) run(f func()) {
+	select {
+	case w.tasks <- f:
+	default:
+		go w.work(f)
+	}
+}
+
+func (w *workers) work(f func()) {
+	idle := time.NewTimer(w.idle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(w.idle)
+		select {
+		case f = <-w.tasks:
+		case <-idle.C:
+			return
+		}
+	}
+}
