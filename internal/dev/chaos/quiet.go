@@ -3,17 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	smithytime "github.com/aws/smithy-go/time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 )
@@ -33,7 +29,7 @@ func (c *campaign) waitQuiet(ctx context.Context) bool {
 	}
 	stable := 0
 	for ctx.Err() == nil {
-		n, err := messagesIn(ctx, c.sqs, urls)
+		n, err := devstack.Backlog(ctx, c.sqs, urls)
 		busy := c.obs.inFlight.Load()
 		c.progress.setQueued(n, int(busy))
 		if err == nil && n == 0 && busy == 0 {
@@ -48,25 +44,6 @@ func (c *campaign) waitQuiet(ctx context.Context) bool {
 	}
 	c.problem(errNotQuiet)
 	return false
-}
-
-// messagesIn counts the messages in the queues: visible, in flight and
-// delayed.
-func messagesIn(ctx context.Context, client *sqs.Client, urls []string) (int, error) {
-	names := []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-		sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}
-	total := 0
-	for _, u := range urls {
-		out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: names})
-		if err != nil {
-			return 0, err
-		}
-		for _, name := range names {
-			n, _ := strconv.Atoi(out.Attributes[string(name)])
-			total += n
-		}
-	}
-	return total, nil
 }
 
 // redrive sends the dead letters back to their queues the way an
