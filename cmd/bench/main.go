@@ -58,8 +58,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer m.Stop() // the init measure provisions the template on it too
 	w, err := bench.Worker(ctx, m.Endpoint, *rounds)
-	m.Stop()
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func run(ctx context.Context) error {
 	}
 
 	fmt.Fprintln(os.Stderr, "==> init time under the emulator")
-	in, err := bench.Init(ctx, root, *starts)
+	in, err := bench.Init(ctx, root, m.Endpoint, *starts)
 	if err != nil {
 		return err
 	}

@@ -9,19 +9,10 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
-
-// functionEnv is what each function needs to start (its build refuses to
-// start without it); nothing is called at start, so no endpoint answers.
-var functionEnv = map[string]map[string]string{
-	"enqueue": {"IDEMPOTENCY_TABLE": "i", "JOBS_TABLE": "j", "MARKERS_TABLE": "m", "SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/s",
-		"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq"},
-	"email": {"MARKERS_TABLE": "m", "USERS_TABLE": "u", "JOBS_TABLE": "j", "DLQ_URL": "http://127.0.0.1:1/dlq", "MAIL_FROM": "no-reply@example.test", "APP_BASE_URL": "https://app.example.test"},
-	"dlq":   {"DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m"},
-	"outbox": {"DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m", "SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/s",
-		"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq"},
-}
 
 // firstEvent is an event each function answers without calling AWS.
 var firstEvent = map[string]string{
@@ -36,8 +27,12 @@ var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
 
 // Init measures each function's init time under the runtime emulator (the
 // time from the runtime's start to its first request, as the emulator
-// reports it), the median of starts cold starts each.
-func Init(ctx context.Context, root string, starts int) ([]Row, error) {
+// reports it), the median of starts cold starts each. Each function starts
+// with the environment template.yaml gives it, resolved against a stack
+// provisioned on the moto at endpoint (a function refuses to start without
+// its variables, and a hand-kept list of them goes stale); nothing is called
+// at start.
+func Init(ctx context.Context, root, endpoint string, starts int) ([]Row, error) {
 	rie, err := lambdarie.Binary(root)
 	if err != nil {
 		return nil, err
@@ -46,16 +41,29 @@ func Init(ctx context.Context, root string, starts int) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	st, err := stack.Provision(ctx, stack.NewClients(moto.Config(endpoint, moto.Region)), tmpl, stack.Options{StackName: "bench-init"})
+	if err != nil {
+		return nil, fmt.Errorf("bench: provision the template: %w", err)
+	}
 	var rows []Row
 	for _, fn := range []string{"enqueue", "email", "dlq", "outbox"} {
-		bin, err := lambdarie.Build(ctx, root, "functions/"+fn, filepath.Join(dir, fn, "bootstrap"))
+		id, ok := tmpl.FunctionByCodeURI("functions/" + fn)
+		if !ok {
+			return nil, fmt.Errorf("bench: no function with CodeUri functions/%s in template.yaml", fn)
+		}
+		env, err := st.FunctionEnv(id)
 		if err != nil {
 			return nil, err
 		}
-		env := map[string]string{"STAGE": "bench", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-			"QUEUE_URL_CRITICAL": "http://127.0.0.1:1/c", "QUEUE_URL_DEFAULT": "http://127.0.0.1:1/d", "QUEUE_URL_BULK": "http://127.0.0.1:1/b"}
-		for k, v := range functionEnv[fn] {
-			env[k] = v
+		env["AWS_ENDPOINT_URL"] = endpoint
+		env["AWS_REGION"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = moto.Region, "test", "test"
+		bin, err := lambdarie.Build(ctx, root, "functions/"+fn, filepath.Join(dir, fn, "bootstrap"))
+		if err != nil {
+			return nil, err
 		}
 		var inits []time.Duration
 		for range starts {
