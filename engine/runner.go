@@ -154,8 +154,7 @@ func (r *Runner) at(s Step) {
 
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
 type Runner struct {
-	cfg     Config
-	workers *workers
+	cfg Config
 }
 
 // New checks cfg and returns a Runner.
@@ -206,7 +205,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Random == nil {
 		cfg.Random = rand.Int64N
 	}
-	return &Runner{cfg: cfg, workers: newWorkers()}, nil
+	return &Runner{cfg: cfg}, nil
 }
 
 // Handles reports whether this runner has a handler for the job type.
@@ -327,7 +326,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 			continue
 		}
 		wg.Add(1)
-		r.workers.run(func() {
+		recordWorkers.run(func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()

@@ -19,6 +19,11 @@ type workers struct {
 
 func newWorkers() *workers { return &workers{tasks: make(chan func()), idle: workerIdle} }
 
+// recordWorkers are the workers every Runner of the process shares: a
+// process that builds many runners (a test suite) keeps as many workers as
+// records run at once, not as many per runner.
+var recordWorkers = newWorkers()
+
 // run runs f on an idle worker, or on a new one when none is idle.
 func (w *workers) run(f func()) {
 	select {
