@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,9 @@ func TestNewRegistryRefuses(t *testing.T) {
 		"unknown queue":    func(t *JobType) { t.Queue = "fast" },
 		"empty prefix":     func(t *JobType) { t.KeyPrefix = "" },
 		"undeclared key":   func(t *JobType) { t.KeyArgs = []string{"nope"} },
+		"unknown format": func(t *JobType) {
+			t.Args = append(slices.Clone(t.Args), ArgSpec{Name: "extra", Format: Format(99)})
+		},
 	} {
 		jt := base
 		mutate(&jt)

@@ -139,6 +139,11 @@ func (r *Registry) register(t JobType) error {
 	if t.KeyPrefix == "" {
 		return fmt.Errorf("contract: type %q: empty key prefix", t.Name)
 	}
+	for _, a := range t.Args {
+		if formatShapes[a.Format] == nil {
+			return fmt.Errorf("contract: type %q: arg %q has an unknown format %d", t.Name, a.Name, a.Format)
+		}
+	}
 	for _, k := range t.KeyArgs {
 		i := slices.IndexFunc(t.Args, func(a ArgSpec) bool { return a.Name == k })
 		if i < 0 || !t.Args[i].Required {
