@@ -121,17 +121,23 @@ func enqueueJob(t *testing.T, h *enqueue.Handler, jobType, key, body string) str
 	return out.JobID
 }
 
+// badUserReason is the dead-letter reason the e-mail job gives a mail to the
+// seeded u-bad (README, "A dead letter, start to finish").
+const badUserReason = "permanent: email: user u-bad: stored e-mail address is not a plain address"
+
 func TestIntegrationBrowser(t *testing.T) {
 	exe := chromium(t)
 	l := provisionLocal(t)
 	ctx := context.Background()
 
-	// Jobs through the real enqueue handler: one stays Enqueued, one is
-	// claimed (Succeeded, as after a worker), one failed into the DLQ.
+	// Jobs through the real enqueue handler, as the seeded users make them:
+	// one stays Enqueued, one is claimed (Succeeded, as after a worker,
+	// its mail the one the stack sends), and u-bad's reset failed into the
+	// DLQ with the reason the e-mail job gives it.
 	h := enqueueHandler(t, l)
 	welcome := enqueueJob(t, h, "email.welcome.v1", "k-welcome", `{"args":{"userId":"u-demo-1"}}`)
-	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-2","roleCode":"city-partner","countryCode":"BD"}}`)
-	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-gone","countryCode":"BD"}}`)
+	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}`)
+	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-bad","countryCode":"BD"}}`)
 	markers := marker.NewDynamo(l.db, l.table("MarkersTable"))
 	if _, err := markers.Claim(ctx, marker.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, ""); err != nil {
 		t.Fatal(err)
@@ -140,13 +146,13 @@ func TestIntegrationBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := deadletter.NewStore(l.db, l.table("DeadLettersTable")).Save(ctx, deadletter.Record{
-		ID: reset, JobID: reset, Type: "email.password-reset.v1", Body: "{}", Reason: "permanent: user u-gone does not exist",
+		ID: reset, JobID: reset, Type: "email.password-reset.v1", Body: "{}", Reason: badUserReason,
 		ReceiveCount: 1, Status: deadletter.StatusDead, SourceQueue: "arn:aws:sqs:us-east-1:123456789012:runstwice-local-critical",
 	}, "sqs-1"); err != nil {
 		t.Fatal(err)
 	}
-	mail := mailLog{{To: "demo2@example.com", Subject: "Confirm your partner account", JobID: verify, Time: time.Now(),
-		Link: "http://127.0.0.1:3000/verify?token=EXAMPLE"}}
+	mail := mailLog{{To: "demo1@example.com", Subject: "Confirm your e-mail address for your partner account", JobID: verify, Time: time.Now(),
+		Link: "https://app.example.com/verify-email?token=Yq3xV0n9Rk2c7Lw4&userId=u-demo-1"}}
 
 	src, err := webview.FromStack(l.cfg, l.st, mail)
 	if err != nil {
@@ -201,8 +207,8 @@ func TestIntegrationBrowser(t *testing.T) {
 		{"the enqueued job", `tr[data-job="` + welcome + `"]`, "email.welcome.v1"},
 		{"the claimed job", `tr[data-job="` + verify + `"]`, "Succeeded"},
 		{"the failed job", `tr[data-job="` + reset + `"]`, "Failed"},
-		{"the dead letter", `tr[data-letter="` + reset + `"]`, "permanent: user u-gone does not exist"},
-		{"the mail", `#mail`, "demo2@example.com"},
+		{"the dead letter", `tr[data-letter="` + reset + `"]`, badUserReason},
+		{"the mail", `#mail`, "demo1@example.com"},
 		{"the welcome switch", welcomeSwitch, "turn off"},
 	} {
 		if got := text(c.what, c.sel); !strings.Contains(got, c.want) {
