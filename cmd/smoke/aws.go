@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
@@ -41,7 +42,7 @@ func (s cfnStack) AlarmNames(ctx context.Context, stack string) ([]string, error
 }
 
 // EventSources implements Stack: the UUIDs of the stack's event source
-// mappings (SAM makes one per SQS event of a function).
+// mappings (SAM makes one per SQS or stream event of a function).
 func (s cfnStack) EventSources(ctx context.Context, stack string) ([]string, error) {
 	return s.physicalIDs(ctx, stack, "AWS::Lambda::EventSourceMapping")
 }
@@ -131,14 +132,16 @@ func (l lambdaConcurrency) UnreservedConcurrency(ctx context.Context) (int, erro
 	return int(*out.AccountLimit.UnreservedConcurrentExecutions), nil
 }
 
-// MaximumConcurrency implements Concurrency.
-func (l lambdaConcurrency) MaximumConcurrency(ctx context.Context, uuid string) (int, error) {
+// MaximumConcurrency implements Concurrency: the mapping reads a queue when
+// its source is an SQS ARN.
+func (l lambdaConcurrency) MaximumConcurrency(ctx context.Context, uuid string) (int, bool, error) {
 	out, err := l.client.GetEventSourceMapping(ctx, &lambda.GetEventSourceMappingInput{UUID: aws.String(uuid)})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	queue := strings.HasPrefix(aws.ToString(out.EventSourceArn), "arn:aws:sqs:")
 	if out.ScalingConfig == nil {
-		return 0, nil
+		return 0, queue, nil
 	}
-	return int(aws.ToInt32(out.ScalingConfig.MaximumConcurrency)), nil
+	return int(aws.ToInt32(out.ScalingConfig.MaximumConcurrency)), queue, nil
 }

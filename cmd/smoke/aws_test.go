@@ -162,7 +162,7 @@ func TestSNSSubscriptionsPagesThroughTheTopic(t *testing.T) {
 // the check reads AccountLimit.UnreservedConcurrentExecutions and each
 // mapping's ScalingConfig.MaximumConcurrency.
 func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
-	maximum := map[string]string{"uuid-critical": `{"MaximumConcurrency":10}`, "uuid-default": `{"MaximumConcurrency":5}`, "uuid-unbounded": `null`}
+	maximum := map[string]string{"uuid-critical": `{"MaximumConcurrency":10}`, "uuid-default": `{"MaximumConcurrency":5}`, "uuid-unbounded": `null`, "uuid-outbox": `null`}
 	var unreserved atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -173,7 +173,11 @@ func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
 			_, _ = fmt.Fprintf(w, `{"AccountLimit":{"TotalCodeSize":80530636800,"CodeSizeUnzipped":262144000,"CodeSizeZipped":52428800,"ConcurrentExecutions":%d,"UnreservedConcurrentExecutions":%d},"AccountUsage":{"TotalCodeSize":1024,"FunctionCount":3}}`,
 				unreserved.Load(), unreserved.Load())
 		case isMapping && maximum[uuid] != "":
-			_, _ = fmt.Fprintf(w, `{"UUID":%q,"BatchSize":10,"EventSourceArn":"arn:aws:sqs:us-east-1:123456789012:s-critical","FunctionArn":"arn:aws:lambda:us-east-1:123456789012:function:s-email","State":"Enabled","ScalingConfig":%s}`, uuid, maximum[uuid])
+			source := "arn:aws:sqs:us-east-1:123456789012:s-critical"
+			if uuid == "uuid-outbox" {
+				source = "arn:aws:dynamodb:us-east-1:123456789012:table/s-outbox/stream/2026-12-01T00:00:00.000"
+			}
+			_, _ = fmt.Fprintf(w, `{"UUID":%q,"BatchSize":10,"EventSourceArn":%q,"FunctionArn":"arn:aws:lambda:us-east-1:123456789012:function:s-email","State":"Enabled","ScalingConfig":%s}`, uuid, source, maximum[uuid])
 		default:
 			w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
 			w.WriteHeader(http.StatusNotFound)
@@ -183,12 +187,13 @@ func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
 	defer srv.Close()
 	l := lambdaConcurrency{lambda.NewFromConfig(sdkConfig(srv.URL))}
 	ctx := context.Background()
-	for uuid, want := range map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-unbounded": 0} {
-		if got, err := l.MaximumConcurrency(ctx, uuid); err != nil || got != want {
-			t.Errorf("MaximumConcurrency(%s) = %d, %v; want %d", uuid, got, err, want)
+	for uuid, want := range map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-unbounded": 0, "uuid-outbox": 0} {
+		got, queue, err := l.MaximumConcurrency(ctx, uuid)
+		if err != nil || got != want || queue != (uuid != "uuid-outbox") {
+			t.Errorf("MaximumConcurrency(%s) = %d, queue %v, %v; want %d, queue %v", uuid, got, queue, err, want, uuid != "uuid-outbox")
 		}
 	}
-	if _, err := l.MaximumConcurrency(ctx, "uuid-gone"); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
+	if _, _, err := l.MaximumConcurrency(ctx, "uuid-gone"); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
 		t.Errorf("MaximumConcurrency of a deleted mapping: %v; want Lambda's ResourceNotFoundException", err)
 	}
 	stack := fakeStack{sources: []string{"uuid-critical", "uuid-default"}}

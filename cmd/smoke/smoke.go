@@ -37,10 +37,12 @@ type Subscription struct {
 const pendingConfirmation = "PendingConfirmation"
 
 // Concurrency reads Lambda: the account's unreserved concurrency, and an
-// event source mapping's maximum concurrency (0 when it sets none).
+// event source mapping's maximum concurrency (0 when it sets none) and
+// whether it reads an SQS queue (the only kind a maximum concurrency
+// applies to: a stream's mapping runs a batch per shard at a time).
 type Concurrency interface {
 	UnreservedConcurrency(ctx context.Context) (int, error)
-	MaximumConcurrency(ctx context.Context, uuid string) (int, error)
+	MaximumConcurrency(ctx context.Context, uuid string) (n int, queue bool, err error)
 }
 
 // Alarms reads the state of the alarms whose names start with a prefix.
@@ -339,26 +341,34 @@ func checkConcurrency(ctx context.Context, cfg Config, rep *Report) {
 		rep.add(name, Fail, "the stack declares no event source mappings")
 		return
 	}
-	sum := 0
+	sum, queues := 0, 0
 	for _, id := range ids {
-		n, err := cfg.Lambda.MaximumConcurrency(ctx, id)
+		n, queue, err := cfg.Lambda.MaximumConcurrency(ctx, id)
 		if err != nil {
 			rep.add(name, Fail, "reading event source %s: %v", id, err)
 			return
+		}
+		if !queue {
+			continue // the outbox stream's mapping: a batch per shard at a time
 		}
 		if n <= 0 {
 			rep.add(name, Fail, "event source %s sets no maximum concurrency, so it can take up to the account's whole limit", id)
 			return
 		}
 		sum += n
+		queues++
+	}
+	if queues == 0 {
+		rep.add(name, Fail, "the stack declares no SQS event source mappings")
+		return
 	}
 	free, err := cfg.Lambda.UnreservedConcurrency(ctx)
 	switch {
 	case err != nil:
 		rep.add(name, Fail, "reading the account's concurrency: %v", err)
 	case free < sum:
-		rep.add(name, Fail, "the account's unreserved concurrency is %d, below the %d the %d event sources may use together: ask AWS for a higher limit (Service Quotas, Lambda concurrent executions) or lower their MaximumConcurrency", free, sum, len(ids))
+		rep.add(name, Fail, "the account's unreserved concurrency is %d, below the %d the %d queue event sources may use together: ask AWS for a higher limit (Service Quotas, Lambda concurrent executions) or lower their MaximumConcurrency", free, sum, queues)
 	default:
-		rep.add(name, Pass, "unreserved %d covers the %d event sources' maximum of %d together (the enqueue function and the account's other functions share the rest)", free, len(ids), sum)
+		rep.add(name, Pass, "unreserved %d covers the %d queue event sources' maximum of %d together (the enqueue function, the outbox stream's relay and the account's other functions share the rest)", free, queues, sum)
 	}
 }

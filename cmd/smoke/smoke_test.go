@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,12 +48,13 @@ func (f fakeTopics) Subscriptions(context.Context, string) ([]Subscription, erro
 type fakeLambda struct {
 	unreserved int
 	maximum    map[string]int
+	streams    map[string]bool // the mappings that read a stream, not a queue
 	err        error
 }
 
 func (f fakeLambda) UnreservedConcurrency(context.Context) (int, error) { return f.unreserved, f.err }
-func (f fakeLambda) MaximumConcurrency(_ context.Context, uuid string) (int, error) {
-	return f.maximum[uuid], nil
+func (f fakeLambda) MaximumConcurrency(_ context.Context, uuid string) (int, bool, error) {
+	return f.maximum[uuid], !f.streams[uuid], nil
 }
 
 // lastCheck runs one check on a report of the stack "s" and returns the line
@@ -102,7 +104,12 @@ func TestConcurrencyCheck(t *testing.T) {
 		status Status
 		detail string
 	}{
-		{"a new account's 1000", fakeStack{sources: sources}, fakeLambda{unreserved: 1000, maximum: template}, Pass, "unreserved 1000 covers the 4 event sources' maximum of 19"},
+		{"a new account's 1000", fakeStack{sources: sources}, fakeLambda{unreserved: 1000, maximum: template}, Pass, "unreserved 1000 covers the 4 queue event sources' maximum of 19"},
+		// The outbox relay's stream mapping has no ScalingConfig: it is not
+		// a queue source, so no maximum is asked of it.
+		{"beside the outbox stream's mapping", fakeStack{sources: append(slices.Clone(sources), "uuid-outbox")},
+			fakeLambda{unreserved: 1000, maximum: template, streams: map[string]bool{"uuid-outbox": true}}, Pass, "4 queue event sources' maximum of 19"},
+		{"only a stream", fakeStack{sources: []string{"uuid-outbox"}}, fakeLambda{unreserved: 1000, streams: map[string]bool{"uuid-outbox": true}}, Fail, "no SQS event source mappings"},
 		{"exactly enough", fakeStack{sources: sources}, fakeLambda{unreserved: 19, maximum: template}, Pass, "maximum of 19"},
 		{"a limited new account", fakeStack{sources: sources}, fakeLambda{unreserved: 10, maximum: template}, Fail, "unreserved concurrency is 10, below the 19"},
 		{"a source without a maximum", fakeStack{sources: sources}, fakeLambda{unreserved: 1000, maximum: map[string]int{"uuid-critical": 10}}, Fail, "uuid-default sets no maximum concurrency"},
