@@ -17,7 +17,7 @@ func TestFunctionsLinkNoEmulationOrTestCode(t *testing.T) {
 		t.Fatalf("go list -deps: %v: %s", err, out)
 	}
 	const module = "github.com/runstwice/runstwice/"
-	forbidden := []string{"internal/dev/", "internal/testkit", "runnertest", "markertest", "obstest"}
+	forbidden := []string{"internal/dev/", "internal/testkit", "enginetest", "markertest", "obstest"}
 	for _, pkg := range strings.Fields(string(out)) {
 		if !strings.HasPrefix(pkg, module) {
 			continue

@@ -100,11 +100,11 @@ func Check(c Case) error {
 
 func check(c Case, sc scenario) error {
 	if c.Effects == nil || c.Handler == nil {
-		return errors.New("runnertest: Case needs Handler and Effects")
+		return errors.New("enginetest: Case needs Handler and Effects")
 	}
 	reg, err := engine.NewRegistry(c.Type)
 	if err != nil {
-		return fmt.Errorf("runnertest: %w", err)
+		return fmt.Errorf("enginetest: %w", err)
 	}
 	lo, hi := 1, sc.maxEffects
 	if c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim {
@@ -156,7 +156,7 @@ func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
 		Logger: engine.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("runnertest: %w", err)
+		return nil, fmt.Errorf("enginetest: %w", err)
 	}
 	w.runner = r
 	return w, nil
@@ -168,7 +168,7 @@ func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
 func (w *world) deliver(env engine.Envelope, sc scenario) error {
 	body, err := env.Encode()
 	if err != nil {
-		return fmt.Errorf("runnertest: %w", err)
+		return fmt.Errorf("enginetest: %w", err)
 	}
 	first := RawRecord(string(body), 1)
 	if sc.concurrent {
