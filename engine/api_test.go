@@ -61,10 +61,12 @@ func TestAPIListing(t *testing.T) {
 
 // objectString is obj as types.ObjectString writes it, except that a struct
 // lists its exported fields only (as go doc does): a private field is no
-// part of the API.
+// part of the API. An alias of a struct lists the fields too, so renaming
+// a field behind an alias changes the listing as well.
 func objectString(obj types.Object, q types.Qualifier) string {
+	tn, named := obj.(*types.TypeName)
 	st, ok := obj.Type().Underlying().(*types.Struct)
-	if tn, named := obj.(*types.TypeName); !ok || !named || tn.IsAlias() {
+	if !named || !ok {
 		return types.ObjectString(obj, q)
 	}
 	var fields []string
@@ -84,7 +86,11 @@ func objectString(obj types.Object, q types.Qualifier) string {
 	if hidden {
 		fields = append(fields, "// has unexported fields")
 	}
-	return "type " + obj.Name() + " struct{" + strings.Join(fields, "; ") + "}"
+	body := "struct{" + strings.Join(fields, "; ") + "}"
+	if tn.IsAlias() {
+		return types.ObjectString(obj, q) + " " + body
+	}
+	return "type " + obj.Name() + " " + body
 }
 
 // apiListing is the listing of publicPackages, one line per name.
