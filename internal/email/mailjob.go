@@ -52,19 +52,27 @@ type mailJob struct {
 	link func(base *url.URL, job engine.Job, token string) string
 }
 
-// declared holds every e-mail job type, by name.
-var declared = map[string]mailJob{}
+// mailJobs are the e-mail job types, each declared in its own file: adding
+// a type means adding its declaration here. Nothing registers itself.
+var mailJobs = []mailJob{welcomeMail, passwordResetMail, partnerVerificationMail, partnerDigestMail}
 
-// declare registers an e-mail job type; each type's file calls it from init.
-// A second declaration of a name is a programming error.
-func declare(j mailJob) {
-	if _, dup := declared[j.Type.Name]; dup {
-		panic("email: job type " + j.Type.Name + " declared twice")
+// declared holds every e-mail job type, by name.
+var declared = byName(mailJobs)
+
+// byName indexes the declarations. A second declaration of a name is a
+// programming error.
+func byName(jobs []mailJob) map[string]mailJob {
+	out := make(map[string]mailJob, len(jobs))
+	for _, j := range jobs {
+		if _, dup := out[j.Type.Name]; dup {
+			panic("email: job type " + j.Type.Name + " declared twice")
+		}
+		if j.skip == nil {
+			j.skip = func(User) string { return "" }
+		}
+		out[j.Type.Name] = j
 	}
-	if j.skip == nil {
-		j.skip = func(User) string { return "" }
-	}
-	declared[j.Type.Name] = j
+	return out
 }
 
 // Types returns the declarations of every e-mail job type, sorted by name,

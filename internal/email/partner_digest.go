@@ -28,18 +28,18 @@ var PartnerDigest = engine.JobType{
 	KeyArgs:          []string{"userId", "digestId"},
 }
 
-func init() {
-	declare(mailJob{
-		Type:     PartnerDigest,
-		template: "partner-digest",
-		skip: func(u User) string {
-			if !u.EmailConfirmed {
-				return "address not confirmed; no digest to unconfirmed addresses"
-			}
-			return ""
-		},
-		link: func(base *url.URL, job engine.Job, _ string) string {
-			return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
-		},
-	})
+// partnerDigestMail is email.partner-digest.v1 as mail: its declaration, its
+// template and its link (listed in mailJobs).
+var partnerDigestMail = mailJob{
+	Type:     PartnerDigest,
+	template: "partner-digest",
+	skip: func(u User) string {
+		if !u.EmailConfirmed {
+			return "address not confirmed; no digest to unconfirmed addresses"
+		}
+		return ""
+	},
+	link: func(base *url.URL, job engine.Job, _ string) string {
+		return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
+	},
 }

@@ -28,19 +28,19 @@ var PartnerVerification = engine.JobType{
 	KeyArgs:          []string{"userId"},
 }
 
-func init() {
-	declare(mailJob{
-		Type:     PartnerVerification,
-		template: "partner-verification",
-		purpose:  PurposeVerification,
-		skip: func(u User) string {
-			if u.EmailConfirmed {
-				return "address already confirmed"
-			}
-			return ""
-		},
-		link: func(base *url.URL, job engine.Job, token string) string {
-			return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
-		},
-	})
+// partnerVerificationMail is email.partner-verification.v1 as mail: its declaration, its
+// template and its link (listed in mailJobs).
+var partnerVerificationMail = mailJob{
+	Type:     PartnerVerification,
+	template: "partner-verification",
+	purpose:  PurposeVerification,
+	skip: func(u User) string {
+		if u.EmailConfirmed {
+			return "address already confirmed"
+		}
+		return ""
+	},
+	link: func(base *url.URL, job engine.Job, token string) string {
+		return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+	},
 }

@@ -25,13 +25,13 @@ var PasswordReset = engine.JobType{
 	KeyArgs:          []string{"userId"},
 }
 
-func init() {
-	declare(mailJob{
-		Type:     PasswordReset,
-		template: "password-reset",
-		purpose:  PurposePasswordReset,
-		link: func(base *url.URL, job engine.Job, token string) string {
-			return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
-		},
-	})
+// passwordResetMail is email.password-reset.v1 as mail: its declaration, its
+// template and its link (listed in mailJobs).
+var passwordResetMail = mailJob{
+	Type:     PasswordReset,
+	template: "password-reset",
+	purpose:  PurposePasswordReset,
+	link: func(base *url.URL, job engine.Job, token string) string {
+		return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
+	},
 }

@@ -22,10 +22,10 @@ var Welcome = engine.JobType{
 	KeyArgs:          []string{"userId"},
 }
 
-func init() {
-	declare(mailJob{
-		Type:     Welcome,
-		template: "welcome",
-		link:     func(base *url.URL, _ engine.Job, _ string) string { return base.JoinPath("/").String() },
-	})
+// welcomeMail is email.welcome.v1 as mail: its declaration, its
+// template and its link (listed in mailJobs).
+var welcomeMail = mailJob{
+	Type:     Welcome,
+	template: "welcome",
+	link:     func(base *url.URL, _ engine.Job, _ string) string { return base.JoinPath("/").String() },
 }
