@@ -178,10 +178,14 @@ func (r *Recorder) update(ctx context.Context, jobID string, ev Event, upd expre
 	return old, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, old.State)
 }
 
-// Cancel cancels the job jobID of caller if it has not run: it deletes its
-// one-time schedule when it has one (Schedules), writes the tombstone marker
-// that every worker's peek sees (so the job never runs, even if its message
-// is delivered later), then marks the record Cancelled.
+// Cancel cancels the job jobID of caller if it has not run: it writes the
+// tombstone marker that every worker's peek sees (so the job never runs,
+// even if its message is delivered later), marks the record Cancelled, and
+// then deletes its one-time schedule when it has one (Schedules). In that
+// order a failure part-way never leaves a job that reads Scheduled with no
+// schedule behind it: a schedule that cannot be deleted fails the cancel of
+// a job that is already cancelled (its schedule would fire one message its
+// workers drop), and the retry deletes it.
 // It returns the job with its state: Cancelled (also when it already was),
 // or, with ErrConflict, the state that forbids it (Succeeded, Failed,
 // Expired, or Processing while a worker runs it). Another caller's job, or
@@ -199,16 +203,13 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	case caller != "" && j.Caller != caller:
 		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
 	case j.State == StateCancelled:
+		// A cancel whose schedule could not be deleted is repeated here.
+		if _, err := s.deleteSchedule(ctx, rec); err != nil {
+			return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its schedule: %w", jobID, err)
+		}
 		return j, nil
 	case j.State.Terminal() || j.State == StateProcessing:
 		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
-	}
-	// A job waiting in a one-time schedule loses it first: a cancelled job's
-	// schedule would only send a message its workers drop. A schedule that
-	// is already gone is fine; one that cannot be deleted fails the cancel,
-	// which a retry repeats.
-	if _, err := s.deleteSchedule(ctx, rec); err != nil {
-		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey())
 	if err != nil {
@@ -238,12 +239,18 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	switch {
-	case ddb.IsConditionFailed(err):
+	moved := ddb.IsConditionFailed(err)
+	if err != nil && !moved {
+		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	// Last, the job's one-time schedule, if it has one: it could only send
+	// a message the tombstone drops.
+	if _, err := s.deleteSchedule(ctx, rec); err != nil {
+		return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its schedule: %w", jobID, err)
+	}
+	if moved {
 		// The record moved on meanwhile: answer with what it says now.
 		return s.Get(ctx, jobID)
-	case err != nil:
-		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	// The answer is the record as written, through the one View every read
 	// uses: the same attempts, reason and times a GET right after shows.

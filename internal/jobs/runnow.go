@@ -2,7 +2,9 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
@@ -45,14 +47,19 @@ func (o RunNowOutcome) String() string {
 // now, without a delay.
 type SendFunc func(ctx context.Context, j Job) error
 
-// RunNow runs a waiting job at once, as an operator asks: it deletes the
-// job's one-time schedule (Schedules), sends its message with send, and
-// records the job Enqueued with now as its run time. Running it twice sends
-// one job: the second finds no schedule and a record that no longer waits
-// (RunNowAlreadySent); a run stopped between the delete and the record
-// sends again on its retry, under the same id, which the job's marker
-// absorbs. Only a Scheduled or Enqueued job can run now; any other state is
-// ErrConflict with the job. A job that does not exist is ErrNotFound.
+// RunNow runs a waiting job at once, as an operator asks: it sends its
+// message with send, records the job Enqueued with now as its run time, and
+// deletes the job's one-time schedule (Schedules). A Scheduled job is sent
+// before its schedule is deleted, so a failure part-way never leaves a job
+// with neither: a send that fails leaves the schedule, and a schedule that
+// cannot be deleted after the send fails the run, though the job is sent
+// and recorded (the schedule fires once more at the old run time, a copy
+// the job's marker drops, and deletes itself after it). Running it twice sends one
+// job: the second finds no schedule and a record that no longer waits
+// (RunNowAlreadySent); a job whose schedule was lost while it still reads
+// Scheduled is sent again (RunNowResent), under the same id. Only a
+// Scheduled or Enqueued job can run now; any other state is ErrConflict
+// with the job. A job that does not exist is ErrNotFound.
 func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, RunNowOutcome, error) {
 	rec, m, has, err := s.read(ctx, jobID)
 	if err != nil {
@@ -62,20 +69,42 @@ func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, R
 	if j.State != StateScheduled && j.State != StateEnqueued {
 		return j, 0, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
 	}
+	outcome := RunNowSent
+	if j.State == StateScheduled {
+		// Sent first: the schedule goes only once the message is out.
+		if err := send(ctx, rec); err != nil {
+			return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
+		}
+		existed, err := s.deleteSchedule(ctx, rec)
+		if err != nil {
+			return s.recordRunNow(ctx, j, 0, fmt.Errorf("jobs: run %s now: sent, but its schedule could not be deleted (it fires once more at %s, a copy the job's marker drops): %w",
+				jobID, rec.RunAt.UTC().Format(time.RFC3339), err))
+		}
+		if !existed {
+			outcome = RunNowResent
+		}
+		return s.recordRunNow(ctx, j, outcome, nil)
+	}
+	// Enqueued: its run time has come, so its schedule has fired (and is
+	// gone) or is firing; only a schedule still there is sent in its place.
 	existed, err := s.deleteSchedule(ctx, rec)
 	if err != nil {
 		return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
 	}
-	outcome := RunNowSent
 	if !existed {
-		if j.State != StateScheduled {
-			return j, RunNowAlreadySent, nil
-		}
-		outcome = RunNowResent
+		return j, RunNowAlreadySent, nil
 	}
 	if err := send(ctx, rec); err != nil {
 		return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
 	}
+	return s.recordRunNow(ctx, j, outcome, nil)
+}
+
+// recordRunNow records a job that RunNow sent as Enqueued, run now, and
+// answers with the job as it reads then, outcome and failure (a failure of
+// the schedule's delete after the send; nil when all went well).
+func (s *Store) recordRunNow(ctx context.Context, j Job, outcome RunNowOutcome, failure error) (Job, RunNowOutcome, error) {
+	jobID := j.ID
 	now := s.now()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(StateEnqueued)).
 		Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
@@ -89,13 +118,13 @@ func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, R
 	if err != nil && !ddb.IsConditionFailed(err) {
 		// The message is sent; the record still says it waits, so a retry
 		// sends it again under the same id.
-		return j, 0, fmt.Errorf("jobs: run %s now: record: %w", jobID, err)
+		return j, 0, errors.Join(failure, fmt.Errorf("jobs: run %s now: record: %w", jobID, err))
 	}
 	// A record that moved on meanwhile (cancelled) keeps its story.
 	// The job is sent whatever this read says: a failed read answers with
 	// the job as it was found.
 	if got, err := s.Get(ctx, jobID); err == nil {
-		return got, outcome, nil
+		return got, outcome, failure
 	}
-	return j, outcome, nil
+	return j, outcome, failure
 }
