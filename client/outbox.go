@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/outbox"
 )
 
@@ -68,7 +68,7 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 // registry is the shipped job types, built once: OutboxPut runs on a
 // producer's hot path, and a registry checks every declaration as it is
 // built.
-var registry = sync.OnceValue(catalog.Registry)
+var registry = sync.OnceValue(jobtypes.Registry)
 
 // outboxItem builds and checks the item of job.
 func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
@@ -26,6 +25,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -62,10 +62,10 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 	t.Helper()
 	w := &viewsWorld{stageWorld: newStage(t), switches: &testkit.Switches{}}
 	idem := testenv.NewTable(t, w.DB, "idem", idempotency.AttrPK, "")
-	w.api = &enqueue.Handler{Registry: catalog.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
+	w.api = &enqueue.Handler{Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
 		Queue: queue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
-	w.run, err = engine.New(engine.Config{Registry: catalog.Registry(), Handlers: map[string]engine.Handler{email.Welcome.Name: w},
+	w.run, err = engine.New(engine.Config{Registry: jobtypes.Registry(), Handlers: map[string]engine.Handler{email.Welcome.Name: w},
 		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
 		Logger: obs.NewLogger(io.Discard, "error")})
 	if err != nil {

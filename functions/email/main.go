@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/ses"
@@ -29,6 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 // The three functions' mains have one form on purpose: each function is
@@ -67,7 +67,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	metrics := engine.DefaultMetrics()
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics

@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -52,7 +52,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
 	store.Schedules = schedules
 	return &enqueue.Handler{
-		Registry:    catalog.Registry(),
+		Registry:    jobtypes.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
 		Jobs:        store,
 		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),

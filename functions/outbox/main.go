@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -52,7 +52,7 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	store.Schedules = schedules
 	// The API's own enqueue path, without its request layer.
 	api := &enqueue.Handler{
-		Registry: catalog.Registry(), Jobs: store, Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""),
+		Registry: jobtypes.Registry(), Jobs: store, Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules: schedules, Logger: log,
 	}
 	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: obs.DefaultMetrics()}, nil

@@ -1,7 +1,7 @@
 package contract
 
 // Fixture job types for the contract's own tests, shaped like the shipped
-// e-mail types (internal/email declares those; internal/catalog tests them).
+// e-mail types (internal/email declares those; internal/jobtypes tests them).
 const (
 	typeVerify  = "test.verify.v1"
 	typeReset   = "test.reset.v1"

@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
@@ -86,7 +86,7 @@ func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 		markers: memstore.New(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{},
 	}
 	h.c = testkit.Build(t, deadletter.Config{
-		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: catalog.Registry(),
+		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: jobtypes.Registry(),
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
 	}, mutate, deadletter.NewConsumer)
 	return h

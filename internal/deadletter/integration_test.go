@@ -16,13 +16,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -51,14 +51,14 @@ func newWorld(t *testing.T) *world {
 	w.jobs = jobs.NewStore(w.DB, jobsTable, w.Markers)
 	w.store = deadletter.NewStore(w.DB, deadLetters)
 	c, err := deadletter.NewConsumer(deadletter.Config{
-		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: catalog.Registry(),
+		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: jobtypes.Registry(),
 		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.consumer = c
-	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), catalog.Registry())
+	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), jobtypes.Registry())
 	// As jobctl wires it: the dlq function marks a dead letter's marker
 	// FAILED, and the redrive clears it.
 	w.redriver.Markers = w.Markers
@@ -76,7 +76,7 @@ func (w *world) worker(t *testing.T, sender email.Sender) *engine.Runner {
 // enqueue records the job and sends its message, as the enqueue function does.
 func (w *world) enqueue(t *testing.T, env contract.Envelope) {
 	t.Helper()
-	jt, err := catalog.Registry().Lookup(env.Type)
+	jt, err := jobtypes.Registry().Lookup(env.Type)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -33,7 +33,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 	t.Helper()
 	w := &opsWorld{World: deadlettertest.New(t, deadlettertest.Unique(t))}
 	w.lifecycle = jobs.NewLifecycle(w.DB, w.Names.Jobs)
-	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), catalog.Registry())
+	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), jobtypes.Registry())
 	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, w.Markers
 	return w
 }
@@ -203,7 +203,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
 	env := w.failedJob(t, "caller-a", "welcome:u-5", "permanent: bounced")
-	failing := deadletter.NewRedriver(w.Letters, downSQS{}, catalog.Registry())
+	failing := deadletter.NewRedriver(w.Letters, downSQS{}, jobtypes.Registry())
 	failing.Jobs, failing.Markers = w.lifecycle, w.Markers
 	if _, err := failing.Redrive(ctx, env.MessageID); err == nil {
 		t.Fatal("a redrive whose send failed reported success")

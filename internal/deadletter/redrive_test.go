@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -146,7 +146,7 @@ func TestRedriveOrder(t *testing.T) {
 			trace := &enginetest.Trace{}
 			letters := &fakeLetters{trace: trace, rec: deadletter.Record{ID: env.MessageID, JobID: env.MessageID, Type: env.Type,
 				Body: string(body), Status: deadletter.StatusDead}}
-			r := deadletter.NewRedriver(letters, fakeSender{trace: trace, err: tc.sendErr}, catalog.Registry())
+			r := deadletter.NewRedriver(letters, fakeSender{trace: trace, err: tc.sendErr}, jobtypes.Registry())
 			r.Jobs, r.Markers = &fakeLifecycle{trace: trace, rv: tc.rv}, fakeResetter{trace: trace}
 			res, err := r.RedriveWith(context.Background(), env.MessageID, tc.opts)
 			if err != nil {

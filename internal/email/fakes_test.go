@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -108,7 +108,7 @@ func newHarness(t testing.TB, users ...email.User) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Harness = testkit.NewHarness(t, catalog.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
+	h.Harness = testkit.NewHarness(t, jobtypes.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
 	// One trace for the runner's fakes and the users and sender.
 	h.tr = h.Harness.Trace
 	h.users.tr, h.sender.tr = h.tr, h.tr

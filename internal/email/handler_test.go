@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -177,7 +177,7 @@ func TestConfirmedMeanwhileIsNoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := engine.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
-	job.Type, _ = catalog.Registry().Lookup(email.PartnerVerification.Name)
+	job.Type, _ = jobtypes.Registry().Lookup(email.PartnerVerification.Name)
 	err = handlers[email.PartnerVerification.Name].Handle(context.Background(), job)
 	var noop *engine.NoOpError
 	if !errors.As(err, &noop) || !strings.Contains(noop.Reason, "confirmed meanwhile") {
@@ -263,7 +263,7 @@ func TestEverySendHasAFreshToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := engine.Job{Envelope: env}
-	job.Type, _ = catalog.Registry().Lookup(env.Type)
+	job.Type, _ = jobtypes.Registry().Lookup(env.Type)
 	for range 2 {
 		if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
 			t.Fatal(err)

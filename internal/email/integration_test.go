@@ -26,7 +26,6 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/moto"
@@ -34,6 +33,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -164,7 +164,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 // on the bulk queue, not dropped. Switched on, it sends.
 func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 	s := newStack(t)
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 	known := func(n string) bool { _, err := reg.Lookup(n); return err == nil }
 	deadPort, err := testenv.FreePort()
 	if err != nil {

@@ -76,7 +76,7 @@ func byName(jobs []mailJob) map[string]mailJob {
 }
 
 // Types returns the declarations of every e-mail job type, sorted by name,
-// for the registry (internal/catalog).
+// for the registry (internal/jobtypes).
 func Types() []engine.JobType {
 	out := make([]engine.JobType, 0, len(declared))
 	for _, j := range declared {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 func fingerprintOf(t testing.TB, typ string, body []byte) string {
@@ -36,7 +36,7 @@ var fuzzSeeds = []string{
 // valid job: args valid for the type, a valid key, a delay in range, a known
 // policy, and an envelope that encodes.
 func FuzzDecodeBody(f *testing.F) {
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 	for _, s := range fuzzSeeds {
 		for _, name := range reg.Names() {
 			f.Add(name, []byte(s))

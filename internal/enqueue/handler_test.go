@@ -11,18 +11,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: catalog.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
+		Registry: jobtypes.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }
@@ -318,7 +318,7 @@ func TestMalformedCatalog(t *testing.T) {
 }
 
 func TestDecodeRequestDefaults(t *testing.T) {
-	jt, _ := catalog.Registry().Lookup(email.PartnerDigest.Name)
+	jt, _ := jobtypes.Registry().Lookup(email.PartnerDigest.Name)
 	req, err := enqueue.DecodeBody(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -26,6 +25,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -78,7 +78,7 @@ func newStack(t *testing.T) *stack {
 	is.Now = clock.Now
 	q := queue.New(sq, urls, "")
 	h := &enqueue.Handler{
-		Registry: catalog.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
+		Registry: jobtypes.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
 	}
 	counter.Reset()

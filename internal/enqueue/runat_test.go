@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 func runAtBody(at string) string {
@@ -23,7 +23,7 @@ func runAtBody(at string) string {
 // days ahead, never together with delaySeconds. Each refusal names runAt.
 func TestRunAtRules(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	jt, _ := catalog.Registry().Lookup(welcome)
+	jt, _ := jobtypes.Registry().Lookup(welcome)
 	for _, tc := range []struct {
 		name, body string
 		want       time.Time // zero: refused

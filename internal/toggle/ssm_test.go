@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -37,7 +37,7 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	client := testenv.SSM(t, counter.Option)
 	stage := testenv.Name(t, "flip")
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "false")
 
 	now := time.Unix(1_800_000_000, 0)

@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -30,6 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -75,7 +75,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	store := jobs.NewStore(db, name("JobsTable"), marker.NewDynamo(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
-		Enqueuer:    &enqueue.Handler{Registry: catalog.Registry(), Jobs: store, Queue: queue.New(q, urls, "")},
+		Enqueuer:    &enqueue.Handler{Registry: jobtypes.Registry(), Jobs: store, Queue: queue.New(q, urls, "")},
 		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard),
 	}
 	// The relay's process dies once, in the middle of the batch that holds

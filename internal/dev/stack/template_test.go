@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -369,7 +369,7 @@ func checkToggles(t *Template) []string {
 			have[typ] = scalarString(p["Value"])
 		}
 	}
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 	for _, name := range reg.Names() {
 		jt, _ := reg.Lookup(name)
 		if jt.EnabledByDefault {

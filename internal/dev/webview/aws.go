@@ -20,11 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -33,7 +33,7 @@ import (
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
 // JobsTable, MarkersTable and DeadLettersTable, the switches of its Stage
-// for every type in the catalog, and its schedules. mail is the mail log (nil: none; a
+// for every shipped type (internal/jobtypes), and its schedules. mail is the mail log (nil: none; a
 // nil pointer inside a non-nil interface is not nil).
 func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 	names := map[string]string{}
@@ -49,7 +49,7 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 		Jobs:        NewJobsTable(db, names["JobsTable"], names["MarkersTable"]),
 		Mail:        mail,
 		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"]),
-		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), catalog.Registry()),
+		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), jobtypes.Registry()),
 		Schedules:   NewSchedules(scheduler.NewFromConfig(cfg), st.Param("Stage")),
 	}, nil
 }

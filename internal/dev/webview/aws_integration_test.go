@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -208,7 +208,7 @@ func TestIntegrationSSMSwitches(t *testing.T) {
 	if w := got["email.welcome.v1"]; !w.Default || !w.Effective || w.HasStored {
 		t.Fatalf("welcome without a parameter: %+v", w)
 	}
-	if n := len(catalog.Registry().Names()); len(got) != n {
+	if n := len(jobtypes.Registry().Names()); len(got) != n {
 		t.Fatalf("%d switches; want the %d registered types: %+v", len(got), n, got)
 	}
 

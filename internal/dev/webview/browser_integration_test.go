@@ -25,7 +25,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -33,6 +32,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -82,7 +82,7 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 		t.Fatal(err)
 	}
 	return &enqueue.Handler{
-		Registry:    catalog.Registry(),
+		Registry:    jobtypes.Registry(),
 		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
 		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
 		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[contract.Queue]string{

@@ -62,7 +62,7 @@ var Fanout = engine.JobType{
 }
 
 // Types returns the fan-out's declaration, for the registry
-// (internal/catalog).
+// (internal/jobtypes).
 func Types() []engine.JobType { return []engine.JobType{Fanout} }
 
 // Directory pages the users who get the weekly digest: an item with digest

@@ -19,13 +19,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -100,7 +100,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	}
 	handlers[digest.Fanout.Name] = fanout[digest.Fanout.Name]
 	w.worker, err = engine.New(engine.Config{
-		Registry: catalog.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
+		Registry: jobtypes.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
 		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard),
 	})

@@ -1,8 +1,10 @@
-// Package catalog is the list of every job type runstwice ships, gathered
-// from the feature packages that declare them beside their handlers. The
-// functions and jobctl build their registry here; adding a feature package
-// with job types means adding it to Types.
-package catalog
+// Package jobtypes is the list of every job type runstwice ships, gathered
+// from the use cases that declare them beside their handlers. It sits with
+// the wiring, above the use cases it gathers, so its imports point down:
+// the functions, jobctl, the producer's client and the dev tools build
+// their registry here. Adding a use case with job types means adding it to
+// Types.
+package jobtypes
 
 import (
 	"slices"

@@ -1,15 +1,15 @@
-package catalog_test
+package jobtypes_test
 
 import (
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/catalog"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 // The shipped job types, as the docs' table of job types lists them.
 func TestShippedTypes(t *testing.T) {
-	reg := catalog.Registry()
+	reg := jobtypes.Registry()
 	for _, tc := range []struct {
 		name    string
 		queue   contract.Queue
