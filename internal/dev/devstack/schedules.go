@@ -177,19 +177,22 @@ func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time
 		return false
 	}
 	body := sc.Fill(at, uuid.NewString())
-	m := queue.Message{Queue: q, Body: body}
+	// The body alone, as EventBridge Scheduler's SQS target sends it: no
+	// message attributes, so nothing local leans on ones AWS never sets.
+	// The type is read for the log line only.
+	var jobType string
 	if contract.IsTick([]byte(body)) {
 		if t, err := contract.DecodeTick([]byte(body)); err == nil {
-			m.Type, m.CorrelationID = t.Type, t.CorrelationID
+			jobType = t.Type
 		}
 	} else if env, err := contract.Decode([]byte(body)); err == nil {
-		m.Type, m.CorrelationID = env.Type, env.CorrelationID
+		jobType = env.Type
 	}
-	if err := s.Sender.Send(ctx, m); err != nil {
+	if err := s.Sender.Send(ctx, queue.Message{Queue: q, Body: body}); err != nil {
 		log.Warn("scheduler: send failed; tried again at the next pass", "error", err)
 		return false
 	}
-	log.Info("scheduler: fired", "queue", string(q), "type", m.Type)
+	log.Info("scheduler: fired", "queue", string(q), "type", jobType)
 	return true
 }
 
