@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
@@ -30,6 +33,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // expectFile is events/expect.json.
@@ -39,7 +43,11 @@ type expectFile struct {
 }
 
 type expectation struct {
-	Before     []string          `json:"before"`
+	Before []string `json:"before"`
+	// Toggles are job type → the value its kill switch is set to before
+	// the events run ("true" to run a fail-closed type); the switch is put
+	// back afterwards.
+	Toggles    map[string]string `json:"toggles"`
 	StatusCode int               `json:"statusCode"`
 	Headers    map[string]string `json:"headers"`
 	// BatchItemFailures are the item identifiers that must be reported
@@ -135,6 +143,7 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("provision: %v", err)
 			}
 			seed(t, ctx, cfg, st, exp.Seed)
+			setToggles(t, ctx, cfg, st, want.Toggles)
 			emulators := map[string]*lambdarie.Emulator{}
 			defer func() {
 				for _, em := range emulators {
@@ -297,6 +306,38 @@ func seed(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, it
 			!strings.Contains(err.Error(), "AlreadyExists") {
 			t.Fatalf("verify sender %s: %v", from, err)
 		}
+	}
+}
+
+// setToggles sets the stack's kill switches, and puts each back as it was
+// when the test ends (the switches of a stage are shared by every stack of
+// it on the endpoint).
+func setToggles(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, toggles map[string]string) {
+	t.Helper()
+	client := ssm.NewFromConfig(cfg)
+	for typ, v := range toggles {
+		name := toggle.ParameterName(st.Param("Stage"), typ)
+		old, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		var missing *ssmtypes.ParameterNotFound
+		if err != nil && !errors.As(err, &missing) {
+			t.Fatalf("read switch %s: %v", name, err)
+		}
+		if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(v),
+			Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+			t.Fatalf("set switch %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			var err error
+			if old != nil {
+				_, err = client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: old.Parameter.Value,
+					Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+			} else {
+				_, err = client.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+			}
+			if err != nil {
+				t.Errorf("put switch %s back: %v", name, err)
+			}
+		})
 	}
 }
 
