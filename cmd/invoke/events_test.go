@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +23,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // expectFile is events/expect.json.
@@ -36,15 +43,40 @@ type expectFile struct {
 }
 
 type expectation struct {
-	Before     []string          `json:"before"`
+	Before []string `json:"before"`
+	// Toggles are job type → the value its kill switch is set to before
+	// the events run ("true" to run a fail-closed type); the switch is put
+	// back afterwards.
+	Toggles    map[string]string `json:"toggles"`
 	StatusCode int               `json:"statusCode"`
 	Headers    map[string]string `json:"headers"`
-	// BatchItemFailures are the SQS message ids that must be reported
-	// failed (nil: this is not an SQS event).
+	// BatchItemFailures are the item identifiers that must be reported
+	// failed: SQS message ids, or stream records' sequence numbers (nil:
+	// this is an API event).
 	BatchItemFailures *[]string `json:"batchItemFailures"`
 	// Messages are queue logical id → messages it must hold afterwards
 	// (visible, in flight or delayed).
 	Messages map[string]int `json:"messages"`
+	// Jobs are job id → what its record must say afterwards.
+	Jobs map[string]jobExpectation `json:"jobs"`
+	// DeadLetters are every dead letter the dead letters table must hold
+	// afterwards, by id (nil: not checked).
+	DeadLetters *map[string]deadLetterExpectation `json:"deadLetters"`
+}
+
+// jobExpectation is what a job's record must say; an empty field is not
+// checked.
+type jobExpectation struct {
+	State       string `json:"state"`
+	Caller      string `json:"caller"`
+	LastOutcome string `json:"lastOutcome"`
+}
+
+// deadLetterExpectation is what a dead letter must say: its reason contains
+// Reason; SourceQueue, when set, is its source.
+type deadLetterExpectation struct {
+	Reason      string `json:"reason"`
+	SourceQueue string `json:"sourceQueue"`
 }
 
 // localStack is what the event files name; each test's stack replaces it.
@@ -53,7 +85,10 @@ const localStack = stack.DefaultStackName
 // TestEvents invokes every file in events/ (except env.json and
 // expect.json) with the function its name starts with, running the built
 // bootstrap under aws-lambda-rie against moto with the resources provisioned
-// from template.yaml, and checks the response against events/expect.json.
+// from template.yaml, and checks the response (an API answer, or the batch
+// item failures of an SQS or stream batch) and what the stack holds
+// afterwards (queued messages, job records, dead letters) against
+// events/expect.json.
 func TestEvents(t *testing.T) {
 	srv := testenv.Moto(t)
 	root, err := testenv.RepoRoot()
@@ -108,6 +143,7 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("provision: %v", err)
 			}
 			seed(t, ctx, cfg, st, exp.Seed)
+			setToggles(t, ctx, cfg, st, want.Toggles)
 			emulators := map[string]*lambdarie.Emulator{}
 			defer func() {
 				for _, em := range emulators {
@@ -146,6 +182,10 @@ func TestEvents(t *testing.T) {
 					t.Errorf("%s holds %d messages, want %d", q, got, n)
 				}
 			}
+			checkJobs(t, ctx, cfg, st, want.Jobs)
+			if want.DeadLetters != nil {
+				checkDeadLetters(t, ctx, cfg, st, *want.DeadLetters)
+			}
 		})
 	}
 }
@@ -172,11 +212,13 @@ func checkHTTP(t *testing.T, resp []byte, want expectation) {
 	}
 }
 
+// checkBatch checks a batch response: an SQS event's (events.SQSEventResponse)
+// or a stream's (events.DynamoDBEventResponse), which have one form.
 func checkBatch(t *testing.T, resp []byte, want []string) {
 	t.Helper()
 	var r events.SQSEventResponse
 	if err := json.Unmarshal(resp, &r); err != nil {
-		t.Fatalf("not an SQS batch response: %s (%v)", resp, err)
+		t.Fatalf("not a batch response: %s (%v)", resp, err)
 	}
 	var got []string
 	for _, f := range r.BatchItemFailures {
@@ -263,6 +305,91 @@ func seed(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, it
 		if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(from)}); err != nil &&
 			!strings.Contains(err.Error(), "AlreadyExists") {
 			t.Fatalf("verify sender %s: %v", from, err)
+		}
+	}
+}
+
+// setToggles sets the stack's kill switches, and puts each back as it was
+// when the test ends (the switches of a stage are shared by every stack of
+// it on the endpoint).
+func setToggles(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, toggles map[string]string) {
+	t.Helper()
+	client := ssm.NewFromConfig(cfg)
+	for typ, v := range toggles {
+		name := toggle.ParameterName(st.Param("Stage"), typ)
+		old, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		var missing *ssmtypes.ParameterNotFound
+		if err != nil && !errors.As(err, &missing) {
+			t.Fatalf("read switch %s: %v", name, err)
+		}
+		if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(v),
+			Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+			t.Fatalf("set switch %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			var err error
+			if old != nil {
+				_, err = client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: old.Parameter.Value,
+					Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+			} else {
+				_, err = client.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
+			}
+			if err != nil {
+				t.Errorf("put switch %s back: %v", name, err)
+			}
+		})
+	}
+}
+
+// checkJobs reads each job's record (its state derived as GET shows it).
+func checkJobs(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, want map[string]jobExpectation) {
+	t.Helper()
+	if len(want) == 0 {
+		return
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	jobsTable, _ := st.Physical("JobsTable")
+	markers, _ := st.Physical("MarkersTable")
+	store := jobs.NewStore(db, jobsTable.Name, marker.NewDynamo(db, markers.Name))
+	for id, w := range want {
+		j, err := store.Get(ctx, id)
+		if err != nil {
+			t.Errorf("job %s: %v", id, err)
+			continue
+		}
+		if (w.State != "" && string(j.State) != w.State) || (w.Caller != "" && j.Caller != w.Caller) ||
+			(w.LastOutcome != "" && j.LastOutcome != w.LastOutcome) {
+			t.Errorf("job %s: state %s, caller %s, last outcome %q (%s); want %+v", id, j.State, j.Caller, j.LastOutcome, j.LastReason, w)
+		}
+	}
+}
+
+// checkDeadLetters checks that the dead letters table holds exactly the
+// letters wanted, each with its reason.
+func checkDeadLetters(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stack, want map[string]deadLetterExpectation) {
+	t.Helper()
+	table, ok := st.Physical("DeadLettersTable")
+	if !ok {
+		t.Fatal("no table DeadLettersTable in the stack")
+	}
+	got, err := deadletter.NewStore(dynamodb.NewFromConfig(cfg), table.Name).Select(ctx, deadletter.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, dl := range got {
+		seen[dl.ID] = true
+		w, ok := want[dl.ID]
+		switch {
+		case !ok:
+			t.Errorf("unexpected dead letter %s: %s (source %s)", dl.ID, dl.Reason, dl.SourceQueue)
+		case !strings.Contains(dl.Reason, w.Reason) || (w.SourceQueue != "" && dl.SourceQueue != w.SourceQueue):
+			t.Errorf("dead letter %s: reason %q, source %q; want a reason with %q, source %q", dl.ID, dl.Reason, dl.SourceQueue, w.Reason, w.SourceQueue)
+		}
+	}
+	for id := range want {
+		if !seen[id] {
+			t.Errorf("no dead letter %s (the table holds %d)", id, len(got))
 		}
 	}
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/dev/testenv"
+)
+
+// envFileParameters is the block of an env file that applies to every
+// function (sam local invoke's, and lambdarie.EnvFile's).
+const envFileParameters = "Parameters"
+
+// readEnvFile reads events/env.json and template.yaml.
+func readEnvFile(t *testing.T) (map[string]map[string]any, *stack.Template) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "events", "env.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]map[string]any
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatalf("events/env.json: %v", err)
+	}
+	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, tmpl
+}
+
+// events/env.json is what `make invoke` and `sam local invoke --env-vars`
+// lay over the template's environment, so its block for a function names
+// every variable template.yaml gives that function (Globals included; the
+// Parameters block counts for every function), each with a value: a
+// variable it lacks runs on the template's unresolved value under sam, and
+// a function that requires it does not start. Every block is named after a
+// function of the template (or is Parameters): a block under another name
+// is silently ignored.
+func TestEnvFileNamesEveryTemplateVariable(t *testing.T) {
+	file, tmpl := readEnvFile(t)
+	functions := tmpl.IDs(stack.TypeFunction)
+	if len(functions) == 0 {
+		t.Fatal("template.yaml has no functions")
+	}
+	for _, id := range functions {
+		props, err := tmpl.FunctionProperties(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, ok := file[id]
+		if !ok {
+			t.Errorf("events/env.json has no %s block (template.yaml's %s, CodeUri %v)", id, id, props["CodeUri"])
+			continue
+		}
+		var missing []string
+		for _, name := range stack.SortedIDs(stack.EnvironmentVariables(props)) {
+			v, ok := block[name]
+			if !ok {
+				v, ok = file[envFileParameters][name]
+			}
+			if s, isString := v.(string); !ok || (isString && strings.TrimSpace(s) == "") {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("events/env.json's %s block lacks %s, which template.yaml gives the function: add the local stack's values", id, strings.Join(missing, ", "))
+		}
+	}
+	for name := range file {
+		if name != envFileParameters && !slices.Contains(functions, name) {
+			t.Errorf("events/env.json has a block %s, which is no function of template.yaml (%s): it is ignored", name, strings.Join(functions, ", "))
+		}
+	}
+}
