@@ -367,7 +367,7 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	if err == nil {
 		// The messageId of the envelope is the job id; the SQS message id
 		// is the batch item identifier.
-		attrs := []slog.Attr{slog.String(obs.KeyJobID, env.MessageID), slog.String(obs.KeyType, env.Type),
+		attrs := []slog.Attr{slog.String(obs.KeyJobID, env.MessageID), slog.String(obs.KeyMessageID, env.MessageID), slog.String(obs.KeyType, env.Type),
 			slog.String(obs.KeyKey, env.Key), slog.String(obs.KeyCorrelationID, env.CorrelationID),
 			slog.String("sqsMessageId", it.msg.MessageId)}
 		if trace := obs.TraceRoot(queueTraceHeader(it.msg)); trace != "" {

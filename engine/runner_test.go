@@ -723,7 +723,7 @@ func TestJobLogLinesCarryTheTrace(t *testing.T) {
 			continue // a line about the batch, not the job
 		}
 		outcome = outcome || l["msg"] == "job outcome"
-		if l[obs.KeyTraceID] != "1-5759e988-bd862e3fe1be46a994272793" || l[obs.KeyJobID] != env.MessageID || l[obs.KeyKey] != env.Key {
+		if l[obs.KeyTraceID] != "1-5759e988-bd862e3fe1be46a994272793" || l[obs.KeyJobID] != env.MessageID || l[obs.KeyMessageID] != env.MessageID || l[obs.KeyKey] != env.Key {
 			t.Errorf("line %v lacks the trace id, job id or key", l)
 		}
 	}

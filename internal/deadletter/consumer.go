@@ -223,7 +223,7 @@ func (c *Consumer) failMarker(ctx context.Context, l *letter) error {
 
 // parse derives the record of one DLQ message.
 func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
-	l := letter{msg: msg, log: base.With(obs.KeyJobID, msg.MessageId)}
+	l := letter{msg: msg, log: base.With(obs.KeyJobID, msg.MessageId, obs.KeyMessageID, msg.MessageId)}
 	rec := Record{ID: msg.MessageId, Type: UnknownType, Body: msg.Body, Status: StatusDead}
 	env, err := contract.Decode([]byte(msg.Body))
 	if err == nil {
@@ -233,7 +233,7 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 			rec.Type = env.Type
 		}
-		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type,
+		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type,
 			obs.KeyKey, env.Key, "sqsMessageId", msg.MessageId)
 	} else {
 		l.log = l.log.With(obs.KeyType, UnknownType)

@@ -335,7 +335,7 @@ func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
 		t.Fatal("no log lines")
 	}
 	for _, l := range lines {
-		if l[obs.KeyJobID] != env.MessageID || l[obs.KeyType] != env.Type || l[obs.KeyKey] != env.Key || l[obs.KeyTraceID] != trace {
+		if l[obs.KeyJobID] != env.MessageID || l[obs.KeyMessageID] != env.MessageID || l[obs.KeyType] != env.Type || l[obs.KeyKey] != env.Key || l[obs.KeyTraceID] != trace {
 			t.Errorf("line %v lacks the job id, type, key or trace id", l)
 		}
 	}

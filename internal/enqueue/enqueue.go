@@ -199,7 +199,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
 	id := contract.DeriveMessageID(caller, idemKey)
-	log = log.With(obs.KeyJobID, id, obs.KeyKey, in.Key)
+	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
 	env := contract.Envelope{
 		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
 	}

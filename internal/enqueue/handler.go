@@ -149,7 +149,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 func requestAttrs(req events.APIGatewayV2HTTPRequest, resp events.APIGatewayV2HTTPResponse) []any {
 	var attrs []any
 	if id := requestJobID(req); id != "" {
-		attrs = append(attrs, obs.KeyJobID, id)
+		attrs = append(attrs, obs.KeyJobID, id, obs.KeyMessageID, id)
 	}
 	if resp.Headers[HeaderContentType] != ContentTypeProblem {
 		return attrs

@@ -388,7 +388,7 @@ func TestJobLineCarriesKeyAndTrace(t *testing.T) {
 		if l["msg"] != "enqueue: job queued" {
 			continue
 		}
-		if l[obs.KeyJobID] != contract.DeriveMessageID(alice, "k-log") || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
+		if l[obs.KeyJobID] != contract.DeriveMessageID(alice, "k-log") || l[obs.KeyMessageID] != l[obs.KeyJobID] || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
 			t.Fatalf("job line %v lacks the job id, key or trace id", l)
 		}
 		return

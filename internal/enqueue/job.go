@@ -72,6 +72,6 @@ func (h *Handler) cancel(ctx context.Context, log *slog.Logger, caller, jobID, c
 		log.Error("enqueue: cancel job", obs.KeyError, obs.Redact(err), obs.KeyJobID, jobID)
 		return unavailable(corr)
 	}
-	log.Info("enqueue: job cancelled", obs.KeyJobID, jobID, obs.KeyType, job.Type)
+	log.Info("enqueue: job cancelled", obs.KeyJobID, jobID, obs.KeyMessageID, jobID, obs.KeyType, job.Type)
 	return jobJSON(http.StatusAccepted, job, corr)
 }

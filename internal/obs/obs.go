@@ -20,7 +20,10 @@ import (
 
 // Log attribute keys shared by every component.
 const (
-	KeyJobID         = "jobId"
+	KeyJobID = "jobId"
+	// KeyMessageID repeats the job id under the envelope's own name for it,
+	// messageId, on every line that names a job.
+	KeyMessageID     = "messageId"
 	KeyType          = "type"
 	KeyKey           = "key"
 	KeyCorrelationID = "correlationId"

@@ -80,7 +80,7 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 	if err != nil {
 		return r.deadLetter(ctx, log, rec, it, err.Error())
 	}
-	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
+	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyMessageID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
 	a := r.Enqueuer.EnqueueFor(ctx, enqueue.Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
 		CorrelationID: it.CorrelationID, Body: it.Body()})
 	switch {
