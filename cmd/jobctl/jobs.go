@@ -93,6 +93,10 @@ func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 			out[k] = v
 		}
 		maps.Copy(out, view)
+		// state is the state GET shows, as in every other view; the
+		// record's own value is storedState (derivedState is kept for
+		// scripts written against release 2).
+		out["storedState"], out["state"] = attrs["state"], j.State
 		return a.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

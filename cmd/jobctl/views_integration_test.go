@@ -161,7 +161,9 @@ func (w *viewsWorld) jobctlGet(t *testing.T, id string) shown {
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("jobs get --json: exit %d %s %s", code, out, stderr)
 	}
-	got.State = got.DerivedState
+	if got.DerivedState != got.State {
+		t.Fatalf("jobs get --json: state %q, derivedState %q; want the one state GET shows under both", got.State, got.DerivedState)
+	}
 	return got.shown
 }
 
