@@ -265,3 +265,39 @@ func TestFailedJobsOtherCopyDoesNotRun(t *testing.T) {
 		t.Fatalf("dead-letter reason %q (%v); want it to say the job already failed", reason, ok)
 	}
 }
+
+// panicOnClaim is a marker store whose Claim panics for one job: a panic in
+// an adapter, outside the handler.
+type panicOnClaim struct {
+	engine.Store
+	jobID string
+}
+
+func (p panicOnClaim) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
+	if k.MessageKey == p.jobID {
+		panic("store adapter bug")
+	}
+	return p.Store.Claim(ctx, k, owner)
+}
+
+// Edge 2, outside the handler: a panic elsewhere in a record's pipeline (an
+// adapter's claim here) is recovered by the record's own goroutine. The
+// record is retried, and its neighbours are claimed and answered.
+func TestPanicOutsideTheHandlerFailsOnlyItsRecord(t *testing.T) {
+	bad := notifyJob()
+	h, e := newHarness(t, func(c *engine.Config) { c.Markers = panicOnClaim{Store: c.Markers, jobID: bad.MessageID} })
+	good1, good2 := notifyJob(), notifyJob()
+	badMsg := testkit.Record(t, bad, 1)
+	failed := h.Run(t, testkit.Record(t, good1, 1), badMsg, testkit.Record(t, good2, 1))
+	if !slices.Equal(failed, []string{badMsg.MessageId}) {
+		t.Fatalf("failures %v; want only the record whose claim panicked", failed)
+	}
+	for _, g := range []contract.Envelope{good1, good2} {
+		if rec, ok := h.MarkerOf(g); !ok || !rec.Processed() || e.sends(g.MessageID) != 1 {
+			t.Fatalf("a neighbour of the panic was not sent once and claimed: %+v", rec)
+		}
+	}
+	if !strings.Contains(h.Logs.String(), "the runner panicked on this record") {
+		t.Fatal("the panic was not logged")
+	}
+}
