@@ -24,12 +24,8 @@ func Enqueue(ctx context.Context, root string, requests int, levels []int, progr
 	if err != nil {
 		return nil, err
 	}
-	port, err := moto.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	l, err := devstack.Start(ctx, devstack.Options{
-		Root: root, StateDir: dir, MotoPort: port, APIAddr: "127.0.0.1:0",
+	l, err := devstack.StartOnFreePorts(ctx, devstack.Options{
+		Root: root, StateDir: dir, APIAddr: "127.0.0.1:0",
 		ParkDelay: 10 * time.Second, ToggleTTL: 5 * time.Second, Out: io.Discard,
 	})
 	if err != nil {

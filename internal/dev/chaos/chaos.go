@@ -263,10 +263,6 @@ func specRules(spec string) ([]faults.Rule, error) {
 // startStack starts the local stack under faults and kills, and seeds it.
 func (c *campaign) startStack(ctx context.Context) error {
 	c.progress.phase("starting the stack")
-	motoPort, err := moto.FreePort()
-	if err != nil {
-		return err
-	}
 	env := map[string]string{}
 	if c.cfg.KillAt != "none" {
 		env[killpoint.EnvVar] = c.cfg.KillAt
@@ -283,8 +279,9 @@ func (c *campaign) startStack(ctx context.Context) error {
 		killDuring = newKiller(c.cfg.Seed, func() bool { return !c.when(fanoutOn).IsZero() },
 			func() int { return c.obs.killsAt("email " + devstack.StepMidInvocation) }).during
 	}
-	c.stack, err = devstack.Start(ctx, devstack.Options{
-		Root: c.cfg.Root, StateDir: c.cfg.StateDir, MotoPort: motoPort, APIAddr: "127.0.0.1:0",
+	var err error
+	c.stack, err = devstack.StartOnFreePorts(ctx, devstack.Options{
+		Root: c.cfg.Root, StateDir: c.cfg.StateDir, APIAddr: "127.0.0.1:0",
 		ParkDelay: parkDelay, ToggleTTL: toggleTTL, Out: log,
 		Chaos: devstack.Chaos{
 			ProxyHooks: []awsproxy.Hook{c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,

@@ -110,3 +110,30 @@ func checkCredentials(ctx context.Context, cfg aws.Config) error {
 	}
 	return nil
 }
+
+// freeStartAttempts is how often StartOnFreePorts picks new ports for a
+// stack whose ports another process took first.
+const freeStartAttempts = 5
+
+// StartOnFreePorts is Start on a moto port that was free a moment ago
+// (opts.MotoPort is ignored). A free port can be taken by another process
+// between its pick and moto's listen (tests run their packages side by
+// side); a start refused for a port in use is tried again on a new one.
+func StartOnFreePorts(ctx context.Context, opts Options) (*Local, error) {
+	return startOnFreePorts(ctx, opts, moto.FreePort)
+}
+
+func startOnFreePorts(ctx context.Context, opts Options, pick func() (int, error)) (*Local, error) {
+	var err error
+	for range freeStartAttempts {
+		if opts.MotoPort, err = pick(); err != nil {
+			return nil, err
+		}
+		var l *Local
+		l, err = Start(ctx, opts)
+		if err == nil || !(errors.Is(err, ErrPortInUse) || errors.Is(err, moto.ErrPortInUse)) {
+			return l, err
+		}
+	}
+	return nil, err
+}

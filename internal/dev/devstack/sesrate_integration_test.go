@@ -102,17 +102,11 @@ func TestBacklogDrainsWithinSESRate(t *testing.T) {
 		})
 	}
 	seen := &receives{attempts: map[string][]int{}, outcomes: map[string][]string{}}
-	ports := [2]int{}
-	for i := range ports {
-		if ports[i], err = moto.FreePort(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	out := &testkit.Buffer{}
 	ctx := context.Background()
-	l, err := devstack.Start(ctx, devstack.Options{
-		Root: root, StateDir: filepath.Join(t.TempDir(), ".devstack"), MotoPort: ports[1],
-		APIAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Out: out,
+	l, err := devstack.StartOnFreePorts(ctx, devstack.Options{
+		Root: root, StateDir: filepath.Join(t.TempDir(), ".devstack"),
+		APIAddr: "127.0.0.1:0", Out: out,
 		Chaos: devstack.Chaos{
 			ProxyHooks: []awsproxy.Hook{injector.Hook, countVisibility},
 			Env: map[string]string{"SES_MAX_SEND_RATE": "2", "EVENT_SOURCE_CONCURRENCY": "3",

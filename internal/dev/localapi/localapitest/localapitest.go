@@ -24,13 +24,9 @@ func Start(t testing.TB) *devstack.Local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := moto.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	l, err := devstack.Start(ctx, devstack.Options{Root: root, StateDir: t.TempDir(), MotoPort: port, APIAddr: "127.0.0.1:0"})
+	l, err := devstack.StartOnFreePorts(ctx, devstack.Options{Root: root, StateDir: t.TempDir(), APIAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("localapitest: the local stack did not start: %v", err)
 	}
