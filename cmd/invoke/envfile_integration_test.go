@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,18 +42,16 @@ func TestEnvFileHasTheLocalStacksValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		vars := file.vars(t, id)
 		for name, raw := range stack.EnvironmentVariables(props) {
 			if isSetting(tmpl, raw) {
 				continue
 			}
-			v, ok := file[id][name]
-			if !ok {
-				v, ok = file[envFileParameters][name]
-			}
+			got, ok := vars[name]
 			if !ok {
 				continue // TestEnvFileNamesEveryTemplateVariable says so
 			}
-			if got, want := fmt.Sprint(v), local.Replace(env[name]); got != want {
+			if want := local.Replace(env[name]); got != want {
 				t.Errorf("events/env.json: %s %s = %q; the local stack's is %q", id, name, got, want)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
@@ -16,26 +17,44 @@ import (
 // function (sam local invoke's, and lambdarie.EnvFile's).
 const envFileParameters = "Parameters"
 
+// envFile is events/env.json: its path and its blocks, by name.
+type envFile struct {
+	path   string
+	blocks map[string]map[string]any
+}
+
+// vars is what `make invoke` lays over function id's environment, read as
+// it reads it (lambdarie.EnvFile: the Parameters block, then the
+// function's own).
+func (f envFile) vars(t *testing.T, id string) map[string]string {
+	t.Helper()
+	vars, err := lambdarie.EnvFile(f.path, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vars
+}
+
 // readEnvFile reads events/env.json and template.yaml.
-func readEnvFile(t *testing.T) (map[string]map[string]any, *stack.Template) {
+func readEnvFile(t *testing.T) (envFile, *stack.Template) {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "events", "env.json"))
+	f := envFile{path: filepath.Join(root, "events", "env.json")}
+	raw, err := os.ReadFile(f.path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file map[string]map[string]any
-	if err := json.Unmarshal(raw, &file); err != nil {
+	if err := json.Unmarshal(raw, &f.blocks); err != nil {
 		t.Fatalf("events/env.json: %v", err)
 	}
 	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return file, tmpl
+	return f, tmpl
 }
 
 // events/env.json is what `make invoke` and `sam local invoke --env-vars`
@@ -57,18 +76,14 @@ func TestEnvFileNamesEveryTemplateVariable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		block, ok := file[id]
-		if !ok {
+		if _, ok := file.blocks[id]; !ok {
 			t.Errorf("events/env.json has no %s block (template.yaml's %s, CodeUri %v)", id, id, props["CodeUri"])
 			continue
 		}
+		vars := file.vars(t, id)
 		var missing []string
 		for _, name := range stack.SortedIDs(stack.EnvironmentVariables(props)) {
-			v, ok := block[name]
-			if !ok {
-				v, ok = file[envFileParameters][name]
-			}
-			if s, isString := v.(string); !ok || (isString && strings.TrimSpace(s) == "") {
+			if strings.TrimSpace(vars[name]) == "" {
 				missing = append(missing, name)
 			}
 		}
@@ -76,7 +91,7 @@ func TestEnvFileNamesEveryTemplateVariable(t *testing.T) {
 			t.Errorf("events/env.json's %s block lacks %s, which template.yaml gives the function: add the local stack's values", id, strings.Join(missing, ", "))
 		}
 	}
-	for name := range file {
+	for name := range file.blocks {
 		if name != envFileParameters && !slices.Contains(functions, name) {
 			t.Errorf("events/env.json has a block %s, which is no function of template.yaml (%s): it is ignored", name, strings.Join(functions, ", "))
 		}
