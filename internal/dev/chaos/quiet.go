@@ -23,10 +23,7 @@ const quietChecks = 3
 // function invocation under way, several checks in a row. It reports
 // false when ctx ended first.
 func (c *campaign) waitQuiet(ctx context.Context) bool {
-	urls := []string{c.res.DLQ}
-	for _, u := range c.res.Queues {
-		urls = append(urls, u)
-	}
+	urls := c.stack.WorkQueueURLs()
 	stable := 0
 	for ctx.Err() == nil {
 		n, err := devstack.Backlog(ctx, c.sqs, urls)
