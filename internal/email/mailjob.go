@@ -203,13 +203,26 @@ func (h *handler) Handle(ctx context.Context, job engine.Job) error {
 }
 
 // noop is a successful job that needed no mail: the runner claims its
-// marker, counts it as skipped and records the reason on the job.
+// marker, counts it as skipped and by its kind of reason (noopKind), and
+// records the reason on the job.
 func (h *handler) noop(reason string) error {
-	kind := "other"
-	if reason == reasonUserNotFound {
-		kind = NoopUserNotFound
+	return engine.NoOpKind(noopKind(reason), "no mail needed: "+reason)
+}
+
+// noopKind is the JobsNoop metric's reason dimension for a no-op reason:
+// its words before any ';', lower case, joined by '-' ("user not found" is
+// user-not-found, "address not confirmed; no digest to …" is
+// address-not-confirmed). The reasons are this package's own fixed texts,
+// so the kinds are few.
+func noopKind(reason string) string {
+	head, _, _ := strings.Cut(reason, ";")
+	words := strings.FieldsFunc(strings.ToLower(head), func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
+	})
+	if len(words) == 0 {
+		return "other"
 	}
-	return engine.NoOpKind(kind, "no mail needed: "+reason)
+	return strings.Join(words, "-")
 }
 
 // reasonUserNotFound is the no-op of a job whose user the directory does not
