@@ -277,7 +277,7 @@ func (c *campaign) startStack(ctx context.Context) error {
 	var killDuring func(string, []byte) time.Duration
 	if c.cfg.KillAt != "none" {
 		killDuring = newKiller(c.cfg.Seed, func() bool { return !c.when(fanoutOn).IsZero() },
-			func() int { return c.obs.killsAt("email " + devstack.StepMidInvocation) }).during
+			func(function string) int { return c.obs.killsAt(function + " " + devstack.StepMidInvocation) }).during
 	}
 	var err error
 	c.stack, err = devstack.StartOnFreePorts(ctx, devstack.Options{

@@ -144,17 +144,20 @@ const fanoutOn = "digest fan-out switched on"
 
 // killer decides the kills from outside (devstack.Chaos.KillDuring): the
 // outbox relay, which has no kill points of its own, dies in the middle of
-// some of its batches, and the e-mail function in the middle of some
-// batches that hold a fan-out page once the fan-out's switch is on: every
-// such batch until one kill has landed (a page that ends before its kill,
-// a tick that defers to another, is spared), then some, never a batch all
-// of whose pages a kill already cut (each kill costs the bulk queue's
-// visibility timeout before the batch is back), at most maxFanoutKills.
+// every batch until one kill has landed (early in the batch, so that a
+// short one is still running), then of some; and the e-mail function in the
+// middle of some batches that hold a fan-out page once the fan-out's switch
+// is on: every such batch until one kill has landed (a page that ends
+// before its kill, a tick that defers to another, is spared), then some,
+// never a batch all of whose pages a kill already cut (each kill costs the
+// bulk queue's visibility timeout before the batch is back), at most
+// maxFanoutKills. Whether a kill landed is the observer's to say, from the
+// kill lines: a kill whose invocation ended first writes none.
 type killer struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
-	armed  func() bool // the fan-out's switch is on
-	landed func() int  // the fan-out kills that landed
+	armed  func() bool               // the fan-out's switch is on
+	landed func(function string) int // the kills from outside that landed, of a function
 	cut    map[string]bool
 }
 
@@ -165,7 +168,7 @@ const (
 	maxFanoutKills = 2
 )
 
-func newKiller(seed uint64, armed func() bool, landed func() int) *killer {
+func newKiller(seed uint64, armed func() bool, landed func(function string) int) *killer {
 	return &killer{rng: rand.New(rand.NewPCG(seed+4, seed+5)), armed: armed, landed: landed, cut: map[string]bool{}}
 }
 
@@ -174,11 +177,15 @@ func (k *killer) during(function string, event []byte) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch {
+	case function == "outbox" && k.landed("outbox") == 0:
+		// Until one lands: a relay batch's first few milliseconds, spent
+		// in the runtime's hand-over and the first record's writes.
+		return time.Duration(1+k.rng.IntN(10)) * time.Millisecond
 	case function == "outbox" && k.rng.Float64() < relayKillP:
 		// A relay batch of a few records lasts some tens of milliseconds.
 		return time.Duration(5+k.rng.IntN(150)) * time.Millisecond
 	case function == "email" && k.armed():
-		landed := k.landed()
+		landed := k.landed("email")
 		pages := fanoutPages(event)
 		fresh := slices.ContainsFunc(pages, func(p string) bool { return !k.cut[p] })
 		if len(pages) == 0 || landed >= maxFanoutKills || (landed > 0 && (!fresh || k.rng.Float64() >= fanoutKillP)) {

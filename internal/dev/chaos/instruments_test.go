@@ -234,10 +234,16 @@ func TestWeeksBeforeAreMondaysOfPastWeeks(t *testing.T) {
 
 // The kills from outside: none of a fan-out page before its switch is on
 // (or of a batch without one), the first page's batch after it surely, never
-// the same pages twice, and some of the relay's batches.
+// the same pages twice; every relay batch, early, until a kill of the relay
+// has landed, then some of them.
 func TestKillerChoosesItsBatches(t *testing.T) {
-	on, landed := false, 0
-	k := newKiller(1, func() bool { return on }, func() int { return landed })
+	on, landed, relayLanded := false, 0, 0
+	k := newKiller(1, func() bool { return on }, func(function string) int {
+		if function == "outbox" {
+			return relayLanded
+		}
+		return landed
+	})
 	batch := func(bodies ...string) []byte {
 		ev := events.SQSEvent{}
 		for _, b := range bodies {
@@ -277,6 +283,12 @@ func TestKillerChoosesItsBatches(t *testing.T) {
 	if landed = 2; chosen == 0 || k.during("email", batch(`{"messageId":"page-3","type":"email.partner-digest-fanout.v1"}`)) != 0 {
 		t.Fatalf("a new page chosen %d times; then, with the kills used up, a page killed", chosen)
 	}
+	for range 20 {
+		if d := k.during("outbox", nil); d < time.Millisecond || d > 10*time.Millisecond {
+			t.Fatalf("a relay batch before a relay kill landed: kill after %v; want 1 to 10 ms", d)
+		}
+	}
+	relayLanded = 1
 	relay := 0
 	for range 1000 {
 		if d := k.during("outbox", nil); d > 0 {
