@@ -9,7 +9,9 @@ import (
 
 // Workers are kept between batches and reused, never piled up: ten rounds
 // of ten concurrent records leave about ten workers, not a hundred, and
-// they all exit once idle.
+// they all exit once idle. (A worker that a loaded machine has not yet
+// brought back to its receive when the next round starts is one more, so
+// the bound is twice ten: a goroutine per record makes a hundred.)
 func TestWorkersAreReusedAndExitWhenIdle(t *testing.T) {
 	w := newWorkers()
 	w.idle = 200 * time.Millisecond
@@ -25,10 +27,10 @@ func TestWorkersAreReusedAndExitWhenIdle(t *testing.T) {
 		peak = max(peak, runtime.NumGoroutine()-base)
 		close(release)
 		wg.Wait()
-		time.Sleep(10 * time.Millisecond) // the workers are back at their receive
+		time.Sleep(50 * time.Millisecond) // the workers are back at their receive
 	}
-	if peak > 10 {
-		t.Fatalf("%d worker goroutines for rounds of 10 records; want the same 10 reused", peak)
+	if peak > 20 {
+		t.Fatalf("%d worker goroutines for rounds of 10 records; want the same 10 or so reused", peak)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > base {
