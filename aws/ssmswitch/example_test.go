@@ -1,0 +1,42 @@
+package ssmswitch_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/engine"
+)
+
+// The kill switches of a function are the parameters under one path, one
+// per job type; a parameter that names no type the registry knows is logged
+// as a likely typo. Flip one with
+//
+//	aws ssm put-parameter --overwrite --name /my-function/toggles/webhook.deliver.v1 --value off
+//
+// and the runner sees it within the source's TTL.
+func ExampleNew() {
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("eu-west-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg, err := engine.NewRegistry(engine.JobType{
+		Name: "webhook.deliver.v1", Queue: engine.QueueDefault, EnabledByDefault: true,
+		Args:      []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+		KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
+	switches := ssmswitch.New(ssm.NewFromConfig(cfg), "/my-function/toggles", known)
+	switches.TTL = 30 * time.Second
+	_ = engine.Config{Registry: reg, Toggles: switches}
+	fmt.Println("the bundle's own functions read", ssmswitch.Path("prod"))
+	// Output: the bundle's own functions read /runstwice/prod/toggles
+}
