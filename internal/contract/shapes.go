@@ -1,5 +1,7 @@
 package contract
 
+import "strings"
+
 // The shapes every envelope field and argument is checked against. They are
 // spelled as byte loops rather than regular expressions: the runner checks
 // every record of every batch with them. shapes_test.go holds each one's
@@ -63,13 +65,7 @@ func ValidTypeName(name string) bool {
 	if len(name) > 128 {
 		return false
 	}
-	last := -1 // index of the last '.'
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '.' {
-			last = i
-			break
-		}
-	}
+	last := strings.LastIndexByte(name, '.')
 	if last < 0 || !validVersion(name[last+1:]) {
 		return false
 	}
