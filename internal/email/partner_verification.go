@@ -28,8 +28,8 @@ var PartnerVerification = engine.JobType{
 	KeyArgs:          []string{"userId"},
 }
 
-// partnerVerificationMail is email.partner-verification.v1 as mail: its declaration, its
-// template and its link (listed in mailJobs).
+// partnerVerificationMail is email.partner-verification.v1 as mail: its
+// declaration, its template and its link (listed in mailJobs).
 var partnerVerificationMail = mailJob{
 	Type:     PartnerVerification,
 	template: "partner-verification",

@@ -54,10 +54,10 @@ type SendFunc func(ctx context.Context, j Job) error
 // with neither: a send that fails leaves the schedule, and a schedule that
 // cannot be deleted after the send fails the run, though the job is sent
 // and recorded (the schedule fires once more at the old run time, a copy
-// the job's marker drops, and deletes itself after it). Running it twice sends one
-// job: the second finds no schedule and a record that no longer waits
-// (RunNowAlreadySent); a job whose schedule was lost while it still reads
-// Scheduled is sent again (RunNowResent), under the same id. Only a
+// the job's marker drops, and deletes itself after it). Running it twice
+// sends one job: the second finds no schedule and a record that no longer
+// waits (RunNowAlreadySent); a job whose schedule was lost while it still
+// reads Scheduled is sent again (RunNowResent), under the same id. Only a
 // Scheduled or Enqueued job can run now; any other state is ErrConflict
 // with the job. A job that does not exist is ErrNotFound.
 func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, RunNowOutcome, error) {

@@ -33,8 +33,9 @@ import (
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
 // JobsTable, MarkersTable and DeadLettersTable, the switches of its Stage
-// for every shipped type (internal/jobtypes), and its schedules. mail is the mail log (nil: none; a
-// nil pointer inside a non-nil interface is not nil).
+// for every shipped type (internal/jobtypes), and its schedules. mail is
+// the mail log (nil: none; a nil pointer inside a non-nil interface is not
+// nil).
 func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 	names := map[string]string{}
 	for _, id := range []string{"JobsTable", "MarkersTable", "DeadLettersTable"} {
