@@ -262,6 +262,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 
 	t.Run("the dead-letter walk-through did what the README says", s.deadLetters)
+	t.Run("the demo signup's verification mail arrives once, through the outbox", func(t *testing.T) { s.demoSignup(t, steps) })
 	t.Run("a restart starts empty and makes the same job id again", func(t *testing.T) { s.restart(t, steps) })
 }
 
@@ -315,6 +316,61 @@ func (s *readmeStack) deadLetters(t *testing.T) {
 	}
 	if len(toBad) != 1 || toBad[0].JobID != welcome.JobID || toBad[0].Subject != "Welcome" {
 		t.Fatalf("mails to bad@example.com %+v; want one welcome, of job %s", toBad, welcome.JobID)
+	}
+}
+
+// demoSignup: the README's `jobctl demo signup USER EMAIL` (a user and its
+// verification job's outbox item in one transaction) ends as the README
+// says: "make run prints the mail a moment later". One mail reaches the
+// address, sent by a job of the relay's caller for the demo's producer,
+// which reads Succeeded.
+func (s *readmeStack) demoSignup(t *testing.T, steps []step) {
+	var args []string
+	for _, st := range steps {
+		for _, cmd := range st.cmds {
+			if w := words(cmd); len(w) == 7 && strings.Join(w[3:5], " ") == "demo signup" {
+				args = w[5:]
+			}
+		}
+	}
+	if args == nil {
+		t.Fatal("the README shows no `jobctl demo signup USER EMAIL`")
+	}
+	user, address := args[0], args[1]
+	mailsTo := func() (to []devstack.Mail) {
+		for _, m := range s.local.Mails().Recent(1000) {
+			if slices.Contains(m.To, address) {
+				to = append(to, m)
+			}
+		}
+		return to
+	}
+	var to []devstack.Mail
+	for deadline := time.Now().Add(60 * time.Second); len(to) == 0; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no mail to %s (the demo signup of %s) within 60 s", address, user)
+		}
+		to = mailsTo()
+	}
+	// The mail goes before the claim: the job reads Succeeded a moment later.
+	var job map[string]any
+	for deadline := time.Now().Add(30 * time.Second); job["state"] != "Succeeded"; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job %s of the mail to %s reads %v; want Succeeded", to[0].JobID, address, job)
+		}
+		res, err := s.run("go run ./cmd/jobctl jobs get " + to[0].JobID + " --json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &job); err != nil {
+			t.Fatalf("jobctl jobs get %s --json: %v\n%s", to[0].JobID, err, res.stdout)
+		}
+	}
+	if job["caller"] != "outbox:signup" || job["type"] != "email.partner-verification.v1" {
+		t.Errorf("the job of the mail to %s: %v; want the partner verification of caller outbox:signup", address, job)
+	}
+	if to = mailsTo(); len(to) != 1 {
+		t.Errorf("%d mails to %s: %+v; want one", len(to), address, to)
 	}
 }
 
