@@ -22,7 +22,7 @@ var floors = []struct {
 	{"adapters", []string{"aws/", "internal/killpoint"}},
 	{"mechanisms", []string{"engine", "engine/", "internal/jobs", "internal/jobs/", "internal/marker", "internal/queue",
 		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/idempotency", "internal/testkit"}},
-	{"foundations", []string{"internal/contract", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/envvar", "internal/function"}},
+	{"foundations", []string{"internal/contract", "internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/envvar", "internal/function"}},
 }
 
 // floorOf is the index of pkg's floor in floors (0 is the top), or -1.
