@@ -95,8 +95,8 @@ func (store) PeekBatch(context.Context, []engine.Key) (map[engine.Key]engine.Rec
 func (store) Lease(_ context.Context, k engine.Key, o string, u time.Time) (engine.Record, error) {
 	return engine.Record{Key: k, State: engine.StateLeased, Owner: o, LeaseUntil: u}, nil
 }
-func (store) Claim(context.Context, engine.Key, string) (bool, error) { return true, nil }
-func (store) Fail(context.Context, engine.Key, string) error          { return nil }
+func (store) Claim(context.Context, engine.Key, string, time.Time) (bool, error) { return true, nil }
+func (store) Fail(context.Context, engine.Key, string, time.Time) error { return nil }
 func (store) Release(context.Context, engine.Key, string) error       { return nil }
 `
 	out := testkit.RunOutsideModule(t, "..", "example.com/worker", files)

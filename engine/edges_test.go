@@ -3,12 +3,13 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/engine/memstore"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -47,7 +48,7 @@ func (hungJobs) MarkUnclaimed(ctx context.Context, _, _ string) error {
 // while, as DynamoDB does under load.
 type throttledClaims struct{ enginetest.Traced }
 
-func (throttledClaims) Claim(ctx context.Context, _ marker.Key, _ string) (bool, error) {
+func (throttledClaims) Claim(ctx context.Context, _ marker.Key, _ string, _ time.Time) (bool, error) {
 	select {
 	case <-ctx.Done():
 		return false, ctx.Err()
@@ -130,7 +131,7 @@ func TestHandlerIgnoringItsContextIsLeftBehind(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	done := testkit.EnvelopeFor(payout)
-	if _, err := h.Markers.Store.Claim(context.Background(), key(done), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(done), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	stuck, fine := testkit.Record(t, notifyJob(), 1), testkit.Record(t, done, 1)
@@ -201,14 +202,16 @@ func TestDisabledCopyOfASettledJobIsNotParked(t *testing.T) {
 		want   string
 	}{
 		{"done", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
-			_, err := m.Claim(ctx, k, "")
+			_, err := m.Claim(ctx, k, "", time.Time{})
 			return err
 		}, "duplicate"},
 		{"cancelled, its record update lost", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
-			_, err := m.Tombstone(ctx, k)
+			_, err := m.Tombstone(ctx, k, time.Time{})
 			return err
 		}, "cancelled"},
-		{"failed", func(ctx context.Context, m *memstore.Store, k marker.Key) error { return m.Fail(ctx, k, "") }, "dead-lettered"},
+		{"failed", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
+			return m.Fail(ctx, k, "", time.Time{})
+		}, "dead-lettered"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, e := newHarness(t, nil)
@@ -273,11 +276,11 @@ type panicOnClaim struct {
 	jobID string
 }
 
-func (p panicOnClaim) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
+func (p panicOnClaim) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
 	if k.MessageKey == p.jobID {
 		panic("store adapter bug")
 	}
-	return p.Store.Claim(ctx, k, owner)
+	return p.Store.Claim(ctx, k, owner, due)
 }
 
 // Edge 2, outside the handler: a panic elsewhere in a record's pipeline (an

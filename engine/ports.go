@@ -70,6 +70,10 @@ type Failure struct {
 	Reason string
 	// Attempts is the number of deliveries (the SQS receive count).
 	Attempts int
+	// Due is the job's run time (Envelope.RunAt; zero for none): a
+	// recorder keeps the record at least until every copy of the job that
+	// can still be delivered is past.
+	Due time.Time
 }
 
 // JobRecorder writes what the runner learns onto a job's record, when the

@@ -177,7 +177,7 @@ func (r *Runner) failMarker(ctx context.Context, it *item, owner string) {
 	if !it.typ.Lease && it.typ.Bias != ClaimThenEffect {
 		owner = "" // no lease was taken: fail a marker that is absent
 	}
-	if err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner) }); err != nil {
+	if err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Markers.Fail(wctx, it.key, owner, it.env.RunAt) }); err != nil {
 		it.log.Error("could not mark the marker FAILED; the dead letter says why", obs.KeyError, obs.Redact(err))
 	}
 }
@@ -200,7 +200,7 @@ func (r *Runner) claim(ctx context.Context, it *item, owner string) (bool, error
 		}
 		err = r.write(ctx, func(wctx context.Context) error {
 			var cerr error
-			won, cerr = r.cfg.Markers.Claim(wctx, it.key, owner)
+			won, cerr = r.cfg.Markers.Claim(wctx, it.key, owner, it.env.RunAt)
 			return cerr
 		})
 		if err == nil || errors.Is(err, ErrLeaseLost) {
@@ -356,7 +356,7 @@ func (r *Runner) fail(ctx context.Context, it *item, err error) outcome {
 	}
 	reason := fmt.Sprintf("failed on its final attempt (%d): %s", attempt, obs.Redact(err))
 	r.onRecord(ctx, it, slog.LevelError, "could not mark the job Failed", func(wctx context.Context, id string) error {
-		return r.cfg.Jobs.MarkFailed(wctx, id, Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt})
+		return r.cfg.Jobs.MarkFailed(wctx, id, Failure{Class: ErrorClass(err), Reason: reason, Attempts: attempt, Due: it.env.RunAt})
 	})
 	return outcome{kind: kindFailed, final: true, reason: reason + "; the queue moves it to the dead-letter queue", err: err}
 }

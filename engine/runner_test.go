@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/enginetest"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -32,7 +33,7 @@ func key(env contract.Envelope) marker.Key {
 func TestAlreadyProcessedDoesNothing(t *testing.T) {
 	h, _ := newHarness(t, nil)
 	env := notifyJob()
-	if _, err := h.Markers.Store.Claim(context.Background(), key(env), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(env), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if failed := h.Run(t, testkit.Record(t, env, 2)); len(failed) != 0 {
@@ -283,7 +284,7 @@ func TestCancelledJobNeverRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, e := newHarness(t, tc.mutate)
 			env := notifyJob()
-			if _, err := h.Markers.Store.Tombstone(context.Background(), key(env)); err != nil {
+			if _, err := h.Markers.Store.Tombstone(context.Background(), key(env), time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.off {
@@ -383,7 +384,7 @@ func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker
 func TestPeekFailure(t *testing.T) {
 	h, e := newHarness(t, func(c *engine.Config) { c.Markers = peekFails{c.Markers.(enginetest.Traced)} })
 	done := notifyJob()
-	if _, err := h.Markers.Store.Claim(context.Background(), key(done), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(done), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	fresh := testkit.Record(t, notifyJob(), 1)
@@ -403,7 +404,7 @@ type claimFails struct {
 	sawDeadline *atomic.Bool
 }
 
-func (c claimFails) Claim(ctx context.Context, k marker.Key, owner string) (bool, error) {
+func (c claimFails) Claim(ctx context.Context, k marker.Key, owner string, due time.Time) (bool, error) {
 	if _, ok := ctx.Deadline(); ok {
 		c.sawDeadline.Store(true)
 	}
@@ -411,7 +412,7 @@ func (c claimFails) Claim(ctx context.Context, k marker.Key, owner string) (bool
 		c.Trace.Add("claim-failed")
 		return false, errors.New("ProvisionedThroughputExceededException")
 	}
-	return c.Traced.Claim(ctx, k, owner)
+	return c.Traced.Claim(ctx, k, owner, due)
 }
 
 // Step 9: an effect that completed is never re-run on purpose. A claim that
@@ -481,7 +482,7 @@ func TestHungClaimHasItsOwnDeadline(t *testing.T) {
 
 type hungClaims struct{ enginetest.Traced }
 
-func (hungClaims) Claim(ctx context.Context, _ marker.Key, _ string) (bool, error) {
+func (hungClaims) Claim(ctx context.Context, _ marker.Key, _ string, _ time.Time) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
@@ -497,7 +498,7 @@ func TestMixedBatchPartialResponse(t *testing.T) {
 	}
 	busy := testkit.Record(t, busyEnv, 1)
 	dupEnv := notifyJob()
-	if _, err := h.Markers.Store.Claim(context.Background(), key(dupEnv), ""); err != nil {
+	if _, err := h.Markers.Store.Claim(context.Background(), key(dupEnv), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	dup := testkit.Record(t, dupEnv, 1)
@@ -688,7 +689,7 @@ func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 		c.Registry = registry(t, false)
 		c.Handlers[notify.Name] = engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
 			// A twin without a lease finishes while this effect runs.
-			_, err := h.Markers.Store.Claim(ctx, key(job.Envelope), "")
+			_, err := h.Markers.Store.Claim(ctx, key(job.Envelope), "", time.Time{})
 			return err
 		})
 	})

@@ -48,6 +48,16 @@ type Record struct {
 // retention plus the dead-letter redrive window.
 const DefaultRetention = 30 * 24 * time.Hour
 
+// SettledUntil is when a marker settled at now, of a job due at due (zero:
+// none), expires in a store that keeps settled markers for retention: the
+// retention after the later of the two.
+func SettledUntil(now, due time.Time, retention time.Duration) time.Time {
+	if due.After(now) {
+		return due.Add(retention)
+	}
+	return now.Add(retention)
+}
+
 // Conflict is the error a store returns for a write that finds r and must
 // not overwrite it: ErrProcessed, ErrCancelled or ErrFailed for a settled
 // marker, ErrLeaseHeld for a lease.
@@ -109,7 +119,11 @@ var (
 //     ErrLeaseLost, and never overwrite the newer holder's work;
 //   - a write retried after its response was lost finds its own item: the
 //     retry is a success, never a conflict with itself;
-//   - a marker past its expiry reads as absent.
+//   - a marker past its expiry reads as absent;
+//   - a settled marker (claimed, failed) lives at least its retention past
+//     the later of its write and due, the job's run time (zero: none), so a
+//     job run before its time (an operator's run-now) is still guarded when
+//     a copy that waited for that time arrives (SettledUntil).
 type Store interface {
 	// PeekBatch reads the markers of keys in one consistent read; a key
 	// without a marker is absent from the map.
@@ -118,10 +132,12 @@ type Store interface {
 	// marker is ErrProcessed, ErrCancelled or ErrFailed; another owner's
 	// live lease is ErrLeaseHeld.
 	Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error)
-	// Claim marks k done; it reports false when it already was.
-	Claim(ctx context.Context, k Key, owner string) (bool, error)
-	// Fail marks k FAILED after a claim-then-effect job's effect failed.
-	Fail(ctx context.Context, k Key, owner string) error
+	// Claim marks k done; it reports false when it already was. due is
+	// the job's run time (Envelope.RunAt; zero for none).
+	Claim(ctx context.Context, k Key, owner string, due time.Time) (bool, error)
+	// Fail marks k FAILED after a claim-then-effect job's effect failed;
+	// due as for Claim.
+	Fail(ctx context.Context, k Key, owner string, due time.Time) error
 	// Release gives up owner's lease on k.
 	Release(ctx context.Context, k Key, owner string) error
 }

@@ -15,12 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/memstore"
 	"io"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/memstore"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -248,8 +249,8 @@ func (m crashingMarkers) Lease(ctx context.Context, k engine.Key, owner string, 
 	return r, err
 }
 
-func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
-	won, err := m.Store.Claim(ctx, k, owner)
+func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
+	won, err := m.Store.Claim(ctx, k, owner, due)
 	if err == nil {
 		m.crash.here(crashAfterClaim)
 	}

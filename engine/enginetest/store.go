@@ -17,7 +17,7 @@ import (
 // ErrFailed, ErrLeaseHeld). RunStore proves its rules when the store has
 // it.
 type Canceller interface {
-	Tombstone(ctx context.Context, k engine.Key) (engine.Record, error)
+	Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error)
 }
 
 // Clock is a settable clock shared by a store and the suite.
@@ -68,7 +68,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		t.Helper()
 		s, clock := setup(t)
 		k := key()
-		if _, err := s.Claim(ctx, k, ""); err != nil {
+		if _, err := s.Claim(ctx, k, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		return s, clock, k
@@ -84,7 +84,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 	t.Run("ClaimThenPeek", func(t *testing.T) {
 		s, _ := setup(t)
 		k := key()
-		if _, err := s.Claim(ctx, k, ""); err != nil {
+		if _, err := s.Claim(ctx, k, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		r, ok, err := s.Peek(ctx, k)
@@ -97,7 +97,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		s, _ := setup(t)
 		k := key()
 		for i := range 3 {
-			won, err := s.Claim(ctx, k, "")
+			won, err := s.Claim(ctx, k, "", time.Time{})
 			if err != nil || won != (i == 0) {
 				t.Fatalf("claim %d = %v, %v; want won only the first time and no error (already processed is success)", i, won, err)
 			}
@@ -113,7 +113,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				won, err := s.Claim(ctx, k, "")
+				won, err := s.Claim(ctx, k, "", time.Time{})
 				if err != nil {
 					t.Errorf("claim: %v", err)
 				}
@@ -140,7 +140,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 				owner := fmt.Sprintf("w%d", i)
 				if _, err := s.Lease(ctx, k, owner, clock.Now().Add(time.Minute)); err == nil {
 					wins.Add(1)
-					if _, err := s.Claim(ctx, k, owner); err != nil {
+					if _, err := s.Claim(ctx, k, owner, time.Time{}); err != nil {
 						t.Errorf("winner claim: %v", err)
 					}
 				} else if !errors.Is(err, engine.ErrLeaseHeld) && !errors.Is(err, engine.ErrProcessed) {
@@ -161,7 +161,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 			k := key()
 			keys = append(keys, k)
 			if i%3 == 0 {
-				if _, err := s.Claim(ctx, k, ""); err != nil {
+				if _, err := s.Claim(ctx, k, "", time.Time{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -202,7 +202,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		if _, err := s.Lease(ctx, k, "b", clock.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, k, "a"); !errors.Is(err, engine.ErrLeaseLost) {
+		if _, err := s.Claim(ctx, k, "a", time.Time{}); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("stale claim = %v; want ErrLeaseLost", err)
 		}
 		if err := s.Release(ctx, k, "a"); err != nil {
@@ -212,10 +212,10 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		if !ok || r.Owner != "b" || r.State != engine.StateLeased {
 			t.Fatalf("after stale writes marker = %+v; want b's lease intact", r)
 		}
-		if _, err := s.Claim(ctx, k, "b"); err != nil {
+		if _, err := s.Claim(ctx, k, "b", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, k, "a"); err != nil {
+		if _, err := s.Claim(ctx, k, "a", time.Time{}); err != nil {
 			t.Fatalf("stale claim after completion = %v; want nil (already processed)", err)
 		}
 	})
@@ -256,6 +256,41 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		}
 	})
 
+	// A job run before its time (an operator's run-now of a job due in 200
+	// days) is still guarded when the copy that waited for that time
+	// arrives: every settled marker lives its retention past the later of
+	// its write and the job's run time.
+	t.Run("SettledMarkerOfALaterJobOutlivesItsRunTime", func(t *testing.T) {
+		s, clock := setup(t)
+		due := clock.Now().Add(200 * 24 * time.Hour)
+		done, failed, cancelled := key(), key(), key()
+		if _, err := s.Lease(ctx, done, "a", clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if won, err := s.Claim(ctx, done, "a", due); err != nil || !won {
+			t.Fatalf("claim = %v, %v", won, err)
+		}
+		if err := s.Fail(ctx, failed, "", due); err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+		keys := []engine.Key{done, failed}
+		if canCancel {
+			if _, err := s.Tombstone(ctx, cancelled, due); err != nil {
+				t.Fatalf("tombstone: %v", err)
+			}
+			keys = append(keys, cancelled)
+		}
+		clock.Advance(due.Sub(clock.Now()) + engine.DefaultRetention - time.Hour)
+		got, err := s.PeekBatch(ctx, keys)
+		if err != nil || len(got) != len(keys) {
+			t.Fatalf("%d of %d markers left %s after the run time (%v); want every one", len(got), len(keys), engine.DefaultRetention-time.Hour, err)
+		}
+		clock.Advance(2 * time.Hour)
+		if got, _ := s.PeekBatch(ctx, keys); len(got) != 0 {
+			t.Fatalf("%d markers outlived their retention past the run time", len(got))
+		}
+	})
+
 	t.Run("ARetriedWriteFindsItsOwnItem", func(t *testing.T) {
 		// The SDK retries a write whose response was lost; the retry fails
 		// its condition against the item the first try wrote. That is a
@@ -268,11 +303,11 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 			}
 		}
 		for i := range 2 {
-			if won, err := s.Claim(ctx, k, "a"); err != nil || !won {
+			if won, err := s.Claim(ctx, k, "a", time.Time{}); err != nil || !won {
 				t.Fatalf("claim try %d = %v, %v; want won (its own marker)", i, won, err)
 			}
 		}
-		if won, err := s.Claim(ctx, k, "b"); err != nil || won {
+		if won, err := s.Claim(ctx, k, "b", time.Time{}); err != nil || won {
 			t.Fatalf("another owner's claim = %v, %v; want false, nil (already processed)", won, err)
 		}
 	})
@@ -282,7 +317,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 			s, clock := setup(t)
 			k := key()
 			for range 2 { // repeating a cancel is a success
-				if _, err := s.Tombstone(ctx, k); err != nil {
+				if _, err := s.Tombstone(ctx, k, time.Time{}); err != nil {
 					t.Fatalf("tombstone: %v", err)
 				}
 			}
@@ -293,7 +328,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 			if _, err := s.Lease(ctx, k, "a", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrCancelled) {
 				t.Fatalf("lease on a tombstone = %v; want ErrCancelled", err)
 			}
-			if won, err := s.Claim(ctx, k, ""); err != nil || won {
+			if won, err := s.Claim(ctx, k, "", time.Time{}); err != nil || won {
 				t.Fatalf("claim on a tombstone = %v, %v; want false, nil", won, err)
 			}
 			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateCancelled {
@@ -304,23 +339,23 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		t.Run("TombstoneRefusesWhatRanOrRuns", func(t *testing.T) {
 			s, clock := setup(t)
 			done, running, crashed := key(), key(), key()
-			if _, err := s.Claim(ctx, done, ""); err != nil {
+			if _, err := s.Claim(ctx, done, "", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Tombstone(ctx, done); !errors.Is(err, engine.ErrProcessed) {
+			if _, err := s.Tombstone(ctx, done, time.Time{}); !errors.Is(err, engine.ErrProcessed) {
 				t.Fatalf("cancel of a processed job = %v; want ErrProcessed", err)
 			}
 			if _, err := s.Lease(ctx, running, "a", clock.Now().Add(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Tombstone(ctx, running); !errors.Is(err, engine.ErrLeaseHeld) {
+			if _, err := s.Tombstone(ctx, running, time.Time{}); !errors.Is(err, engine.ErrLeaseHeld) {
 				t.Fatalf("cancel of a running job = %v; want ErrLeaseHeld", err)
 			}
 			if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(time.Minute)
-			if _, err := s.Tombstone(ctx, crashed); err != nil {
+			if _, err := s.Tombstone(ctx, crashed, time.Time{}); err != nil {
 				t.Fatalf("cancel after a crashed holder's lease expired = %v; want nil", err)
 			}
 		})
@@ -328,14 +363,14 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 
 	t.Run("FailAfterClaimWaitsForRedrive", func(t *testing.T) {
 		s, clock, k := leasedByA(t)
-		if _, err := s.Claim(ctx, k, "a"); err != nil {
+		if _, err := s.Claim(ctx, k, "a", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, "b", time.Time{}); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("fail by a non-owner = %v; want ErrLeaseLost", err)
 		}
 		for range 2 {
-			if err := s.Fail(ctx, k, "a"); err != nil {
+			if err := s.Fail(ctx, k, "a", time.Time{}); err != nil {
 				t.Fatalf("fail by the owner: %v", err)
 			}
 		}
@@ -353,21 +388,21 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 	// redrive; nobody else's lease can be failed.
 	t.Run("FailUnderLeaseOnTheFinalAttempt", func(t *testing.T) {
 		s, clock, k := leasedByA(t)
-		if err := s.Fail(ctx, k, "b"); !errors.Is(err, engine.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, "b", time.Time{}); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("fail of a's lease by b = %v; want ErrLeaseLost", err)
 		}
-		if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
+		if err := s.Fail(ctx, k, "", time.Time{}); !errors.Is(err, engine.ErrLeaseLost) {
 			t.Fatalf("unowned fail of a's active lease = %v; want ErrLeaseLost", err)
 		}
 		for range 2 { // the second is a retry after a lost response
-			if err := s.Fail(ctx, k, "a"); err != nil {
+			if err := s.Fail(ctx, k, "a", time.Time{}); err != nil {
 				t.Fatalf("fail by the lease holder: %v", err)
 			}
 		}
 		if _, err := s.Lease(ctx, k, "c", clock.Now().Add(time.Minute)); !errors.Is(err, engine.ErrFailed) {
 			t.Fatalf("lease by another copy after the fail = %v; want ErrFailed", err)
 		}
-		if _, err := s.Claim(ctx, k, ""); err != nil {
+		if _, err := s.Claim(ctx, k, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
@@ -384,19 +419,19 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		if _, err := s.Lease(ctx, crashed, "a", clock.Now().Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Claim(ctx, done, ""); err != nil {
+		if _, err := s.Claim(ctx, done, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		settled := []engine.Key{done}
 		if canCancel {
-			if _, err := s.Tombstone(ctx, cancelled); err != nil {
+			if _, err := s.Tombstone(ctx, cancelled, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			settled = append(settled, cancelled)
 		}
 		clock.Advance(time.Minute)
 		for _, k := range []engine.Key{none, crashed} {
-			if err := s.Fail(ctx, k, ""); err != nil {
+			if err := s.Fail(ctx, k, "", time.Time{}); err != nil {
 				t.Fatalf("unowned fail of %s: %v", k.MessageKey, err)
 			}
 			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
@@ -405,7 +440,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		}
 		for _, k := range settled {
 			before, _, _ := s.Peek(ctx, k)
-			if err := s.Fail(ctx, k, ""); !errors.Is(err, engine.ErrLeaseLost) {
+			if err := s.Fail(ctx, k, "", time.Time{}); !errors.Is(err, engine.ErrLeaseLost) {
 				t.Fatalf("unowned fail of a %s marker = %v; want ErrLeaseLost", before.State, err)
 			}
 			if r, _, _ := s.Peek(ctx, k); r.State != before.State {
@@ -430,10 +465,10 @@ func (u under) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, err
 }
 
 // Tombstone cancels k; only a Canceller's subtests call it.
-func (u under) Tombstone(ctx context.Context, k engine.Key) (engine.Record, error) {
+func (u under) Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error) {
 	c, ok := u.Store.(Canceller)
 	if !ok {
 		u.t.Fatalf("%T is not a Canceller", u.Store)
 	}
-	return c.Tombstone(ctx, k)
+	return c.Tombstone(ctx, k, due)
 }

@@ -2,11 +2,12 @@ package enginetest
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/memstore"
 
 	"github.com/runstwice/runstwice/engine"
 )
@@ -68,9 +69,9 @@ func (m Traced) Lease(ctx context.Context, k engine.Key, owner string, until tim
 }
 
 // Claim records "claim" and claims the engine.
-func (m Traced) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
+func (m Traced) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
 	m.Trace.Add("claim")
-	return m.Store.Claim(ctx, k, owner)
+	return m.Store.Claim(ctx, k, owner, due)
 }
 
 // Release records "release" and releases the lease.
@@ -80,13 +81,13 @@ func (m Traced) Release(ctx context.Context, k engine.Key, owner string) error {
 }
 
 // Fail records "fail" and marks the claim failed.
-func (m Traced) Fail(ctx context.Context, k engine.Key, owner string) error {
+func (m Traced) Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error {
 	m.Trace.Add("fail")
-	return m.Store.Fail(ctx, k, owner)
+	return m.Store.Fail(ctx, k, owner, due)
 }
 
 // Tombstone records "tombstone" and cancels the job.
-func (m Traced) Tombstone(ctx context.Context, k engine.Key) (engine.Record, error) {
+func (m Traced) Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error) {
 	m.Trace.Add("tombstone")
-	return m.Store.Tombstone(ctx, k)
+	return m.Store.Tombstone(ctx, k, due)
 }

@@ -19,9 +19,9 @@ func ExampleNew() {
 	fmt.Println("a leases:", err)
 	_, err = s.Lease(ctx, k, "worker-b", time.Now().Add(time.Minute))
 	fmt.Println("b leases:", err)
-	won, err := s.Claim(ctx, k, "worker-a")
+	won, err := s.Claim(ctx, k, "worker-a", time.Time{})
 	fmt.Println("a claims:", won, err)
-	won, err = s.Claim(ctx, k, "")
+	won, err = s.Claim(ctx, k, "", time.Time{})
 	fmt.Println("claim again:", won, err)
 	// Output:
 	// a leases: <nil>

@@ -97,7 +97,7 @@ func (m *Store) Lease(_ context.Context, k engine.Key, owner string, until time.
 }
 
 // Claim records k as processed; see Dynamo.Claim.
-func (m *Store) Claim(_ context.Context, k engine.Key, owner string) (won bool, err error) {
+func (m *Store) Claim(_ context.Context, k engine.Key, owner string, due time.Time) (won bool, err error) {
 	err = m.do(func(now time.Time) error {
 		if old, ok := m.live(k, now); ok && !(owner != "" && old.Owner == owner && (old.State == engine.StateLeased || old.State == engine.StateDone)) {
 			if old.Settled() {
@@ -105,7 +105,7 @@ func (m *Store) Claim(_ context.Context, k engine.Key, owner string) (won bool, 
 			}
 			return engine.ErrLeaseLost
 		}
-		m.items[k] = engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
+		m.items[k] = engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
 		won = true
 		return nil
 	})
@@ -113,7 +113,7 @@ func (m *Store) Claim(_ context.Context, k engine.Key, owner string) (won bool, 
 }
 
 // Fail records that k's job failed; see Dynamo.Fail.
-func (m *Store) Fail(_ context.Context, k engine.Key, owner string) error {
+func (m *Store) Fail(_ context.Context, k engine.Key, owner string, due time.Time) error {
 	return m.do(func(now time.Time) error {
 		old, ok := m.live(k, now)
 		var may bool
@@ -128,19 +128,19 @@ func (m *Store) Fail(_ context.Context, k engine.Key, owner string) error {
 		if !may {
 			return engine.ErrLeaseLost
 		}
-		m.items[k] = engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
+		m.items[k] = engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
 		return nil
 	})
 }
 
-// Tombstone marks k cancelled; see Dynamo.Tombstone.
-func (m *Store) Tombstone(_ context.Context, k engine.Key) (rec engine.Record, err error) {
+// Tombstone marks k cancelled, its job due at due; see Dynamo.Tombstone.
+func (m *Store) Tombstone(_ context.Context, k engine.Key, due time.Time) (rec engine.Record, err error) {
 	err = m.do(func(now time.Time) error {
 		if old, ok := m.live(k, now); ok && old.State != engine.StateCancelled && (old.State != engine.StateLeased || old.LeaseActive(now)) {
 			rec = old
 			return old.Conflict()
 		}
-		rec = engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: now.Add(m.retention())}
+		rec = engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
 		m.items[k] = rec
 		return nil
 	})

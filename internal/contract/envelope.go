@@ -30,6 +30,12 @@ type Envelope struct {
 	CorrelationID string            `json:"correlationId"`
 	Args          map[string]string `json:"args"`
 	EnqueuedAt    time.Time         `json:"enqueuedAt"`
+	// RunAt is when the job is due, present only on a job that waits in a
+	// one-time schedule (due later than SQS can delay a message). Every
+	// copy of the message carries it, so the markers a worker writes for
+	// the job outlive the schedule's firing even when the job ran earlier
+	// (run now), and a late firing is dropped.
+	RunAt time.Time `json:"runAt,omitzero"`
 }
 
 // The SQS message attribute names that repeat envelope fields, so queues can

@@ -42,7 +42,7 @@ type Records interface {
 // is one).
 type MarkerPeeker interface {
 	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
-	Fail(ctx context.Context, k marker.Key, owner string) error
+	Fail(ctx context.Context, k marker.Key, owner string, due time.Time) error
 }
 
 // JobFailer marks a job Failed, conditionally: it never overwrites a
@@ -93,6 +93,8 @@ type letter struct {
 	rec     Record
 	decoded bool
 	key     marker.Key
+	// due is the job's run time, when its envelope carries one.
+	due time.Time
 	// marker is the job's marker the batch peek found, when hasMarker.
 	marker    marker.Record
 	hasMarker bool
@@ -191,7 +193,7 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 	// Marked on every run, not only the first: a run that crashed after
 	// Save must still get the job marked. MarkFailed is conditional.
 	if l.decoded && c.cfg.Jobs != nil {
-		f := jobs.Failure{Class: l.class, Reason: l.rec.Reason, Attempts: l.rec.ReceiveCount}
+		f := jobs.Failure{Class: l.class, Reason: l.rec.Reason, Attempts: l.rec.ReceiveCount, Due: l.due}
 		if err := c.cfg.Jobs.MarkFailed(ctx, l.rec.JobID, f); err != nil {
 			if !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobs.ErrConflict) {
 				return fmt.Errorf("mark job failed: %w", err)
@@ -215,7 +217,7 @@ func (c *Consumer) failMarker(ctx context.Context, l *letter) error {
 	case l.hasMarker && l.marker.LeaseActive(now):
 		return fmt.Errorf("a worker holds the job's lease; retried once it is done")
 	}
-	if err := c.cfg.Markers.Fail(ctx, l.key, ""); err != nil {
+	if err := c.cfg.Markers.Fail(ctx, l.key, "", l.due); err != nil {
 		return fmt.Errorf("mark the job's marker FAILED: %w", err)
 	}
 	return nil
@@ -228,7 +230,7 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 	env, err := contract.Decode([]byte(msg.Body))
 	if err == nil {
 		l.decoded = true
-		l.key = marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+		l.key, l.due = marker.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
 		rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
 		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 			rec.Type = env.Type

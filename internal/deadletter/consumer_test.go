@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/memstore"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/memstore"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -230,7 +231,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(email.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.run(t, moved(t, env, 6)); len(f) != 0 {
@@ -249,7 +250,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(email.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()
@@ -361,7 +362,7 @@ func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 		{"another copy is running", func(m *memstore.Store, k marker.Key) {
 			_, _ = m.Lease(context.Background(), k, "twin", time.Now().Add(time.Minute))
 		}, marker.StateLeased, true, false},
-		{"cancelled", func(m *memstore.Store, k marker.Key) { _, _ = m.Tombstone(context.Background(), k) }, marker.StateCancelled, false, true},
+		{"cancelled", func(m *memstore.Store, k marker.Key) { _, _ = m.Tombstone(context.Background(), k, time.Time{}) }, marker.StateCancelled, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)

@@ -337,7 +337,7 @@ func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
-	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, ""); err != nil {
+	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

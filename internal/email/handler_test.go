@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/enginetest"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
@@ -34,7 +35,7 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, sendable(typ))
 			env := jobFor(typ, "u-123")
-			if _, err := h.markers.Store.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, ""); err != nil {
+			if _, err := h.markers.Store.Claim(context.Background(), marker.Key{Handler: typ, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.run(t, record(t, env, 2)); len(failed) != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -71,41 +72,35 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 	}
 	trace := traceHeader(ctx, req.Headers)
 	return h.runOnce(ctx, log, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
-		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock}, jt, in, caller, idemKey, corr, trace)
+		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
 	})
 }
 
-// keeper keeps an enqueue's answer: under the HTTP request's lock (the
-// request layer, which replays it), or not at all (the outbox relay, whose
-// derived job id alone makes every relay of an item converge). With
-// promote set, the job's promotion (Pending to its queued state) is
-// committed with it.
+// keeper keeps an enqueue's answer under the request's lock, which the
+// request layer replays. With promote set, the job's promotion (Pending to
+// its queued state) is committed with it. due is the run time of the job
+// the answer is about (zero for none): the answer is kept at least until
+// that job's last delivery (lifetime.Until), so a retry of the request can
+// never make a second job while the first can still run.
 type keeper interface {
-	keep(ctx context.Context, resp idempotency.Response, promote *jobs.Job) error
+	keep(ctx context.Context, resp idempotency.Response, due time.Time, promote *jobs.Job) error
 }
 
 // lockKeeper stores the answer under the request's lock, the promotion in
-// the same transaction.
+// the same transaction, for floor at least: a day for an HTTP request, as
+// long as an outbox item can be relayed again for the relay's.
 type lockKeeper struct {
-	h    *Handler
-	lock idempotency.Lock
+	h     *Handler
+	lock  idempotency.Lock
+	floor time.Duration
 }
 
-func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, promote *jobs.Job) error {
+func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, due time.Time, promote *jobs.Job) error {
+	resp.KeepUntil = lifetime.Until(k.h.now(), due, k.floor)
 	if promote == nil {
 		return k.h.Idempotency.Complete(ctx, k.lock, resp)
 	}
 	return k.h.Idempotency.Complete(ctx, k.lock, resp, k.h.Jobs.Promotion(*promote))
-}
-
-// promoteOnly stores no answer and promotes the job on its own.
-type promoteOnly struct{ h *Handler }
-
-func (k promoteOnly) keep(ctx context.Context, _ idempotency.Response, promote *jobs.Job) error {
-	if promote == nil {
-		return nil
-	}
-	return k.h.Jobs.Promote(ctx, *promote)
 }
 
 // scheduledOnly refuses a tick type (a recurring schedule's, such as the
@@ -195,13 +190,19 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 // one. It reports whether the answer was kept; if not, runOnce releases the
 // lock.
 func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt contract.JobType, in Body,
-	caller, idemKey, corr, trace string,
+	caller, idemKey, fingerprint, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
 	id := contract.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
+	due := runAt(in, now)
 	env := contract.Envelope{
 		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
+	}
+	if due.Sub(now) > jobs.MaxQueueDelay {
+		// It waits in a one-time schedule: every copy of its message says
+		// when it is due, so its guards outlive the schedule's firing.
+		env.RunAt = due.Truncate(time.Millisecond)
 	}
 	body, err := env.Encode()
 	if err != nil {
@@ -216,7 +217,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	}
 	job := jobs.Job{
 		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
-		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: runAt(in, now),
+		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: due, Fingerprint: fingerprint,
 	}
 	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
 	if err != nil {
@@ -224,7 +225,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 		return unavailable(corr), false
 	}
 	log.Debug("enqueue: decision", "outcome", d.Outcome.String(), "own", d.Own, "existingJobId", d.Job.ID)
-	if d.Own && !sameJob(d.Job, env) {
+	if d.Own && !sameJob(d.Job, env, fingerprint) {
 		// The job id comes from (caller, Idempotency-Key), so a job under
 		// this id that is not this request's job means the key was used
 		// before for another request whose record is gone (it expired, or
@@ -240,13 +241,13 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 		if d.Own {
 			status = http.StatusAccepted
 		}
-		return h.finish(ctx, log, keep, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), corr)
+		return h.finish(ctx, log, keep, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), d.Job.Due(), corr)
 	case jobs.Rejected:
 		p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
 			"job %s with key %q is %s and duplicatePolicy %s rejects a new one", d.Job.ID, d.Job.Key, d.Job.State, in.Policy))
 		p.ExistingJobID, p.Policy, p.CorrelationID = d.Job.ID, string(in.Policy), corr
 		r := p.response(corr)
-		return h.finish(ctx, log, keep, idempotency.Response{Status: r.StatusCode, Headers: r.Headers, Body: r.Body}, corr)
+		return h.finish(ctx, log, keep, idempotency.Response{Status: r.StatusCode, Headers: r.Headers, Body: r.Body}, time.Time{}, corr)
 	case jobs.Busy:
 		p := newProblem(http.StatusConflict, ProblemInFlight, "another request is creating a job with this key; retry later")
 		p.retryAfter = d.RetryAfter
@@ -306,7 +307,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 		status, dedup = http.StatusOK, true
 	}
 	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
-	err := keep.keep(ctx, resp, &job)
+	err := keep.keep(ctx, resp, job.Due(), &job)
 	if errors.Is(err, idempotency.ErrCompanionFailed) {
 		// The record left the states it is promoted from between the send
 		// and now (it was cancelled, or failed): the answer, stored and
@@ -314,8 +315,11 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 		// never "Enqueued".
 		if cur, gerr := h.Jobs.Get(ctx, job.ID); gerr == nil {
 			resp = jobResponse(status, job, cur.State, dedup, corr)
+			if cur.State == jobs.StateCancelled {
+				h.dropSchedule(ctx, log, job)
+			}
 		}
-		err = keep.keep(ctx, resp, nil)
+		err = keep.keep(ctx, resp, job.Due(), nil)
 	}
 	switch {
 	case errors.Is(err, idempotency.ErrLockLost):
@@ -331,9 +335,27 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 	return toAPI(resp), true
 }
 
-// finish keeps resp (under the request's key) and returns it.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, resp idempotency.Response, corr string) (events.APIGatewayV2HTTPResponse, bool) {
-	err := keep.keep(ctx, resp, nil)
+// dropSchedule deletes the one-time schedule this enqueue just created for
+// job, whose cancel landed between its reservation and its schedule: the
+// cancel found no schedule to delete, so the enqueue deletes its own. When
+// that fails too, the schedule sweep does it (the cancel listed the job),
+// and until then the job's tombstone drops its firing.
+func (h *Handler) dropSchedule(ctx context.Context, log *slog.Logger, job jobs.Job) {
+	if !job.MayHaveSchedule() || h.Schedules == nil {
+		return
+	}
+	if _, err := h.Schedules.Delete(ctx, job.ID); err != nil {
+		log.Warn("enqueue: the job was cancelled while its schedule was made, and the schedule could not be deleted; the schedule sweep deletes it",
+			obs.KeyError, obs.Redact(err))
+		return
+	}
+	log.Info("enqueue: the job was cancelled while its schedule was made; its schedule is deleted")
+}
+
+// finish keeps resp (under the request's key, for the job due at due) and
+// returns it.
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, resp idempotency.Response, due time.Time, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+	err := keep.keep(ctx, resp, due, nil)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: complete", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
@@ -342,8 +364,16 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, res
 }
 
 // sameJob reports whether job (found under the request's job id) is the job
-// env describes: same type, natural key and args.
-func sameJob(job jobs.Job, env contract.Envelope) bool {
+// the request describes: the same request fingerprint when the record
+// keeps one, else (a record written before fingerprints were kept) the
+// same type, natural key and args. So a request that reuses its
+// Idempotency-Key after its stored answer is gone, with another runAt or
+// policy, is refused (422) like one within the day, never answered with the
+// old job.
+func sameJob(job jobs.Job, env contract.Envelope, fingerprint string) bool {
+	if job.Fingerprint != "" && fingerprint != "" {
+		return job.Fingerprint == fingerprint
+	}
 	if job.Type != env.Type || job.Key != env.Key {
 		return false
 	}

@@ -30,9 +30,13 @@ type world struct {
 	onSend func(queue.Message)
 	owners int
 	// schedules are the one-time schedules created, by job id;
-	// scheduleErr fails every create.
+	// scheduleErr fails every create, deleteErr every delete; onCreate
+	// runs before a create (outside the world's lock): what happens to the
+	// job between its reservation and its schedule.
 	schedules   map[string]schedule.Job
 	scheduleErr error
+	deleteErr   error
+	onCreate    func(schedule.Job)
 }
 
 type fakeRequest struct {
@@ -194,6 +198,9 @@ func (w *world) Send(_ context.Context, m queue.Message) error {
 // Create plays schedule.Scheduler.Create: a schedule that exists is
 // success, and stays as it was.
 func (w *world) Create(_ context.Context, j schedule.Job) error {
+	if w.onCreate != nil {
+		w.onCreate(j)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.scheduleErr != nil {
@@ -203,6 +210,38 @@ func (w *world) Create(_ context.Context, j schedule.Job) error {
 		w.schedules[j.ID] = j
 	}
 	return nil
+}
+
+// Delete plays schedule.Scheduler.Delete: a schedule that is gone is no
+// error.
+func (w *world) Delete(_ context.Context, id string) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.deleteErr != nil {
+		return false, w.deleteErr
+	}
+	_, ok := w.schedules[id]
+	delete(w.schedules, id)
+	return ok, nil
+}
+
+// storedAnswer is the answer the request layer keeps for (caller, key).
+func (w *world) storedAnswer(caller, key string) (idempotency.Response, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.requests[idempotency.PK(caller, key)]
+	if !ok || r.resp == nil {
+		return idempotency.Response{}, false
+	}
+	return *r.resp, true
+}
+
+// forget drops the request layer's record of (caller, key), as its expiry
+// does.
+func (w *world) forget(caller, key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.requests, idempotency.PK(caller, key))
 }
 
 func (w *world) schedule(id string) (schedule.Job, bool) {

@@ -73,10 +73,13 @@ type Queue interface {
 }
 
 // Schedules creates the one-time schedules of jobs due later than SQS can
-// delay a message; *schedule.Scheduler is one. Create of a schedule that
-// exists already (an earlier try's) is success.
+// delay a message, and deletes one whose job was cancelled while it was
+// being created; *schedule.Scheduler is one. Create of a schedule that
+// exists already (an earlier try's) is success; so is Delete of one that
+// is gone.
 type Schedules interface {
 	Create(ctx context.Context, j schedule.Job) error
+	Delete(ctx context.Context, jobID string) (existed bool, err error)
 }
 
 // Handler serves the API. Its fields are set once before use.

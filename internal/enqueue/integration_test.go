@@ -5,12 +5,13 @@ package enqueue_test
 import (
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"io"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/enginetest"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -265,7 +266,7 @@ func TestIntegrationDuplicatePolicyMatrix(t *testing.T) {
 		}},
 		{jobs.StateScheduled, 900, func(*testing.T, jobs.Job) {}},
 		{jobs.StateSucceeded, 0, func(t *testing.T, j jobs.Job) {
-			if _, err := s.markers.Claim(ctx, j.MarkerKey(), ""); err != nil {
+			if _, err := s.markers.Claim(ctx, j.MarkerKey(), "", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 		}},

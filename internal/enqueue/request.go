@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -37,13 +40,18 @@ type Answer struct {
 }
 
 // EnqueueFor enqueues the request r of r.Caller exactly as a POST of that
-// caller with r.IdempotencyKey would (the way in for callers that are not HTTP requests, such as the outbox relay): the same
-// validation, job id, dedup, duplicate policy and scheduling, through the
-// same code. Only the request layer is left out: no answer is stored under
-// the key, since the job id derived from (caller, key) already makes every
-// relay of one item the same job, and an item written again with other
-// args under its key is refused as the API refuses it (422). The answer is
-// the API's status with its problem type and detail, or the job.
+// caller with r.IdempotencyKey would (the way in for callers that are not
+// HTTP requests, such as the outbox relay): the same validation, job id,
+// dedup, duplicate policy and scheduling, through the same code, under the
+// same request layer. Its answer is stored under (caller, key) and
+// replayed for as long as the request can come again (the relay's floor,
+// lifetime.RelayDecision: an outbox item can be relayed until its TTL and
+// then its stream record are gone): an item relayed again answers what its
+// first relay answered, even when that was a dedup onto another job that
+// has since ended, and the same item rewritten with another request (other
+// args, runAt, policy) is a mismatch (422), never a silent keep of the old
+// job. The answer is the API's status with its problem type and detail, or
+// the job.
 func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	log := h.logger(ctx).With("caller", r.Caller)
 	jt, err := h.Registry.Lookup(r.Type)
@@ -79,7 +87,17 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
 		return problemAnswer(newProblem(http.StatusInternalServerError, ProblemInternal, "internal error"))
 	}
-	resp, _ := h.enqueue(ctx, log.With(obs.KeyCorrelationID, corr), promoteOnly{h: h}, jt, in, r.Caller, idemKey, corr, obs.TraceHeader(ctx))
+	fp, err := idempotency.Fingerprint(http.MethodPost, jobsPrefix+jt.Name, r.Body)
+	if err != nil {
+		return problemAnswer(validation("body", "is not valid JSON"))
+	}
+	log = log.With(obs.KeyCorrelationID, corr)
+	resp, p := h.runOnce(ctx, log, r.Caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.RelayDecision}, jt, in, r.Caller, idemKey, fp, corr, obs.TraceHeader(ctx))
+	})
+	if p != nil {
+		return problemAnswer(p)
+	}
 	return answerOf(resp.StatusCode, []byte(resp.Body))
 }
 

@@ -203,7 +203,7 @@ func TestIntegrationRunNow(t *testing.T) {
 		t.Fatalf("messages %+v; want the job's one message", envs)
 	}
 	// A job that already ran cannot run now.
-	if _, err := s.markers.Tombstone(ctx, j.MarkerKey()); err != nil {
+	if _, err := s.markers.Tombstone(ctx, j.MarkerKey(), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.jobs.RunNow(ctx, b.JobID, send); !errors.Is(err, jobs.ErrConflict) {

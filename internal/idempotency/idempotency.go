@@ -154,6 +154,11 @@ type Response struct {
 	Status  int               `dynamodbav:"status"`
 	Headers map[string]string `dynamodbav:"headers,omitempty"`
 	Body    string            `dynamodbav:"body"`
+	// KeepUntil, when later than the store's retention from now, is how
+	// long the answer must be kept: as long as what it answers for can
+	// still be asked again (a job due a year ahead keeps its answer until
+	// its last delivery). It is not stored as part of the answer.
+	KeepUntil time.Time `dynamodbav:"-"`
 }
 
 // Lock is the IN_PROGRESS record a request holds while it runs.

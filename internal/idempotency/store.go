@@ -181,6 +181,9 @@ func (s *Store) Complete(ctx context.Context, lock Lock, resp Response, with ...
 		PK: lock.PK, State: StateCompleted, Fingerprint: lock.Fingerprint, Owner: lock.Owner, Response: resp,
 		CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(s.retention()).Unix(),
 	}
+	if resp.KeepUntil.Unix() > rec.ExpiresAt {
+		rec.ExpiresAt = resp.KeepUntil.Unix()
+	}
 	put, err := ddb.Put(s.table, rec, ownerCond(lock), false)
 	if err != nil {
 		return fmt.Errorf("idempotency: %w", err)

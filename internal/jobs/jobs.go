@@ -22,8 +22,11 @@ package jobs
 
 import (
 	"errors"
+
+	"github.com/runstwice/runstwice/internal/contract"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -75,17 +78,18 @@ func (p DuplicatePolicy) Allows(prev State) bool {
 	return true
 }
 
-// Retention periods.
+// Retention periods (package lifetime derives every guard's life from
+// them).
 const (
 	// QueueRetention is the work queues' message retention (template.yaml,
 	// MessageRetentionPeriod; a template test keeps them equal): a job
 	// neither processed nor failed this long after its run time can no
 	// longer have a message in its queue and is Expired — unless it is
 	// parked, whose message is sent again at every park.
-	QueueRetention = 4 * 24 * time.Hour
+	QueueRetention = lifetime.QueueRetention
 	// TerminalRetention is how long a record is kept after it became
-	// terminal.
-	TerminalRetention = 14 * 24 * time.Hour
+	// terminal, at least (never before its job's last delivery).
+	TerminalRetention = lifetime.TerminalRecord
 	// DefaultPendingTimeout is how long a Pending job belongs to the request
 	// that reserved it (the enqueue function's timeout); after it any request
 	// for the same key may complete it.
@@ -134,6 +138,11 @@ type Job struct {
 	// repeated under the same id. It carries args (IDs only) and is never
 	// shown to callers.
 	Message string `json:"-"`
+	// Fingerprint is the fingerprint of the request that created the job
+	// (idempotency.Fingerprint), so a request that reuses the job's
+	// Idempotency-Key for another request is told apart after its stored
+	// answer is gone. Never shown.
+	Fingerprint string `json:"-"`
 
 	stored State
 }
@@ -162,6 +171,21 @@ func (j Job) QueuedState() State {
 		return StateScheduled
 	}
 	return StateEnqueued
+}
+
+// Due is the run time the job's guards must outlive: the later of its
+// record's run time and the run time its message carries (a job run now
+// keeps the time its one-time schedule was for, so the guards outlive a
+// firing of a schedule whose delete failed).
+func (j Job) Due() time.Time {
+	due := j.RunAt
+	if j.Message == "" {
+		return due
+	}
+	if env, err := contract.Decode([]byte(j.Message)); err == nil && env.RunAt.After(due) {
+		return env.RunAt
+	}
+	return due
 }
 
 // MarkerKey is the key of the job's effect marker.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -69,7 +70,7 @@ func (r *Recorder) MarkFailed(ctx context.Context, jobID string, f Failure) erro
 		Set(expression.Name("lastReason"), expression.Value(cleanText(f.Reason, 512, "failed"))).
 		Set(expression.Name("failedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
-		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
+		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, f.Due)))
 	if f.Attempts > 0 {
 		upd = upd.Set(expression.Name("attempts"), expression.Value(f.Attempts))
 	}
@@ -211,7 +212,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	case j.State.Terminal() || j.State == StateProcessing:
 		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
 	}
-	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey())
+	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey(), rec.Due())
 	if err != nil {
 		switch {
 		case errors.Is(err, marker.ErrProcessed):
@@ -233,7 +234,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		Set(expression.Name("lastOutcome"), expression.Value(OutcomeCancelled)).
 		Set(expression.Name("lastReason"), expression.Value("cancelled by its caller")).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
-		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
+		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
 	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
 	if err != nil {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)

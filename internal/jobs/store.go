@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -31,7 +32,7 @@ type Markers interface {
 	Table() string
 	Peek(ctx context.Context, k marker.Key) (marker.Record, bool, error)
 	Decode(av map[string]types.AttributeValue) (marker.Record, bool, error)
-	Tombstone(ctx context.Context, k marker.Key) (marker.Record, error)
+	Tombstone(ctx context.Context, k marker.Key, due time.Time) (marker.Record, error)
 }
 
 // Attribute names of the jobs table.
@@ -113,6 +114,7 @@ type record struct {
 	CorrelationID  string `dynamodbav:"correlationId"`
 	TraceID        string `dynamodbav:"traceId,omitempty"`
 	Message        string `dynamodbav:"message"`
+	Fingerprint    string `dynamodbav:"fingerprint,omitempty"`
 	Attempts       int    `dynamodbav:"attempts"`
 	LastErrorClass string `dynamodbav:"lastErrorClass,omitempty"`
 	LastOutcome    string `dynamodbav:"lastOutcome,omitempty"`
@@ -146,18 +148,22 @@ func fromMS(v int64) time.Time {
 }
 
 // activeExpiry is the TTL of a record (and its dedup pointer) that is not
-// yet terminal and runs at runAt: it can stay active at most until
-// QueueRetention after that, and is then kept TerminalRetention like any
-// terminal record. Parking extends it from the time of the park.
-func activeExpiry(runAt time.Time) int64 {
-	return runAt.Add(QueueRetention + TerminalRetention).Unix()
+// yet terminal and runs at runAt (lifetime.ActiveRecord). Parking extends it
+// from the time of the park.
+func activeExpiry(runAt time.Time) int64 { return lifetime.ActiveRecord(runAt).Unix() }
+
+// terminalExpiry is the TTL of a record (and its pointer) that became
+// terminal at now, of a job due at due: TerminalRetention, and never before
+// the job's last delivery (lifetime.Until).
+func terminalExpiry(now, due time.Time) int64 {
+	return lifetime.Until(now, due, lifetime.TerminalRecord).Unix()
 }
 
 func toRecord(j Job) record {
 	r := record{
 		PK: JobPK(j.ID), JobID: j.ID, Caller: j.Caller, Type: j.Type, Key: j.Key, State: j.stored,
-		Queue: j.Queue, CorrelationID: j.CorrelationID, TraceID: j.TraceID, Message: j.Message, Attempts: j.Attempts,
-		LastErrorClass: j.LastErrorClass, LastOutcome: j.LastOutcome, LastReason: j.LastReason,
+		Queue: j.Queue, CorrelationID: j.CorrelationID, TraceID: j.TraceID, Message: j.Message, Fingerprint: j.Fingerprint,
+		Attempts: j.Attempts, LastErrorClass: j.LastErrorClass, LastOutcome: j.LastOutcome, LastReason: j.LastReason,
 		CreatedAt: ms(j.CreatedAt), UpdatedAt: ms(j.UpdatedAt), RunAt: ms(j.RunAt), ExpiresAt: activeExpiry(j.RunAt),
 	}
 	if j.FailedAt != nil {
@@ -169,8 +175,8 @@ func toRecord(j Job) record {
 func (r record) job() Job {
 	j := Job{
 		ID: r.JobID, Caller: r.Caller, Type: r.Type, Key: r.Key, State: r.State, stored: r.State,
-		Queue: r.Queue, CorrelationID: r.CorrelationID, TraceID: r.TraceID, Message: r.Message, Attempts: r.Attempts,
-		LastErrorClass: r.LastErrorClass, LastOutcome: r.LastOutcome, LastReason: r.LastReason,
+		Queue: r.Queue, CorrelationID: r.CorrelationID, TraceID: r.TraceID, Message: r.Message, Fingerprint: r.Fingerprint,
+		Attempts: r.Attempts, LastErrorClass: r.LastErrorClass, LastOutcome: r.LastOutcome, LastReason: r.LastReason,
 		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), RunAt: fromMS(r.RunAt),
 	}
 	if r.FailedAt != 0 {

@@ -62,7 +62,7 @@ func TestReserveLifecycle(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateProcessing || got.Attempts != 1 {
 		t.Fatalf("leased: %+v", got)
 	}
-	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), "w1"); err != nil {
+	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), "w1", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
@@ -246,7 +246,7 @@ func TestCancel(t *testing.T) {
 	for _, x := range []jobs.Job{done, running} {
 		f.Reserve(t, x)
 	}
-	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
+	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Markers.Lease(ctx, running.MarkerKey(), "w", f.Clock.Now().Add(time.Minute)); err != nil {

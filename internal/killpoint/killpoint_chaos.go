@@ -107,11 +107,11 @@ func (m mutatedStore) Lease(ctx context.Context, k engine.Key, owner string, unt
 	return r, err
 }
 
-func (m mutatedStore) Claim(ctx context.Context, k engine.Key, owner string) (bool, error) {
+func (m mutatedStore) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
 	if Mutated(NoClaim) {
 		return true, nil
 	}
-	return m.Store.Claim(ctx, k, owner)
+	return m.Store.Claim(ctx, k, owner, due)
 }
 
 func (m mutatedStore) Release(ctx context.Context, k engine.Key, owner string) error {

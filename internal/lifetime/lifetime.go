@@ -67,12 +67,16 @@ func LastDelivery(runAt time.Time) time.Time {
 }
 
 // Until is when a guard written at now, with the given floor, for a job due
-// at runAt expires: the later of now plus floor and the job's
-// LastDelivery. A zero runAt (a job without a run time) counts from now.
+// at runAt expires: floor after the later of now and runAt, and never
+// before the job's LastDelivery. A zero runAt (a job without a run time)
+// counts from now alone.
 func Until(now, runAt time.Time, floor time.Duration) time.Time {
-	until := now.Add(floor)
 	if runAt.IsZero() {
-		return until
+		return now.Add(floor)
+	}
+	until := now.Add(floor)
+	if due := runAt.Add(floor); due.After(until) {
+		until = due
 	}
 	if last := LastDelivery(runAt); last.After(until) {
 		return last

@@ -15,7 +15,8 @@ func TestUntilIsTheLaterOfFloorAndLastDelivery(t *testing.T) {
 	}{
 		{"no run time", time.Time{}, Marker, now.Add(Marker)},
 		{"due now: the floor", now, Marker, now.Add(Marker)},
-		{"due in a year: the last delivery", now.Add(MaxRunAhead), Marker, now.Add(MaxRunAhead + SchedulerRetryWindow + QueueRetention + DLQRetention)},
+		{"due in a year: the floor after its run time", now.Add(MaxRunAhead), Marker, now.Add(MaxRunAhead + Marker)},
+		{"a short floor, due in a year: the last delivery", now.Add(MaxRunAhead), StoredAnswer, now.Add(MaxRunAhead + SchedulerRetryWindow + QueueRetention + DLQRetention)},
 		{"a short floor, due now: the last delivery", now, StoredAnswer, now.Add(SchedulerRetryWindow + QueueRetention + DLQRetention)},
 	}
 	for _, c := range cases {

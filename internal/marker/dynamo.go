@@ -14,6 +14,7 @@ import (
 	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
@@ -48,6 +49,11 @@ func NewDynamo(client DynamoAPI, table string) *Dynamo {
 func (d *Dynamo) Table() string { return d.table }
 
 func (d *Dynamo) retention() time.Duration { return ddb.DurationOr(d.Retention, DefaultRetention) }
+
+// until is when a marker settled at now, of a job due at due, expires: its
+// retention after the later of the two, and never before the job's last
+// delivery (lifetime.Until).
+func (d *Dynamo) until(now, due time.Time) time.Time { return lifetime.Until(now, due, d.retention()) }
 
 // KeyAV is the table key of k.
 func KeyAV(k Key) map[string]types.AttributeValue {
@@ -158,7 +164,7 @@ func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time
 // returns false and nil when the marker is already settled, and
 // ErrLeaseLost when another worker took the lease over. A claim whose
 // response was lost and that the SDK retried finds its own marker and wins.
-func (d *Dynamo) Claim(ctx context.Context, k Key, owner string) (bool, error) {
+func (d *Dynamo) Claim(ctx context.Context, k Key, owner string, due time.Time) (bool, error) {
 	now := ddb.Now(d.Now)
 	cond := absentOrExpired(now)
 	if owner == "" {
@@ -166,7 +172,7 @@ func (d *Dynamo) Claim(ctx context.Context, k Key, owner string) (bool, error) {
 	} else {
 		cond = cond.Or(stateIs(StateLeased).And(ownedBy(owner)))
 	}
-	rec := Record{Key: k, State: StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	rec := Record{Key: k, State: StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
@@ -189,9 +195,9 @@ func (d *Dynamo) Claim(ctx context.Context, k Key, owner string) (bool, error) {
 // there is no marker or only an expired lease. A marker that is already
 // FAILED is success. Otherwise it returns ErrLeaseLost: the job is done,
 // cancelled, or another worker holds it.
-func (d *Dynamo) Fail(ctx context.Context, k Key, owner string) error {
+func (d *Dynamo) Fail(ctx context.Context, k Key, owner string, due time.Time) error {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	rec := Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
 	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	if owner != "" {
 		cond = ownedBy(owner).And(expression.Or(stateIs(StateDone), stateIs(StateLeased)))
@@ -209,10 +215,12 @@ func (d *Dynamo) Fail(ctx context.Context, k Key, owner string) error {
 // Tombstone marks k cancelled, so its effect never runs: it succeeds when
 // there is no marker, when a lease on it expired, or when it is already
 // cancelled. Otherwise it returns the marker found with ErrProcessed,
-// ErrFailed or ErrLeaseHeld (the job is running).
-func (d *Dynamo) Tombstone(ctx context.Context, k Key) (Record, error) {
+// ErrFailed or ErrLeaseHeld (the job is running). due is the job's run
+// time: the tombstone outlives the last copy of the job that can still be
+// delivered (its one-time schedule's firing, however far ahead).
+func (d *Dynamo) Tombstone(ctx context.Context, k Key, due time.Time) (Record, error) {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: now.Add(d.retention())}
+	rec := Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: d.until(now, due)}
 	cond := absentOrExpired(now).Or(stateIs(StateCancelled)).Or(stateIs(StateLeased).And(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	return d.take(ctx, rec, cond, "cancel")

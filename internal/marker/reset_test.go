@@ -34,7 +34,7 @@ func TestResetFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-done"}
-	if _, err := d.Claim(ctx, done, ""); err != nil {
+	if _, err := d.Claim(ctx, done, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	leased := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-leased"}

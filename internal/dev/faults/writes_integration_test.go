@@ -129,28 +129,28 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 			if _, err := direct.Lease(ctx, k, "w1", until); err != nil {
 				t.Fatal(err)
 			}
-			if won, err := m.Claim(ctx, k, "w1"); !won || err != nil || state(t, k) != marker.StateDone {
+			if won, err := m.Claim(ctx, k, "w1", time.Time{}); !won || err != nil || state(t, k) != marker.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
 		{"Claim without owner", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if won, err := m.Claim(ctx, k, ""); !won || err != nil || state(t, k) != marker.StateDone {
+			if won, err := m.Claim(ctx, k, "", time.Time{}); !won || err != nil || state(t, k) != marker.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
 		{"Fail", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Claim(ctx, k, "w1"); err != nil {
+			if _, err := direct.Claim(ctx, k, "w1", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Fail(ctx, k, "w1"); err != nil || state(t, k) != marker.StateFailed {
+			if err := m.Fail(ctx, k, "w1", time.Time{}); err != nil || state(t, k) != marker.StateFailed {
 				t.Fatalf("Fail = %v, marker %s; want FAILED", err, state(t, k))
 			}
 		}},
 		{"Tombstone", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := m.Tombstone(ctx, k); err != nil || state(t, k) != marker.StateCancelled {
+			if _, err := m.Tombstone(ctx, k, time.Time{}); err != nil || state(t, k) != marker.StateCancelled {
 				t.Fatalf("Tombstone = %v, marker %s; want CANCELLED", err, state(t, k))
 			}
 		}},
@@ -165,10 +165,10 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 		}},
 		{"ResetFailed", "DeleteItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Claim(ctx, k, "w1"); err != nil {
+			if _, err := direct.Claim(ctx, k, "w1", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := direct.Fail(ctx, k, "w1"); err != nil {
+			if err := direct.Fail(ctx, k, "w1", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.ResetFailed(ctx, k); err != nil || state(t, k) != "" {

@@ -91,7 +91,7 @@ func TestIntegrationJobsTableListsDerivedStatesNewestFirst(t *testing.T) {
 	busy := reserve(t, store, "job-busy", "email.welcome.v1", "welcome:u-2", now.Add(-3*time.Minute))
 	reserve(t, store, "job-failed", "email.welcome.v1", "welcome:u-3", now.Add(-2*time.Minute))
 	reserve(t, store, "job-queued", "email.welcome.v1", "welcome:u-4", now.Add(-1*time.Minute))
-	if _, err := markers.Claim(ctx, done.MarkerKey(), ""); err != nil {
+	if _, err := markers.Claim(ctx, done.MarkerKey(), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := markers.Lease(ctx, busy.MarkerKey(), "worker-1", now.Add(time.Minute)); err != nil {

@@ -49,7 +49,7 @@ func TestList(t *testing.T) {
 	b := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-2") // Failed
 	w.Clock.Advance(time.Minute)
 	c := w.Enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
-	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), ""); err != nil {
+	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	w.Clock.Advance(time.Minute)
