@@ -109,7 +109,10 @@ func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.Dyn
 	dl := deadletter.Record{ID: "outbox:" + rec.EventID, Type: deadletter.UnknownType, Body: string(body),
 		Reason: reason, SourceQueue: SourceOutbox, ReceiveCount: 1, Status: deadletter.StatusDead, CorrelationID: it.CorrelationID}
 	if it.Producer != "" && it.IdempotencyKey != "" {
-		dl.ID, dl.JobID = it.JobID(), it.JobID()
+		// Under its own id, never the job id: the item's job may have a
+		// dead letter of its own (it failed), which a bad rewrite of the
+		// item must not overwrite, or that job could no longer be redriven.
+		dl.ID, dl.JobID = LetterID(it.JobID()), it.JobID()
 	}
 	if it.Type != "" {
 		dl.Type = it.Type
@@ -125,6 +128,11 @@ func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.Dyn
 	}
 	return nil
 }
+
+// LetterID is the id of the dead letter of a bad outbox item whose job id
+// is jobID: "outbox:<jobId>", apart from the job's own letters (keyed by the
+// job id), and the same for every bad rewrite of the item.
+func LetterID(jobID string) string { return CallerPrefix + jobID }
 
 // Values converts a stream record's image to the relay's values.
 func Values(image map[string]events.DynamoDBAttributeValue) map[string]Value {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -160,7 +161,7 @@ func TestPoisonItemAmongGoodOnes(t *testing.T) {
 		t.Fatalf("asked %d; want all three items tried on each run", len(h.api.asked))
 	}
 	jobID := contract.DeriveMessageID("outbox:signup", "k-bad")
-	dl, ok := h.letters.recs[jobID]
+	dl, ok := h.letters.recs[outbox.LetterID(jobID)]
 	if !ok || dl.SourceQueue != outbox.SourceOutbox || !strings.Contains(dl.Reason, "args.email") || dl.JobID != jobID || dl.Type != "email.welcome.v1" {
 		t.Fatalf("dead letter %+v (%v); want the bad item with its reason, source outbox", dl, ok)
 	}
@@ -277,5 +278,30 @@ func TestItemDedupedOntoTheActiveJob(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), `"dedupedOnto":"0b6d7c3e-0000-4000-8000-000000000001"`) {
 		t.Fatalf("the log does not name the job the item deduplicated onto: %s", h.logs)
+	}
+}
+
+// A bad rewrite of an item whose job already failed (and has its own dead
+// letter under the job id, the one a redrive sends) is a dead letter of its
+// own: the job's letter is left as it was, so the job can still be
+// redriven.
+func TestBadRewriteKeepsTheJobsOwnDeadLetter(t *testing.T) {
+	h := newHarness()
+	jobID := contract.DeriveMessageID("outbox:signup", "k-1")
+	own := deadletter.Record{ID: jobID, JobID: jobID, Type: "email.welcome.v1", Body: `{"v":1}`, Reason: "failed on its final attempt (5)",
+		SourceQueue: "arn:aws:sqs:us-east-1:000000000000:default", Status: deadletter.StatusDead}
+	h.letters.recs[jobID] = own
+	h.api.answerOf = func(enqueue.Request) enqueue.Answer {
+		return enqueue.Answer{Status: http.StatusBadRequest, Problem: "validation-failed", Detail: "args.userId: looks like an e-mail address"}
+	}
+	bad := image("signup", "k-1", "someone@example.com")
+	if failed := h.handle(t, record("MODIFY", bad)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if got := h.letters.recs[jobID]; !reflect.DeepEqual(got, own) {
+		t.Fatalf("the job's own dead letter became %+v; want it untouched", got)
+	}
+	if dl, ok := h.letters.recs[outbox.LetterID(jobID)]; !ok || dl.JobID != jobID || dl.SourceQueue != outbox.SourceOutbox {
+		t.Fatalf("the rewrite's letter %+v (%v); want one under %s naming the job", dl, ok, outbox.LetterID(jobID))
 	}
 }

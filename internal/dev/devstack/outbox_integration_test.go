@@ -200,7 +200,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	if !died {
 		t.Fatal("the relay was never killed: the test proved nothing about a crash mid-batch")
 	}
-	dl, err := letters.Get(ctx, contract.DeriveMessageID("outbox:signup", "bad-1"))
+	dl, err := letters.Get(ctx, outbox.LetterID(contract.DeriveMessageID("outbox:signup", "bad-1")))
 	if err != nil || dl.SourceQueue != outbox.SourceOutbox || dl.Status != deadletter.StatusDead || dl.Reason == "" {
 		t.Fatalf("bad item's dead letter %+v, %v; want one with its reason, source outbox", dl, err)
 	}
