@@ -1,7 +1,7 @@
 // Command email is the e-mail worker Lambda function: it consumes the
 // critical, default and bulk queues (ReportBatchItemFailures) and runs the
-// e-mail job types and the weekly digest's fan-out through the runner. It
-// only wires adapters.
+// e-mail job types, the weekly digest's fan-out and the schedule sweep
+// through the runner. It only wires adapters.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -29,6 +30,8 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
+	"github.com/runstwice/runstwice/internal/schedule/deletion"
+	"github.com/runstwice/runstwice/internal/sweep"
 )
 
 // The three functions' mains have one form on purpose: each function is
@@ -43,6 +46,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	markersTable := env.Required("MARKERS_TABLE")
 	usersTable := env.Required("USERS_TABLE")
 	jobsTable := env.Required("JOBS_TABLE")
+	scheduleGroup := env.Required("SCHEDULE_GROUP")
 	urls := env.QueueURLs()
 	dlqURL := env.Required("DLQ_URL")
 	from := env.Required("MAIL_FROM")
@@ -88,11 +92,19 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	// The jobs a worker makes (a tick's job, the digest fan-out's) are
 	// reserved and promoted through the enqueue function's store.
 	store := jobs.NewStore(db, jobsTable, markers)
+	// The schedule sweep deletes the one-time schedules of ended jobs; the
+	// worker deletes schedules, never makes one.
+	store.Schedules = deletion.New(scheduler.NewFromConfig(cfg), scheduleGroup)
 	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues})
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(handlers, fanout)
+	sweeps, err := sweep.Handlers(store)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(handlers, sweeps)
 	runcfg := engine.Config{
 		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),

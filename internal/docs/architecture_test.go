@@ -18,10 +18,10 @@ var floors = []struct {
 }{
 	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs"}},
 	{"job types", []string{"internal/jobtypes"}},
-	{"use cases", []string{"internal/enqueue", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
+	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"adapters", []string{"aws/", "internal/killpoint"}},
 	{"mechanisms", []string{"engine", "engine/", "internal/jobs", "internal/jobs/", "internal/marker", "internal/queue",
-		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/idempotency", "internal/testkit"}},
+		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit"}},
 	{"foundations", []string{"internal/contract", "internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/envvar", "internal/function"}},
 }
 

@@ -338,13 +338,13 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 // dropSchedule deletes the one-time schedule this enqueue just created for
 // job, whose cancel landed between its reservation and its schedule: the
 // cancel found no schedule to delete, so the enqueue deletes its own. When
-// that fails too, the schedule sweep does it (the cancel listed the job),
+// that fails too, the schedule sweep does it (the job stays on its list),
 // and until then the job's tombstone drops its firing.
 func (h *Handler) dropSchedule(ctx context.Context, log *slog.Logger, job jobs.Job) {
-	if !job.MayHaveSchedule() || h.Schedules == nil {
+	if !job.MayHaveSchedule() {
 		return
 	}
-	if _, err := h.Schedules.Delete(ctx, job.ID); err != nil {
+	if err := h.Jobs.DropSchedule(ctx, job); err != nil {
 		log.Warn("enqueue: the job was cancelled while its schedule was made, and the schedule could not be deleted; the schedule sweep deletes it",
 			obs.KeyError, obs.Redact(err))
 		return

@@ -212,17 +212,16 @@ func (w *world) Create(_ context.Context, j schedule.Job) error {
 	return nil
 }
 
-// Delete plays schedule.Scheduler.Delete: a schedule that is gone is no
-// error.
-func (w *world) Delete(_ context.Context, id string) (bool, error) {
+// DropSchedule plays jobs.Store.DropSchedule: a schedule that is gone is
+// no error.
+func (w *world) DropSchedule(_ context.Context, j jobs.Job) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.deleteErr != nil {
-		return false, w.deleteErr
+		return w.deleteErr
 	}
-	_, ok := w.schedules[id]
-	delete(w.schedules, id)
-	return ok, nil
+	delete(w.schedules, j.ID)
+	return nil
 }
 
 // storedAnswer is the answer the request layer keeps for (caller, key).

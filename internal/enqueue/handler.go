@@ -65,6 +65,10 @@ type Jobs interface {
 	Cancel(ctx context.Context, jobID, caller string) (jobs.Job, error)
 	Promotion(job jobs.Job) idempotency.Companion
 	Promote(ctx context.Context, job jobs.Job) error
+	// DropSchedule deletes the one-time schedule of a job that was
+	// cancelled while its schedule was made, leaving it to the schedule
+	// sweep when the delete fails.
+	DropSchedule(ctx context.Context, job jobs.Job) error
 }
 
 // Queue sends job messages; *queue.Sender is one.
@@ -73,13 +77,10 @@ type Queue interface {
 }
 
 // Schedules creates the one-time schedules of jobs due later than SQS can
-// delay a message, and deletes one whose job was cancelled while it was
-// being created; *schedule.Scheduler is one. Create of a schedule that
-// exists already (an earlier try's) is success; so is Delete of one that
-// is gone.
+// delay a message; *schedule.Scheduler is one. Create of a schedule that
+// exists already (an earlier try's) is success.
 type Schedules interface {
 	Create(ctx context.Context, j schedule.Job) error
-	Delete(ctx context.Context, jobID string) (existed bool, err error)
 }
 
 // Handler serves the API. Its fields are set once before use.

@@ -205,7 +205,10 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
 	case j.State == StateCancelled:
 		// A cancel whose schedule could not be deleted is repeated here.
-		if _, err := s.deleteSchedule(ctx, rec); err != nil {
+		// The job stays on the sweep's list (an enqueue that raced the
+		// first cancel may still make its schedule); the sweep takes it
+		// off.
+		if _, err := s.dropSchedule(ctx, rec, true); err != nil {
 			return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its schedule: %w", jobID, err)
 		}
 		return j, nil
@@ -245,8 +248,10 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	// Last, the job's one-time schedule, if it has one: it could only send
-	// a message the tombstone drops.
-	if _, err := s.deleteSchedule(ctx, rec); err != nil {
+	// a message the tombstone drops. A job still Pending is being enqueued
+	// right now, and its enqueue may make the schedule after this delete:
+	// it stays on the sweep's list (and that enqueue deletes what it made).
+	if _, err := s.dropSchedule(ctx, rec, j.State == StatePending); err != nil {
 		return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its schedule: %w", jobID, err)
 	}
 	if moved {

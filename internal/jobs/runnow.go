@@ -75,9 +75,9 @@ func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, R
 		if err := send(ctx, rec); err != nil {
 			return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
 		}
-		existed, err := s.deleteSchedule(ctx, rec)
+		existed, err := s.dropSchedule(ctx, rec, false)
 		if err != nil {
-			return s.recordRunNow(ctx, j, 0, fmt.Errorf("jobs: run %s now: sent, but its schedule could not be deleted (it fires once more at %s, a copy the job's marker drops): %w",
+			return s.recordRunNow(ctx, j, 0, fmt.Errorf("jobs: run %s now: sent, but its schedule could not be deleted (the schedule sweep deletes it; should it fire at %s first, the job's marker drops the copy): %w",
 				jobID, rec.RunAt.UTC().Format(time.RFC3339), err))
 		}
 		if !existed {

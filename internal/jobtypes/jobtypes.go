@@ -12,11 +12,12 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/sweep"
 )
 
 // Types returns the declaration of every shipped job type.
 func Types() []contract.JobType {
-	return slices.Concat(email.Types(), digest.Types())
+	return slices.Concat(email.Types(), digest.Types(), sweep.Types())
 }
 
 // Registry returns a registry of every shipped job type. The declarations

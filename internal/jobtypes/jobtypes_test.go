@@ -10,7 +10,7 @@ import (
 // The shipped job types, as the docs' table of job types lists them.
 func TestShippedTypes(t *testing.T) {
 	reg := jobtypes.Registry()
-	for _, tc := range []struct {
+	table := []struct {
 		name    string
 		queue   contract.Queue
 		enabled bool
@@ -23,19 +23,21 @@ func TestShippedTypes(t *testing.T) {
 		{"email.welcome.v1", contract.QueueDefault, true, "welcome:u-123", contract.Park},
 		{"email.partner-digest.v1", contract.QueueBulk, false, "partner-digest:u-123:2026-W48", contract.Park},
 		{"email.partner-digest-fanout.v1", contract.QueueBulk, false, "partner-digest-fanout:2026-W48", contract.Skip},
-	} {
+		{"runstwice.schedule-sweep.v1", contract.QueueDefault, true, "schedule-sweep:20261202T1000Z", contract.Skip},
+	}
+	for _, tc := range table {
 		jt, err := reg.Lookup(tc.name)
 		if err != nil || jt.Queue != tc.queue || jt.EnabledByDefault != tc.enabled || jt.Bias != contract.EffectThenClaim || !jt.Lease ||
 			jt.WhileOff != tc.whileOff {
 			t.Errorf("%s = %+v, %v; want queue %s enabled %v effect-then-claim with lease", tc.name, jt, err, tc.queue, tc.enabled)
 			continue
 		}
-		got := jt.DeriveKey(map[string]string{"userId": "u-123", "roleCode": "r", "countryCode": "BD", "digestId": "2026-W48"})
+		got := jt.DeriveKey(map[string]string{"userId": "u-123", "roleCode": "r", "countryCode": "BD", "digestId": "2026-W48", "hour": "20261202T1000Z"})
 		if got != tc.key || !contract.ValidKey(got) {
 			t.Errorf("%s key = %q; want %q", tc.name, got, tc.key)
 		}
 	}
-	if n := len(reg.Names()); n != 5 {
-		t.Errorf("%d shipped types; this test names 5", n)
+	if n := len(reg.Names()); n != len(table) {
+		t.Errorf("%d shipped types; this test names %d: add the new one to its table (and to docs/job-types.md)", n, len(table))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/schedule/deletion"
 )
 
 // SchedulerAPI is the part of the EventBridge Scheduler client the adapter
@@ -147,18 +148,8 @@ func (s *Scheduler) Create(ctx context.Context, j Job) error {
 }
 
 // Delete deletes the schedule of job jobID and reports whether there was
-// one. A schedule already gone (it fired, or was deleted before) is not an
-// error: existed is false.
+// one (deletion.Deleter.Delete). A schedule already gone (it fired, or was
+// deleted before) is not an error: existed is false.
 func (s *Scheduler) Delete(ctx context.Context, jobID string) (existed bool, err error) {
-	_, err = s.client.DeleteSchedule(ctx, &scheduler.DeleteScheduleInput{
-		Name: aws.String(jobID), GroupName: aws.String(s.cfg.Group),
-	})
-	var gone *types.ResourceNotFoundException
-	switch {
-	case errors.As(err, &gone):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("schedule: delete %s: %w", jobID, err)
-	}
-	return true, nil
+	return deletion.New(s.client, s.cfg.Group).Delete(ctx, jobID)
 }

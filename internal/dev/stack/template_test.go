@@ -49,7 +49,7 @@ var wantFunctions = []struct {
 	{dir: "functions/email", id: "EmailFunction", env: []string{
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
-		"SES_MAX_SEND_RATE", "EVENT_SOURCE_CONCURRENCY",
+		"SES_MAX_SEND_RATE", "EVENT_SOURCE_CONCURRENCY", "SCHEDULE_GROUP",
 	}},
 	{dir: "functions/dlq", id: "DlqFunction", env: []string{
 		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",

@@ -1,0 +1,144 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// SweepPK is the key of the schedule sweep's list: the ids of the jobs
+// whose one-time schedule must not exist (the job was cancelled, or run
+// now) but may still, because its delete failed, was cut short, or raced
+// the enqueue that made it. The item has no expiresAt: it lives until the
+// sweep has emptied it.
+const SweepPK = "sweep#schedules"
+
+// attrSweepIDs is the string set of job ids on the sweep's list.
+const attrSweepIDs = "jobIds"
+
+// sweepList adds (add) or removes jobID on the sweep's list: one UpdateItem,
+// ADD or DELETE of a string set element, so concurrent writers never lose
+// each other's ids, and repeating either is harmless.
+func (s *Store) sweepList(ctx context.Context, jobID string, add bool) error {
+	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{jobID}})
+	upd := expression.Delete(expression.Name(attrSweepIDs), set)
+	if add {
+		upd = expression.Add(expression.Name(attrSweepIDs), set)
+	}
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return fmt.Errorf("jobs: sweep list: %w", err)
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyAV(SweepPK), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		return fmt.Errorf("jobs: sweep list %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// dropSchedule deletes the one-time schedule of j, which must not run
+// (j was cancelled or sent now), under the sweep's list: j's id is listed
+// first, the schedule deleted, and the id taken off the list once the
+// schedule is gone and no enqueue can make it again (keepListed: a cancel
+// that found the job Pending, whose enqueue may still be about to create
+// it). A crash or a failure anywhere leaves the id listed, and the sweep
+// deletes the schedule later, without a client's retry. A failed listing
+// does not stop the delete; only a delete that fails is an error.
+func (s *Store) dropSchedule(ctx context.Context, j Job, keepListed bool) (existed bool, err error) {
+	if s.Schedules == nil || !j.MayHaveSchedule() {
+		return false, nil
+	}
+	listErr := s.sweepList(ctx, j.ID, true)
+	existed, err = s.deleteSchedule(ctx, j)
+	switch {
+	case err != nil:
+		return false, errors.Join(err, listErr)
+	case !keepListed && listErr == nil:
+		// Off the list: best effort, the sweep takes off what stays.
+		_ = s.sweepList(ctx, j.ID, false)
+	}
+	return existed, nil
+}
+
+// DropSchedule deletes the one-time schedule of job j, which must not run:
+// an enqueue that made it found j cancelled meanwhile (the cancel came
+// between the reservation and the schedule, and found none to delete).
+// The job is on the sweep's list while the delete is tried, so a failure
+// leaves it to the sweep.
+func (s *Store) DropSchedule(ctx context.Context, j Job) error {
+	_, err := s.dropSchedule(ctx, j, false)
+	return err
+}
+
+// SweepReport is what one sweep did.
+type SweepReport struct {
+	// Listed is how many job ids the list held.
+	Listed int
+	// Deleted names the jobs whose schedule the sweep deleted.
+	Deleted []string
+	// Kept names the jobs left on the list: their delete failed, or their
+	// enqueue may still make the schedule (cancelled within the pending
+	// timeout).
+	Kept []string
+}
+
+// SweepSchedules deletes the one-time schedule of every job on the sweep's
+// list (a schedule already gone is fine) and takes off the list each job
+// whose schedule is gone for good: any job whose record was last written
+// longer ago than the pending timeout (an enqueue that was making its
+// schedule when it was cancelled is over by then). A job kept stays for
+// the next sweep. Cost: one GetItem for an empty list; per
+// listed job a DeleteSchedule, one GetItem of its record, one UpdateItem.
+func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
+	var list struct {
+		IDs []string `dynamodbav:"jobIds,stringset"`
+	}
+	if _, err := s.getItem(ctx, SweepPK, &list); err != nil {
+		return SweepReport{}, err
+	}
+	ids := slices.Sorted(slices.Values(list.IDs))
+	rep := SweepReport{Listed: len(ids)}
+	var errs []error
+	for _, id := range ids {
+		var r record
+		ok, err := s.getItem(ctx, JobPK(id), &r)
+		if err != nil {
+			rep.Kept, errs = append(rep.Kept, id), append(errs, err)
+			continue
+		}
+		j := Job{ID: id}
+		if ok {
+			j = r.job()
+		}
+		if s.Schedules == nil {
+			return rep, errors.New("jobs: the sweep needs the schedules")
+		}
+		existed, err := s.Schedules.Delete(ctx, id)
+		if err != nil {
+			rep.Kept, errs = append(rep.Kept, id), append(errs, fmt.Errorf("jobs: sweep %s: %w", id, err))
+			continue
+		}
+		if existed {
+			rep.Deleted = append(rep.Deleted, id)
+		}
+		if ok && s.now().Before(j.UpdatedAt.Add(s.pendingTimeout())) {
+			// Written within the pending timeout (a cancel that found its
+			// job Pending): its enqueue may still be making the schedule.
+			rep.Kept = append(rep.Kept, id)
+			continue
+		}
+		if err := s.sweepList(ctx, id, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
