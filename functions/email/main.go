@@ -88,7 +88,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	// The jobs a worker makes (a tick's job, the digest fan-out's) are
 	// reserved and promoted through the enqueue function's store.
 	store := jobs.NewStore(db, jobsTable, markers)
-	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues})
+	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues, Metrics: metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -244,7 +244,7 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 	if job, err := w.store.Get(context.Background(), id); err != nil || job.State != jobs.StateSucceeded {
 		t.Fatalf("the tick's job %+v %v", job, err)
 	}
-	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", fmt.Sprintf("u-%03d", digest.PageSize-1))))
+	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", id, fmt.Sprintf("u-%03d", digest.PageSize-1))))
 	if err != nil || page.State != jobs.StateSucceeded {
 		t.Fatalf("the second page's job %+v %v", page, err)
 	}
