@@ -51,7 +51,8 @@ const (
 const PageSize = 100
 
 // Fanout is email.partner-digest-fanout.v1: one page of the weekly digest's
-// fan-out. digestId is the ISO week (of the tick's scheduled time, UTC);
+// fan-out, its week labelled in UTC (FanoutIn labels it in the schedule's
+// own time zone). digestId is the ISO week of the tick's scheduled time;
 // after is the page's cursor: the previous page's last user id that the
 // next page's args accept (absent on the first page). It is fail-closed,
 // like the digest itself (template.yaml sets its switch to false). While
@@ -61,27 +62,41 @@ const PageSize = 100
 //
 // Its args are a versioned contract: the run a page belongs to is in the
 // page's natural key (PageKey), not in an arg.
-var Fanout = engine.JobType{
-	Name: "email.partner-digest-fanout.v1",
-	Args: []engine.ArgSpec{
-		{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
-		{Name: "after", Format: engine.FormatID},
-	},
-	Queue:            engine.QueueBulk,
-	EnabledByDefault: false,
-	Bias:             engine.EffectThenClaim,
-	Lease:            true,
-	KeyPrefix:        "partner-digest-fanout",
-	KeyArgs:          []string{"digestId"},
-	WhileOff:         engine.Skip,
-	TickArgs: func(at time.Time) map[string]string {
-		return map[string]string{"digestId": engine.ISOWeek(at)}
-	},
+var Fanout = FanoutIn(time.UTC)
+
+// FanoutIn returns the fan-out's declaration with its tick's digestId, the
+// ISO week of the scheduled time, taken in loc: the schedule's time zone
+// (PartnerDigestTimezone), so that Monday 09:00 in a zone ahead of UTC by
+// more than 9 hours, still Sunday in UTC, is labelled its own week. The
+// e-mail function registers FanoutIn of its PARTNER_DIGEST_TIMEZONE; the
+// type is the same one in every zone, only the label of a tick differs.
+func FanoutIn(loc *time.Location) engine.JobType {
+	return engine.JobType{
+		Name: "email.partner-digest-fanout.v1",
+		Args: []engine.ArgSpec{
+			{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
+			{Name: "after", Format: engine.FormatID},
+		},
+		Queue:            engine.QueueBulk,
+		EnabledByDefault: false,
+		Bias:             engine.EffectThenClaim,
+		Lease:            true,
+		KeyPrefix:        "partner-digest-fanout",
+		KeyArgs:          []string{"digestId"},
+		WhileOff:         engine.Skip,
+		TickArgs: func(at time.Time) map[string]string {
+			return map[string]string{"digestId": WeekOf(at, loc)}
+		},
+	}
 }
 
-// Types returns the fan-out's declaration, for the registry
-// (internal/jobtypes).
+// Types returns the fan-out's declaration, its week labelled in UTC, for
+// the registry (internal/jobtypes).
 func Types() []engine.JobType { return []engine.JobType{Fanout} }
+
+// TypesIn returns the fan-out's declaration with its week labelled in loc
+// (FanoutIn), for the e-mail function's registry.
+func TypesIn(loc *time.Location) []engine.JobType { return []engine.JobType{FanoutIn(loc)} }
 
 // Directory pages the users who get the weekly digest: an item with digest
 // = weekly and a confirmed address (users.DigestIndex).
