@@ -31,7 +31,7 @@ func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 		}
 	}
 	switch {
-	case it.disabled && it.typ.WhileOff == Skip:
+	case it.disabled && skips(it):
 		// Skipping runs nothing either; its claim is conditional.
 		return r.skip(ctx, it, owner)
 	case it.disabled:
@@ -255,13 +255,23 @@ func (r *Runner) park(ctx context.Context, it *item) outcome {
 	return outcome{kind: kindParked, reason: "its kill switch is off; re-sent with a delay of " + r.cfg.ParkDelay.String()}
 }
 
+// skips reports whether a record whose switch is off is skipped rather
+// than parked. Only a tick skips: the next tick of its schedule tries again.
+// Any other job of a tick type (a page a fan-out enqueued, a copy sent as
+// an envelope) carries work a tick already started, so it parks like any
+// job and runs when the switch is on again; skipping it would end that
+// work for good. A Skip type that no schedule ticks skips every job.
+func skips(it *item) bool {
+	return it.typ.WhileOff == Skip && (it.tick != nil || it.typ.TickArgs == nil)
+}
+
 // SkippedReason is the lastReason of a job skipped while its switch was off.
 const SkippedReason = "switched off"
 
-// skip ends a job of a Skip type whose switch is off as a successful no-op:
-// its marker is claimed (the job reads Succeeded, and a redelivery is a
-// duplicate), its record says skipped, and it is never parked: the next
-// tick of a recurring job tries again.
+// skip ends a tick (or a job of a Skip type no schedule ticks) whose switch
+// is off as a successful no-op: its marker is claimed (the job reads
+// Succeeded, and a redelivery is a duplicate), its record says skipped, and
+// it is never parked: the next tick of a recurring job tries again.
 func (r *Runner) skip(ctx context.Context, it *item, owner string) outcome {
 	won, err := r.claim(ctx, it, owner)
 	switch {

@@ -26,49 +26,99 @@ func tickHarness(t *testing.T) (*testkit.Harness, *effects, *testkit.Reserver) {
 	return h, e, res
 }
 
-// A Skip type whose switch is off succeeds as a no-op: its marker is
-// claimed (the job reads Succeeded), its record says skipped "switched
-// off", it is counted, and it is never parked; a redelivery is a duplicate.
-// The same type switched on runs.
+// A tick whose switch is off succeeds as a no-op: its marker is claimed
+// (the job reads Succeeded), its record says skipped "switched off", it is
+// counted, and it is never parked; a redelivery is a duplicate. The same
+// type switched on runs.
 func TestSkipNeverParks(t *testing.T) {
 	h, e, _ := tickHarness(t)
-	for _, body := range []string{tickBody(t, "2026-12-07T09:00:00Z"), mustEncode(t, testkit.EnvelopeFor(weekly))} {
-		env := mustDecodeJob(t, body)
-		for delivery := 1; delivery <= 2; delivery++ {
-			if failed := h.Run(t, testkit.RawRecord(body, delivery)); len(failed) != 0 {
-				t.Fatalf("failures %v; a skipped job succeeds", failed)
-			}
-		}
-		if parked := h.Queues.ParkedMessages(); len(parked) != 0 {
-			t.Fatalf("parked %v; a skip type is never parked", parked)
-		}
-		if e.sends(env.MessageID) != 0 {
-			t.Fatal("a switched-off job ran its effect")
-		}
-		if rec, ok := h.MarkerOf(env); !ok || !rec.Processed() {
-			t.Fatal("a skipped job's marker is not claimed; it would not read Succeeded")
-		}
-		if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeSkipped || r != engine.SkippedReason {
-			t.Fatalf("recorded %q %q; want skipped, %q", o, r, engine.SkippedReason)
-		}
-		if h.Jobs.Parks(env.MessageID) != 0 {
-			t.Fatal("the record was marked parked")
+	body := tickBody(t, "2026-12-07T09:00:00Z")
+	env := mustDecodeJob(t, body)
+	for delivery := 1; delivery <= 2; delivery++ {
+		if failed := h.Run(t, testkit.RawRecord(body, delivery)); len(failed) != 0 {
+			t.Fatalf("failures %v; a skipped job succeeds", failed)
 		}
 	}
-	if n := h.Count(weekly.Name, obs.JobsSkipped); n != 2 {
-		t.Fatalf("JobsSkipped %v, want 2 (one per job; the redeliveries are duplicates); metrics %s", n, h.Metrics)
+	if parked := h.Queues.ParkedMessages(); len(parked) != 0 {
+		t.Fatalf("parked %v; a tick is never parked", parked)
+	}
+	if e.sends(env.MessageID) != 0 {
+		t.Fatal("a switched-off job ran its effect")
+	}
+	if rec, ok := h.MarkerOf(env); !ok || !rec.Processed() {
+		t.Fatal("a skipped job's marker is not claimed; it would not read Succeeded")
+	}
+	if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeSkipped || r != engine.SkippedReason {
+		t.Fatalf("recorded %q %q; want skipped, %q", o, r, engine.SkippedReason)
+	}
+	if h.Jobs.Parks(env.MessageID) != 0 {
+		t.Fatal("the record was marked parked")
+	}
+	if n := h.Count(weekly.Name, obs.JobsSkipped); n != 1 {
+		t.Fatalf("JobsSkipped %v, want 1 (the redelivery is a duplicate); metrics %s", n, h.Metrics)
 	}
 	if n := h.Count(weekly.Name, obs.JobsParked); n != 0 {
 		t.Fatalf("JobsParked %v, want 0", n)
 	}
 
 	h.Switches.Set(weekly.Name, true)
-	body := tickBody(t, "2026-12-14T09:00:00Z")
+	body = tickBody(t, "2026-12-14T09:00:00Z")
 	if failed := h.Run(t, testkit.RawRecord(body, 1)); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
 	if e.sends(mustDecodeJob(t, body).MessageID) != 1 {
 		t.Fatal("a tick whose switch is on did not run")
+	}
+}
+
+// Only a tick skips. A job of a tick type that is not a tick (the next page
+// of a fan-out, waiting in its queue when the switch goes off) carries work
+// a tick started: it parks like any job, its marker stays free, and it runs
+// once the switch is on again. A Skip type that no schedule ticks skips
+// every job, as before.
+func TestOnlyATickSkips(t *testing.T) {
+	h, e, _ := tickHarness(t)
+	page := testkit.EnvelopeFor(weekly)
+	body := mustEncode(t, page)
+	if failed := h.Run(t, testkit.RawRecord(body, 1)); len(failed) != 0 {
+		t.Fatalf("failures %v; a parked job is reported done", failed)
+	}
+	parked := h.Queues.ParkedMessages()
+	if len(parked) != 1 || parked[0].Body != body {
+		t.Fatalf("parked %v; want the page parked, unchanged", parked)
+	}
+	if rec, ok := h.MarkerOf(page); ok && rec.Processed() {
+		t.Fatal("a page found switched off was claimed: it reads Succeeded and never runs")
+	}
+	if o, _ := h.Jobs.Outcome(page.MessageID); o == jobs.OutcomeSkipped || h.Jobs.Parks(page.MessageID) != 1 {
+		t.Fatalf("recorded outcome %q, parks %d; want the record marked parked once, never skipped", o, h.Jobs.Parks(page.MessageID))
+	}
+	if n := h.Count(weekly.Name, obs.JobsParked); n != 1 {
+		t.Fatalf("JobsParked %v, want 1; metrics %s", n, h.Metrics)
+	}
+
+	h.Switches.Set(weekly.Name, true)
+	if failed := h.Run(t, testkit.RawRecord(parked[0].Body, 1)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if e.sends(page.MessageID) != 1 {
+		t.Fatalf("the parked page ran %d times once switched on, want 1", e.sends(page.MessageID))
+	}
+
+	// A Skip type without TickArgs: every job of it skips.
+	sweep := contract.JobType{Name: "test.sweep.v1", Args: []contract.ArgSpec{{Name: "digestId", Format: contract.FormatISOWeek, Required: true}},
+		Queue: contract.QueueBulk, Lease: true, KeyPrefix: "sweep", KeyArgs: []string{"digestId"}, WhileOff: contract.Skip}
+	reg, err := contract.NewRegistry(sweep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := testkit.NewHarness(t, reg, map[string]engine.Handler{sweep.Name: e}, nil)
+	job := testkit.EnvelopeFor(sweep)
+	if failed := hs.Run(t, testkit.Record(t, job, 1)); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if o, _ := hs.Jobs.Outcome(job.MessageID); o != jobs.OutcomeSkipped || len(hs.Queues.ParkedMessages()) != 0 || e.sends(job.MessageID) != 0 {
+		t.Fatalf("a job of a Skip type no schedule ticks: outcome %q, parked %v; want skipped", o, hs.Queues.ParkedMessages())
 	}
 }
 

@@ -64,7 +64,8 @@ const (
 const (
 	// Park re-sends the job with a delay until its switch is on again.
 	Park = contract.Park
-	// Skip ends the job as a successful no-op.
+	// Skip ends the job as a successful no-op (of a tick type: only a
+	// tick; its other jobs park).
 	Skip = contract.Skip
 )
 

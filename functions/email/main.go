@@ -60,10 +60,16 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	// once (docs/deploy.md, "Sending within SES's rate"); unset: no limit.
 	sesRate := env.Int("SES_MAX_SEND_RATE", 0)
 	invocations := env.Int("EVENT_SOURCE_CONCURRENCY", 1)
+	// The weekly schedule's time zone (PartnerDigestTimezone): a tick's
+	// digestId is the ISO week of its scheduled time there.
+	digestZone, zerr := digest.Timezone(env.Optional(digest.TimezoneEnv, "UTC"))
 	backoff := engine.BackoffSchedule{
 		Base:   env.Duration("BACKOFF_BASE", engine.DefaultBackoffBase),
 		Factor: float64(env.Int("BACKOFF_FACTOR", int(engine.DefaultBackoffFactor))),
 		Cap:    env.Duration("BACKOFF_CAP", engine.DefaultBackoffCap),
+	}
+	if zerr != nil {
+		return nil, zerr
 	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
@@ -71,7 +77,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	metrics := engine.DefaultMetrics()
-	reg := jobtypes.Registry()
+	reg := jobtypes.RegistryIn(digestZone)
 
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
@@ -95,7 +101,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	// The schedule sweep deletes the one-time schedules of ended jobs; the
 	// worker deletes schedules, never makes one.
 	store.Schedules = deletion.New(scheduler.NewFromConfig(cfg), scheduleGroup)
-	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues})
+	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues, Metrics: metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,8 @@ type JobType struct {
 	KeyPrefix string
 	KeyArgs   []string
 	// WhileOff says what a job of the type does while its kill switch is
-	// off: Park (the default) or Skip.
+	// off: Park (the default) or Skip. Of a tick type, only a tick skips:
+	// any other job of it (a page a tick's job enqueued) parks.
 	WhileOff WhileOff
 	// TickArgs, when set, makes the type a tick type: a recurring
 	// schedule's tick of it (see Tick) becomes a job with these args,
@@ -81,7 +82,9 @@ const (
 	Park WhileOff = iota
 	// Skip ends the job as a successful no-op (lastOutcome skipped): right
 	// for recurring work, whose next tick tries again, so a week of ticks
-	// never piles up behind a switch.
+	// never piles up behind a switch. Of a tick type only the tick itself
+	// skips; a job of it that is not a tick (a fan-out's next page) carries
+	// work a tick started, and parks like a Park type's.
 	Skip
 )
 

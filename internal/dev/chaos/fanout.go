@@ -252,8 +252,16 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 				JobID: id, Source: viaFanout}
 			digests = append(digests, result{Job: j, Accepted: true, JobID: id})
 			if (i+1)%digest.PageSize == 0 && i+1 < len(partners) {
-				// The page after u, which the page before enqueues.
-				fanout[contract.DeriveMessageID(digest.Caller, digest.PageKey(week, u))] = fanoutJob{Week: week, On: true}
+				// The page after u, which the page before enqueues, in the
+				// run of each tick of the week sent while on (a run's pages
+				// name its tick's job; a tick that deferred to another of
+				// the week has no job, so its run has no pages).
+				for _, r := range ticks {
+					if r.On && contract.ISOWeek(r.At) == week {
+						run := contract.TickMessageID(digest.ScheduleName, r.At)
+						fanout[contract.DeriveMessageID(digest.Caller, digest.PageKey(week, run, u))] = fanoutJob{Week: week, On: true, Run: run}
+					}
+				}
 			}
 		}
 	}
@@ -273,9 +281,11 @@ type fanoutPlan struct {
 }
 
 // fanoutJob is a job of the fan-out the ledger expects: a tick's (Tick, at
-// At, sent while the switch was On or not) or a later page's.
+// At, sent while the switch was On or not) or a later page's, of the run
+// of the tick whose job id is Run.
 type fanoutJob struct {
 	Week     string
 	Tick, On bool
 	At       time.Time
+	Run      string
 }

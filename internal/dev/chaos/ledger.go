@@ -418,9 +418,11 @@ func (a *accountant) requests() {
 // fanout checks the fan-out's own jobs. A tick sent while its switch was
 // off reads Succeeded with lastOutcome skipped (and its week's digests, if
 // any mail went out, were named as the mails were traced). Of a week ticked
-// while on, one tick's job holds the week (the others of other times
-// defer to it, the same time twice is the same job) and every later page
-// exists; each reads Succeeded, not skipped.
+// while on, at least one tick's job holds the week (another time defers to
+// a job of the week still active, the same time twice is the same job),
+// and every later page of each tick's job that exists (its run) exists
+// too; each reads Succeeded, not skipped. A tick that deferred has no job,
+// and its run no pages.
 func (a *accountant) fanout() {
 	fan, t, f := a.in.fanout, a.t, a.f
 	times, weeks, held := map[time.Time]bool{}, map[string]bool{}, map[string]bool{}
@@ -450,7 +452,9 @@ func (a *accountant) fanout() {
 			weeks[fj.Week] = true
 			held[fj.Week] = held[fj.Week] || read
 		case !read:
-			a.fail(InvLost, fmt.Sprintf("fan-out page %s of %s: no job", id, fj.Week))
+			if _, ran := t.Fanout[fj.Run]; ran || fj.Run == "" {
+				a.fail(InvLost, fmt.Sprintf("fan-out page %s of %s (run %s): no job", id, fj.Week, fj.Run))
+			}
 		}
 		if read && state != string(client.StateSucceeded) {
 			a.fail(InvWrongState, fmt.Sprintf("fan-out job %s of %s reads %s, ground truth Succeeded", id, fj.Week, state))

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -337,13 +338,52 @@ func TestLedgerNamesOutboxAndFanoutBreaches(t *testing.T) {
 		t.Errorf("foreign mails %v: the off week's digest is the tick's breach", got[InvForeignMail])
 	}
 
-	// A fan-out whose week has no tick's job at all, and a page missing.
+	// A fan-out whose week has no tick's job at all, and a page of a run
+	// whose tick's job exists missing. A page of the run of a tick that
+	// deferred to the week's job (no job of its own) is owed by nobody.
 	w2 := newFanoutWorld(t)
 	delete(w2.truth.Fanout, w2.otherTick)
-	page := contract.DeriveMessageID(digest.Caller, digest.PageKey("2026-W01", "u-p1"))
-	w2.fan.Jobs[page] = fanoutJob{Week: "2026-W01", On: true}
+	week := contract.ISOWeek(w2.weeks.on)
+	page := contract.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onTick, "u-p1"))
+	w2.fan.Jobs[page] = fanoutJob{Week: week, On: true, Run: w2.onTick}
+	deferred := contract.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onAgain, "u-p1"))
+	w2.fan.Jobs[deferred] = fanoutJob{Week: week, On: true, Run: w2.onAgain}
 	lost := broken(w2.ledger(nil))[InvLost]
-	if !slices.Contains(lost, "the fan-out of "+contract.ISOWeek(w2.weeks.other)+": no tick's job") || !slices.Contains(lost, "fan-out page "+page+" of 2026-W01: no job") {
+	if !slices.Contains(lost, "the fan-out of "+contract.ISOWeek(w2.weeks.other)+": no tick's job") ||
+		!slices.Contains(lost, "fan-out page "+page+" of "+week+" (run "+w2.onTick+"): no job") {
 		t.Errorf("lost %v; want the week without a tick's job and the missing page", lost)
+	}
+	if strings.Contains(strings.Join(lost, "|"), deferred) {
+		t.Errorf("lost %v names the page of a tick that deferred (no job, so no run)", lost)
+	}
+}
+
+// The plan owes the later pages of each run: a run per tick time of a week
+// sent while on, its pages keyed by that tick's job id, so a re-trigger's
+// pages are apart from the first run's.
+func TestFanoutPlanNamesEachRunsPages(t *testing.T) {
+	partners := make([]string, digest.PageSize+5)
+	for i := range partners {
+		partners[i] = fmt.Sprintf("u-%04d", i)
+	}
+	w := weeksBefore(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	plan := fanoutJobs(partners, []tickSent{{At: w.off}, {At: w.on, On: true}, {At: w.on, On: true}, {At: w.onAgain, On: true}})
+	week := contract.ISOWeek(w.on)
+	last := partners[digest.PageSize-1]
+	for _, at := range []time.Time{w.on, w.onAgain} {
+		run := contract.TickMessageID(digest.ScheduleName, at)
+		page := contract.DeriveMessageID(digest.Caller, digest.PageKey(week, run, last))
+		if got, ok := plan.Jobs[page]; !ok || got.Run != run || got.Week != week || got.Tick {
+			t.Errorf("the plan's page 2 of the run of %s: %+v, %v", at, got, ok)
+		}
+	}
+	pages := 0
+	for _, j := range plan.Jobs {
+		if !j.Tick {
+			pages++
+		}
+	}
+	if pages != 2 {
+		t.Fatalf("%d pages planned, want page 2 of each of the 2 runs (the off week owes none)", pages)
 	}
 }

@@ -11,14 +11,27 @@
 // already enqueued dedups onto the same job ids, what it did not is
 // enqueued now, and a job whose message SQS never confirmed is sent again
 // under its id.
+//
+// A run is the chain of pages one tick's job starts. Its next pages' keys
+// name the run (the first page's job id), so a tick of another time in the
+// same week, once the week's earlier run has ended, walks every page
+// again under keys of its own: a page of the earlier run that ended
+// (skipped, failed, cancelled) does not stop it, and the partners' digest
+// keys, which name only the user and the week, still dedup what was sent.
+//
+// A user id that the digest's args refuse is counted (MetricUsersRefused)
+// and logged with its reason, and the page goes on; a page's cursor is
+// always an id the next page's args accept.
 package digest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
@@ -38,32 +51,52 @@ const (
 const PageSize = 100
 
 // Fanout is email.partner-digest-fanout.v1: one page of the weekly digest's
-// fan-out. digestId is the ISO week (of the tick's scheduled time, UTC);
-// after is the last user id the previous page read (absent on the first).
-// It is fail-closed, like the digest itself (template.yaml sets its switch
-// to false), and skips while off: a tick that finds it off succeeds
-// without work and the next week's tick tries again.
-var Fanout = engine.JobType{
-	Name: "email.partner-digest-fanout.v1",
-	Args: []engine.ArgSpec{
-		{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
-		{Name: "after", Format: engine.FormatID},
-	},
-	Queue:            engine.QueueBulk,
-	EnabledByDefault: false,
-	Bias:             engine.EffectThenClaim,
-	Lease:            true,
-	KeyPrefix:        "partner-digest-fanout",
-	KeyArgs:          []string{"digestId"},
-	WhileOff:         engine.Skip,
-	TickArgs: func(at time.Time) map[string]string {
-		return map[string]string{"digestId": engine.ISOWeek(at)}
-	},
+// fan-out, its week labelled in UTC (FanoutIn labels it in the schedule's
+// own time zone). digestId is the ISO week of the tick's scheduled time;
+// after is the page's cursor: the previous page's last user id that the
+// next page's args accept (absent on the first page). It is fail-closed,
+// like the digest itself (template.yaml sets its switch to false). While
+// it is off a tick skips (succeeds without work; the next week's tick
+// tries again) and a later page parks, so a run stopped mid-week goes on
+// where it stopped when the switch is on again.
+//
+// Its args are a versioned contract: the run a page belongs to is in the
+// page's natural key (PageKey), not in an arg.
+var Fanout = FanoutIn(time.UTC)
+
+// FanoutIn returns the fan-out's declaration with its tick's digestId, the
+// ISO week of the scheduled time, taken in loc: the schedule's time zone
+// (PartnerDigestTimezone), so that Monday 09:00 in a zone ahead of UTC by
+// more than 9 hours, still Sunday in UTC, is labelled its own week. The
+// e-mail function registers FanoutIn of its PARTNER_DIGEST_TIMEZONE; the
+// type is the same one in every zone, only the label of a tick differs.
+func FanoutIn(loc *time.Location) engine.JobType {
+	return engine.JobType{
+		Name: "email.partner-digest-fanout.v1",
+		Args: []engine.ArgSpec{
+			{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
+			{Name: "after", Format: engine.FormatID},
+		},
+		Queue:            engine.QueueBulk,
+		EnabledByDefault: false,
+		Bias:             engine.EffectThenClaim,
+		Lease:            true,
+		KeyPrefix:        "partner-digest-fanout",
+		KeyArgs:          []string{"digestId"},
+		WhileOff:         engine.Skip,
+		TickArgs: func(at time.Time) map[string]string {
+			return map[string]string{"digestId": WeekOf(at, loc)}
+		},
+	}
 }
 
-// Types returns the fan-out's declaration, for the registry
-// (internal/jobtypes).
+// Types returns the fan-out's declaration, its week labelled in UTC, for
+// the registry (internal/jobtypes).
 func Types() []engine.JobType { return []engine.JobType{Fanout} }
+
+// TypesIn returns the fan-out's declaration with its week labelled in loc
+// (FanoutIn), for the e-mail function's registry.
+func TypesIn(loc *time.Location) []engine.JobType { return []engine.JobType{FanoutIn(loc)} }
 
 // Directory pages the users who get the weekly digest: an item with digest
 // = weekly and a confirmed address (users.DigestIndex).
@@ -92,6 +125,10 @@ type Config struct {
 	Directory Directory
 	Jobs      Jobs
 	Queue     Sender
+	// Metrics counts the users whose id the digest's args refuse
+	// (MetricUsersRefused); nil counts nothing. The e-mail function passes
+	// the runner's, which flushes it at the end of each invocation.
+	Metrics *engine.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -111,44 +148,40 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	return map[string]engine.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
 }
 
-// DigestKey is the natural key of a partner's digest of a week.
+// DigestKey is the natural key of a partner's digest of a week. It names
+// no run: every run of the week dedups onto the same digest.
 func DigestKey(userID, digestID string) string {
 	return email.PartnerDigest.DeriveKey(map[string]string{"userId": userID, "digestId": digestID})
 }
 
-// PageKey is the natural key of the fan-out page that starts after userID.
-func PageKey(digestID, after string) string {
-	return Fanout.KeyPrefix + ":" + digestID + ":" + after
+// PageKey is the natural key of the page of run that starts after the user
+// id after: partner-digest-fanout:<digestId>:<run>:<after>. run is the job
+// id of the run's first page (the tick's job), so each run walks its own
+// pages: a page of another run of the week that ended does not stop this
+// one.
+func PageKey(digestID, run, after string) string {
+	return Fanout.KeyPrefix + ":" + digestID + ":" + run + ":" + after
 }
 
-// Handle reads the job's page, enqueues each user's digest, then the next
-// page. Any failure returns an error and the whole page runs again: every
-// enqueue is idempotent.
-func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
-	log := job.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	digestID, after := job.Envelope.Args["digestId"], job.Envelope.Args["after"]
-	ids, next, err := h.cfg.Directory.WeeklyDigestPage(ctx, after, PageSize)
-	if err != nil {
-		return fmt.Errorf("digest: page after %q: %w", after, err)
-	}
-	corr := job.Envelope.CorrelationID
-	for _, id := range ids {
-		args := map[string]string{"userId": id, "digestId": digestID}
-		if err := h.enqueue(ctx, email.PartnerDigest, args, DigestKey(id, digestID), corr); err != nil {
-			return err
+// RunOf returns the run a fan-out job belongs to: the run its key names
+// (PageKey), or, for the first page (the tick's job) and a page of the
+// keys before runs were named (partner-digest-fanout:<digestId>:<after>,
+// still in a queue during a deploy), the job's own id, which then names
+// the run of the pages it enqueues.
+func RunOf(env engine.Envelope) string {
+	digestID, after := env.Args["digestId"], env.Args["after"]
+	if rest, ok := strings.CutPrefix(env.Key, Fanout.KeyPrefix+":"+digestID+":"); ok && after != "" {
+		if run, a, ok := strings.Cut(rest, ":"); ok && a == after && validRun(run) {
+			return run
 		}
 	}
-	if next != "" {
-		args := map[string]string{"digestId": digestID, "after": next}
-		if err := h.enqueue(ctx, Fanout, args, PageKey(digestID, next), corr); err != nil {
-			return err
-		}
-	}
-	log.Info("digest: page fanned out", "digestId", digestID, "after", after, "users", len(ids), "next", next)
-	return nil
+	return env.MessageID
+}
+
+// validRun reports whether run is a job id as the engine derives them.
+func validRun(run string) bool {
+	u, err := uuid.Parse(run)
+	return err == nil && u.String() == run
 }
 
 // ErrBusy is returned (wrapped) when another producer is creating a job

@@ -17,8 +17,12 @@ import (
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
-// directory is a users directory of weekly digest users, paged by id.
-type directory struct{ ids []string }
+// directory is a users directory of weekly digest users, paged by id;
+// fail, when set, fails the read of a page after a given id.
+type directory struct {
+	ids  []string
+	fail func(after string) error
+}
 
 func newDirectory(n int) *directory {
 	d := &directory{}
@@ -30,6 +34,11 @@ func newDirectory(n int) *directory {
 }
 
 func (d *directory) WeeklyDigestPage(_ context.Context, after string, limit int) ([]string, string, error) {
+	if d.fail != nil {
+		if err := d.fail(after); err != nil {
+			return nil, "", err
+		}
+	}
 	i := sort.SearchStrings(d.ids, after)
 	if i < len(d.ids) && d.ids[i] == after {
 		i++
@@ -196,7 +205,7 @@ func TestFanoutEnqueuesOneDigestPerPartner(t *testing.T) {
 	for _, j := range w.jobs.Jobs() {
 		if j.Type == digest.Fanout.Name {
 			pages++
-			if !strings.HasPrefix(j.Key, "partner-digest-fanout:2026-W50:u-") {
+			if want := "partner-digest-fanout:2026-W50:" + tickJob(t).Envelope.MessageID + ":u-"; !strings.HasPrefix(j.Key, want) {
 				t.Errorf("page key %s", j.Key)
 			}
 		}
@@ -236,5 +245,64 @@ func TestFanoutSurvivesACrashAnywhere(t *testing.T) {
 			w.drain(t, tickJob(t), crash%2 == 0)
 			w.check(t, users, fmt.Sprintf("crash at %s step %d", where, crash))
 		}
+	}
+}
+
+// The run of a fan-out job: a next page's key names it; the tick's job,
+// and a page whose key names none (the keys before runs were named, still
+// queued during a deploy, or a key that is not a page's), start a run of
+// their own id.
+func TestRunOf(t *testing.T) {
+	tick := tickJob(t).Envelope
+	run := tick.MessageID
+	page := func(key, after string) engine.Envelope {
+		return engine.Envelope{MessageID: engine.DeriveMessageID(digest.Caller, key), Key: key, Args: map[string]string{"digestId": "2026-W50", "after": after}}
+	}
+	for _, tc := range []struct {
+		name string
+		env  engine.Envelope
+		want string
+	}{
+		{"the tick's job", tick, run},
+		{"a next page", page(digest.PageKey("2026-W50", run, "u-0099"), "u-0099"), run},
+		{"a page of the keys before runs", page("partner-digest-fanout:2026-W50:u-0099", "u-0099"), ""},
+		{"a run that is no job id", page("partner-digest-fanout:2026-W50:r1:u-0099", "u-0099"), ""},
+		{"a key of another week", page(digest.PageKey("2026-W49", run, "u-0099"), "u-0099"), ""},
+		{"a key of another after", page(digest.PageKey("2026-W50", run, "u-0042"), "u-0099"), ""},
+	} {
+		want := tc.want
+		if want == "" {
+			want = tc.env.MessageID
+		}
+		if got := digest.RunOf(tc.env); got != want {
+			t.Errorf("%s: RunOf = %s, want %s", tc.name, got, want)
+		}
+	}
+}
+
+// A page the code before runs were named enqueued (key
+// partner-digest-fanout:<digestId>:<after>, after a plain user id) and
+// that is still in the queue during a deploy runs on the new code: its
+// after is read as it is, and the pages after it are a run of its own id.
+func TestPageOfTheKeysBeforeRunsGoesOn(t *testing.T) {
+	const users = 250
+	w := newWorld(t, users)
+	key := "partner-digest-fanout:2026-W50:u-0099"
+	env := engine.Envelope{V: engine.Version, MessageID: engine.DeriveMessageID(digest.Caller, key), Type: digest.Fanout.Name, Key: key,
+		CorrelationID: "exec-1", Args: map[string]string{"digestId": "2026-W50", "after": "u-0099"}}
+	w.drain(t, engine.Job{Envelope: env, Type: digest.Fanout}, false)
+	for id, j := range w.jobs.Jobs() {
+		if j.Type == digest.Fanout.Name && j.Key != digest.PageKey("2026-W50", env.MessageID, "u-0199") {
+			t.Errorf("page %s key %s; want the run of the old page's id", id, j.Key)
+		}
+	}
+	reached := 0
+	for _, j := range w.jobs.Jobs() {
+		if j.Type == email.PartnerDigest.Name {
+			reached++
+		}
+	}
+	if reached != users-digest.PageSize {
+		t.Fatalf("%d digests from the old page on, want %d (u-0100 to the end)", reached, users-digest.PageSize)
 	}
 }

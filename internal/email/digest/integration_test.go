@@ -59,6 +59,7 @@ type awsWorld struct {
 	mail     *mailbox
 	worker   *engine.Runner
 	bulk     string
+	dlq      string
 }
 
 func newAWSWorld(t *testing.T) *awsWorld {
@@ -86,7 +87,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 		urls[q] = p.URL
 	}
 	dlq, _ := st.Physical("DeadLetterQueue")
-	w.bulk = urls[engine.QueueBulk]
+	w.bulk, w.dlq = urls[engine.QueueBulk], dlq.URL
 	markers := marker.NewDynamo(w.db, name("MarkersTable"))
 	w.store = jobs.NewStore(w.db, name("JobsTable"), markers)
 	q := queue.New(w.sqs, urls, dlq.URL)
@@ -244,7 +245,7 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 	if job, err := w.store.Get(context.Background(), id); err != nil || job.State != jobs.StateSucceeded {
 		t.Fatalf("the tick's job %+v %v", job, err)
 	}
-	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", fmt.Sprintf("u-%03d", digest.PageSize-1))))
+	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", id, fmt.Sprintf("u-%03d", digest.PageSize-1))))
 	if err != nil || page.State != jobs.StateSucceeded {
 		t.Fatalf("the second page's job %+v %v", page, err)
 	}
@@ -255,5 +256,39 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 		if n := w.mail.count(addr); n != 1 {
 			t.Fatalf("after a second tick of the same time %s has %d digests, want 1", addr, n)
 		}
+	}
+}
+
+// Odd user ids in the real sparse index (DynamoDB's order, its Query
+// paging with a filter): an id with '@' in the middle of page 1 and one
+// with ':' as the last item page 1 reads get no digest and stop nothing;
+// every other weekly user gets one, and no page is dead-lettered.
+func TestOddUserIDsOnTheIndex(t *testing.T) {
+	w := newAWSWorld(t)
+	w.switches.Set(digest.Fanout.Name, true)
+	w.switches.Set(email.PartnerDigest.Name, true)
+	var weekly []string
+	for i := range digest.PageSize + 20 {
+		weekly = append(weekly, w.putUser(t, fmt.Sprintf("u-%03d", i), true, users.DigestWeekly))
+	}
+	w.putUser(t, "u-001@example", true, users.DigestWeekly) // mid page 1
+	w.putUser(t, "u-097:x", true, users.DigestWeekly)       // u-000…u-097, the two odd ones: the 100th read is u-097:x
+	w.tick(t, "2026-12-07T09:00:00Z")
+	w.run(t)
+	for _, addr := range weekly {
+		if n := w.mail.count(addr); n != 1 {
+			t.Fatalf("%s got %d digests, want 1", addr, n)
+		}
+	}
+	if n := w.mail.count("u-001@example@example.com") + w.mail.count("u-097:x@example.com"); n != 0 {
+		t.Fatalf("an odd id got %d digests", n)
+	}
+	out, err := w.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.dlq),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)]; n != "0" {
+		t.Fatalf("%s dead letters, want none", n)
 	}
 }
