@@ -147,7 +147,7 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 		return fmt.Errorf("%w: %s is %s", ErrStateChanged, rv.JobID, rv.State)
 	}
 	now := l.now()
-	exp := now.Add(QueueRetention + TerminalRetention).Unix()
+	exp := activeExpiry(now)
 	upd := expression.Set(expression.Name(AttrState), expression.Value(StatePending)).
 		Set(expression.Name("lastOutcome"), expression.Value(OutcomeRedriven)).
 		Set(expression.Name("lastReason"), expression.Value("redriven by an operator after it was dead-lettered")).
