@@ -156,11 +156,16 @@ func New(t *Template, opts Options) (*Stack, error) {
 // template. Resources that already exist are reused (a table, queue or
 // schedule group of the same name; a parameter keeps its stored value; a
 // schedule is updated to the template's), so provisioning twice is
-// harmless. Every other resource type (functions, roles, log groups, keys,
-// topics, alarms, the API) is not emulated and is skipped; resolving a
+// harmless. Every other resource type the local stack emulates (functions,
+// the API) is run by the local stack, and every type it knowingly leaves out
+// (NotEmulated: alarms, keys, topics, log groups) is skipped; resolving a
 // reference to one fails with ErrNotProvisioned, but a role's Arn (a
-// schedule's RoleArn) resolves to the ARN it would have.
+// schedule's RoleArn) resolves to the ARN it would have. A template with a
+// resource of any other type is refused (CheckScope).
 func Provision(ctx context.Context, clients Clients, t *Template, opts Options) (*Stack, error) {
+	if err := CheckScope(t); err != nil {
+		return nil, err
+	}
 	s, err := New(t, opts)
 	if err != nil {
 		return nil, err
