@@ -271,7 +271,10 @@ func runAt(in Body, now time.Time) time.Time {
 
 // hand gives the message of job to what holds it until it is due: SQS,
 // with a delay, when it is due within jobs.MaxQueueDelay of now; else a
-// one-time schedule, which sends it to its queue when it is due. What
+// one-time schedule, which sends it to its queue when it is due. The delay
+// is measured now, after the lock and the reservation, and the queue sends
+// it rounded up to whole seconds (queue.DelaySeconds), as the scheduler
+// path rounds its at() up: the job never runs before its runAt. What
 // failed is named in the error for the 503's detail.
 func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
 	wait := max(job.RunAt.Sub(h.now()), 0)
