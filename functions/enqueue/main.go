@@ -25,6 +25,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
@@ -58,5 +59,6 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
+		Metrics:     obs.DefaultMetrics(),
 	}, nil
 }

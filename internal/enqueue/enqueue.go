@@ -299,10 +299,7 @@ func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err erro
 func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
 	if what, err := h.hand(ctx, job); err != nil {
-		log.Warn("enqueue: send failed; the key stays retryable", "to", what, obs.KeyError, obs.Redact(err))
-		p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, what+" did not accept the message; retry with the same Idempotency-Key")
-		p.retryAfter = time.Second
-		return p.response(corr), false
+		return h.handFailed(log, job, what, err).response(corr), false
 	}
 	status, dedup := http.StatusAccepted, false
 	if !d.Own {

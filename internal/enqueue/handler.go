@@ -90,6 +90,8 @@ type Handler struct {
 	Schedules Schedules
 	// Logger receives one line per request (obs.DefaultLogger() if nil).
 	Logger *slog.Logger
+	// Metrics counts ScheduleQuotaExceeded (nil: not counted).
+	Metrics *obs.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }

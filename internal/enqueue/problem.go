@@ -67,6 +67,7 @@ const (
 	ProblemDuplicate       = "duplicate-job-rejected"
 	ProblemNotCancellable  = "job-not-cancellable"
 	ProblemUnavailable     = "service-unavailable"
+	ProblemScheduleQuota   = "schedule-quota-exceeded"
 	ProblemInternal        = "internal-error"
 )
 

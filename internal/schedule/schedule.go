@@ -130,20 +130,34 @@ func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
 	return in, nil
 }
 
+// ErrQuotaExceeded is returned (wrapped, with the service's error) by
+// Create when the account's quota of schedules is reached
+// (ServiceQuotaExceededException): no retry can succeed until schedules
+// fire and are deleted, or the quota is raised.
+var ErrQuotaExceeded = errors.New("schedule: the account's EventBridge Scheduler schedule quota is reached")
+
 // Create creates the one-time schedule of j. A schedule of that name that
 // already exists is success: it is this job's, made by an earlier try of
-// the same request (the name is the job id).
+// the same request (the name is the job id). An error matches
+// ErrQuotaExceeded when the account holds as many schedules as its quota
+// allows.
 func (s *Scheduler) Create(ctx context.Context, j Job) error {
 	in, err := s.Input(j)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.CreateSchedule(ctx, in)
-	var conflict *types.ConflictException
-	if err != nil && !errors.As(err, &conflict) {
-		return fmt.Errorf("schedule: create %s: %w", j.ID, err)
+	var (
+		conflict *types.ConflictException
+		quota    *types.ServiceQuotaExceededException
+	)
+	switch {
+	case err == nil, errors.As(err, &conflict):
+		return nil
+	case errors.As(err, &quota):
+		return fmt.Errorf("schedule: create %s: %w: %w", j.ID, ErrQuotaExceeded, err)
 	}
-	return nil
+	return fmt.Errorf("schedule: create %s: %w", j.ID, err)
 }
 
 // Delete deletes the schedule of job jobID and reports whether there was
