@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // SchedulerAPI is the part of the EventBridge Scheduler client the adapter
@@ -100,9 +101,34 @@ func AtExpression(t time.Time) string {
 	return "at(" + t.Format("2006-01-02T15:04:05") + ")"
 }
 
+// MaxRetryAttempts is the retry policy's MaximumRetryAttempts of every
+// schedule runstwice makes: the service's maximum (185), so that the
+// retry window (MaximumEventAgeInSeconds = lifetime.SchedulerRetryWindow,
+// a day) is what ends the retries. Every retry is a chance to deliver a
+// job that would otherwise wait in the dead-letter queue for a person; the
+// guards against a late second run already live for the whole window
+// (internal/lifetime), so fewer tries would only dead-letter a job sooner
+// during a long SQS outage, never make a delivery safer.
+const MaxRetryAttempts = 185
+
+// RetryPolicy is the retry policy of every schedule runstwice makes (the
+// one-time job schedules here; template.yaml's recurring schedules have
+// the same, which a template test keeps equal): a delivery its target
+// failed is retried, with the service's back-off, up to MaxRetryAttempts
+// times and for at most lifetime.SchedulerRetryWindow after the firing's
+// time, then sent to the schedule's dead-letter queue. A delivery is
+// therefore at most a day late, however long SQS refuses it.
+func RetryPolicy() *types.RetryPolicy {
+	return &types.RetryPolicy{
+		MaximumEventAgeInSeconds: aws.Int32(int32(lifetime.SchedulerRetryWindow / time.Second)),
+		MaximumRetryAttempts:     aws.Int32(MaxRetryAttempts),
+	}
+}
+
 // Input is the CreateSchedule request for j: at(j.RunAt) in UTC, no
 // flexible window, deleted after it fired, the job's queue as its target
-// with the envelope as its input, the stack's DLQ as its dead-letter queue.
+// with the envelope as its input and RetryPolicy, the stack's DLQ as its
+// dead-letter queue.
 // The job id is also the client token, so the service treats a retried
 // create as the same request.
 func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
@@ -119,9 +145,10 @@ func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
 		FlexibleTimeWindow:         &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
 		ActionAfterCompletion:      types.ActionAfterCompletionDelete,
 		Target: &types.Target{
-			Arn:     aws.String(arn),
-			RoleArn: aws.String(s.cfg.RoleARN),
-			Input:   aws.String(j.Body),
+			Arn:         aws.String(arn),
+			RoleArn:     aws.String(s.cfg.RoleARN),
+			Input:       aws.String(j.Body),
+			RetryPolicy: RetryPolicy(),
 		},
 	}
 	if s.cfg.DLQARN != "" {
