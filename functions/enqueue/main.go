@@ -5,8 +5,10 @@
 // Environment: IDEMPOTENCY_TABLE, JOBS_TABLE, MARKERS_TABLE,
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, and for jobs due
 // later than 15 minutes SCHEDULE_GROUP, SCHEDULER_ROLE_ARN,
-// QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT, QUEUE_ARN_BULK, DLQ_ARN; STAGE,
-// LOG_LEVEL (and the standard AWS variables, AWS_ENDPOINT_URL included).
+// QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT, QUEUE_ARN_BULK, DLQ_ARN;
+// ALLOW_FEDERATED_USERS ("true" accepts STS federated users as callers;
+// "false", the default, refuses them); STAGE, LOG_LEVEL (and the standard
+// AWS variables, AWS_ENDPOINT_URL included).
 package main
 
 import (
@@ -43,6 +45,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	urls := env.QueueURLs()
+	allowFederated := env.Bool("ALLOW_FEDERATED_USERS", false)
 	sched := schedule.ConfigFrom(env)
 	cfg, err := env.Config(ctx)
 	if err != nil {
@@ -60,5 +63,8 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 		Schedules:   schedules,
 		Logger:      log,
 		Metrics:     obs.DefaultMetrics(),
+		// A federated user names itself: refused unless the stack says
+		// otherwise (template parameter AllowFederatedUsers).
+		AllowFederatedUsers: allowFederated,
 	}, nil
 }
