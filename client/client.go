@@ -9,12 +9,14 @@
 // the caller gives none) and is retried with the same key after a 5xx, a
 // 429, a lost connection or a "request in flight" 409, with exponential
 // backoff and jitter, honouring Retry-After, bounded by the attempts and
-// the context. A retried enqueue therefore creates at most one job, and a
-// response the API replayed says so (Result.Replayed).
+// the context. A 503 schedule-quota-exceeded is not retried: no retry
+// succeeds until the service's schedule quota is raised. A retried enqueue
+// therefore creates at most one job, and a response the API replayed says
+// so (Result.Replayed).
 //
 // Errors from the API are *Problem values (RFC 9457); match them with
 // errors.As, or with errors.Is against ErrNotFound, ErrDuplicateRejected,
-// ErrKeyReused and ErrConflict.
+// ErrKeyReused, ErrConflict and ErrScheduleQuota.
 package client
 
 import (

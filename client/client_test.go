@@ -188,6 +188,8 @@ func TestRetries(t *testing.T) {
 			attempts: 1, wantErr: client.ErrDuplicateRejected, status: 409},
 		{name: "key reused is final", script: []answer{{status: 422, header: problemJSON, body: problem(422, "idempotency-key-reused", "")}}, attempts: 1, wantErr: client.ErrKeyReused, status: 422},
 		{name: "validation is final", script: []answer{{status: 400, header: problemJSON, body: problem(400, "validation-failed", `,"errors":[{"field":"args.userId","reason":"required"}]`)}}, attempts: 1, wantErr: &client.Problem{}, status: 400},
+		{name: "schedule quota reached is final", script: []answer{{status: 503, header: problemJSON, body: problem(503, "schedule-quota-exceeded", "")}, created},
+			attempts: 1, wantErr: client.ErrScheduleQuota, status: 503},
 		{name: "refused signature is final", script: []answer{{status: 403, body: `{"message":"The request signature we calculated does not match"}`}}, attempts: 1, wantErr: &client.Problem{}, status: 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

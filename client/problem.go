@@ -31,6 +31,12 @@ const (
 	// ProblemDuplicateRejected: a finished job with this key exists and the
 	// duplicate policy rejects a new one (409); see ExistingJobID and Policy.
 	ProblemDuplicateRejected = ProblemTypePrefix + "duplicate-job-rejected"
+	// ProblemScheduleQuota: the job is due later than 15 minutes and the
+	// service's account holds as many schedules as EventBridge Scheduler
+	// allows (503). The client does not retry it: no retry succeeds until
+	// an operator raises the quota or schedules fire. Send a runAt within
+	// 15 minutes, or retry later with the same Idempotency-Key.
+	ProblemScheduleQuota = ProblemTypePrefix + "schedule-quota-exceeded"
 )
 
 // Errors a *Problem matches with errors.Is.
@@ -44,6 +50,9 @@ var (
 	// ErrConflict: any 409, e.g. cancelling a job that already finished
 	// (Problem.State says which state it is in).
 	ErrConflict = errors.New("runstwice: conflict")
+	// ErrScheduleQuota: the service cannot schedule a job due later than
+	// 15 minutes until its schedule quota is raised (ProblemScheduleQuota).
+	ErrScheduleQuota = errors.New("runstwice: the service's schedule quota is reached")
 )
 
 // Problem is an error answer of the API: an RFC 9457 problem detail. The
@@ -89,9 +98,11 @@ func (p *Problem) Error() string {
 }
 
 // Is reports whether p is one of ErrNotFound, ErrDuplicateRejected,
-// ErrKeyReused or ErrConflict.
+// ErrKeyReused, ErrConflict or ErrScheduleQuota.
 func (p *Problem) Is(target error) bool {
 	switch target {
+	case ErrScheduleQuota:
+		return p.Type == ProblemScheduleQuota
 	case ErrNotFound:
 		return p.Status == http.StatusNotFound
 	case ErrDuplicateRejected:
@@ -110,8 +121,12 @@ func (p *Problem) inFlight() bool {
 }
 
 // retryable reports whether the same request may succeed later: a 5xx, a
-// throttle (429) or a request still in flight.
+// throttle (429) or a request still in flight; never a schedule quota
+// reached, which no retry mends until an operator acts.
 func (p *Problem) retryable() bool {
+	if p.Type == ProblemScheduleQuota {
+		return false
+	}
 	return p.Status >= 500 || p.Status == http.StatusTooManyRequests || p.inFlight()
 }
 

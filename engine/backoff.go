@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"time"
@@ -31,14 +32,18 @@ type Backoff interface {
 // BackoffSchedule is how long a transient retry stays hidden: attempt n
 // (the receive count) waits a random time in [d/2, d] with
 // d = min(Cap, Base·Factor^(n-1)) ("equal jitter": retries of one burst
-// spread out, and each still waits at least half its step).
+// spread out, and each still waits at least half its step). A Cap above
+// MaxBackoff is MaxBackoff, and the runner shortens a record's wait further
+// when less of SQS's 12 h, counted from the record's receipt, is left.
 type BackoffSchedule struct {
 	Base   time.Duration
 	Factor float64
 	Cap    time.Duration
 }
 
-// withDefaults fills the zero fields and keeps Cap within SQS's maximum.
+// withDefaults fills the zero fields and keeps Cap within MaxBackoff (a
+// Cap of SQS's 12 h itself would be refused: SQS counts its limit from the
+// record's receipt, which came before the change).
 func (s BackoffSchedule) withDefaults() BackoffSchedule {
 	if s.Base <= 0 {
 		s.Base = DefaultBackoffBase
@@ -49,7 +54,7 @@ func (s BackoffSchedule) withDefaults() BackoffSchedule {
 	if s.Cap <= 0 {
 		s.Cap = DefaultBackoffCap
 	}
-	s.Cap = min(s.Cap, MaxVisibility)
+	s.Cap = min(s.Cap, MaxBackoff)
 	s.Base = min(s.Base, s.Cap)
 	return s
 }
@@ -90,20 +95,32 @@ func (r *Runner) backsOff(it *item) bool {
 }
 
 // backOff postpones every record of the batch that backs off, with one
-// call under the writes' own deadline. A failed call is logged: those
-// records keep their batch item failure and return after the queue's
-// visibility timeout.
-func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item) {
+// call under the writes' own deadline. Each wait is capped by what SQS
+// still accepts for its record (visibilityLeft, counted from the record's
+// receipt; the batch started at start): a record with no time left is not
+// backed off. A change that failed is logged, and its record keeps its
+// batch item failure and returns after the queue's visibility timeout; a
+// failure of some changes (a VisibilityError) leaves the others backed
+// off.
+func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item, start time.Time) {
 	var (
 		changes []VisibilityChange
 		which   []*item
 	)
+	now := time.Now() // the real clock, as SQS keeps the receipt's
 	for i := range items {
 		it := &items[i]
 		if !r.backsOff(it) {
 			continue
 		}
 		d := r.cfg.BackoffSchedule.Delay(ReceiveCount(it.msg), r.cfg.Random)
+		if left := visibilityLeft(it.msg, start, now).Truncate(time.Second); left < d {
+			if left < time.Second {
+				it.log.Warn("not backed off: SQS's 12 h from the record's receipt are spent; it comes back after the queue's visibility timeout")
+				continue
+			}
+			d = left
+		}
 		changes = append(changes, VisibilityChange{Message: it.msg, Timeout: d})
 		which = append(which, it)
 	}
@@ -111,12 +128,24 @@ func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item) {
 		return
 	}
 	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Backoff.ChangeVisibility(wctx, changes) })
-	if err != nil {
+	failed := map[string]bool{}
+	var partial *VisibilityError
+	switch {
+	case err == nil:
+	case errors.As(err, &partial):
+		for id := range partial.Failed {
+			failed[id] = true
+		}
+		base.Warn("back-off failed for some records; those come back after the queue's visibility timeout, the others as backed off",
+			obs.KeyError, obs.Redact(err), "records", len(changes), "failed", len(partial.Failed))
+	default:
 		base.Warn("back-off failed; the records it names come back after the queue's visibility timeout",
 			obs.KeyError, obs.Redact(err), "records", len(changes))
 		return
 	}
 	for i, it := range which {
-		it.retryIn = changes[i].Timeout
+		if !failed[it.msg.MessageId] {
+			it.retryIn = changes[i].Timeout
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,8 @@ func TestBackoffSchedule(t *testing.T) {
 		{"local, attempt 1 least rounds up to a second", local, 1, low, 1 * s},
 		{"local, attempt 3", local, 3, high, 8 * s},
 		{"local, attempt 4 capped", local, 4, low, 5 * s},
-		{"a cap past SQS's maximum is SQS's maximum", engine.BackoffSchedule{Base: time.Hour, Factor: 10, Cap: 48 * time.Hour}, 3, high, queue.MaxVisibility},
+		{"a cap past SQS's maximum is MaxBackoff", engine.BackoffSchedule{Base: time.Hour, Factor: 10, Cap: 48 * time.Hour}, 3, high, engine.MaxBackoff},
+		{"a cap of exactly SQS's 12 h is MaxBackoff", engine.BackoffSchedule{Base: 12 * time.Hour, Factor: 1, Cap: 12 * time.Hour}, 1, high, engine.MaxBackoff},
 		{"a base past the cap is the cap", engine.BackoffSchedule{Base: time.Hour, Factor: 2, Cap: time.Minute}, 1, high, time.Minute},
 		{"attempt 0 reads as 1", local, 0, high, 2 * s},
 	} {
@@ -203,5 +205,96 @@ func TestFailedBackoffKeepsTheRetry(t *testing.T) {
 	logs := h.Logs.String()
 	if !strings.Contains(logs, "back-off failed") || strings.Contains(logs, `"retryInSeconds":`) {
 		t.Fatalf("want the failed back-off logged and no retryIn claimed: %s", logs)
+	}
+}
+
+// SQS counts its 12 h from the record's receipt, not from the change: a
+// record's wait is cut to what is left of them (less a minute), and a
+// record with nothing left is not backed off. The receipt is the first
+// receive's timestamp for a first receive; a later receive counts from the
+// batch's start less 15 minutes.
+func TestBackoffStaysInsideTwelveHoursFromTheReceipt(t *testing.T) {
+	received := func(ago time.Duration) string {
+		return strconv.FormatInt(time.Now().Add(-ago).UnixMilli(), 10)
+	}
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		ago     time.Duration // "" attribute when 0
+		// least and most bound the timeout asked for (0, 0: no back-off)
+		least, most time.Duration
+	}{
+		{"just received: the schedule's 11 h", 1, time.Second, engine.MaxBackoff, engine.MaxBackoff},
+		{"received 11 h 30 min ago", 1, 11*time.Hour + 30*time.Minute, 28 * time.Minute, 29 * time.Minute},
+		{"received 11 h 59 min 30 s ago: nothing left", 1, 11*time.Hour + 59*time.Minute + 30*time.Second, 0, 0},
+		{"a later receive: counted from the batch less 15 min", 2, 11*time.Hour + 30*time.Minute, engine.MaxBackoff, engine.MaxBackoff},
+		{"no timestamp", 1, 0, engine.MaxBackoff, engine.MaxBackoff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &visibility{}
+			h, e := newHarness(t, func(c *engine.Config) {
+				c.Backoff = v
+				c.BackoffSchedule = engine.BackoffSchedule{Base: 12 * time.Hour, Factor: 1, Cap: 12 * time.Hour}
+				c.Random = func(n int64) int64 { return n - 1 }
+			})
+			e.fail(errors.New("ThrottlingException"))
+			msg := testkit.Record(t, notifyJob(), tc.attempt)
+			if tc.ago > 0 {
+				msg.Attributes["ApproximateFirstReceiveTimestamp"] = received(tc.ago)
+			}
+			h.Run(t, msg)
+			if tc.most == 0 {
+				if len(v.calls) != 0 {
+					t.Fatalf("backed off %+v; want no back-off (SQS would refuse it)", v.calls)
+				}
+				return
+			}
+			if len(v.calls) != 1 || len(v.calls[0]) != 1 {
+				t.Fatalf("back-off calls %+v; want one change", v.calls)
+			}
+			if d := v.calls[0][0].Timeout; d < tc.least || d > tc.most {
+				t.Fatalf("asked for %v; want %v to %v", d, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// One refused change does not drop the back-off of the others: a
+// VisibilityError naming one record leaves the rest backed off (their
+// outcome lines say when they come back), and the refused one is logged.
+func TestPartlyRefusedBackoffKeepsTheOthers(t *testing.T) {
+	h, e, v := backoffHarness(t)
+	e.fail(errors.New("ThrottlingException"))
+	var msgs []events.SQSMessage
+	for range 3 {
+		msgs = append(msgs, testkit.Record(t, notifyJob(), 1))
+	}
+	refused := msgs[1].MessageId
+	v.err = &engine.VisibilityError{Failed: map[string]error{refused: errors.New("refused: InvalidParameterValue")}}
+	if failed := h.Run(t, msgs...); len(failed) != 3 {
+		t.Fatalf("failures %v; every retry stays a batch item failure", failed)
+	}
+	logs := h.Logs.String()
+	if !strings.Contains(logs, "back-off failed for some records") || !strings.Contains(logs, refused) {
+		t.Errorf("the refused change is not logged with its record: %s", logs)
+	}
+	seen := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"msg":"job outcome"`) {
+			continue
+		}
+		for _, m := range msgs {
+			if !strings.Contains(line, m.MessageId) {
+				continue
+			}
+			seen++
+			backedOff := strings.Contains(line, `"retryInSeconds":`)
+			if want := m.MessageId != refused; backedOff != want {
+				t.Errorf("record %s: retryIn in its outcome line %v, want %v: %s", m.MessageId, backedOff, want, line)
+			}
+		}
+	}
+	if seen != len(msgs) {
+		t.Fatalf("found %d outcome lines of the %d records: %s", seen, len(msgs), logs)
 	}
 }

@@ -246,6 +246,7 @@ func (it *item) metricType() string {
 // record never fails its neighbours.
 func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	defer r.cfg.Metrics.Flush()
+	start := time.Now() // the real clock, as SQS counts a receipt's 12 h
 	base := obs.WithRequest(ctx, r.cfg.Logger)
 	// Leases last until the real deadline; the work stops a margin before
 	// it, so the response (and with it every success) reaches SQS.
@@ -291,7 +292,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		return r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
 	})
 
-	r.backOff(ctx, base, items)
+	r.backOff(ctx, base, items, start)
 	var resp events.SQSEventResponse
 	for i := range items {
 		r.finish(ctx, &items[i], &resp)

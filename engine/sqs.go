@@ -2,10 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // MaxVisibility is SQS's largest visibility timeout (12 hours).
@@ -14,6 +19,79 @@ const MaxVisibility = 12 * time.Hour
 // MaxDelay is SQS's largest DelaySeconds (15 minutes): the longest a park
 // can wait.
 const MaxDelay = 900 * time.Second
+
+// MaxBackoff is the longest a back-off hides a record: BackoffSchedule
+// keeps its Cap at most this. SQS refuses a visibility change that would
+// end more than MaxVisibility after the record was received (not after
+// the change), and a record reaches its handler some time after it was
+// received: the event source mapping's batching window (up to 5 minutes),
+// then the batch's own run (up to Lambda's 15). An hour short of
+// MaxVisibility leaves room for both; the runner also caps each change by
+// the record's own receipt time when SQS tells it (visibilityLeft).
+const MaxBackoff = MaxVisibility - time.Hour
+
+// receiptSlack is how long before a batch reached the runner its records
+// may have been received, for a record whose receipt time SQS does not
+// give (a later receive: ApproximateFirstReceiveTimestamp is its first):
+// the event source mapping's largest batching window (5 minutes), with
+// room to spare.
+const receiptSlack = 15 * time.Minute
+
+// visibilityMargin is kept below SQS's limit for the clocks of SQS and the
+// function, which differ a little, and the change call's own time.
+const visibilityMargin = time.Minute
+
+// visibilityLeft is the longest visibility timeout SQS accepts for msg at
+// now: MaxVisibility counted from the record's receipt, less
+// visibilityMargin. The receipt is ApproximateFirstReceiveTimestamp for a
+// first receive; for a later one (whose time SQS does not say), the start
+// of the batch less receiptSlack.
+func visibilityLeft(msg events.SQSMessage, batchStart, now time.Time) time.Duration {
+	received := batchStart.Add(-receiptSlack)
+	if ReceiveCount(msg) == 1 {
+		if ms, err := strconv.ParseInt(msg.Attributes["ApproximateFirstReceiveTimestamp"], 10, 64); err == nil && ms > 0 {
+			received = time.UnixMilli(ms)
+		}
+	}
+	return MaxVisibility - now.Sub(received) - visibilityMargin
+}
+
+// VisibilityError is what a Backoff returns when some of its changes were
+// not made: Failed maps the message id of each record whose change failed
+// to why (a provider's error code, never its message). The records it does
+// not name were postponed. The runner keeps the back-off of those and lets
+// the failed ones come back after the queue's visibility timeout.
+type VisibilityError struct {
+	Failed map[string]error
+}
+
+// Error names how many changes failed and each record with its reason, in
+// message id order, each reason with a provider's message replaced by its
+// code (obs.Redact).
+func (e *VisibilityError) Error() string {
+	ids := make([]string, 0, len(e.Failed))
+	for id := range e.Failed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + " (" + obs.Redact(e.Failed[id]) + ")"
+	}
+	return fmt.Sprintf("%d visibility changes failed: %s", len(ids), strings.Join(parts, ", "))
+}
+
+// Redacted reports that Error carries no provider message.
+func (e *VisibilityError) Redacted() bool { return true }
+
+// Unwrap returns the failures, so errors.Is and errors.As see each.
+func (e *VisibilityError) Unwrap() []error {
+	out := make([]error, 0, len(e.Failed))
+	for _, err := range e.Failed {
+		out = append(out, err)
+	}
+	return out
+}
 
 // VisibilityChange postpones one received record: it stays hidden for
 // Timeout from the call (rounded up to whole seconds, at most

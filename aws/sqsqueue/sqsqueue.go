@@ -5,7 +5,8 @@
 // burns its receive count), and dead-letters a job that can never succeed
 // by sending it straight to the dead-letter queue with its reason in the
 // message attributes. The Visibility postpones transient retries with
-// ChangeMessageVisibilityBatch. The function's role needs sqs:SendMessage
+// ChangeMessageVisibilityBatch; when SQS refuses some entries it returns
+// an *engine.VisibilityError naming those records only. The function's role needs sqs:SendMessage
 // on the queues and sqs:ChangeMessageVisibility on the work queues.
 package sqsqueue
 

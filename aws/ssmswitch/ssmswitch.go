@@ -3,12 +3,16 @@
 // "false"/"off" turns the type on or off (an expiry and a reason may
 // follow; see the bundle's operations guide).
 //
-// It is fail-closed and time-boxed: the parameters under path are read in
-// one GetParametersByPath call, cached for the Source's TTL, and a read that
-// fails or is slow answers each type's EnabledByDefault, so a type that is
-// off by default never runs on a guess. Read failures are logged and
-// counted (ToggleReadFailed). The function's role needs
-// ssm:GetParametersByPath on the path.
+// The parameters under path are read in one GetParametersByPath call and
+// cached for the Source's TTL. A read that fails (denied, throttled,
+// unreachable, or out of time under the caller's context) keeps the values
+// of the last read that succeeded, for another TTL before it asks again; a
+// source that has never read (a cold start during an outage) answers each
+// type's EnabledByDefault, so a type that is off by default never runs on
+// a guess. A kept value with an expiry still reverts to the default once
+// it has passed, and a missing or unreadable value is the default. Read
+// failures are logged and counted (ToggleReadFailed). The function's role
+// needs ssm:GetParametersByPath on the path.
 package ssmswitch
 
 import (

@@ -66,6 +66,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	toggleTTL := fs.Duration("toggle-ttl", 5*time.Second, "how long workers cache the kill switches")
 	stateDir := fs.String("state-dir", ".devstack", "where resources.json, the builds and the function logs go")
 	faultSpec := fs.String("faults", "", faultsFlagHelp)
+	allowFederated := fs.Bool("allow-federated-users", false, "provision the stack with AllowFederatedUsers=true (STS federated users accepted as callers)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	l, err := devstack.Start(ctx, devstack.Options{
 		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr,
 		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out, Chaos: chaos,
+		AllowFederatedUsers: *allowFederated,
 	})
 	if err != nil {
 		return err

@@ -73,10 +73,15 @@ type jobExpectation struct {
 }
 
 // deadLetterExpectation is what a dead letter must say: its reason contains
-// Reason; SourceQueue, when set, is its source.
+// Reason; SourceQueue, Type, Schedule and ReceiveCount, when set, are its
+// source (the local stack's names renamed as in the event files), type,
+// schedule and attempts.
 type deadLetterExpectation struct {
-	Reason      string `json:"reason"`
-	SourceQueue string `json:"sourceQueue"`
+	Reason       string `json:"reason"`
+	SourceQueue  string `json:"sourceQueue"`
+	Type         string `json:"type"`
+	Schedule     string `json:"schedule"`
+	ReceiveCount int    `json:"receiveCount"`
 }
 
 // localStack is what the event files name; each test's stack replaces it.
@@ -184,7 +189,12 @@ func TestEvents(t *testing.T) {
 			}
 			checkJobs(t, ctx, cfg, st, want.Jobs)
 			if want.DeadLetters != nil {
-				checkDeadLetters(t, ctx, cfg, st, *want.DeadLetters)
+				letters := map[string]deadLetterExpectation{}
+				for id, w := range *want.DeadLetters {
+					w.SourceQueue = strings.ReplaceAll(w.SourceQueue, localStack+"-", st.StackName()+"-")
+					letters[id] = w
+				}
+				checkDeadLetters(t, ctx, cfg, st, letters)
 			}
 		})
 	}
@@ -385,6 +395,8 @@ func checkDeadLetters(t *testing.T, ctx context.Context, cfg aws.Config, st *sta
 			t.Errorf("unexpected dead letter %s: %s (source %s)", dl.ID, dl.Reason, dl.SourceQueue)
 		case !strings.Contains(dl.Reason, w.Reason) || (w.SourceQueue != "" && dl.SourceQueue != w.SourceQueue):
 			t.Errorf("dead letter %s: reason %q, source %q; want a reason with %q, source %q", dl.ID, dl.Reason, dl.SourceQueue, w.Reason, w.SourceQueue)
+		case (w.Type != "" && dl.Type != w.Type) || (w.Schedule != "" && dl.Schedule != w.Schedule) || (w.ReceiveCount != 0 && dl.ReceiveCount != w.ReceiveCount):
+			t.Errorf("dead letter %s: type %q, schedule %q, attempts %d; want %+v", dl.ID, dl.Type, dl.Schedule, dl.ReceiveCount, w)
 		}
 	}
 	for id := range want {

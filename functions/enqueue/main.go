@@ -5,8 +5,10 @@
 // Environment: IDEMPOTENCY_TABLE, JOBS_TABLE, MARKERS_TABLE,
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, and for jobs due
 // later than 15 minutes SCHEDULE_GROUP, SCHEDULER_ROLE_ARN,
-// QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT, QUEUE_ARN_BULK, DLQ_ARN; STAGE,
-// LOG_LEVEL (and the standard AWS variables, AWS_ENDPOINT_URL included).
+// QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT, QUEUE_ARN_BULK, DLQ_ARN;
+// ALLOW_FEDERATED_USERS ("true" accepts STS federated users as callers;
+// "false", the default, refuses them); STAGE, LOG_LEVEL (and the standard
+// AWS variables, AWS_ENDPOINT_URL included).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
@@ -42,6 +45,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	urls := env.QueueURLs()
+	allowFederated := env.Bool("ALLOW_FEDERATED_USERS", false)
 	sched := schedule.ConfigFrom(env)
 	cfg, err := env.Config(ctx)
 	if err != nil {
@@ -58,5 +62,9 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
+		Metrics:     obs.DefaultMetrics(),
+		// A federated user names itself: refused unless the stack says
+		// otherwise (template parameter AllowFederatedUsers).
+		AllowFederatedUsers: allowFederated,
 	}, nil
 }

@@ -42,3 +42,37 @@ func TestBuildNeedsEveryVariable(t *testing.T) {
 		t.Fatalf("build: %+v, %v", h, err)
 	}
 }
+
+// The template's AllowFederatedUsers reaches the handler through
+// ALLOW_FEDERATED_USERS: unset or "false" refuses federated users, "true"
+// accepts them, anything else stops the function with the variable named.
+func TestAllowFederatedUsersFromTheEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+		bad  bool
+	}{{"", false, false}, {"false", false, false}, {"true", true, false}, {"yes", false, true}} {
+		t.Run(tc.v, func(t *testing.T) {
+			for name, v := range map[string]string{
+				"STAGE": "local", "IDEMPOTENCY_TABLE": "i", "JOBS_TABLE": "j", "MARKERS_TABLE": "m",
+				"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
+				"SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s",
+				"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq",
+				"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+				"ALLOW_FEDERATED_USERS": tc.v,
+			} {
+				t.Setenv(name, v)
+			}
+			h, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))
+			if tc.bad {
+				if err == nil || !strings.Contains(err.Error(), "ALLOW_FEDERATED_USERS") {
+					t.Fatalf("err %v; want ALLOW_FEDERATED_USERS named", err)
+				}
+				return
+			}
+			if err != nil || h.AllowFederatedUsers != tc.want {
+				t.Fatalf("handler allows federated users %v, err %v; want %v", h != nil && h.AllowFederatedUsers, err, tc.want)
+			}
+		})
+	}
+}

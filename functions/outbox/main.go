@@ -51,9 +51,10 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
 	store.Schedules = schedules
 	// The API's own enqueue path, without its request layer.
+	metrics := obs.DefaultMetrics()
 	api := &enqueue.Handler{
 		Registry: jobtypes.Registry(), Jobs: store, Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""),
-		Schedules: schedules, Logger: log,
+		Schedules: schedules, Logger: log, Metrics: metrics,
 	}
-	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: obs.DefaultMetrics()}, nil
+	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: metrics}, nil
 }

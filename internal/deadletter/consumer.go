@@ -16,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // UnknownType is the metric dimension and recorded type of a dead letter
@@ -26,6 +27,10 @@ const UnknownType = "unknown"
 const (
 	ClassPermanent   = "permanent"    // a worker sent it with a reason
 	ClassMaxReceives = "max-receives" // the queue's redrive policy moved it
+	// ClassScheduler: EventBridge Scheduler could not deliver it to its
+	// queue (a one-time job's envelope, a recurring schedule's tick); the
+	// job record's class is "scheduler <error code>".
+	ClassScheduler = "scheduler"
 )
 
 // attrDLQSourceARN is the SQS system attribute AWS sets on a message moved by
@@ -99,7 +104,9 @@ type letter struct {
 	marker    marker.Record
 	hasMarker bool
 	class     string
-	log       *slog.Logger
+	// code is the scheduler's error code of a scheduler's letter.
+	code string
+	log  *slog.Logger
 }
 
 // Handle records every message of a DLQ batch and reports the ones to retry
@@ -141,7 +148,7 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 		// with a reason failed, whatever the marker says: a claim-then-effect
 		// job claims before its effect fails.
 		m, ok := done[l.key]
-		if l.decoded && ok && m.Processed() && l.class == ClassMaxReceives {
+		if l.decoded && ok && m.Processed() && (l.class == ClassMaxReceives || l.class == ClassScheduler) {
 			l.rec.Status = StatusSucceeded
 		}
 		l.marker, l.hasMarker = m, ok
@@ -194,6 +201,9 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 	// Save must still get the job marked. MarkFailed is conditional.
 	if l.decoded && c.cfg.Jobs != nil {
 		f := jobs.Failure{Class: l.class, Reason: l.rec.Reason, Attempts: l.rec.ReceiveCount, Due: l.due}
+		if l.code != "" {
+			f.Class += " " + l.code
+		}
 		if err := c.cfg.Jobs.MarkFailed(ctx, l.rec.JobID, f); err != nil {
 			if !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobs.ErrConflict) {
 				return fmt.Errorf("mark job failed: %w", err)
@@ -223,46 +233,80 @@ func (c *Consumer) failMarker(ctx context.Context, l *letter) error {
 	return nil
 }
 
-// parse derives the record of one DLQ message.
+// parse derives the record of one DLQ message: its job (an envelope, or
+// a tick's derived envelope), then why it is here (a scheduler's letter, a
+// worker's reason, or the queue's redrive policy) and where from.
 func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 	l := letter{msg: msg, log: base.With(obs.KeyJobID, msg.MessageId, obs.KeyMessageID, msg.MessageId)}
-	rec := Record{ID: msg.MessageId, Type: UnknownType, Body: msg.Body, Status: StatusDead}
-	env, err := contract.Decode([]byte(msg.Body))
-	if err == nil {
-		l.decoded = true
-		l.key, l.due = marker.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
-		rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
-		if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
-			rec.Type = env.Type
-		}
-		l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type,
-			obs.KeyKey, env.Key, "sqsMessageId", msg.MessageId)
-	} else {
-		l.log = l.log.With(obs.KeyType, UnknownType)
-	}
+	l.rec = Record{ID: msg.MessageId, Type: UnknownType, Body: msg.Body, Status: StatusDead}
+	c.parseJob(&l, base)
+	rec := &l.rec
 	// The trace the message carries (SQS keeps AWSTraceHeader when it moves
 	// a message to the DLQ, and the worker sends its own with a letter).
 	if trace := obs.TraceRoot(queue.RecordTraceHeader(msg)); trace != "" {
 		l.log = l.log.With(obs.KeyTraceID, trace)
 	}
-
-	rec.ReceiveCount = c.receiveCount(msg)
-	if reason := stringAttr(msg, contract.AttrReason); reason != "" {
-		rec.Reason, l.class = reason, ClassPermanent
+	if sl, ok := schedule.LetterOf(stringAttrs(msg)); ok {
+		// EventBridge Scheduler could not deliver it: its error code (never
+		// its ERROR_MESSAGE, the provider's text), its tries, the target
+		// queue as the source, and the schedule's name.
+		rec.Reason, rec.ReceiveCount, rec.SourceQueue = sl.Reason(), sl.Attempts(), sl.TargetARN
+		l.class, l.code = ClassScheduler, sl.Code
+		if rec.Schedule == "" {
+			rec.Schedule = sl.Schedule
+		}
+		l.log = l.log.With("schedule", rec.Schedule, "errorCode", sl.Code)
 	} else {
-		rec.Reason = fmt.Sprintf("exceeded maxReceiveCount (%d receives)", rec.ReceiveCount)
-		l.class = ClassMaxReceives
-	}
-	rec.SourceQueue = stringAttr(msg, contract.AttrSourceQueue)
-	if rec.SourceQueue == "" {
-		rec.SourceQueue = msg.Attributes[attrDLQSourceARN]
+		rec.ReceiveCount = c.receiveCount(msg)
+		if reason := stringAttr(msg, contract.AttrReason); reason != "" {
+			rec.Reason, l.class = reason, ClassPermanent
+		} else {
+			rec.Reason = fmt.Sprintf("exceeded maxReceiveCount (%d receives)", rec.ReceiveCount)
+			l.class = ClassMaxReceives
+		}
+		rec.SourceQueue = stringAttr(msg, contract.AttrSourceQueue)
+		if rec.SourceQueue == "" {
+			rec.SourceQueue = msg.Attributes[attrDLQSourceARN]
+		}
 	}
 	if rec.SourceQueue == "" && rec.Type != UnknownType {
 		t, _ := c.cfg.Registry.Lookup(rec.Type)
 		rec.SourceQueue = string(t.Queue)
 	}
-	l.rec = rec
 	return l
+}
+
+// parseJob finds the job of the letter's body: an envelope's, or a
+// recurring schedule's tick's (the job id, type and key the worker derives
+// from it; the letter is then named by its schedule too). A body that is
+// neither keeps the SQS message id and the type unknown.
+func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
+	msg, rec := l.msg, &l.rec
+	env, err := contract.Decode([]byte(msg.Body))
+	if err != nil && contract.IsTick([]byte(msg.Body)) {
+		tick, terr := contract.DecodeTick([]byte(msg.Body))
+		if terr != nil {
+			l.log = l.log.With(obs.KeyType, UnknownType)
+			return
+		}
+		rec.Schedule = tick.Schedule
+		if env, err = c.cfg.Registry.TickEnvelope(tick); err != nil {
+			l.log = l.log.With(obs.KeyType, UnknownType, "schedule", tick.Schedule)
+			return
+		}
+	}
+	if err != nil {
+		l.log = l.log.With(obs.KeyType, UnknownType)
+		return
+	}
+	l.decoded = true
+	l.key, l.due = marker.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
+	rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
+	if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
+		rec.Type = env.Type
+	}
+	l.log = base.With(obs.KeyJobID, env.MessageID, obs.KeyMessageID, env.MessageID, obs.KeyCorrelationID, env.CorrelationID, obs.KeyType, env.Type,
+		obs.KeyKey, env.Key, "sqsMessageId", msg.MessageId)
 }
 
 // receiveCount is the number of deliveries before the message was
@@ -280,6 +324,17 @@ func (c *Consumer) receiveCount(msg events.SQSMessage) int {
 		return n - 1
 	}
 	return n
+}
+
+// stringAttrs is every string message attribute of msg, by name.
+func stringAttrs(msg events.SQSMessage) map[string]string {
+	out := make(map[string]string, len(msg.MessageAttributes))
+	for name, a := range msg.MessageAttributes {
+		if a.StringValue != nil {
+			out[name] = *a.StringValue
+		}
+	}
+	return out
 }
 
 func stringAttr(msg events.SQSMessage, name string) string {

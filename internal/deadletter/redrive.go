@@ -12,8 +12,8 @@ import (
 )
 
 // ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
-// back to a work queue: its body is not an envelope, or names no registered
-// type. It stays in the table for a person to read.
+// back to a work queue: its body is neither an envelope nor a tick, or
+// names no registered type. It stays in the table for a person to read.
 var ErrNotRedrivable = errors.New("deadletter: not redrivable")
 
 // Sender sends job messages to the work queues; *queue.Sender is one.
@@ -153,7 +153,10 @@ func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
 
 // RedriveRecord sends rec's envelope back to its type's queue with the same
 // body (so the same messageId) and the type and correlationId attributes, and
-// makes its job active again. A letter whose job already succeeded is
+// makes its job active again. A recurring schedule's tick goes back as the
+// same tick, to its type's queue (the worker derives the same job from it),
+// whatever delivered it to the DLQ (EventBridge Scheduler, or the redrive
+// policy). A letter whose job already succeeded is
 // skipped; one whose key a newer job has taken is left alone (Superseded)
 // unless opts.Force. It returns an error matching ErrNotRedrivable when there
 // is nothing it can send.
@@ -179,13 +182,9 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 	case StatusDropped:
 		return out.skip("dropped"), nil
 	}
-	env, err := contract.Decode([]byte(rec.Body))
+	env, t, err := r.letterJob(rec)
 	if err != nil {
-		return out, fmt.Errorf("%w: %s: body is not an envelope: %w", ErrNotRedrivable, rec.ID, err)
-	}
-	t, err := r.registry.Lookup(env.Type)
-	if err != nil {
-		return out, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
+		return out, err
 	}
 	out.Type, out.Queue = t.Name, t.Queue
 	rv, stop, err := r.inspect(ctx, env.MessageID, opts, &out)
@@ -231,6 +230,31 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 	}
 	out.Outcome = Redrove
 	return out, nil
+}
+
+// letterJob is the job of rec's body: its envelope, or a tick's derived
+// envelope (the body is sent back as it is, so a tick goes back as a tick),
+// and its registered type. An error matches ErrNotRedrivable.
+func (r *Redriver) letterJob(rec Record) (contract.Envelope, contract.JobType, error) {
+	body := []byte(rec.Body)
+	env, err := contract.Decode(body)
+	if err != nil && contract.IsTick(body) {
+		tick, terr := contract.DecodeTick(body)
+		if terr != nil {
+			return env, contract.JobType{}, fmt.Errorf("%w: %s: body is not a valid tick: %w", ErrNotRedrivable, rec.ID, terr)
+		}
+		if env, err = r.registry.TickEnvelope(tick); err != nil {
+			return env, contract.JobType{}, fmt.Errorf("%w: %s: tick of schedule %s: %w", ErrNotRedrivable, rec.ID, tick.Schedule, err)
+		}
+	}
+	if err != nil {
+		return env, contract.JobType{}, fmt.Errorf("%w: %s: body is neither an envelope nor a tick: %w", ErrNotRedrivable, rec.ID, err)
+	}
+	t, err := r.registry.Lookup(env.Type)
+	if err != nil {
+		return env, contract.JobType{}, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
+	}
+	return env, t, nil
 }
 
 // inspect reads the letter's job; stop reports that out is final (skipped or

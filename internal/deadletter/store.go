@@ -61,8 +61,9 @@ var Statuses = []Status{StatusDead, StatusSucceeded, StatusRedriven, StatusDropp
 
 // Record is a stored dead letter.
 type Record struct {
-	// ID is the key: the envelope's messageId (the job id), or the SQS
-	// message id when the body is not an envelope.
+	// ID is the key: the envelope's messageId (the job id; for a tick, the
+	// job id the worker derives from it), or the SQS message id when the
+	// body is neither.
 	ID string `dynamodbav:"pk" json:"id"`
 	// JobID is the envelope's messageId, "" when the body did not decode.
 	JobID string `dynamodbav:"jobId,omitempty" json:"jobId,omitempty"`
@@ -71,12 +72,23 @@ type Record struct {
 	CorrelationID string `dynamodbav:"correlationId,omitempty" json:"correlationId,omitempty"`
 	// Body is the raw SQS body, whatever it holds.
 	Body string `dynamodbav:"body" json:"body"`
-	// Reason says why the message is here: the worker's reason attribute, or
-	// "exceeded maxReceiveCount (N receives)" for a redrive move.
+	// Reason says why the message is here: the worker's reason attribute,
+	// "exceeded maxReceiveCount (N receives)" for a redrive move, or
+	// EventBridge Scheduler's error code and retries for a message it could
+	// not deliver ("EventBridge Scheduler could not deliver it to its
+	// queue: …"; never its ERROR_MESSAGE).
 	Reason string `dynamodbav:"reason" json:"reason"`
 	// SourceQueue is the ARN (or, failing that, the name) of the queue the
-	// message came from, "" when unknown.
-	SourceQueue  string `dynamodbav:"sourceQueue,omitempty" json:"sourceQueue,omitempty"`
+	// message came from, "" when unknown. For a letter of EventBridge
+	// Scheduler it is the queue the scheduler could not deliver to.
+	SourceQueue string `dynamodbav:"sourceQueue,omitempty" json:"sourceQueue,omitempty"`
+	// Schedule names the schedule of a recurring schedule's tick (its
+	// schedule field), or the schedule EventBridge Scheduler could not
+	// deliver (from its ARN), "" otherwise.
+	Schedule string `dynamodbav:"schedule,omitempty" json:"schedule,omitempty"`
+	// ReceiveCount is how often the job was tried: its receives before it
+	// was dead-lettered, or for a letter of EventBridge Scheduler its
+	// delivery tries (RETRY_ATTEMPTS + 1).
 	ReceiveCount int    `dynamodbav:"receiveCount" json:"receiveCount"`
 	Status       Status `dynamodbav:"status" json:"status"`
 	// Occurrences counts distinct DLQ deliveries recorded under this ID (a
@@ -166,7 +178,7 @@ func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID strin
 	upd = set(upd, "lastSeen", now)
 	upd = set(upd, AttrExpiresAt, ddb.Epoch(now.Add(s.retention())))
 	upd = upd.Set(expression.Name("firstSeen"), expression.IfNotExists(expression.Name("firstSeen"), expression.Value(now)))
-	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue} {
+	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue, "schedule": rec.Schedule} {
 		if v != "" {
 			upd = set(upd, name, v)
 		}

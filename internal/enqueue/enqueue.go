@@ -272,7 +272,10 @@ func runAt(in Body, now time.Time) time.Time {
 
 // hand gives the message of job to what holds it until it is due: SQS,
 // with a delay, when it is due within jobs.MaxQueueDelay of now; else a
-// one-time schedule, which sends it to its queue when it is due. What
+// one-time schedule, which sends it to its queue when it is due. The delay
+// is measured now, after the lock and the reservation, and the queue sends
+// it rounded up to whole seconds (queue.DelaySeconds), as the scheduler
+// path rounds its at() up: the job never runs before its runAt. What
 // failed is named in the error for the 503's detail.
 func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
 	wait := max(job.RunAt.Sub(h.now()), 0)
@@ -297,10 +300,7 @@ func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err erro
 func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
 	if what, err := h.hand(ctx, job); err != nil {
-		log.Warn("enqueue: send failed; the key stays retryable", "to", what, obs.KeyError, obs.Redact(err))
-		p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, what+" did not accept the message; retry with the same Idempotency-Key")
-		p.retryAfter = time.Second
-		return p.response(corr), false
+		return h.handFailed(log, job, what, err).response(corr), false
 	}
 	status, dedup := http.StatusAccepted, false
 	if !d.Own {

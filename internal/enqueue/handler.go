@@ -94,6 +94,14 @@ type Handler struct {
 	Schedules Schedules
 	// Logger receives one line per request (obs.DefaultLogger() if nil).
 	Logger *slog.Logger
+	// Metrics counts ScheduleQuotaExceeded (nil: not counted).
+	Metrics *obs.Metrics
+	// AllowFederatedUsers accepts STS federated users
+	// (arn:aws:sts::<acct>:federated-user/<name>) as callers, each name one
+	// caller. Off (the default), they are refused with 403: the name is
+	// chosen by whichever IAM user minted the token, so two IAM users can
+	// be one caller, or one can pose as another.
+	AllowFederatedUsers bool
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -221,11 +229,14 @@ func (h *Handler) serve(ctx context.Context, log *slog.Logger, req events.APIGat
 		p.headers = map[string]string{"Allow": rt.allow}
 		return p.response(corr)
 	}
-	caller, ok := Caller(req.RequestContext)
+	caller, kind, ok := Principal(req.RequestContext)
 	if !ok {
 		return newProblem(http.StatusUnauthorized, ProblemUnauthenticated, "the request carries no authenticated caller").response(corr)
 	}
 	log = log.With("caller", caller)
+	if kind == PrincipalFederatedUser && !h.AllowFederatedUsers {
+		return federatedRefused(corr)
+	}
 	switch rt.method {
 	case http.MethodGet:
 		return h.get(ctx, log, caller, rt.param, corr)

@@ -57,6 +57,7 @@ type Problem struct {
 const (
 	ProblemValidation      = "validation-failed"
 	ProblemUnauthenticated = "unauthenticated"
+	ProblemCallerRefused   = "caller-not-accepted"
 	ProblemUnknownType     = "unknown-job-type"
 	ProblemNotFound        = "not-found"
 	ProblemMethod          = "method-not-allowed"
@@ -67,6 +68,7 @@ const (
 	ProblemDuplicate       = "duplicate-job-rejected"
 	ProblemNotCancellable  = "job-not-cancellable"
 	ProblemUnavailable     = "service-unavailable"
+	ProblemScheduleQuota   = "schedule-quota-exceeded"
 	ProblemInternal        = "internal-error"
 )
 
@@ -104,4 +106,17 @@ func mustJSON(v any) string {
 		return `{"type":"` + ProblemTypePrefix + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"response encoding failed"}` + "\n"
 	}
 	return string(b) + "\n"
+}
+
+// federatedRefusedDetail is the detail of the 403 a federated user gets on
+// a stack that does not allow them.
+const federatedRefusedDetail = "the caller is an AWS STS federated user (arn:aws:sts::<account>:federated-user/<name>, " +
+	"from GetFederationToken), which this stack does not accept: the name is chosen by whichever IAM user asked for " +
+	"the token, so it cannot tell one caller from another. Sign as an IAM user or an assumed role, or deploy the " +
+	"stack with the parameter AllowFederatedUsers=true to accept each federated user's name as its caller"
+
+// federatedRefused is the answer to a federated user on a stack that does
+// not allow them (Handler.AllowFederatedUsers).
+func federatedRefused(corr string) events.APIGatewayV2HTTPResponse {
+	return newProblem(http.StatusForbidden, ProblemCallerRefused, federatedRefusedDetail).response(corr)
 }

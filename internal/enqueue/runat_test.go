@@ -13,6 +13,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func runAtBody(at string) string {
@@ -173,5 +174,38 @@ func TestRunAtInFingerprint(t *testing.T) {
 	again := call(t, h, post(welcome, "k", runAtBody(`"2026-12-03T09:00:00Z"`)))
 	if again.StatusCode != http.StatusAccepted || again.Headers[enqueue.HeaderReplayed] != "true" {
 		t.Fatalf("same request again: %d %v; want the replayed 202", again.StatusCode, again.Headers)
+	}
+}
+
+// A delayed job is never visible before its runAt: the wait is measured
+// after the lock and the reservation (time has passed since the request
+// came in), and SQS takes whole seconds, so the delay it is sent with is
+// rounded up, never down (delaySeconds 1 measured as 0.9 s goes as 1 s,
+// not 0).
+func TestDelayNeverRunsEarly(t *testing.T) {
+	for _, delay := range []int{1, 2, 7, 900} {
+		t.Run(fmt.Sprint(delay), func(t *testing.T) {
+			w := newWorld()
+			h := newHandler(w)
+			// Every look at the clock costs 30 ms, as the lock, the
+			// reservation and the send do.
+			h.Now = func() time.Time { w.advance(30 * time.Millisecond); return w.Now() }
+			var sentAt time.Time
+			w.onSend = func(queue.Message) { sentAt = w.Now() }
+			b := mustBody(t, call(t, h, post(welcome, "k", fmt.Sprintf(`{"args":{"userId":"u-1"},"delaySeconds":%d}`, delay))), http.StatusAccepted)
+			j, _ := w.Get(context.Background(), b.JobID)
+			msgs := w.messages()
+			if len(msgs) != 1 {
+				t.Fatalf("%d messages, want 1", len(msgs))
+			}
+			visible := sentAt.Add(time.Duration(queue.DelaySeconds(msgs[0].Delay)) * time.Second)
+			if visible.Before(j.RunAt) {
+				t.Fatalf("sent at %s with DelaySeconds %d: visible at %s, before its runAt %s",
+					sentAt.Format(time.StampMilli), queue.DelaySeconds(msgs[0].Delay), visible.Format(time.StampMilli), j.RunAt.Format(time.StampMilli))
+			}
+			if late := visible.Sub(j.RunAt); late >= time.Second {
+				t.Errorf("visible %v after its runAt; want less than a second", late)
+			}
+		})
 	}
 }

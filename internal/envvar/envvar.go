@@ -53,6 +53,23 @@ func (e *Env) Optional(name, def string) string {
 	return def
 }
 
+// Bool returns the boolean in name ("true" or "false", as a template's
+// AllowedValues give it), or def when it is empty; anything else is
+// recorded as a problem and def returned.
+func (e *Env) Bool(name string, def bool) bool {
+	switch v := e.Optional(name, ""); v {
+	case "":
+		return def
+	case "true":
+		return true
+	case "false":
+		return false
+	default:
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not true or false", name, v))
+		return def
+	}
+}
+
 // Int returns the positive integer in name, or def when it is empty.
 func (e *Env) Int(name string, def int) int {
 	return positive(e, name, def, strconv.Atoi, "integer")

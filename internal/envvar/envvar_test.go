@@ -72,3 +72,21 @@ func TestQueueARNs(t *testing.T) {
 		t.Fatalf("err %v; want the missing QUEUE_ARN_DEFAULT named", err)
 	}
 }
+
+// Bool reads "true" and "false" (a template's AllowedValues), the default
+// when empty, and names anything else.
+func TestBool(t *testing.T) {
+	for _, tc := range []struct {
+		v         string
+		def, want bool
+		bad       bool
+	}{
+		{"true", false, true, false}, {"false", true, false, false}, {"", true, true, false}, {" true ", false, true, false},
+		{"yes", false, false, true}, {"TRUE", true, true, true},
+	} {
+		e := New(func(string) string { return tc.v })
+		if got := e.Bool("V", tc.def); got != tc.want || (e.Err() != nil) != tc.bad {
+			t.Errorf("%q: %v, %v; want %v, problem %v", tc.v, got, e.Err(), tc.want, tc.bad)
+		}
+	}
+}

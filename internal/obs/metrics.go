@@ -36,6 +36,12 @@ const (
 	// dimensions stage, type and reason (CountReason): "user-not-found"
 	// for most of a type's jobs means the users directory is the wrong one.
 	JobsNoop = "JobsNoop"
+	// ScheduleQuotaExceeded counts the enqueues refused because the
+	// account's EventBridge Scheduler schedule quota is reached (a job due
+	// later than 15 minutes could not get its schedule), with the
+	// dimensions stage and type: any is worth an alarm, since every such
+	// job is refused until an operator acts.
+	ScheduleQuotaExceeded = "ScheduleQuotaExceeded"
 )
 
 // Metrics counts metrics during an invocation and writes them as EMF

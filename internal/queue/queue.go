@@ -24,6 +24,15 @@ import (
 // MaxDelay is SQS's largest DelaySeconds: a longer delay is sent as this.
 const MaxDelay = engine.MaxDelay
 
+// DelaySeconds is d as SQS DelaySeconds: whole seconds, rounded up, so a
+// message never becomes visible before it is due (a delay of 0.4 s is 1 s,
+// never 0), between 0 and MaxDelay. Every message the sender sends (a new
+// job, a park, a fan-out's job, a redrive) goes through it.
+func DelaySeconds(d time.Duration) int32 {
+	d = min(max(d, 0), MaxDelay)
+	return int32((d + time.Second - 1) / time.Second)
+}
+
 // MaxReason bounds the reason attribute of a dead letter.
 const MaxReason = 1024
 
@@ -39,7 +48,8 @@ type Message struct {
 	Body          string
 	Type          string
 	CorrelationID string
-	// Delay postpones delivery (at most MaxDelay).
+	// Delay postpones delivery (at most MaxDelay), rounded up to whole
+	// seconds (DelaySeconds).
 	Delay time.Duration
 	// TraceHeader is the X-Ray trace header to carry to the worker (the
 	// AWSTraceHeader system attribute), "" for none.
@@ -100,7 +110,7 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(url),
 		MessageBody:       aws.String(m.Body),
-		DelaySeconds:      int32(min(max(m.Delay, 0), MaxDelay) / time.Second),
+		DelaySeconds:      DelaySeconds(m.Delay),
 		MessageAttributes: attrs,
 	}
 	if m.TraceHeader != "" {

@@ -4,6 +4,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -122,5 +124,56 @@ func TestChangeVisibility(t *testing.T) {
 	err := v.ChangeVisibility(ctx, []queue.VisibilityChange{stale, {Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
 	if err == nil || !strings.Contains(err.Error(), "elsewhere") || !strings.Contains(err.Error(), stale.Message.MessageId) {
 		t.Fatalf("error %v; want both refusals named", err)
+	}
+}
+
+// On moto, as on SQS, a visibility change past 12 h is refused per entry
+// (moto counts the 12 h from the send, SQS from the receipt: either way
+// exactly 12 h right after a receive is refused). The refusal names that
+// record only; the others of the same batch call are hidden as asked, and
+// engine.MaxBackoff, the longest a back-off asks, is accepted.
+func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
+	client := testenv.SQS(t)
+	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
+	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, "")
+	ctx := context.Background()
+	bodies := []string{"short", "twelve-hours", "max-backoff"}
+	for _, body := range bodies {
+		if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []sqstypes.Message
+	for len(got) < len(bodies) {
+		more := testenv.Receive(t, client, work.URL, time.Second)
+		if len(more) == 0 {
+			t.Fatalf("received %d of %d messages", len(got), len(bodies))
+		}
+		got = append(got, more...)
+	}
+	timeouts := map[string]time.Duration{"short": 30 * time.Second, "twelve-hours": queue.MaxVisibility, "max-backoff": engine.MaxBackoff}
+	var changes []queue.VisibilityChange
+	ids := map[string]string{}
+	for _, m := range got {
+		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
+		changes = append(changes, queue.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
+		ids[aws.ToString(m.Body)] = rec.MessageId
+	}
+	time.Sleep(10 * time.Millisecond) // moto counts from the send: let a little time pass
+	err := queue.NewVisibility(client, map[contract.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
+	var ve *engine.VisibilityError
+	if !errors.As(err, &ve) || len(ve.Failed) != 1 || ve.Failed[ids["twelve-hours"]] == nil {
+		t.Fatalf("error %v; want only the 12 h change (%s) refused", err, ids["twelve-hours"])
+	}
+	// The queue's own timeout (1 s) has passed: the refused record is back,
+	// the two others are still hidden.
+	time.Sleep(1500 * time.Millisecond)
+	back := testenv.Receive(t, client, work.URL, time.Second)
+	if len(back) != 1 || aws.ToString(back[0].Body) != "twelve-hours" {
+		var names []string
+		for _, m := range back {
+			names = append(names, aws.ToString(m.Body))
+		}
+		t.Fatalf("visible after the changes: %v; want only twelve-hours", names)
 	}
 }

@@ -2,9 +2,8 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
@@ -16,7 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // MaxVisibility is SQS's largest visibility timeout (12 hours).
@@ -57,9 +58,13 @@ func NewVisibility(client VisibilityAPI, urls map[contract.Queue]string) *Visibi
 
 // ChangeVisibility sets each record's visibility timeout, with one
 // ChangeMessageVisibilityBatch call per source queue and ten records (the
-// records of one Lambda batch come from one queue: one call). It returns
-// every failure at once: a record whose change failed keeps the visibility
-// timeout it had.
+// records of one Lambda batch come from one queue: one call). One refused
+// entry never drops the others: SQS answers per entry, and an entry that
+// failed on SQS's side (not the sender's fault: an internal error) is
+// tried once more on its own call. It returns nil when every change was
+// made, else an *engine.VisibilityError naming each record whose change
+// failed, by message id, with SQS's error code (never its message): those
+// records keep the visibility timeout they had, the others are changed.
 func (v *Visibility) ChangeVisibility(ctx context.Context, changes []VisibilityChange) error {
 	byQueue := map[string][]VisibilityChange{}
 	var order []string
@@ -70,24 +75,54 @@ func (v *Visibility) ChangeVisibility(ctx context.Context, changes []VisibilityC
 		}
 		byQueue[arn] = append(byQueue[arn], c)
 	}
-	var errs []error
+	failed := map[string]error{}
 	for _, arn := range order {
 		name := arn[strings.LastIndex(arn, ":")+1:]
 		u := v.urls[name]
 		if u == "" {
-			errs = append(errs, fmt.Errorf("queue: change visibility: no URL for the queue of %s", arn))
+			for _, c := range byQueue[arn] {
+				failed[c.Message.MessageId] = fmt.Errorf("queue: change visibility: no URL for the queue of %s", arn)
+			}
 			continue
 		}
 		for batch := range slices.Chunk(byQueue[arn], maxBatchEntries) {
-			if err := v.change(ctx, u, batch); err != nil {
-				errs = append(errs, fmt.Errorf("queue: change visibility on %s: %w", name, err))
+			refused, retry, split := v.change(ctx, u, batch)
+			if split {
+				// The call was refused for what one entry asked: each on
+				// its own call, so the others are made.
+				refused, retry = map[string]error{}, nil
+				for _, c := range batch {
+					one, _, _ := v.change(ctx, u, []VisibilityChange{c})
+					maps.Copy(refused, one)
+				}
+			}
+			if len(retry) > 0 {
+				for _, c := range retry {
+					delete(refused, c.Message.MessageId)
+				}
+				again, _, _ := v.change(ctx, u, retry)
+				maps.Copy(refused, again)
+			}
+			for id, err := range refused {
+				failed[id] = fmt.Errorf("queue: change visibility on %s: %w", name, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	if len(failed) == 0 {
+		return nil
+	}
+	return &engine.VisibilityError{Failed: failed}
 }
 
-func (v *Visibility) change(ctx context.Context, queueURL string, batch []VisibilityChange) error {
+// change makes one ChangeMessageVisibilityBatch call for batch. refused
+// are the records whose change failed, by message id (every record when
+// the call itself failed); retry are those of them SQS failed on its own
+// side, which a second call may make; split reports a call of several
+// entries refused as a whole for what an entry asked (moto refuses the
+// whole call for one entry past 12 h), which each entry on its own call
+// tells apart.
+func (v *Visibility) change(ctx context.Context, queueURL string, batch []VisibilityChange) (refused map[string]error, retry []VisibilityChange, split bool) {
+	refused = map[string]error{}
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
 	for i, c := range batch {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
@@ -98,22 +133,57 @@ func (v *Visibility) change(ctx context.Context, queueURL string, batch []Visibi
 	}
 	out, err := v.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
 	if err != nil {
-		return err
+		for _, c := range batch {
+			refused[c.Message.MessageId] = err
+		}
+		return refused, nil, len(batch) > 1 && entryRefusal(err)
 	}
-	var failed []string
 	for _, f := range out.Failed {
 		i, err := strconv.Atoi(aws.ToString(f.Id))
-		id := aws.ToString(f.Id)
-		if err == nil && i >= 0 && i < len(batch) {
-			id = batch[i].Message.MessageId
+		if err != nil || i < 0 || i >= len(batch) {
+			// An id we did not send: no record to name, so every record
+			// of the call is in doubt.
+			for _, c := range batch {
+				refused[c.Message.MessageId] = fmt.Errorf("SQS answered for an unknown entry %q", aws.ToString(f.Id))
+			}
+			return refused, nil, false
 		}
-		failed = append(failed, id+" ("+aws.ToString(f.Code)+")")
+		c := batch[i]
+		refused[c.Message.MessageId] = &entryError{code: aws.ToString(f.Code), senderFault: f.SenderFault}
+		if !f.SenderFault {
+			retry = append(retry, c)
+		}
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d records refused: %s", len(failed), len(batch), strings.Join(failed, ", "))
-	}
-	return nil
+	return refused, retry, false
 }
+
+// entryRefusal reports an error of a whole call that one entry's request
+// can cause: a timeout past the limit, a receipt handle no longer valid.
+func entryRefusal(err error) bool {
+	switch obs.ErrorCode(err) {
+	case "InvalidParameterValue", "ReceiptHandleIsInvalid", "AWS.SimpleQueueService.MessageNotInflight", "MessageNotInflight":
+		return true
+	}
+	return false
+}
+
+// entryError is one refused entry of a batch call: SQS's code, without its
+// message.
+type entryError struct {
+	code        string
+	senderFault bool
+}
+
+func (e *entryError) Error() string {
+	if e.senderFault {
+		return "refused: " + e.code
+	}
+	return "failed on SQS's side: " + e.code
+}
+
+// Redacted marks the text as ours (obs.Redact keeps it): a code, no
+// provider message.
+func (e *entryError) Redacted() bool { return true }
 
 // VisibilitySeconds is d as an SQS visibility timeout (engine.VisibilitySeconds).
 func VisibilitySeconds(d time.Duration) int32 { return engine.VisibilitySeconds(d) }

@@ -43,6 +43,9 @@ type Schedule struct {
 	// the envelope of a job run at a time).
 	TargetARN string
 	Input     string
+	// DeadLetterARN is the queue the scheduler sends an input it could not
+	// deliver to ("" for none).
+	DeadLetterARN string
 	// DeleteAfter is ActionAfterCompletion DELETE (a one-time schedule).
 	DeleteAfter bool
 	// Anchor is when a rate counts from: its start date, else its creation.
@@ -137,6 +140,9 @@ func fromOutput(o *scheduler.GetScheduleOutput) Schedule {
 	}
 	if o.Target != nil {
 		s.TargetARN, s.Input = aws.ToString(o.Target.Arn), aws.ToString(o.Target.Input)
+		if o.Target.DeadLetterConfig != nil {
+			s.DeadLetterARN = aws.ToString(o.Target.DeadLetterConfig.Arn)
+		}
 	}
 	s.Anchor = aws.ToTime(o.CreationDate)
 	if o.StartDate != nil {

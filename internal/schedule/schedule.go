@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 )
 
@@ -101,9 +102,34 @@ func AtExpression(t time.Time) string {
 	return "at(" + t.Format("2006-01-02T15:04:05") + ")"
 }
 
+// MaxRetryAttempts is the retry policy's MaximumRetryAttempts of every
+// schedule runstwice makes: the service's maximum (185), so that the
+// retry window (MaximumEventAgeInSeconds = lifetime.SchedulerRetryWindow,
+// a day) is what ends the retries. Every retry is a chance to deliver a
+// job that would otherwise wait in the dead-letter queue for a person; the
+// guards against a late second run already live for the whole window
+// (internal/lifetime), so fewer tries would only dead-letter a job sooner
+// during a long SQS outage, never make a delivery safer.
+const MaxRetryAttempts = 185
+
+// RetryPolicy is the retry policy of every schedule runstwice makes (the
+// one-time job schedules here; template.yaml's recurring schedules have
+// the same, which a template test keeps equal): a delivery its target
+// failed is retried, with the service's back-off, up to MaxRetryAttempts
+// times and for at most lifetime.SchedulerRetryWindow after the firing's
+// time, then sent to the schedule's dead-letter queue. A delivery is
+// therefore at most a day late, however long SQS refuses it.
+func RetryPolicy() *types.RetryPolicy {
+	return &types.RetryPolicy{
+		MaximumEventAgeInSeconds: aws.Int32(int32(lifetime.SchedulerRetryWindow / time.Second)),
+		MaximumRetryAttempts:     aws.Int32(MaxRetryAttempts),
+	}
+}
+
 // Input is the CreateSchedule request for j: at(j.RunAt) in UTC, no
 // flexible window, deleted after it fired, the job's queue as its target
-// with the envelope as its input, the stack's DLQ as its dead-letter queue.
+// with the envelope as its input and RetryPolicy, the stack's DLQ as its
+// dead-letter queue.
 // The job id is also the client token, so the service treats a retried
 // create as the same request.
 func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
@@ -120,9 +146,10 @@ func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
 		FlexibleTimeWindow:         &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
 		ActionAfterCompletion:      types.ActionAfterCompletionDelete,
 		Target: &types.Target{
-			Arn:     aws.String(arn),
-			RoleArn: aws.String(s.cfg.RoleARN),
-			Input:   aws.String(j.Body),
+			Arn:         aws.String(arn),
+			RoleArn:     aws.String(s.cfg.RoleARN),
+			Input:       aws.String(j.Body),
+			RetryPolicy: RetryPolicy(),
 		},
 	}
 	if s.cfg.DLQARN != "" {
@@ -131,20 +158,34 @@ func (s *Scheduler) Input(j Job) (*scheduler.CreateScheduleInput, error) {
 	return in, nil
 }
 
+// ErrQuotaExceeded is returned (wrapped, with the service's error) by
+// Create when the account's quota of schedules is reached
+// (ServiceQuotaExceededException): no retry can succeed until schedules
+// fire and are deleted, or the quota is raised.
+var ErrQuotaExceeded = errors.New("schedule: the account's EventBridge Scheduler schedule quota is reached")
+
 // Create creates the one-time schedule of j. A schedule of that name that
 // already exists is success: it is this job's, made by an earlier try of
-// the same request (the name is the job id).
+// the same request (the name is the job id). An error matches
+// ErrQuotaExceeded when the account holds as many schedules as its quota
+// allows.
 func (s *Scheduler) Create(ctx context.Context, j Job) error {
 	in, err := s.Input(j)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.CreateSchedule(ctx, in)
-	var conflict *types.ConflictException
-	if err != nil && !errors.As(err, &conflict) {
-		return fmt.Errorf("schedule: create %s: %w", j.ID, err)
+	var (
+		conflict *types.ConflictException
+		quota    *types.ServiceQuotaExceededException
+	)
+	switch {
+	case err == nil, errors.As(err, &conflict):
+		return nil
+	case errors.As(err, &quota):
+		return fmt.Errorf("schedule: create %s: %w: %w", j.ID, ErrQuotaExceeded, err)
 	}
-	return nil
+	return fmt.Errorf("schedule: create %s: %w", j.ID, err)
 }
 
 // Delete deletes the schedule of job jobID and reports whether there was

@@ -54,13 +54,30 @@ var localVerifier = &sigv4.Verifier{
 	},
 }
 
-// principalARN is an IAM user ARN or an assumed-role session ARN.
-var principalARN = regexp.MustCompile(`^arn:aws:(?:iam::(\d{12}):user/(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64}|sts::(\d{12}):assumed-role/[\w+=,.@-]{1,64}/[\w+=,.@-]{2,64})$`)
+// principalARN is the ARN of every kind of IAM principal API Gateway
+// reports: an IAM user (with its path), the account's root user, an
+// assumed-role session (an IAM Identity Center role's too), an STS
+// federated user.
+var principalARN = regexp.MustCompile(`^arn:aws:(?:iam::(\d{12}):(?:user/(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64}|root)|sts::(\d{12}):(?:assumed-role/[\w+=,.@-]{1,64}/[\w+=,.@-]{2,64}|federated-user/[\w+=,.@-]{2,32}))$`)
+
+// cognitoCaller is X-Caller naming a Cognito identity pool's identity:
+// cognito:<identity id>.
+var cognitoCaller = regexp.MustCompile(`^cognito:([a-z]{2}(?:-[a-z]+)+-[0-9]:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
+
+// callerForms is what X-Caller may hold, for the 403 that refuses another.
+const callerForms = CallerHeader + " must be a name, cognito:<identity id>, or an IAM ARN: arn:aws:iam::<account>:user/<name>, " +
+	"arn:aws:iam::<account>:root, arn:aws:sts::<account>:assumed-role/<role>/<session> (AWSReservedSSO_… for IAM Identity Center), " +
+	"or arn:aws:sts::<account>:federated-user/<name>"
+
+// LocalCognitoRole is the role every identity of the local Cognito pool
+// signs with, under one session name, as a real pool's do.
+const LocalCognitoRole = "arn:aws:sts::" + LocalAccount + ":assumed-role/local-cognito-pool/CognitoIdentityCredentials"
 
 // authorize is API Gateway's IAM authorization of a request: a signed one is
 // verified against LocalIdentities; an unsigned one names its caller in
-// X-Caller (a bare name is an IAM user of the local account, a full ARN is
-// taken as is; DefaultCaller without it). A refused request is answered
+// X-Caller (a bare name is an IAM user of the local account, a full ARN of
+// any principal kind is taken as is, cognito:<identity id> is an identity
+// of the local Cognito pool; DefaultCaller without it). A refused request is answered
 // with 403 here, and the function is never invoked.
 func authorize(w http.ResponseWriter, r *http.Request, body []byte) (*events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription, bool) {
 	iam, err := caller(r, body)
@@ -98,9 +115,19 @@ func caller(r *http.Request, body []byte) (*events.APIGatewayV2HTTPRequestContex
 		name = DefaultCaller
 	case strings.HasPrefix(name, "arn:"):
 		if !principalARN.MatchString(name) {
-			return nil, errors.New(CallerHeader + " must be a name or an IAM ARN: arn:aws:iam::<account>:user/<name> or arn:aws:sts::<account>:assumed-role/<role>/<session>")
+			return nil, errors.New(callerForms)
 		}
 		return iamAuthorizer(name, "ASIALOCALEXAMPLE"), nil
+	case strings.HasPrefix(name, "cognito:"):
+		m := cognitoCaller.FindStringSubmatch(name)
+		if m == nil {
+			return nil, errors.New(callerForms)
+		}
+		iam := iamAuthorizer(LocalCognitoRole, "ASIALOCALCOGNITO")
+		iam.CognitoIdentity = events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{
+			IdentityID: m[1], IdentityPoolID: moto.Region + ":00000000-0000-4000-8000-00000000c091", AMR: []string{"authenticated"},
+		}
+		return iam, nil
 	}
 	return iamAuthorizer("arn:aws:iam::"+LocalAccount+":user/"+name, "ASIALOCALEXAMPLE"), nil
 }
@@ -108,16 +135,24 @@ func caller(r *http.Request, body []byte) (*events.APIGatewayV2HTTPRequestContex
 // iamAuthorizer is what API Gateway puts in requestContext.authorizer.iam for
 // a request signed by the principal arn with accessKey: for a user its ARN
 // and unique id (AIDA…), for an assumed-role session the session's ARN and
-// the role's unique id (AROA…) with the session name.
+// the role's unique id (AROA…) with the session name, for a federated user
+// <account>:<name>, for the root user the account id.
 func iamAuthorizer(arn, accessKey string) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
 	account, id := LocalAccount, ""
 	if m := principalARN.FindStringSubmatch(arn); m != nil {
 		account = m[1] + m[2]
 	}
-	if role, ok := strings.CutPrefix(arn, "arn:aws:sts::"+account+":assumed-role/"); ok {
+	role, isRole := strings.CutPrefix(arn, "arn:aws:sts::"+account+":assumed-role/")
+	federated, isFederated := strings.CutPrefix(arn, "arn:aws:sts::"+account+":federated-user/")
+	switch {
+	case isRole:
 		name, session, _ := strings.Cut(role, "/")
 		id = uniqueID("AROA", name) + ":" + session
-	} else {
+	case isFederated:
+		id = account + ":" + federated
+	case arn == "arn:aws:iam::"+account+":root":
+		id = account
+	default:
 		id = uniqueID("AIDA", arn)
 	}
 	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{

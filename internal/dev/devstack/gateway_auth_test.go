@@ -27,7 +27,10 @@ type authCase struct {
 	status  int
 	userARN string // what the function must see (when status is 202)
 	account string
-	message string // part of the 403 body
+	// callerID, when set, is the callerId the function must see;
+	// identityID the Cognito identity id.
+	callerID, identityID string
+	message              string // part of the 403 body
 }
 
 func TestGatewayTakesTheCallerFromTheSignatureOrXCaller(t *testing.T) {
@@ -51,7 +54,16 @@ func TestGatewayTakesTheCallerFromTheSignatureOrXCaller(t *testing.T) {
 			userARN: "arn:aws:iam::210987654321:user/ci/bob", account: "210987654321"},
 		{name: "unsigned assumed-role ARN as is", caller: "arn:aws:sts::123456789012:assumed-role/worker/i-0abc", status: 202,
 			userARN: "arn:aws:sts::123456789012:assumed-role/worker/i-0abc", account: LocalAccount},
-		{name: "unsigned malformed ARN", caller: "arn:aws:iam::1:role/x", status: 403, message: "X-Caller must be a name or an IAM ARN"},
+		{name: "unsigned SSO role session as is", caller: "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Support_0123456789abcdef/alice@example.com", status: 202,
+			userARN: "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Support_0123456789abcdef/alice@example.com", account: LocalAccount},
+		{name: "unsigned federated user as is", caller: "arn:aws:sts::210987654321:federated-user/bob", status: 202,
+			userARN: "arn:aws:sts::210987654321:federated-user/bob", account: "210987654321", callerID: "210987654321:bob"},
+		{name: "unsigned root user as is", caller: "arn:aws:iam::123456789012:root", status: 202,
+			userARN: "arn:aws:iam::123456789012:root", account: LocalAccount, callerID: LocalAccount},
+		{name: "unsigned Cognito identity", caller: "cognito:us-east-1:3f291106-8703-466b-8f2b-3ecee1ca56ce", status: 202,
+			userARN: LocalCognitoRole, account: LocalAccount, identityID: "us-east-1:3f291106-8703-466b-8f2b-3ecee1ca56ce"},
+		{name: "unsigned malformed ARN", caller: "arn:aws:iam::1:role/x", status: 403, message: "X-Caller must be a name, cognito:<identity id>, or an IAM ARN"},
+		{name: "unsigned malformed Cognito identity", caller: "cognito:alice", status: 403, message: "federated-user/<name>"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +113,9 @@ func TestGatewayTakesTheCallerFromTheSignatureOrXCaller(t *testing.T) {
 			}
 			if got == nil || got.UserARN != tc.userARN || got.AccountID != tc.account || got.CallerID == "" || got.UserID != got.CallerID {
 				t.Fatalf("authorizer.iam %+v; want userArn %s in account %s", got, tc.userARN, tc.account)
+			}
+			if (tc.callerID != "" && got.CallerID != tc.callerID) || got.CognitoIdentity.IdentityID != tc.identityID {
+				t.Fatalf("authorizer.iam %+v; want callerId %q, Cognito identity %q", got, tc.callerID, tc.identityID)
 			}
 			if strings.Contains(tc.userARN, ":assumed-role/") && !(strings.HasPrefix(got.CallerID, "AROA") && strings.HasSuffix(got.CallerID, ":"+tc.userARN[strings.LastIndex(tc.userARN, "/")+1:])) {
 				t.Fatalf("callerId %q; want AROA…:<session>", got.CallerID)

@@ -52,6 +52,9 @@ type Options struct {
 	// ParkDelay and ToggleTTL shorten the template's defaults for a local run.
 	ParkDelay time.Duration
 	ToggleTTL time.Duration
+	// AllowFederatedUsers provisions the template with
+	// AllowFederatedUsers=true (federated users accepted as callers).
+	AllowFederatedUsers bool
 	// Out receives progress, and one line per mail sent and per job outcome.
 	Out io.Writer
 	// Chaos runs the stack under faults, kills or a campaign (see Chaos).
@@ -375,6 +378,9 @@ func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, ste
 	}
 	if opts.ToggleTTL > 0 {
 		params["ToggleTtl"] = opts.ToggleTTL.String()
+	}
+	if opts.AllowFederatedUsers {
+		params["AllowFederatedUsers"] = "true"
 	}
 	step(2, "provisioning template.yaml (stage %s)", Stage)
 	if l.Stack, err = stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{Params: params}); err != nil {

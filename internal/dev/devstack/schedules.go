@@ -2,12 +2,16 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/contract"
@@ -28,6 +32,13 @@ type Sender interface {
 	Send(ctx context.Context, m queue.Message) error
 }
 
+// DeadLetterSender sends what the emulator could not deliver to a
+// schedule's dead-letter queue, with the scheduler's attributes (the SQS
+// client is one).
+type DeadLetterSender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
 // DefaultSchedulerPoll is how often the emulator looks at the schedules.
 const DefaultSchedulerPoll = 5 * time.Second
 
@@ -44,12 +55,21 @@ const maxCatchUp = 10
 // message carries, then a one-time schedule with ActionAfterCompletion
 // DELETE deleted. A recurring schedule first seen fires from then on (not
 // for times before); a one-time schedule fires once its time has come,
-// however late. A send that fails is tried again at the next pass.
+// however late. A send that fails in transit is tried again at the next
+// pass; a target that refuses it (a queue that is not one of the stack's
+// work queues, an SQS error answer) gets it sent to the schedule's
+// dead-letter queue with the attributes EventBridge Scheduler sets
+// (ERROR_CODE, ERROR_MESSAGE, RETRY_ATTEMPTS 0 as for an error it does not
+// retry, SCHEDULE_ARN, TARGET_ARN, …), and the firing counts as done.
 type Scheduler struct {
 	Client SchedulerAPI
 	Sender Sender
 	// Queues maps a target ARN to its work queue.
 	Queues map[string]contract.Queue
+	// DeadLetters sends to the dead-letter queues of DLQURLs (by ARN); nil:
+	// a refused input is only logged, and tried again at the next pass.
+	DeadLetters DeadLetterSender
+	DLQURLs     map[string]string
 	// Poll is how often it looks (DefaultSchedulerPoll if 0).
 	Poll   time.Duration
 	Logger *slog.Logger
@@ -75,7 +95,11 @@ func NewScheduler(client SchedulerAPI, sqs queue.SQSAPI, st *stack.Stack, logger
 			urls[q], arns[p.ARN] = p.URL, q
 		}
 	}
-	return &Scheduler{Client: client, Sender: queue.New(sqs, urls, ""), Queues: arns, Logger: logger}
+	dlqs := map[string]string{}
+	if p, ok := st.Physical("DeadLetterQueue"); ok {
+		dlqs[p.ARN] = p.URL
+	}
+	return &Scheduler{Client: client, Sender: queue.New(sqs, urls, ""), Queues: arns, Logger: logger, DeadLetters: sqs, DLQURLs: dlqs}
 }
 
 // Run fires due schedules every Poll until ctx ends.
@@ -171,12 +195,14 @@ func (s *Scheduler) Pass(ctx context.Context) int {
 // fire sends sc's input for its firing at at, and reports whether it went.
 func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time) bool {
 	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(contract.TickTimeLayout))
+	exec := uuid.NewString()
+	body := sc.Fill(at, exec)
 	q, ok := s.Queues[sc.TargetARN]
 	if !ok {
-		log.Warn("scheduler: the target is not a work queue of this stack; not sent", "target", sc.TargetARN)
-		return false
+		// SQS has no such queue here: what it answers for one it does not have.
+		return s.deadLetter(ctx, log, sc, at, exec, body, "AWS.SimpleQueueService.NonExistentQueue",
+			"the local scheduler's target is not a work queue of this stack")
 	}
-	body := sc.Fill(at, uuid.NewString())
 	// The body alone, as EventBridge Scheduler's SQS target sends it: no
 	// message attributes, so nothing local leans on ones AWS never sets.
 	// The type is read for the log line only.
@@ -189,6 +215,12 @@ func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time
 		jobType = env.Type
 	}
 	if err := s.Sender.Send(ctx, queue.Message{Queue: q, Body: body}); err != nil {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorFault() != smithy.FaultServer && !strings.Contains(api.ErrorCode(), "Throttl") && ctx.Err() == nil {
+			// Refused (no such queue, access denied, a key it may not use):
+			// the service does not retry that.
+			return s.deadLetter(ctx, log, sc, at, exec, body, api.ErrorCode(), "the target queue refused the message")
+		}
 		log.Warn("scheduler: send failed; tried again at the next pass", "error", err)
 		return false
 	}
@@ -203,4 +235,39 @@ func (s *Scheduler) delete(ctx context.Context, sc schedule.Schedule) {
 	if err != nil && !schedule.IsNotFound(err) {
 		s.log().Warn("scheduler: delete after completion", "schedule", sc.Group+"/"+sc.Name, "error", err)
 	}
+}
+
+// deadLetter sends the input of sc's firing at at, which its target
+// refused with code, to the schedule's dead-letter queue with the
+// attributes EventBridge Scheduler sets, as for an error it does not retry
+// (RETRY_ATTEMPTS 0, no EXHAUSTED_RETRY_CONDITION). It reports whether the
+// firing is done: a schedule without a dead-letter queue drops the input,
+// as the service does; a dead-letter queue the emulator cannot send to
+// leaves the firing for the next pass.
+func (s *Scheduler) deadLetter(ctx context.Context, log *slog.Logger, sc schedule.Schedule, at time.Time, exec, body, code, text string) bool {
+	log = log.With("target", sc.TargetARN, "errorCode", code)
+	if sc.DeadLetterARN == "" {
+		log.Warn("scheduler: the target refused the input and the schedule has no dead-letter queue; dropped, as the service drops it")
+		return true
+	}
+	url := s.DLQURLs[sc.DeadLetterARN]
+	if s.DeadLetters == nil || url == "" {
+		log.Warn("scheduler: the target refused the input and its dead-letter queue is not this stack's; tried again at the next pass", "deadLetterQueue", sc.DeadLetterARN)
+		return false
+	}
+	str := func(v string) sqstypes.MessageAttributeValue {
+		return sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	attrs := map[string]sqstypes.MessageAttributeValue{
+		schedule.AttrErrorCode: str(code), schedule.AttrErrorMessage: str(text), schedule.AttrExecutionID: str(exec),
+		schedule.AttrPayloadTruncated: str("false"), schedule.AttrRetryAttempts: str("0"),
+		schedule.AttrScheduledTime: str(at.UTC().Format(contract.TickTimeLayout)), schedule.AttrScheduleARN: str(sc.ARN),
+		schedule.AttrTargetARN: str(sc.TargetARN),
+	}
+	if _, err := s.DeadLetters.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
+		log.Warn("scheduler: the target refused the input and the dead-letter send failed; tried again at the next pass", "error", err)
+		return false
+	}
+	log.Warn("scheduler: the target refused the input; sent to the schedule's dead-letter queue")
+	return true
 }

@@ -4,6 +4,7 @@ package devstack
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -148,6 +151,75 @@ func TestEmulatorFiresAnAtScheduleAndDeletesIt(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the at() schedule was not deleted after it fired: %v", err)
+		}
+	}
+}
+
+// A schedule whose target refuses its input reaches the schedule's
+// dead-letter queue as EventBridge Scheduler sends it there: the input as
+// the body, and the scheduler's attributes (the error code, no retries,
+// the schedule's and the target's ARNs), which the dlq function reads
+// (schedule.LetterOf). Two refusals: a target that is no work queue of the
+// stack, and a work queue that no longer exists (SQS's own answer). A
+// one-time schedule is then done, and deleted.
+func TestEmulatorDeadLettersWhatItsTargetRefuses(t *testing.T) {
+	w := newEmulatorWorld(t)
+	sqsClient := testenv.SQS(t)
+	dlq := testenv.NewQueue(t, sqsClient, "sched-dlq", nil)
+	gone := testenv.NewQueue(t, sqsClient, "gone", nil)
+	w.emu.DeadLetters, w.emu.DLQURLs = sqsClient, map[string]string{dlq.ARN: dlq.URL}
+	// gone is a work queue as far as the emulator knows, then deleted.
+	w.emu.Queues[gone.ARN] = "gone"
+	w.emu.Sender = queue.New(sqsClient, map[contract.Queue]string{"gone": gone.URL}, "")
+	if _, err := sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(gone.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	const tick = `{"v":1,"type":"email.partner-digest-fanout.v1","schedule":"weekly","scheduledTime":"<aws.scheduler.scheduled-time>","correlationId":"<aws.scheduler.execution-id>"}`
+	ctx := context.Background()
+	at := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	for name, target := range map[string]string{"elsewhere": "arn:aws:sqs:us-east-1:123456789012:not-this-stack", "deleted": gone.ARN} {
+		_, err := w.client.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+			Name: aws.String(name), GroupName: aws.String(w.group), ScheduleExpression: aws.String("at(" + at.Format("2006-01-02T15:04:05") + ")"),
+			FlexibleTimeWindow: &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff}, ActionAfterCompletion: schedtypes.ActionAfterCompletionDelete,
+			Target: &schedtypes.Target{Arn: aws.String(target), RoleArn: aws.String("arn:aws:iam::123456789012:role/scheduler"), Input: aws.String(tick),
+				DeadLetterConfig: &schedtypes.DeadLetterConfig{Arn: aws.String(dlq.ARN)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.emu.Pass(ctx); n != 2 {
+		t.Fatalf("%d firings done, want 2 (each dead-lettered)", n)
+	}
+	var letters []sqstypes.Message
+	for len(letters) < 2 {
+		more := testenv.Receive(t, sqsClient, dlq.URL, time.Second)
+		if len(more) == 0 {
+			t.Fatalf("%d letters in the schedule's DLQ, want 2", len(letters))
+		}
+		letters = append(letters, more...)
+	}
+	codes := map[string]string{}
+	for _, m := range letters {
+		attrs := map[string]string{}
+		for k, v := range m.MessageAttributes {
+			attrs[k] = aws.ToString(v.StringValue)
+		}
+		l, ok := schedule.LetterOf(attrs)
+		if !ok || l.Group != w.group || l.Retries != 0 || l.Exhausted != "" || attrs[schedule.AttrErrorMessage] == "" {
+			t.Fatalf("letter attributes %v (%+v); want the scheduler's", attrs, l)
+		}
+		if !strings.Contains(aws.ToString(m.Body), `"schedule":"weekly"`) || strings.Contains(aws.ToString(m.Body), "<aws.scheduler") {
+			t.Fatalf("body %s; want the input, its placeholders filled", aws.ToString(m.Body))
+		}
+		codes[l.Schedule] = l.Code
+	}
+	if codes["elsewhere"] != "AWS.SimpleQueueService.NonExistentQueue" || codes["deleted"] == "" || codes["deleted"] == schedule.UnknownCode {
+		t.Fatalf("codes %v; want SQS's code for each refusal", codes)
+	}
+	for name := range codes {
+		if _, err := w.client.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(w.group)}); !schedule.IsNotFound(err) {
+			t.Errorf("one-time schedule %s still there after it was dead-lettered: %v", name, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,10 @@ type StreamSource struct {
 	// OnFailureURL is the queue URL of the on-failure destination ("" for
 	// none: a batch given up on is only logged).
 	OnFailureURL string
+	// EventNames are the records' eventName values the FilterCriteria let
+	// through (nil: no filter, every record): Lambda drops the others
+	// before it invokes, as read, never retried.
+	EventNames []string
 }
 
 // Lambda's defaults for a stream event source.
@@ -168,6 +173,11 @@ func streamSettings(p map[string]any) (StreamSource, error) {
 		}
 		f.set(n)
 	}
+	names, err := eventNameFilter(p["FilterCriteria"])
+	if err != nil {
+		return src, err
+	}
+	src.EventNames = names
 	src.Bisect = fmt.Sprint(p["BisectBatchOnFunctionError"]) == "true"
 	types, _ := p["FunctionResponseTypes"].([]any)
 	for _, t := range types {
@@ -320,10 +330,12 @@ func (p *StreamPoller) readShard(ctx context.Context, shard string, trim bool) {
 				it = nil // a fresh iterator after the last record read
 				continue
 			}
-			if len(buf) == 0 && len(out.Records) > 0 {
+			// What the filter drops is read and gone, never handed over.
+			kept := slices.DeleteFunc(slices.Clone(out.Records), func(r streamtypes.Record) bool { return !p.Source.passes(r) })
+			if len(buf) == 0 && len(kept) > 0 {
 				firstAt = p.now()
 			}
-			buf = append(buf, out.Records...)
+			buf = append(buf, kept...)
 			if n := len(out.Records); n > 0 {
 				fetched = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
 			}

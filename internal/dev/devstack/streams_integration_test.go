@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -180,7 +181,11 @@ func TestStreamSourcesFromTheTemplate(t *testing.T) {
 	}
 	want.Function, want.StreamARN, want.OnFailureURL = "outbox", table.StreamARN, queue.URL
 	want.FunctionARN = "arn:aws:lambda:" + stack.DefaultRegion + ":" + stack.DefaultAccountID + ":function:" + name + "-outbox"
-	if got != want || got.StreamARN == "" || got.OnFailureURL == "" || !got.TrimHorizon || got.MaxRetries < 0 {
+	if !reflect.DeepEqual(got, want) || got.StreamARN == "" || got.OnFailureURL == "" || !got.TrimHorizon || got.MaxRetries < 0 {
 		t.Fatalf("source %+v, want %+v", got, want)
+	}
+	// The template's filter: the TTL's REMOVEs never reach the relay.
+	if !slices.Equal(got.EventNames, []string{"INSERT", "MODIFY"}) {
+		t.Fatalf("event names %v; want the template's filter, INSERT and MODIFY", got.EventNames)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -428,6 +429,11 @@ func TestStreamSettings(t *testing.T) {
 		}, want: StreamSource{TrimHorizon: true, BatchSize: 10, Window: 2 * time.Second, MaxRetries: 4, MaxRecordAge: time.Hour, Bisect: true, ReportItemFailures: true}},
 		{name: "defaults", props: map[string]any{"StartingPosition": "LATEST"}, want: StreamSource{BatchSize: 100, MaxRetries: -1}},
 		{name: "infinite age", props: map[string]any{"StartingPosition": "LATEST", "MaximumRecordAgeInSeconds": -1}, want: StreamSource{BatchSize: 100, MaxRetries: -1}},
+		{name: "the template's filter", props: map[string]any{"StartingPosition": "LATEST",
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"eventName":["INSERT","MODIFY"]}`}}}},
+			want: StreamSource{BatchSize: 100, MaxRetries: -1, EventNames: []string{"INSERT", "MODIFY"}}},
+		{name: "a filter the local stack does not apply", props: map[string]any{"StartingPosition": "LATEST",
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"dynamodb":{"NewImage":{"x":{"S":["y"]}}}}`}}}}, err: true},
 		{name: "no starting position", props: map[string]any{}, err: true},
 		{name: "bad number", props: map[string]any{"StartingPosition": "LATEST", "BatchSize": "ten"}, err: true},
 	}
@@ -437,9 +443,31 @@ func TestStreamSettings(t *testing.T) {
 			if (err != nil) != tc.err {
 				t.Fatalf("err %v, want error %v", err, tc.err)
 			}
-			if !tc.err && got != tc.want {
+			if !tc.err && !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The template's FilterCriteria (only INSERT and MODIFY) applies locally as
+// in Lambda: a REMOVE the TTL writes is read and dropped, never handed to
+// the function, and the shard goes on past it.
+func TestStreamFilterDropsWhatItDoesNotLetThrough(t *testing.T) {
+	stream := newFakeStream(6, time.Now())
+	stream.mu.Lock()
+	for _, i := range []int{1, 4} {
+		stream.recs[i].EventName = streamtypes.OperationTypeRemove
+	}
+	stream.recs[2].EventName = streamtypes.OperationTypeModify
+	stream.closed = true
+	stream.mu.Unlock()
+	fn := &fakeRelay{behave: func([]string) ([]string, error) { return nil, nil }}
+	src := testSource()
+	src.EventNames = []string{"INSERT", "MODIFY"}
+	newTestPoller(src, stream, fn, &fakeSQS{}).readShard(context.Background(), "shard-1", true)
+	want := []string{seqOf(0), seqOf(2), seqOf(3), seqOf(5)}
+	if !slices.Equal(fn.done, want) {
+		t.Fatalf("handed over %v, want %v (no REMOVE)", fn.done, want)
 	}
 }

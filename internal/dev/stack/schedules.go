@@ -27,6 +27,15 @@ func (s *Stack) createSchedule(id string, props map[string]any) (Physical, error
 	if dl := asMap(tm["DeadLetterConfig"]); len(dl) > 0 {
 		target.DeadLetterConfig = &schedtypes.DeadLetterConfig{Arn: aws.String(str(dl["Arn"]))}
 	}
+	if rp := asMap(tm["RetryPolicy"]); len(rp) > 0 {
+		target.RetryPolicy = &schedtypes.RetryPolicy{}
+		if v, ok := rp["MaximumEventAgeInSeconds"]; ok {
+			target.RetryPolicy.MaximumEventAgeInSeconds = aws.Int32(int32(atoi(v)))
+		}
+		if v, ok := rp["MaximumRetryAttempts"]; ok {
+			target.RetryPolicy.MaximumRetryAttempts = aws.Int32(int32(atoi(v)))
+		}
+	}
 	window := &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowMode(str(asMap(props["FlexibleTimeWindow"])["Mode"]))}
 	if m := asMap(props["FlexibleTimeWindow"])["MaximumWindowInMinutes"]; m != nil {
 		window.MaximumWindowInMinutes = aws.Int32(int32(atoi(m)))

@@ -40,7 +40,7 @@ var wantFunctions = []struct {
 }{
 	{dir: "functions/enqueue", id: "EnqueueFunction", env: []string{
 		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
-		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
+		"ALLOW_FEDERATED_USERS", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
 		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the API's",

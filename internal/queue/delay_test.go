@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/internal/contract"
+)
+
+// sends is an SQSAPI that records every SendMessage.
+type sends struct {
+	mu sync.Mutex
+	in []*sqs.SendMessageInput
+}
+
+func (s *sends) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.in = append(s.in, in)
+	return &sqs.SendMessageOutput{}, nil
+}
+
+// A delay is sent rounded up to the whole second, on every path that sends
+// one (a new job, a park), so a message never becomes visible before it is
+// due: SQS counts DelaySeconds in whole seconds, and a job due in 1.4 s
+// sent with 1 would run 0.4 s early.
+func TestDelaysRoundUp(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		want  int32
+	}{
+		{0, 0},
+		{-time.Second, 0},
+		{time.Nanosecond, 1},
+		{400 * time.Millisecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Millisecond, 2},
+		{1999 * time.Millisecond, 2},
+		{899*time.Second + time.Millisecond, 900},
+		{MaxDelay, 900},
+		{MaxDelay + time.Second, 900},
+	} {
+		t.Run(tc.delay.String(), func(t *testing.T) {
+			if got := DelaySeconds(tc.delay); got != tc.want {
+				t.Errorf("DelaySeconds(%v) = %d, want %d", tc.delay, got, tc.want)
+			}
+			api := &sends{}
+			s := New(api, map[contract.Queue]string{contract.QueueDefault: "http://q/default"}, "")
+			ctx := context.Background()
+			if err := s.Send(ctx, Message{Queue: contract.QueueDefault, Body: "{}", Delay: tc.delay}); err != nil {
+				t.Fatal(err)
+			}
+			env := contract.Envelope{MessageID: "m-1", Type: "email.welcome.v1"}
+			if err := s.Park(ctx, contract.QueueDefault, env, "{}", tc.delay); err != nil {
+				t.Fatal(err)
+			}
+			for i, in := range api.in {
+				if in.DelaySeconds != tc.want {
+					t.Errorf("send %d went with DelaySeconds %d, want %d", i, in.DelaySeconds, tc.want)
+				}
+			}
+		})
+	}
+}
