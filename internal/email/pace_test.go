@@ -38,7 +38,11 @@ func (s *clockSES) Send(context.Context, email.Message) error {
 	return nil
 }
 
-func (s *clockSES) sent() []time.Time { s.mu.Lock(); defer s.mu.Unlock(); return append([]time.Time(nil), s.at...) }
+func (s *clockSES) sent() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.at...)
+}
 
 // countedSlots counts the bookings of a schedule, each taking 5 ms (a
 // DynamoDB round trip): the sends that come meanwhile wait for the next.
