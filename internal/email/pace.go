@@ -52,6 +52,10 @@ const (
 	// DefaultBookAhead is how far ahead of now the first slot of a booking
 	// lies, so the booking's answer is back before its first slot.
 	DefaultBookAhead = 50 * time.Millisecond
+	// blockFor is how long a container parks its sends without asking SES
+	// after SES refused one for its quota or a pause: then it asks again,
+	// so a quota that reset is seen within a minute, not a park later.
+	blockFor = time.Minute
 )
 
 // The reasons a job records when it must wait for SES.
@@ -81,7 +85,7 @@ type Pacing struct {
 // come after the invocation's deadline is not sent and spends no receive:
 // it returns engine.Snooze, and its job comes back when the booked slots
 // have passed. A send SES refuses for its daily quota or a pause returns
-// engine.SnoozeParked, and for QuotaWait every later send of this container
+// engine.SnoozeParked, and for a minute every later send of this container
 // does too without calling SES.
 type Paced struct {
 	next Sender
@@ -162,10 +166,10 @@ func (p *Paced) Send(ctx context.Context, m Message) error {
 	return err
 }
 
-// block parks this send, and every send of the container for QuotaWait.
+// block parks this send, and every send of the container for blockFor.
 func (p *Paced) block(metric, reason string) error {
 	p.mu.Lock()
-	p.blocked, p.reason, p.metric = time.Now().Add(p.cfg.QuotaWait), reason, metric
+	p.blocked, p.reason, p.metric = time.Now().Add(min(blockFor, p.cfg.QuotaWait)), reason, metric
 	p.mu.Unlock()
 	p.cfg.Metrics.Count(metric, "ses", 1)
 	return engine.SnoozeParked(p.cfg.QuotaWait, reason)
