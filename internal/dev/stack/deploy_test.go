@@ -231,31 +231,48 @@ func checkTracing(t *Template) []string {
 	return problems.sorted()
 }
 
-// checkSendMail: mail sends in the SES sandbox too. The e-mail function's
-// ses:SendEmail grant names every identity of the account
-// (identity/*) with a ses:FromAddress condition naming MailFrom: in the
-// sandbox SES also authorises each send against the recipient's verified
-// identity, so a grant on the sender's identity alone is refused there with
-// AccessDenied.
+// checkSendMail: mail sends in the SES sandbox too, and in a configuration
+// set. The e-mail function's ses:SendEmail grant names every identity of
+// the account (identity/*) with a ses:FromAddress condition naming
+// MailFrom: in the sandbox SES also authorises each send against the
+// recipient's verified identity, so a grant on the sender's identity alone
+// is refused there with AccessDenied. A send in a configuration set is
+// authorised against the set as well, so the grant names the set
+// SesConfigurationSet names, or, when it names none, any set (the sender
+// identity's default set, which the template cannot know).
 func checkSendMail(t *Template) []string {
 	stmts, err := roleStatements(t, "EmailFunction")
 	if err != nil {
 		return []string{err.Error()}
 	}
-	const identities = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"
 	for _, st := range stmts {
 		if !slices.Contains(st.actions, "ses:SendEmail") {
 			continue
 		}
-		var res []string
-		for _, r := range st.resources {
-			res = append(res, subString(r))
-		}
+		var problems findings
 		from, _ := asMap(asMap(asMap(st.raw["Condition"])["StringEquals"])["ses:FromAddress"])["Ref"].(string)
-		if !slices.Equal(res, []string{identities}) || from != "MailFrom" {
-			return []string{fmt.Sprintf("EmailFunction: ses:SendEmail must be granted on %s with StringEquals ses:FromAddress !Ref MailFrom (has %v, condition %q): in the SES sandbox every recipient's identity is authorised too", identities, res, from)}
+		if from != "MailFrom" {
+			problems.add("EmailFunction: ses:SendEmail must have the condition StringEquals ses:FromAddress !Ref MailFrom (has %q)", from)
 		}
-		return nil
+		for set, want := range map[string]string{"": "configuration-set/*", "tracking": "configuration-set/tracking"} {
+			s, err := New(t, Options{Params: map[string]string{"SesConfigurationSet": set}})
+			if err != nil {
+				return []string{err.Error()}
+			}
+			got, err := s.resolveList(st.raw["Resource"])
+			if err != nil {
+				return []string{err.Error()}
+			}
+			ok := len(got) == 2
+			for i, suffix := range []string{":identity/*", ":" + want} {
+				ok = ok && strings.HasPrefix(got[i], "arn:") && strings.Contains(got[i], ":ses:") && strings.HasSuffix(got[i], suffix)
+			}
+			if !ok {
+				problems.add("EmailFunction: with SesConfigurationSet %q, ses:SendEmail must be granted on identity/* and %s (has %v): "+
+					"in the SES sandbox every recipient's identity is authorised too, and a send in a configuration set against the set", set, want, got)
+			}
+		}
+		return problems.sorted()
 	}
 	return []string{"EmailFunction: no statement grants ses:SendEmail"}
 }

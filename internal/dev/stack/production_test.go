@@ -166,8 +166,17 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 			roleStmt(tm, "EnqueueFunctionRole", "Traces")["Action"] = []any{"xray:PutTraceSegments"}
 		}, "EnqueueFunction: its role does not grant xray:PutTelemetryRecords"},
 		{"send grant on the sender's identity only", on(checkSendMail), func(tm *Template) {
-			roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFrom}"}
-		}, "ses:SendEmail must be granted on"},
+			res := list(roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"])
+			res[0] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFrom}"}
+		}, "ses:SendEmail must be granted on identity/*"},
+		{"send grant on the identity only, not the configuration set", on(checkSendMail), func(tm *Template) {
+			st := roleStmt(tm, "EmailFunctionRole", "SendMail")
+			st["Resource"] = list(st["Resource"])[:1]
+		}, `with SesConfigurationSet "tracking", ses:SendEmail must be granted on identity/* and configuration-set/tracking`},
+		{"no grant for an identity's default set", on(checkSendMail), func(tm *Template) {
+			res := list(roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"])
+			res[1] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${SesConfigurationSet}"}
+		}, `with SesConfigurationSet "", ses:SendEmail must be granted on identity/* and configuration-set/*`},
 		{"any identity without the sender condition", policy, func(tm *Template) {
 			delete(roleStmt(tm, "EmailFunctionRole", "SendMail"), "Condition")
 		}, "wildcard resource"},
