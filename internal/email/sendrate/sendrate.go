@@ -72,6 +72,13 @@ type Memory struct {
 // NewMemory returns an empty schedule at rate mails per second.
 func NewMemory(rate float64) *Memory { return &Memory{interval: Interval(rate)} }
 
+// Free returns the schedule's first free slot (zero before any booking).
+func (m *Memory) Free() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.free
+}
+
 // Reserve implements email.Slots.
 func (m *Memory) Reserve(_ context.Context, n int, start, latest time.Time) (email.Booking, error) {
 	m.mu.Lock()
