@@ -151,7 +151,12 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 		}, "dev without AlarmEmail: refused"},
 		{"table deleted with the stack", on(checkTableRetention), setTable("DeletionPolicy", "Delete"), "MarkersTable: DeletionPolicy"},
 		{"table dropped on replacement", on(checkTableRetention), setTable("UpdateReplacePolicy", ""), "MarkersTable: DeletionPolicy"},
+		{"table kept by a rolled-back first deploy (as before)", on(checkTableRetention), setTable("DeletionPolicy", "Retain"), "already exists"},
 		{"no deletion protection", on(checkTableRetention), func(tm *Template) { delete(props(tm, "JobsTable"), "DeletionProtectionEnabled") }, "JobsTable: DeletionProtectionEnabled in stage prod"},
+		{"protection a first deploy cannot turn off (as before)", on(checkTableRetention), func(tm *Template) {
+			tm.Conditions["ProtectData"] = map[string]any{"Fn::Not": []any{map[string]any{"Fn::Or": []any{
+				map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "dev"}}, map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "local"}}}}}}
+		}, `in stage prod with TableDeletionProtection "false" is true`},
 		{"no access log", on(checkAccessLogs), func(tm *Template) { delete(props(tm, "HttpApiStage"), "AccessLogSettings") }, "DestinationArn"},
 		{"access log without the caller", on(checkAccessLogs), func(tm *Template) {
 			accessLog(tm)["Format"] = strings.Replace(str(accessLog(tm)["Format"]), "$context.identity.userArn", "$context.identity.caller", 1)
