@@ -28,7 +28,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: run test fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke
+.PHONY: run test fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -172,6 +172,14 @@ chaos: venv $(RIE_STAMP)
 ## function's init time under the emulator. Targets are printed beside them.
 bench: venv $(RIE_STAMP)
 	@$(GO) run ./cmd/bench
+
+## ses-model: the scale model of sending within SES's rate with its full
+## backlog: 10,000 digests on the bulk queue at 1, 14 and 100 mails a second,
+## the real runner, pacing and back-off against simulated SQS and Lambda with
+## the template's settings, on a fake clock (seconds, not hours); it prints
+## docs/deploy.md's table. `make test` runs it with 1,000 digests.
+ses-model:
+	$(GO) test -count=1 -run 'TestBacklogDrainsAtTheAccountRate' -v ./internal/dev/sesmodel -full
 
 clean:
 	rm -rf $(BIN) .devstack .aws-sam build

@@ -27,6 +27,9 @@ const (
 	kindDuplicate
 	// kindParked: the kill switch is off; re-sent with a delay.
 	kindParked
+	// kindSnoozed: the handler must wait (a send rate): a copy is re-sent
+	// with a delay, so the wait spends no receive.
+	kindSnoozed
 	// kindSkipped: the kill switch is off and the type skips while off:
 	// the marker is claimed, the record says skipped; never parked.
 	kindSkipped
@@ -65,6 +68,7 @@ var outcomes = map[kind]struct {
 	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
 	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false, false},
 	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false, false},
+	kindSnoozed:      {"snoozed", slog.LevelInfo, []string{obs.JobsSnoozed}, false, false},
 	kindSkipped:      {"skipped", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
 	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false, false},
 	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false, true},

@@ -100,6 +100,12 @@ func (r *Runner) effect(ctx context.Context, it *item, job *Job) (err error) {
 // repeats the effect on redelivery (duplicates over loss).
 func (r *Runner) effectThenClaim(ctx context.Context, it *item, job *Job, owner string) outcome {
 	err := r.effect(ctx, it, job)
+	if s, ok := asSnooze(err); ok {
+		// Nothing ran that needs a claim: the lease goes first, so the
+		// copy never finds it held.
+		r.release(ctx, it, owner)
+		return r.snooze(ctx, it, s)
+	}
 	var noop *NoOpError
 	if err != nil && !errors.As(err, &noop) {
 		o := r.fail(ctx, it, err)

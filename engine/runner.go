@@ -131,6 +131,9 @@ type Config struct {
 	// (the bundle's chaos build kills the process at one). Nil in
 	// production.
 	AtStep func(Step)
+	// Go, when set, starts each record's work instead of the process's
+	// kept workers (workers.go). Nil in production.
+	Go func(f func())
 }
 
 // Step names a boundary of a batch's life where Config.AtStep is called.
@@ -327,7 +330,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 			continue
 		}
 		wg.Add(1)
-		recordWorkers.run(func() {
+		r.goRecord(func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()

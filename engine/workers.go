@@ -46,3 +46,16 @@ func (w *workers) work(f func()) {
 		}
 	}
 }
+
+// goRecord starts a record's work: on Config.Go when set, else on the
+// process's workers. A test that runs the runner on a fake clock
+// (testing/synctest) sets Go to func(f func()) { go f() }: a kept worker
+// would outlive the test's bubble, and its wait on the process's channel
+// would keep the bubble's clock from moving.
+func (r *Runner) goRecord(f func()) {
+	if r.cfg.Go != nil {
+		r.cfg.Go(f)
+		return
+	}
+	recordWorkers.run(f)
+}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
@@ -133,13 +133,15 @@ func (l lambdaConcurrency) UnreservedConcurrency(ctx context.Context) (int, erro
 }
 
 // MaximumConcurrency implements Concurrency: the mapping reads a queue when
-// its source is an SQS ARN.
+// its source is an SQS ARN, in whatever partition (aws, aws-cn,
+// aws-us-gov) the stack runs.
 func (l lambdaConcurrency) MaximumConcurrency(ctx context.Context, uuid string) (int, bool, error) {
 	out, err := l.client.GetEventSourceMapping(ctx, &lambda.GetEventSourceMappingInput{UUID: aws.String(uuid)})
 	if err != nil {
 		return 0, false, err
 	}
-	queue := strings.HasPrefix(aws.ToString(out.EventSourceArn), "arn:aws:sqs:")
+	source, err := arn.Parse(aws.ToString(out.EventSourceArn))
+	queue := err == nil && source.Service == "sqs"
 	if out.ScalingConfig == nil {
 		return 0, queue, nil
 	}

@@ -162,7 +162,8 @@ func TestSNSSubscriptionsPagesThroughTheTopic(t *testing.T) {
 // the check reads AccountLimit.UnreservedConcurrentExecutions and each
 // mapping's ScalingConfig.MaximumConcurrency.
 func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
-	maximum := map[string]string{"uuid-critical": `{"MaximumConcurrency":10}`, "uuid-default": `{"MaximumConcurrency":5}`, "uuid-unbounded": `null`, "uuid-outbox": `null`}
+	maximum := map[string]string{"uuid-critical": `{"MaximumConcurrency":10}`, "uuid-default": `{"MaximumConcurrency":5}`, "uuid-unbounded": `null`, "uuid-outbox": `null`,
+		"uuid-china": `{"MaximumConcurrency":3}`, "uuid-govcloud": `{"MaximumConcurrency":2}`}
 	var unreserved atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -174,8 +175,13 @@ func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
 				unreserved.Load(), unreserved.Load())
 		case isMapping && maximum[uuid] != "":
 			source := "arn:aws:sqs:us-east-1:123456789012:s-critical"
-			if uuid == "uuid-outbox" {
+			switch uuid {
+			case "uuid-outbox":
 				source = "arn:aws:dynamodb:us-east-1:123456789012:table/s-outbox/stream/2026-12-01T00:00:00.000"
+			case "uuid-china": // another partition's queue is a queue too
+				source = "arn:aws-cn:sqs:cn-north-1:123456789012:s-bulk"
+			case "uuid-govcloud":
+				source = "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:s-bulk"
 			}
 			_, _ = fmt.Fprintf(w, `{"UUID":%q,"BatchSize":10,"EventSourceArn":%q,"FunctionArn":"arn:aws:lambda:us-east-1:123456789012:function:s-email","State":"Enabled","ScalingConfig":%s}`, uuid, source, maximum[uuid])
 		default:
@@ -187,7 +193,7 @@ func TestLambdaConcurrencyReadsAccountAndMappings(t *testing.T) {
 	defer srv.Close()
 	l := lambdaConcurrency{lambda.NewFromConfig(sdkConfig(srv.URL))}
 	ctx := context.Background()
-	for uuid, want := range map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-unbounded": 0, "uuid-outbox": 0} {
+	for uuid, want := range map[string]int{"uuid-critical": 10, "uuid-default": 5, "uuid-unbounded": 0, "uuid-outbox": 0, "uuid-china": 3, "uuid-govcloud": 2} {
 		got, queue, err := l.MaximumConcurrency(ctx, uuid)
 		if err != nil || got != want || queue != (uuid != "uuid-outbox") {
 			t.Errorf("MaximumConcurrency(%s) = %d, queue %v, %v; want %d, queue %v", uuid, got, queue, err, want, uuid != "uuid-outbox")

@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/email/sendrate"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/email/users"
@@ -56,10 +57,11 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
 	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
 	concurrency := env.Int("BATCH_CONCURRENCY", 10)
-	// The account's SES rate, shared by every invocation that can run at
-	// once (docs/deploy.md, "Sending within SES's rate"); unset: no limit.
+	// The account's SES rate: every send takes a slot of one schedule in
+	// the jobs table, shared by every invocation (docs/deploy.md, "Sending
+	// within SES's rate"); unset: no pacing.
 	sesRate := env.Int("SES_MAX_SEND_RATE", 0)
-	invocations := env.Int("EVENT_SOURCE_CONCURRENCY", 1)
+	configurationSet := env.Optional("SES_CONFIGURATION_SET", "")
 	// The weekly schedule's time zone (PartnerDigestTimezone): a tick's
 	// digestId is the ISO week of its scheduled time there.
 	digestZone, zerr := digest.Timezone(env.Optional(digest.TimezoneEnv, "UTC"))
@@ -82,7 +84,17 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
-	var sender email.Sender = email.NewLimited(ses.New(sesv2.NewFromConfig(cfg), from), email.SendRate(float64(sesRate), invocations))
+	mail := ses.New(sesv2.NewFromConfig(cfg), from)
+	mail.ConfigurationSet = configurationSet
+	var sender email.Sender = mail
+	if sesRate > 0 {
+		sender, err = email.NewPaced(mail, email.Pacing{
+			Slots: sendrate.New(db, jobsTable, float64(sesRate)), QuotaWait: parkDelay, Metrics: metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if smtpAddr != "" {
 		sender = smtprelay.New(smtpAddr, from)
 	}

@@ -39,7 +39,7 @@ func TestBuildWiresEverything(t *testing.T) {
 		"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
 		"MAIL_FROM": "noreply@example.com", "APP_BASE_URL": "http://127.0.0.1:3000", "SMTP_ADDR": "127.0.0.1:1025",
 		"TOGGLE_TTL": "5s", "PARK_DELAY": "2", "MAX_RECEIVE_COUNT": "5", "AWS_REGION": "us-east-1",
-		"SES_MAX_SEND_RATE": "14", "EVENT_SOURCE_CONCURRENCY": "17", "SCHEDULE_GROUP": "runstwice-test-jobs", "BACKOFF_BASE": "2s", "BACKOFF_FACTOR": "3", "BACKOFF_CAP": "1m",
+		"SES_MAX_SEND_RATE": "14", "SES_CONFIGURATION_SET": "tracking", "SCHEDULE_GROUP": "runstwice-test-jobs", "BACKOFF_BASE": "2s", "BACKOFF_FACTOR": "3", "BACKOFF_CAP": "1m",
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 	} {
 		t.Setenv(name, v)

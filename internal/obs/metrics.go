@@ -42,6 +42,15 @@ const (
 	// dimensions stage and type: any is worth an alarm, since every such
 	// job is refused until an operator acts.
 	ScheduleQuotaExceeded = "ScheduleQuotaExceeded"
+	// JobsSnoozed counts the jobs re-sent with a delay because they must
+	// wait (for a send slot of the SES rate), without spending a receive.
+	JobsSnoozed = "JobsSnoozed"
+	// SesDailyQuota counts the mails SES refused because the account's
+	// daily sending quota is used up (their jobs park until it resets), and
+	// SesSendingPaused those refused because SES paused the account's (or
+	// the configuration set's) sending; their type dimension is "ses".
+	SesDailyQuota    = "SesDailyQuota"
+	SesSendingPaused = "SesSendingPaused"
 )
 
 // Metrics counts metrics during an invocation and writes them as EMF

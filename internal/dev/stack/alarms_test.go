@@ -143,7 +143,7 @@ var insightsQuery = regexp.MustCompile(`^SELECT\s+SUM\((\w+)\)\s+FROM\s+SCHEMA\(
 
 // checkMetricAlarms: an alarm on each of the worker's counters that mean
 // trouble (DeadLetters, ClaimFailed, UnknownToggle, UnreadableToggle,
-// ToggleReadFailed), each
+// ToggleReadFailed, SesDailyQuota, SesSendingPaused), each
 // a Metrics Insights query of the namespace's [stage, type] schema filtered
 // to this stack's Stage, so dev and prod in one account never share an
 // alarm; no alarm queries the namespace without that filter.
@@ -166,7 +166,7 @@ func checkMetricAlarms(t *Template) []string {
 			}
 		}
 	}
-	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed} {
+	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.SesDailyQuota, obs.SesSendingPaused} {
 		if !found[metric] {
 			problems = append(problems, "missing alarm on "+obs.Namespace+"/"+metric+" of this stage")
 		}
@@ -374,8 +374,9 @@ func checkDashboard(t *Template) []string {
 	if strings.Count(body, "{"+obs.Namespace+",") != len(dashboardSearch.FindAllString(body, -1)) {
 		bad("Dashboard: a metric of %s is shown other than through a SEARCH with the stage filter", obs.Namespace)
 	}
-	for _, metric := range []string{obs.JobsSucceeded, obs.JobsDuplicate, obs.JobsSkipped, obs.JobsParked, obs.JobsFailed,
-		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.ColdStart} {
+	for _, metric := range []string{obs.JobsSucceeded, obs.JobsDuplicate, obs.JobsSkipped, obs.JobsParked, obs.JobsFailed, obs.JobsSnoozed,
+		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.ColdStart,
+		obs.SesDailyQuota, obs.SesSendingPaused} {
 		if !shown[metric] {
 			bad("Dashboard: %s/%s is not shown", obs.Namespace, metric)
 		}

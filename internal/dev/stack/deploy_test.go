@@ -27,6 +27,34 @@ var realValues = map[string]string{"MailFrom": "no-reply@mail.runstwice.dev", "A
 // and local but refused elsewhere: AlarmEmail, or the alarms page nobody.
 var requiredOutsideDev = []string{"AlarmEmail"}
 
+// realAccountSets are the parameters a real account's production stage
+// must set although the template gives them a default, with why: the
+// default is the SES sandbox's, dev's or only right after a first deploy.
+var realAccountSets = map[string]string{
+	"SesMaxSendRate":          "its default is the SES sandbox's rate, 1 mail a second",
+	"UsersTableName":          "its default is the stack's own users table, which starts empty",
+	"TableDeletionProtection": "a new stage's first deploy sets it false, so that a failed one can be deployed again",
+}
+
+// prodMustSet are the parameters samconfig.toml's prod section must name:
+// every parameter a Rule checks outside dev, and realAccountSets.
+func prodMustSet(t *Template) []string {
+	set := map[string]bool{}
+	for name := range realAccountSets {
+		set[name] = true
+	}
+	for _, r := range t.Rules {
+		cond := map[string]bool{}
+		refs(asMap(r)["RuleCondition"], cond)
+		if !cond["Stage"] {
+			continue // a rule for every stage: its parameters have defaults dev uses too
+		}
+		refs(asMap(r)["Assertions"], set)
+	}
+	delete(set, "Stage")
+	return SortedIDs(set)
+}
+
 // ruleOutcome instantiates t with params and returns the failed rules'
 // descriptions (nil when the rules pass) or an error for anything else.
 func ruleOutcome(t *Template, params map[string]string) ([]string, error) {
@@ -118,26 +146,40 @@ func stageStack(t *Template, stage string) (*Stack, error) {
 	return New(t, Options{Params: params})
 }
 
-// checkTableRetention: data survives a `sam delete` or a replacement. Every
-// table has DeletionPolicy and UpdateReplacePolicy Retain, and deletion
-// protection on in every stage but dev and local.
+// checkTableRetention: data survives a `sam delete` or a replacement, and
+// a first deploy that fails can be deployed again. Every table has
+// DeletionPolicy RetainExceptOnCreate (Retain, except that the rollback of
+// the deploy that created it deletes it: with Retain the rolled-back table
+// stays and every retry fails with "already exists") and UpdateReplacePolicy
+// Retain. Deletion protection is on in every stage but dev and local, unless
+// TableDeletionProtection is "false" (a first deploy: a rollback cannot
+// delete a protected table either).
 func checkTableRetention(t *Template) []string {
 	var problems findings
 	bad := problems.add
 	for _, id := range t.IDs(TypeTable) {
 		r := t.Resources[id]
-		if r.DeletionPolicy != "Retain" || r.UpdateReplacePolicy != "Retain" {
-			bad("%s: DeletionPolicy %q, UpdateReplacePolicy %q: both must be Retain, or a `sam delete` or a replacement drops its data", id, r.DeletionPolicy, r.UpdateReplacePolicy)
+		if r.DeletionPolicy != "RetainExceptOnCreate" || r.UpdateReplacePolicy != "Retain" {
+			bad("%s: DeletionPolicy %q, UpdateReplacePolicy %q: want RetainExceptOnCreate and Retain, or a `sam delete` or a replacement drops its data, "+
+				"or a rolled-back first deploy leaves it behind and every retry fails with \"already exists\"", id, r.DeletionPolicy, r.UpdateReplacePolicy)
 		}
-		for stage, want := range map[string]bool{"dev": false, "local": false, "prod": true, "staging": true} {
-			st, err := stageStack(t, stage)
+		for _, c := range []struct {
+			stage, protection string
+			want              bool
+		}{{"dev", "", false}, {"local", "", false}, {"prod", "", true}, {"staging", "", true}, {"prod", "false", false}, {"dev", "true", false}} {
+			params := map[string]string{"Stage": c.stage}
+			maps.Copy(params, realValues)
+			if c.protection != "" {
+				params["TableDeletionProtection"] = c.protection
+			}
+			st, err := New(t, Options{Params: params})
 			if err != nil {
-				bad("%s: stage %s: %v", id, stage, err)
+				bad("%s: stage %s: %v", id, c.stage, err)
 				continue
 			}
 			got, err := st.Resolve(r.Properties["DeletionProtectionEnabled"])
-			if err != nil || truthy(got) != want {
-				bad("%s: DeletionProtectionEnabled in stage %s is %v (%v), want %v", id, stage, got, err, want)
+			if err != nil || truthy(got) != c.want {
+				bad("%s: DeletionProtectionEnabled in stage %s with TableDeletionProtection %q is %v (%v), want %v", id, c.stage, c.protection, got, err, c.want)
 			}
 		}
 	}
@@ -231,31 +273,48 @@ func checkTracing(t *Template) []string {
 	return problems.sorted()
 }
 
-// checkSendMail: mail sends in the SES sandbox too. The e-mail function's
-// ses:SendEmail grant names every identity of the account
-// (identity/*) with a ses:FromAddress condition naming MailFrom: in the
-// sandbox SES also authorises each send against the recipient's verified
-// identity, so a grant on the sender's identity alone is refused there with
-// AccessDenied.
+// checkSendMail: mail sends in the SES sandbox too, and in a configuration
+// set. The e-mail function's ses:SendEmail grant names every identity of
+// the account (identity/*) with a ses:FromAddress condition naming
+// MailFrom: in the sandbox SES also authorises each send against the
+// recipient's verified identity, so a grant on the sender's identity alone
+// is refused there with AccessDenied. A send in a configuration set is
+// authorised against the set as well, so the grant names the set
+// SesConfigurationSet names, or, when it names none, any set (the sender
+// identity's default set, which the template cannot know).
 func checkSendMail(t *Template) []string {
 	stmts, err := roleStatements(t, "EmailFunction")
 	if err != nil {
 		return []string{err.Error()}
 	}
-	const identities = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"
 	for _, st := range stmts {
 		if !slices.Contains(st.actions, "ses:SendEmail") {
 			continue
 		}
-		var res []string
-		for _, r := range st.resources {
-			res = append(res, subString(r))
-		}
+		var problems findings
 		from, _ := asMap(asMap(asMap(st.raw["Condition"])["StringEquals"])["ses:FromAddress"])["Ref"].(string)
-		if !slices.Equal(res, []string{identities}) || from != "MailFrom" {
-			return []string{fmt.Sprintf("EmailFunction: ses:SendEmail must be granted on %s with StringEquals ses:FromAddress !Ref MailFrom (has %v, condition %q): in the SES sandbox every recipient's identity is authorised too", identities, res, from)}
+		if from != "MailFrom" {
+			problems.add("EmailFunction: ses:SendEmail must have the condition StringEquals ses:FromAddress !Ref MailFrom (has %q)", from)
 		}
-		return nil
+		for set, want := range map[string]string{"": "configuration-set/*", "tracking": "configuration-set/tracking"} {
+			s, err := New(t, Options{Params: map[string]string{"SesConfigurationSet": set}})
+			if err != nil {
+				return []string{err.Error()}
+			}
+			got, err := s.resolveList(st.raw["Resource"])
+			if err != nil {
+				return []string{err.Error()}
+			}
+			ok := len(got) == 2
+			for i, suffix := range []string{":identity/*", ":" + want} {
+				ok = ok && strings.HasPrefix(got[i], "arn:") && strings.Contains(got[i], ":ses:") && strings.HasSuffix(got[i], suffix)
+			}
+			if !ok {
+				problems.add("EmailFunction: with SesConfigurationSet %q, ses:SendEmail must be granted on identity/* and %s (has %v): "+
+					"in the SES sandbox every recipient's identity is authorised too, and a send in a configuration set against the set", set, want, got)
+			}
+		}
+		return problems.sorted()
 	}
 	return []string{"EmailFunction: no statement grants ses:SendEmail"}
 }
@@ -266,22 +325,29 @@ var overridesRe = regexp.MustCompile(`(\w+)=\\"([^"\\]*)\\"`)
 // TestSamconfigProdShowsWhatToFillIn reads samconfig.toml: the default and
 // dev environments deploy as they are; prod as shipped is refused by the
 // template's Rules (it still has the placeholders), and its commented
-// parameter_overrides names every value to fill in, with FILL-IN values
-// that the parameters' patterns refuse, so uncommenting it unedited fails
-// too.
+// parameter_overrides names every parameter a real account must set
+// (prodMustSet: the Rules' outside dev, the SES rate, the users table, the
+// first deploy's table protection), with <FILL-IN> values that the
+// parameters' types and patterns refuse, so uncommenting it unedited fails
+// too, and that line filled in deploys. Every environment deletes a stack
+// whose first deploy failed (on_failure = "DELETE"), so the deploy can be
+// run again as it is.
 func TestSamconfigProdShowsWhatToFillIn(t *testing.T) {
 	tmpl, root := loadTemplate(t)
 	data, err := os.ReadFile(filepath.Join(root, "samconfig.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	section, active, commented := "", map[string]string{}, map[string]string{}
+	section, active, commented, deletesFailedCreate := "", map[string]string{}, map[string]string{}, map[string]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "[") {
 			section = strings.Trim(line, "[]")
 		}
 		body, isComment := strings.CutPrefix(line, "#")
+		if !isComment && strings.HasSuffix(section, ".deploy.parameters") && strings.ReplaceAll(line, " ", "") == `on_failure="DELETE"` {
+			deletesFailedCreate[strings.TrimSuffix(section, ".deploy.parameters")] = true
+		}
 		if !strings.HasPrefix(strings.TrimSpace(body), "parameter_overrides") || !strings.HasSuffix(section, ".deploy.parameters") {
 			continue
 		}
@@ -300,6 +366,9 @@ func TestSamconfigProdShowsWhatToFillIn(t *testing.T) {
 		return out
 	}
 	for _, env := range []string{"default", "dev", "prod"} {
+		if !deletesFailedCreate[env] {
+			t.Errorf(`%s: deploy parameters lack on_failure = "DELETE": a first deploy that fails leaves a stack in ROLLBACK_COMPLETE, which no deploy can update`, env)
+		}
 		params := parse(active[env])
 		if params["Stage"] == "" {
 			t.Errorf("%s: parameter_overrides sets no Stage: %q", env, active[env])
@@ -316,21 +385,37 @@ func TestSamconfigProdShowsWhatToFillIn(t *testing.T) {
 		}
 	}
 	fill := parse(commented["prod"])
-	for _, name := range []string{"Stage", "MailFrom", "AppBaseUrl", "AlarmEmail"} {
+	for _, name := range append([]string{"Stage"}, prodMustSet(tmpl)...) {
 		if _, ok := fill[name]; !ok {
-			t.Errorf("prod's commented parameter_overrides does not show %s: %q", name, commented["prod"])
+			t.Errorf("prod's commented parameter_overrides does not name %s, which a real account must set: %q", name, commented["prod"])
 		}
 	}
+	if fill["TableDeletionProtection"] != "false" {
+		t.Errorf("prod's commented parameter_overrides (the first deploy) has TableDeletionProtection=%q; want false", fill["TableDeletionProtection"])
+	}
+	filled := map[string]string{}
 	for name, v := range fill {
-		if v != "FILL-IN" {
+		filled[name] = v
+		if v != placeholder {
 			continue
 		}
 		p, ok := tmpl.Parameters[name]
-		if !ok || p.AllowedPattern == "" || regexp.MustCompile(p.AllowedPattern).MatchString(v) {
-			t.Errorf("%s=FILL-IN would deploy: give the parameter an AllowedPattern that refuses it", name)
+		if !ok || (p.Type != "Number" && (p.AllowedPattern == "" || regexp.MustCompile(p.AllowedPattern).MatchString(v))) {
+			t.Errorf("%s=%s would deploy: give the parameter an AllowedPattern (or a type) that refuses it", name, placeholder)
+		}
+		filled[name] = map[string]string{"SesMaxSendRate": "14", "UsersTableName": "app-users"}[name]
+		if real, ok := realValues[name]; ok {
+			filled[name] = real
 		}
 	}
+	if got, err := ruleOutcome(tmpl, filled); err != nil || got != nil {
+		t.Errorf("prod's commented parameter_overrides, filled in, is refused: %v %v", got, err)
+	}
 }
+
+// placeholder is what samconfig.toml's prod line holds where a real
+// account's value goes.
+const placeholder = "<FILL-IN>"
 
 // TestDeployDocsCoverTheTemplate keeps docs/deploy.md whole: every
 // parameter has a row in its parameter table, every alarm one in its alarm

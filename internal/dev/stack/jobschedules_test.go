@@ -56,12 +56,22 @@ func checkJobSchedules(t *Template) []string {
 	for _, id := range t.IDs(TypeQueue) {
 		sendTo[id] = true // the work queues and the DLQ: every queue of the template
 	}
+	groups := t.IDs(TypeScheduleGroup)
 	for _, role := range roles {
 		r := t.Resources[role]
 		for _, s := range list(asMap(r.Properties["AssumeRolePolicyDocument"])["Statement"]) {
-			acct, _ := asMap(asMap(asMap(asMap(s)["Condition"])["StringEquals"])["aws:SourceAccount"])["Ref"].(string)
+			cond := asMap(asMap(s)["Condition"])
+			acct, _ := asMap(asMap(cond["StringEquals"])["aws:SourceAccount"])["Ref"].(string)
 			if acct != "AWS::AccountId" {
 				bad("%s: the scheduler's trust must be Condition StringEquals aws:SourceAccount !Ref AWS::AccountId", role)
+			}
+			var arns []string
+			for _, a := range list(asMap(cond["ArnEquals"])["aws:SourceArn"]) {
+				arns = append(arns, getAttID(a, "Arn"))
+			}
+			slices.Sort(arns)
+			if !slices.Equal(arns, groups) {
+				bad("%s: the scheduler's trust must be Condition ArnEquals aws:SourceArn the template's schedule groups (!GetAtt %v .Arn), has %v", role, groups, arns)
 			}
 		}
 		if len(list(r.Properties["ManagedPolicyArns"])) > 0 {
@@ -125,7 +135,15 @@ func TestJobScheduleChecksCatchMistakes(t *testing.T) {
 		p := list(tm.Resources["SchedulerRole"].Properties["Policies"])[0]
 		return asMap(list(asMap(asMap(p)["PolicyDocument"])["Statement"])[0])
 	}
+	trust := func(tm *Template) map[string]any {
+		return asMap(asMap(list(asMap(tm.Resources["SchedulerRole"].Properties["AssumeRolePolicyDocument"])["Statement"])[0])["Condition"])
+	}
 	catchesMistakes(t, []mutation{
+		{"scheduler trust for any schedule group (as before)", schedules, func(tm *Template) { delete(trust(tm), "ArnEquals") }, "ArnEquals aws:SourceArn"},
+		{"scheduler trust misses the recurring group", schedules, func(tm *Template) {
+			arns := asMap(trust(tm)["ArnEquals"])
+			arns["aws:SourceArn"] = list(arns["aws:SourceArn"])[:1]
+		}, "ArnEquals aws:SourceArn"},
 		{"PassRole without its condition", policy, func(tm *Template) { delete(schedStmt(tm, "PassSchedulerRole"), "Condition") }, "iam:PassedToService"},
 		{"PassRole of another role", policy, func(tm *Template) {
 			schedStmt(tm, "PassSchedulerRole")["Resource"] = map[string]any{"Fn::GetAtt": []any{"EmailFunctionRole", "Arn"}}

@@ -151,7 +151,12 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 		}, "dev without AlarmEmail: refused"},
 		{"table deleted with the stack", on(checkTableRetention), setTable("DeletionPolicy", "Delete"), "MarkersTable: DeletionPolicy"},
 		{"table dropped on replacement", on(checkTableRetention), setTable("UpdateReplacePolicy", ""), "MarkersTable: DeletionPolicy"},
+		{"table kept by a rolled-back first deploy (as before)", on(checkTableRetention), setTable("DeletionPolicy", "Retain"), "already exists"},
 		{"no deletion protection", on(checkTableRetention), func(tm *Template) { delete(props(tm, "JobsTable"), "DeletionProtectionEnabled") }, "JobsTable: DeletionProtectionEnabled in stage prod"},
+		{"protection a first deploy cannot turn off (as before)", on(checkTableRetention), func(tm *Template) {
+			tm.Conditions["ProtectData"] = map[string]any{"Fn::Not": []any{map[string]any{"Fn::Or": []any{
+				map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "dev"}}, map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "Stage"}, "local"}}}}}}
+		}, `in stage prod with TableDeletionProtection "false" is true`},
 		{"no access log", on(checkAccessLogs), func(tm *Template) { delete(props(tm, "HttpApiStage"), "AccessLogSettings") }, "DestinationArn"},
 		{"access log without the caller", on(checkAccessLogs), func(tm *Template) {
 			accessLog(tm)["Format"] = strings.Replace(str(accessLog(tm)["Format"]), "$context.identity.userArn", "$context.identity.caller", 1)
@@ -166,8 +171,17 @@ func TestProductionChecksCatchMistakes(t *testing.T) {
 			roleStmt(tm, "EnqueueFunctionRole", "Traces")["Action"] = []any{"xray:PutTraceSegments"}
 		}, "EnqueueFunction: its role does not grant xray:PutTelemetryRecords"},
 		{"send grant on the sender's identity only", on(checkSendMail), func(tm *Template) {
-			roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFrom}"}
-		}, "ses:SendEmail must be granted on"},
+			res := list(roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"])
+			res[0] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFrom}"}
+		}, "ses:SendEmail must be granted on identity/*"},
+		{"send grant on the identity only, not the configuration set", on(checkSendMail), func(tm *Template) {
+			st := roleStmt(tm, "EmailFunctionRole", "SendMail")
+			st["Resource"] = list(st["Resource"])[:1]
+		}, `with SesConfigurationSet "tracking", ses:SendEmail must be granted on identity/* and configuration-set/tracking`},
+		{"no grant for an identity's default set", on(checkSendMail), func(tm *Template) {
+			res := list(roleStmt(tm, "EmailFunctionRole", "SendMail")["Resource"])
+			res[1] = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${SesConfigurationSet}"}
+		}, `with SesConfigurationSet "", ses:SendEmail must be granted on identity/* and configuration-set/*`},
 		{"any identity without the sender condition", policy, func(tm *Template) {
 			delete(roleStmt(tm, "EmailFunctionRole", "SendMail"), "Condition")
 		}, "wildcard resource"},

@@ -165,7 +165,7 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 	for k, want := range map[string]string{
 		"STAGE": "local", "LOG_LEVEL": "info", "QUEUE_URL_CRITICAL": crit.URL, "DLQ_URL": dlq.URL,
 		"MARKERS_TABLE": stackName + "-markers", "MAX_RECEIVE_COUNT": "5", "TOGGLE_TTL": "30s", "PARK_DELAY": "900",
-		"SES_MAX_SEND_RATE": "1", "EVENT_SOURCE_CONCURRENCY": "17",
+		"SES_MAX_SEND_RATE": "1", "SES_CONFIGURATION_SET": "",
 	} {
 		if env[k] != want {
 			t.Errorf("EmailFunction env %s = %q, want %q", k, env[k], want)

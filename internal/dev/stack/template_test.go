@@ -49,7 +49,7 @@ var wantFunctions = []struct {
 	{dir: "functions/email", id: "EmailFunction", env: []string{
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
-		"SES_MAX_SEND_RATE", "EVENT_SOURCE_CONCURRENCY", "SCHEDULE_GROUP", "PARTNER_DIGEST_TIMEZONE",
+		"SES_MAX_SEND_RATE", "SES_CONFIGURATION_SET", "SCHEDULE_GROUP", "PARTNER_DIGEST_TIMEZONE",
 	}},
 	{dir: "functions/dlq", id: "DlqFunction", env: []string{
 		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
@@ -272,10 +272,13 @@ func checkQueues(t *Template) []string {
 	return problems.sorted()
 }
 
-// checkSendRate: the e-mail worker shares the account's SES rate
-// (SES_MAX_SEND_RATE, the SesMaxSendRate parameter) among the invocations
-// that can run at once, EVENT_SOURCE_CONCURRENCY, which must be the sum of
-// its event sources' MaximumConcurrency (CloudFormation cannot add them up).
+// checkSendRate: every send of the e-mail worker takes a slot of one
+// schedule at the account's SES rate (SES_MAX_SEND_RATE, the SesMaxSendRate
+// parameter), kept in the jobs table (JOBS_TABLE, where the role may
+// UpdateItem), and shared by every invocation of every event source; no
+// static share per invocation is left (EVENT_SOURCE_CONCURRENCY, which made
+// a queue alone with work send at a fraction of the rate). Its sends go in
+// the configuration set SesConfigurationSet names (SES_CONFIGURATION_SET).
 func checkSendRate(t *Template) []string {
 	var problems findings
 	bad := problems.add
@@ -285,18 +288,34 @@ func checkSendRate(t *Template) []string {
 		return []string{err.Error()}
 	}
 	env := EnvironmentVariables(props)
-	if r, _ := asMap(env["SES_MAX_SEND_RATE"])["Ref"].(string); r != "SesMaxSendRate" {
-		bad("%s: SES_MAX_SEND_RATE must be !Ref SesMaxSendRate", fn)
+	for name, param := range map[string]string{"SES_MAX_SEND_RATE": "SesMaxSendRate", "SES_CONFIGURATION_SET": "SesConfigurationSet"} {
+		used := map[string]bool{}
+		refs(env[name], used)
+		if !used[param] {
+			bad("%s: %s must be !Ref %s", fn, name, param)
+		}
+		if _, ok := t.Parameters[param]; !ok {
+			bad("parameter %s is missing", param)
+		}
 	}
-	if _, ok := t.Parameters["SesMaxSendRate"]; !ok {
-		bad("parameter SesMaxSendRate is missing")
+	if r, _ := asMap(env["JOBS_TABLE"])["Ref"].(string); r != "JobsTable" {
+		bad("%s: JOBS_TABLE must be !Ref JobsTable: the send schedule lives there", fn)
 	}
-	sum := 0
-	for _, ev := range sqsEvents(t, fn) {
-		sum += int(num(asMap(ev["ScalingConfig"])["MaximumConcurrency"]))
+	if _, ok := env["EVENT_SOURCE_CONCURRENCY"]; ok {
+		bad("%s: EVENT_SOURCE_CONCURRENCY is a static share of the rate per invocation; the schedule shares it by the work waiting", fn)
 	}
-	if got := scalarString(env["EVENT_SOURCE_CONCURRENCY"]); got != strconv.Itoa(sum) {
-		bad("%s: EVENT_SOURCE_CONCURRENCY is %q, but its event sources' MaximumConcurrency adds up to %d", fn, got, sum)
+	stmts, err := roleStatements(t, fn)
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	booked := false
+	for _, st := range stmts {
+		on := map[string]bool{}
+		refs(st.raw["Resource"], on)
+		booked = booked || (slices.Contains(st.actions, "dynamodb:UpdateItem") && on["JobsTable"])
+	}
+	if !booked {
+		bad("%s: its role must grant dynamodb:UpdateItem on JobsTable (the send schedule)", fn)
 	}
 	return problems.sorted()
 }
@@ -558,9 +577,12 @@ func TestChecksCatchMistakes(t *testing.T) {
 		}, "sqs:ReceiveMessage on DeadLetterQueue"},
 		{"queue without redrive", queues, func(tm *Template) { delete(tm.Resources["BulkQueue"].Properties, "RedrivePolicy") }, "BulkQueue: no RedrivePolicy"},
 		{"queue without SSE", queues, func(tm *Template) { delete(tm.Resources["DefaultQueue"].Properties, "SqsManagedSseEnabled") }, "DefaultQueue: no SSE"},
-		{"concurrency sum out of date", sendRate, func(tm *Template) {
-			asMap(sqsEvents(tm, "EmailFunction")["Bulk"]["ScalingConfig"])["MaximumConcurrency"] = 4
-		}, "adds up to 19"},
+		{"a static share of the rate again", sendRate, func(tm *Template) {
+			EnvironmentVariables(tm.Resources["EmailFunction"].Properties)["EVENT_SOURCE_CONCURRENCY"] = "18"
+		}, "EVENT_SOURCE_CONCURRENCY is a static share"},
+		{"configuration set not passed", sendRate, func(tm *Template) {
+			delete(EnvironmentVariables(tm.Resources["EmailFunction"].Properties), "SES_CONFIGURATION_SET")
+		}, "SES_CONFIGURATION_SET must be !Ref SesConfigurationSet"},
 		{"send rate not the parameter", sendRate, func(tm *Template) {
 			EnvironmentVariables(tm.Resources["EmailFunction"].Properties)["SES_MAX_SEND_RATE"] = "14"
 		}, "SES_MAX_SEND_RATE must be !Ref SesMaxSendRate"},

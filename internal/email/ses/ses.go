@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -39,10 +40,13 @@ func utf8Content(s string) *types.Content {
 	return &types.Content{Data: aws.String(s), Charset: aws.String("UTF-8")}
 }
 
-// Send sends m as a simple message with a text and an HTML body. A send SES
-// refuses for good (not authorised, an unverified identity, a rejected or
-// malformed message) is permanent and says what to fix; anything else
-// (throttling, outage) is retried. An error SES answered is a *SendError:
+// Send sends m as a simple message with a text and an HTML body, in the
+// configuration set when one is set. A send SES refuses for good (not
+// authorised, an unverified identity, a rejected or malformed message, a
+// suspended account) is permanent and says what to fix; one it refuses for
+// the daily quota or a pause wraps email.ErrDailyQuota or
+// email.ErrSendingPaused (the job waits); anything else (throttling,
+// outage) is retried. An error SES answered is a *SendError:
 // its code, never SES's message text, which can quote addresses.
 func (s *SES) Send(ctx context.Context, m email.Message) error {
 	in := &sesv2.SendEmailInput{
@@ -70,7 +74,8 @@ func (s *SES) Send(ctx context.Context, m email.Message) error {
 // notAuthorised is what to fix when SES refuses to authorise a send.
 const notAuthorised = "SES did not authorise the send: verify the sender identity (MAIL_FROM or its domain) in SES; " +
 	"while the account is in the SES sandbox, verify every recipient too; " +
-	"and check that the function's role grants ses:SendEmail for this sender"
+	"and check that the function's role grants ses:SendEmail for this sender and for its configuration set " +
+	"(the one SesConfigurationSet names, or the identity's default set)"
 
 // permanentCodes are the SES v2 error codes no retry fixes, each with what an
 // operator must fix.
@@ -85,6 +90,26 @@ var permanentCodes = map[string]string{
 	"MessageRejected": "SES rejected the message: while the account is in the SES sandbox every recipient must be a verified identity; " +
 		"otherwise SES refused its content",
 	"BadRequestException": "SES refused the request as invalid (a sender, recipient or content it does not accept)",
+	"AccountSuspendedException": "SES has permanently restricted the account's sending: see the SES console's account dashboard; " +
+		"redrive once AWS has lifted it",
+	"NotFoundException": "SES does not know a resource the send names: check that the configuration set SesConfigurationSet names " +
+		"(SES_CONFIGURATION_SET) exists in this region",
+}
+
+// dailyQuota is how SES says a send met the account's daily quota: the
+// message of its throttling error, whatever the error's code.
+const dailyQuota = "daily message quota exceeded"
+
+// waits are the SES refusals a job waits out rather than retries: the
+// daily quota, and sending paused.
+func waits(api smithy.APIError) error {
+	switch {
+	case strings.Contains(strings.ToLower(api.ErrorMessage()), dailyQuota):
+		return email.ErrDailyQuota
+	case api.ErrorCode() == "SendingPausedException":
+		return email.ErrSendingPaused
+	}
+	return nil
 }
 
 // SendError is a send SES answered with an error: the error code, and what
@@ -100,7 +125,13 @@ type SendError struct {
 	Fix string
 	// Fault says whether SES blamed the request or itself.
 	Fault smithy.ErrorFault
+	// Wait is email.ErrDailyQuota or email.ErrSendingPaused when SES
+	// refused the send for one of them (the job waits), else nil.
+	Wait error
 }
+
+// Unwrap returns Wait, so errors.Is finds the daily quota or a pause.
+func (e *SendError) Unwrap() error { return e.Wait }
 
 func (e *SendError) Error() string {
 	msg := "ses: send " + e.MessageID + ": " + e.Code
@@ -133,7 +164,10 @@ func classify(id string, err error) error {
 	if !errors.As(err, &api) {
 		return fmt.Errorf("ses: send %s: %w", id, err)
 	}
-	se := &SendError{MessageID: id, Code: api.ErrorCode(), Fault: api.ErrorFault()}
+	se := &SendError{MessageID: id, Code: api.ErrorCode(), Fault: api.ErrorFault(), Wait: waits(api)}
+	if se.Wait != nil {
+		return se
+	}
 	fix, permanent := permanentCodes[se.Code]
 	if !permanent {
 		return se

@@ -48,24 +48,45 @@ func TestSendClassifiesSESErrors(t *testing.T) {
 		code      string
 		permanent bool
 		fix       []string // what the message must say
+		wait      error    // the wait it wraps, if any
 	}{
 		{"IAM denies the recipient's identity in the sandbox", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: denied, Fault: smithy.FaultClient},
-			"AccessDeniedException", true, []string{"verify the sender identity", "SES sandbox, verify every recipient", "grants ses:SendEmail"}},
-		{"query-style AccessDenied", &smithy.GenericAPIError{Code: "AccessDenied", Message: denied}, "AccessDenied", true, []string{"grants ses:SendEmail"}},
-		{"not authorized", &smithy.GenericAPIError{Code: "NotAuthorized", Message: denied}, "NotAuthorized", true, []string{"verify the sender identity"}},
+			"AccessDeniedException", true, []string{"verify the sender identity", "SES sandbox, verify every recipient", "grants ses:SendEmail"}, nil},
+		{"query-style AccessDenied", &smithy.GenericAPIError{Code: "AccessDenied", Message: denied}, "AccessDenied", true, []string{"grants ses:SendEmail"}, nil},
+		{"not authorized", &smithy.GenericAPIError{Code: "NotAuthorized", Message: denied}, "NotAuthorized", true, []string{"verify the sender identity"}, nil},
 		{"unverified recipient in the sandbox", &types.MessageRejected{Message: aws.String("Email address is not verified. The following identities failed the check in region US-EAST-1: " + recipient)},
-			"MessageRejected", true, []string{"every recipient must be a verified identity"}},
+			"MessageRejected", true, []string{"every recipient must be a verified identity"}, nil},
 		{"MAIL FROM domain not verified", &types.MailFromDomainNotVerifiedException{Message: aws.String("MAIL FROM domain of " + recipient + " is not verified")},
-			"MailFromDomainNotVerifiedException", true, []string{"MAIL FROM domain"}},
-		{"invalid address", &types.BadRequestException{Message: aws.String("Illegal address " + recipient)}, "BadRequestException", true, []string{"invalid"}},
-		{"throttled", &types.TooManyRequestsException{Message: aws.String("Maximum sending rate exceeded for " + recipient)}, "TooManyRequestsException", false, nil},
-		{"SES outage", &types.InternalServiceErrorException{Message: aws.String("internal error")}, "InternalServiceErrorException", false, nil},
+			"MailFromDomainNotVerifiedException", true, []string{"MAIL FROM domain"}, nil},
+		{"invalid address", &types.BadRequestException{Message: aws.String("Illegal address " + recipient)}, "BadRequestException", true, []string{"invalid"}, nil},
+		{"throttled", &types.TooManyRequestsException{Message: aws.String("Maximum sending rate exceeded for " + recipient)}, "TooManyRequestsException", false, nil, nil},
+		{"SES outage", &types.InternalServiceErrorException{Message: aws.String("internal error")}, "InternalServiceErrorException", false, nil, nil},
+		{"the daily quota, as SES v2's throttle", &types.TooManyRequestsException{Message: aws.String("Daily message quota exceeded.")},
+			"TooManyRequestsException", false, nil, email.ErrDailyQuota},
+		{"the daily quota, as a limit", &types.LimitExceededException{Message: aws.String("Daily message quota exceeded.")},
+			"LimitExceededException", false, nil, email.ErrDailyQuota},
+		{"the daily quota, query-style", &smithy.GenericAPIError{Code: "Throttling", Message: "Daily message quota exceeded."},
+			"Throttling", false, nil, email.ErrDailyQuota},
+		{"the rate is not the quota", &smithy.GenericAPIError{Code: "Throttling", Message: "Maximum sending rate exceeded."},
+			"Throttling", false, nil, nil},
+		{"sending paused", &types.SendingPausedException{Message: aws.String("Sending paused for this account. For more information, contact " + recipient)},
+			"SendingPausedException", false, nil, email.ErrSendingPaused},
+		{"account suspended", &types.AccountSuspendedException{Message: aws.String("suspended")}, "AccountSuspendedException", true, []string{"permanently restricted"}, nil},
+		{"no such configuration set", &types.NotFoundException{Message: aws.String("Configuration set <tracking> does not exist.")},
+			"NotFoundException", true, []string{"SesConfigurationSet"}, nil},
+		{"denied on the configuration set", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized on configuration-set/tracking"},
+			"AccessDeniedException", true, []string{"configuration set"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := New(&fakeSES{err: tc.err}, "no-reply@runstwice.dev").Send(context.Background(), msg)
 			if err == nil {
 				t.Fatal("no error")
+			}
+			for _, w := range []error{email.ErrDailyQuota, email.ErrSendingPaused} {
+				if errors.Is(err, w) != (w == tc.wait) {
+					t.Errorf("errors.Is(%v, %v) = %v; want %v", err, w, !(w == tc.wait), w == tc.wait)
+				}
 			}
 			if got := engine.IsPermanent(err); got != tc.permanent {
 				t.Errorf("permanent = %v, want %v: %v", got, tc.permanent, err)
@@ -87,7 +108,8 @@ func TestSendClassifiesSESErrors(t *testing.T) {
 					t.Errorf("%q does not say %q", text, want)
 				}
 			}
-			if strings.Contains(text, recipient) || strings.Contains(text, "failed the check") || strings.Contains(text, "not authorized to perform") {
+			if strings.Contains(text, recipient) || strings.Contains(text, "failed the check") || strings.Contains(text, "not authorized") ||
+				strings.Contains(text, "quota exceeded") || strings.Contains(text, "does not exist") {
 				t.Errorf("%q carries SES's message text", text)
 			}
 		})
