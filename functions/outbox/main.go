@@ -19,6 +19,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
+	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -37,6 +38,7 @@ func main() {
 func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	env := envvar.New(os.Getenv)
 	env.Required("STAGE")
+	idemTable := env.Required("IDEMPOTENCY_TABLE")
 	jobsTable := env.Required("JOBS_TABLE")
 	markersTable := env.Required("MARKERS_TABLE")
 	deadLetters := env.Required("DEAD_LETTERS_TABLE")
@@ -50,11 +52,12 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
 	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
 	store.Schedules = schedules
-	// The API's own enqueue path, without its request layer.
+	// The API's own enqueue path under its request layer: what the relay
+	// decided for an item is stored under the item's key (EnqueueFor).
 	metrics := obs.DefaultMetrics()
 	api := &enqueue.Handler{
-		Registry: jobtypes.Registry(), Jobs: store, Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""),
-		Schedules: schedules, Logger: log, Metrics: metrics,
+		Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(db, idemTable), Jobs: store,
+		Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""), Schedules: schedules, Logger: log, Metrics: metrics,
 	}
 	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: metrics}, nil
 }

@@ -58,11 +58,10 @@ var wantFunctions = []struct {
 		"dynamodb:DeleteItem": "marker release is the e-mail worker's",
 	}},
 	{dir: "functions/outbox", id: "OutboxFunction", env: []string{
-		"JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
+		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
 		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
-		"dynamodb:DeleteItem":         "marker release is the e-mail worker's; the relay has no idempotency table",
 		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
