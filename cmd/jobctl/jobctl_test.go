@@ -20,7 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -82,10 +82,13 @@ func TestTogglesSetAndList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}
-	want := map[string]string{
-		email.Welcome.Name: "off", email.PartnerDigest.Name: "off",
-		email.PartnerVerification.Name: "on", email.PasswordReset.Name: "on", digest.Fanout.Name: "off",
+	// Every registered type, at its default but the one set off.
+	want := map[string]string{}
+	for _, name := range jobtypes.Registry().Names() {
+		jt, _ := jobtypes.Registry().Lookup(name)
+		want[name] = map[bool]string{true: "on", false: "off"}[jt.EnabledByDefault]
 	}
+	want[email.Welcome.Name] = "off"
 	if len(got.Toggles) != len(want) {
 		t.Fatalf("toggles %+v; want every registered type", got.Toggles)
 	}
