@@ -28,6 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -75,7 +76,8 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	store := jobs.NewStore(db, name("JobsTable"), marker.NewDynamo(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
-		Enqueuer:    &enqueue.Handler{Registry: jobtypes.Registry(), Jobs: store, Queue: queue.New(q, urls, "")},
+		Enqueuer: &enqueue.Handler{Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
+			Jobs: store, Queue: queue.New(q, urls, "")},
 		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard),
 	}
 	// The relay's process dies once, in the middle of the batch that holds
