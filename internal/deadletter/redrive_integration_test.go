@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/internal/contract"
@@ -15,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -279,5 +281,49 @@ func TestDrop(t *testing.T) {
 	}
 	if res, err := w.redriver.Redrive(ctx, env.MessageID); err != nil || res.Outcome != deadletter.Skipped {
 		t.Fatalf("redrive of a dropped letter = %+v, %v; want skipped", res, err)
+	}
+}
+
+// On moto, end to end: the dlq consumer records a tick EventBridge
+// Scheduler could not deliver (its schedule and type stored, its marker
+// FAILED), and the redrive sends the same tick to its type's queue (bulk)
+// with the tick type's attribute, its FAILED marker reset, the letter
+// redriven.
+func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
+	w := newOpsWorld(t)
+	ctx := context.Background()
+	c, err := deadletter.NewConsumer(deadletter.Config{Records: w.Letters, Markers: w.Markers, Jobs: w.Recorder, Registry: jobtypes.Registry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := schedulerLetter(tickBody, schedulerAttrs(
+		"arn:aws:scheduler:us-east-1:123456789012:schedule/runstwice-test-recurring/partner-digest-weekly", w.Queues[contract.QueueBulk].ARN,
+		"AWS.SimpleQueueService.NonExistentQueue", "0", ""))
+	if resp, _ := c.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+	tick, _ := contract.DecodeTick([]byte(tickBody))
+	env, _ := jobtypes.Registry().TickEnvelope(tick)
+	rec, err := w.Letters.Get(ctx, env.MessageID)
+	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != digest.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
+		t.Fatalf("stored letter %+v, %v; want the tick's job, type and schedule", rec, err)
+	}
+	key := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+	if m, ok, _ := w.Markers.Peek(ctx, key); !ok || !m.Settled() {
+		t.Fatalf("marker %+v (%v); want FAILED", m, ok)
+	}
+	res, err := w.redriver.Redrive(ctx, env.MessageID)
+	if err != nil || res.Outcome != deadletter.Redrove || res.Queue != contract.QueueBulk {
+		t.Fatalf("redrive %+v, %v; want redriven to bulk", res, err)
+	}
+	got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, time.Second)
+	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[contract.AttrType].StringValue) != digest.Fanout.Name {
+		t.Fatalf("bulk queue holds %+v; want the tick once, as a tick", got)
+	}
+	if _, ok, _ := w.Markers.Peek(ctx, key); ok {
+		t.Fatal("the tick's FAILED marker was not reset: the redriven tick would be dropped")
+	}
+	if rec, _ := w.Letters.Get(ctx, env.MessageID); rec.Status != deadletter.StatusRedriven {
+		t.Fatalf("letter %s; want redriven", rec.Status)
 	}
 }
