@@ -96,6 +96,11 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 	case a.Status == http.StatusConflict && a.Problem == enqueue.ProblemDuplicate:
 		log.Info("outbox item's job refused by its duplicate policy; nothing enqueued", "status", a.Status, obs.KeyReason, a.Detail)
 		return nil
+	case a.Problem == enqueue.ProblemScheduleQuota:
+		// No retry of the stream can succeed until an operator raises the
+		// quota (alarmed): the item is a dead letter with the reason, and
+		// the shard goes on.
+		return r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
 	case a.Status >= 500 || a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %d %s: %s", errTransient, a.Status, a.Problem, a.Detail)
 	}

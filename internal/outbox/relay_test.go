@@ -305,3 +305,19 @@ func TestBadRewriteKeepsTheJobsOwnDeadLetter(t *testing.T) {
 		t.Fatalf("the rewrite's letter %+v (%v); want one under %s naming the job", dl, ok, outbox.LetterID(jobID))
 	}
 }
+
+// An item whose job the schedule quota refuses is a dead letter with that
+// reason, not a transient failure the stream retries until its limits.
+func TestScheduleQuotaIsADeadLetterNotARetry(t *testing.T) {
+	h := newHarness()
+	h.api.answerOf = func(enqueue.Request) enqueue.Answer {
+		return enqueue.Answer{Status: http.StatusServiceUnavailable, Problem: enqueue.ProblemScheduleQuota, Detail: "the schedule quota is reached"}
+	}
+	if failed := h.handle(t, record("INSERT", image("signup", "k-1", "u-1"))); len(failed) != 0 {
+		t.Fatalf("failures %v; want the item dead-lettered, the shard going on", failed)
+	}
+	dl, ok := h.letters.recs[outbox.LetterID(contract.DeriveMessageID("outbox:signup", "k-1"))]
+	if !ok || !strings.Contains(dl.Reason, enqueue.ProblemScheduleQuota) {
+		t.Fatalf("dead letter %+v (%v); want one naming the quota", dl, ok)
+	}
+}
