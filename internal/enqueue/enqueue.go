@@ -71,7 +71,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
 	}
 	trace := traceHeader(ctx, req.Headers)
-	return h.runOnce(ctx, log, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
 	})
 }
@@ -120,14 +120,18 @@ func validation(field, reason string) *Problem {
 	return p
 }
 
-// runOnce runs do under the request layer: a replay, a mismatch or a request
+// beginFunc starts a request under the request layer (Idempotency.Begin or
+// TakeOver).
+type beginFunc func(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
+
+// runOnce runs do under the request layer, begun with begin: a replay, a mismatch or a request
 // in flight never calls it. do returns the response and whether it is stored
 // under the key; when it is not (a 5xx, a transient conflict) and do did not
 // finish the lock itself, the lock is released so the key stays usable.
-func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, caller, key, fp, corr string,
+func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, begin beginFunc, caller, key, fp, corr string,
 	do func(idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool),
 ) (events.APIGatewayV2HTTPResponse, *Problem) {
-	res, err := h.Idempotency.Begin(ctx, caller, key, fp)
+	res, err := begin(ctx, caller, key, fp)
 	if err != nil {
 		log.Error("enqueue: idempotency begin", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), nil
@@ -241,7 +245,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 		if d.Own {
 			status = http.StatusAccepted
 		}
-		return h.finish(ctx, log, keep, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), d.Job.Due(), corr)
+		return h.finish(ctx, log, keep, jobResponse(status, d.Job, d.Job.State, !d.Own, corr), answerDue(d.Job), corr)
 	case jobs.Rejected:
 		p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
 			"job %s with key %q is %s and duplicatePolicy %s rejects a new one", d.Job.ID, d.Job.Key, d.Job.State, in.Policy))
@@ -307,7 +311,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 		status, dedup = http.StatusOK, true
 	}
 	resp := jobResponse(status, job, job.QueuedState(), dedup, corr)
-	err := keep.keep(ctx, resp, job.Due(), &job)
+	err := keep.keep(ctx, resp, answerDue(job), &job)
 	if errors.Is(err, idempotency.ErrCompanionFailed) {
 		// The record left the states it is promoted from between the send
 		// and now (it was cancelled, or failed): the answer, stored and
@@ -319,7 +323,7 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 				h.dropSchedule(ctx, log, job)
 			}
 		}
-		err = keep.keep(ctx, resp, job.Due(), nil)
+		err = keep.keep(ctx, resp, answerDue(job), nil)
 	}
 	switch {
 	case errors.Is(err, idempotency.ErrLockLost):
@@ -333,6 +337,18 @@ func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keep
 	}
 	log.Info("enqueue: job queued", "status", status, "state", string(job.QueuedState()))
 	return toAPI(resp), true
+}
+
+// answerDue is the run time the stored answer about job must outlive: a
+// job that waits in a one-time schedule keeps its answer until its last
+// delivery (a retry of the request a year on still replays); any other
+// job's answer lives its day (its record, which keeps the request's
+// fingerprint, answers a later retry).
+func answerDue(job jobs.Job) time.Time {
+	if !job.MayHaveSchedule() {
+		return time.Time{}
+	}
+	return job.Due()
 }
 
 // dropSchedule deletes the one-time schedule this enqueue just created for

@@ -58,6 +58,16 @@ func (w *world) Now() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now
 func (w *world) advance(d time.Duration) { w.mu.Lock(); w.now = w.now.Add(d); w.mu.Unlock() }
 
 func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Result, error) {
+	return w.begin(caller, key, fp, false)
+}
+
+// TakeOver plays idempotency.Store.TakeOver: a lock in flight is taken
+// over at once.
+func (w *world) TakeOver(_ context.Context, caller, key, fp string) (idempotency.Result, error) {
+	return w.begin(caller, key, fp, true)
+}
+
+func (w *world) begin(caller, key, fp string, takeOver bool) (idempotency.Result, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pk := idempotency.PK(caller, key)
@@ -67,7 +77,7 @@ func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Re
 			return idempotency.Result{Outcome: idempotency.Mismatch}, nil
 		case r.resp != nil:
 			return idempotency.Result{Outcome: idempotency.Replay, Response: *r.resp}, nil
-		case r.lockedUntil.After(w.now):
+		case r.lockedUntil.After(w.now) && !takeOver:
 			return idempotency.Result{Outcome: idempotency.InFlight, RetryAfter: r.lockedUntil.Sub(w.now)}, nil
 		}
 	}

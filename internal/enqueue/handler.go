@@ -54,6 +54,10 @@ import (
 // Idempotency is the request layer; *idempotency.Store is one.
 type Idempotency interface {
 	Begin(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
+	// TakeOver is Begin for a caller whose requests for one key never run
+	// at once (the outbox relay's): a lock it meets is a dead request's,
+	// taken over at once.
+	TakeOver(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
 	Complete(ctx context.Context, lock idempotency.Lock, resp idempotency.Response, with ...idempotency.Companion) error
 	Release(ctx context.Context, lock idempotency.Lock) error
 }

@@ -83,6 +83,9 @@ func TestStoredAnswerOutlivesItsJob(t *testing.T) {
 		if r.KeepUntil.Before(want) || (!tc.due.IsZero() && r.KeepUntil.Before(lifetime.LastDelivery(tc.due))) {
 			t.Fatalf("%s: the answer is kept until %s; want at least %s", tc.name, r.KeepUntil, want)
 		}
+		if tc.due.IsZero() && r.KeepUntil.After(want) {
+			t.Fatalf("%s: the answer of a job due now is kept until %s; want its day, %s (its record answers later retries)", tc.name, r.KeepUntil, want)
+		}
 	}
 }
 

@@ -92,7 +92,11 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 		return problemAnswer(validation("body", "is not valid JSON"))
 	}
 	log = log.With(obs.KeyCorrelationID, corr)
-	resp, p := h.runOnce(ctx, log, r.Caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+	// A stream shard is relayed by one invocation at a time: a lock the
+	// relay meets under its caller is a dead relay's, taken over at once
+	// (its retry must not wait out the lock while the event source spends
+	// its retries).
+	resp, p := h.runOnce(ctx, log, h.Idempotency.TakeOver, r.Caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.RelayDecision}, jt, in, r.Caller, idemKey, fp, corr, obs.TraceHeader(ctx))
 	})
 	if p != nil {

@@ -102,6 +102,19 @@ const maxBeginAttempts = 3
 // put whose response was lost and that the SDK retried finds its own lock
 // and is Acquired, never "in flight" behind itself.
 func (s *Store) Begin(ctx context.Context, caller, key, fingerprint string) (Result, error) {
+	return s.begin(ctx, caller, key, fingerprint, false)
+}
+
+// TakeOver is Begin for a caller whose requests for one key never run at
+// once (the outbox relay: a stream shard is relayed by one invocation at a
+// time), so a lock it meets is a dead request's: it is taken over at once,
+// not after its lockedUntil. A completed record replays and another
+// fingerprint is a mismatch, as for Begin.
+func (s *Store) TakeOver(ctx context.Context, caller, key, fingerprint string) (Result, error) {
+	return s.begin(ctx, caller, key, fingerprint, true)
+}
+
+func (s *Store) begin(ctx context.Context, caller, key, fingerprint string, takeOver bool) (Result, error) {
 	pk := PK(caller, key)
 	cond := ddb.AbsentOrExpired(AttrPK, s.now())
 	for range maxBeginAttempts {
@@ -138,7 +151,7 @@ func (s *Store) Begin(ctx context.Context, caller, key, fingerprint string) (Res
 			cond = ddb.AbsentOrExpired(AttrPK, now)
 			continue
 		}
-		if r, decided := s.decide(old, fingerprint, now); decided {
+		if r, decided := s.decide(old, fingerprint, now); decided && !(takeOver && r.Outcome == InFlight) {
 			return r, nil
 		}
 		// A crashed request's lock expired: take over from that owner.

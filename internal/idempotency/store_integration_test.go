@@ -199,3 +199,32 @@ func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
 		t.Fatalf("job after the completion = %s; want Enqueued", got.State)
 	}
 }
+
+// TakeOver takes a dead request's lock at once, not after its lockedUntil
+// (the outbox relay, whose requests for one key never run at once); the
+// dead holder can then neither complete nor release it; a completed record
+// still replays and another fingerprint is still a mismatch.
+func TestTakeOverTakesALockAtOnce(t *testing.T) {
+	s, _, _, _ := newStore(t)
+	ctx := context.Background()
+	dead, _ := s.Begin(ctx, "outbox:p", "k", "fp")
+	if in, _ := s.Begin(ctx, "outbox:p", "k", "fp"); in.Outcome != idempotency.InFlight {
+		t.Fatalf("Begin behind a live lock = %v; want in flight", in.Outcome)
+	}
+	if mm, _ := s.TakeOver(ctx, "outbox:p", "k", "other"); mm.Outcome != idempotency.Mismatch {
+		t.Fatalf("TakeOver with another fingerprint = %v; want mismatch", mm.Outcome)
+	}
+	got, err := s.TakeOver(ctx, "outbox:p", "k", "fp")
+	if err != nil || got.Outcome != idempotency.Acquired || got.Lock.Owner == dead.Lock.Owner {
+		t.Fatalf("TakeOver = %+v, %v; want the lock at once", got, err)
+	}
+	if err := s.Complete(ctx, dead.Lock, idempotency.Response{Status: 202}); !errors.Is(err, idempotency.ErrLockLost) {
+		t.Fatalf("the dead holder's Complete = %v; want ErrLockLost", err)
+	}
+	if err := s.Complete(ctx, got.Lock, idempotency.Response{Status: 202, Body: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.TakeOver(ctx, "outbox:p", "k", "fp"); r.Outcome != idempotency.Replay || r.Response.Status != 202 {
+		t.Fatalf("TakeOver of a completed request = %+v; want its replay", r)
+	}
+}

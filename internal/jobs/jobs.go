@@ -163,6 +163,18 @@ const MaxQueueDelay = 900 * time.Second
 // one-time schedule.
 func (j Job) MayHaveSchedule() bool { return j.Delay() > MaxQueueDelay }
 
+// GoneAt is when the job's message can no longer be waiting in its queue,
+// so that a job neither run nor failed by then is Expired: QueueRetention
+// after its run time, and for a job that may wait in a one-time schedule
+// also the scheduler's retry window (its schedule can deliver it up to that
+// late).
+func (j Job) GoneAt() time.Time {
+	if j.MayHaveSchedule() {
+		return j.RunAt.Add(lifetime.SchedulerRetryWindow + QueueRetention)
+	}
+	return j.RunAt.Add(QueueRetention)
+}
+
 // QueuedState is the state the record takes once its message was accepted
 // (by SQS, or by the scheduler for a job due later than MaxQueueDelay):
 // Scheduled when it has a delay, else Enqueued.

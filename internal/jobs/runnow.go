@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 
@@ -69,24 +70,29 @@ func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, R
 	if j.State != StateScheduled && j.State != StateEnqueued {
 		return j, 0, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
 	}
-	outcome := RunNowSent
-	if j.State == StateScheduled {
-		// Sent first: the schedule goes only once the message is out.
+	rec = rec.withDue()
+	if j.State == StateScheduled || rec.stored == StateScheduled {
+		// Sent first: the schedule goes only once the message is out. A
+		// Scheduled job whose run time has passed (it reads Enqueued) may
+		// still have its schedule, which fires within about a minute, or a
+		// day late: it is sent too, never left to a schedule this deletes.
 		if err := send(ctx, rec); err != nil {
 			return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
 		}
 		existed, err := s.dropSchedule(ctx, rec, false)
 		if err != nil {
-			return s.recordRunNow(ctx, j, 0, fmt.Errorf("jobs: run %s now: sent, but its schedule could not be deleted (the schedule sweep deletes it; should it fire at %s first, the job's marker drops the copy): %w",
+			return s.recordRunNow(ctx, j, rec, 0, fmt.Errorf("jobs: run %s now: sent, but its schedule could not be deleted (the schedule sweep deletes it; should it fire at %s first, the job's marker drops the copy): %w",
 				jobID, rec.RunAt.UTC().Format(time.RFC3339), err))
 		}
+		outcome := RunNowSent
 		if !existed {
 			outcome = RunNowResent
 		}
-		return s.recordRunNow(ctx, j, outcome, nil)
+		return s.recordRunNow(ctx, j, rec, outcome, nil)
 	}
-	// Enqueued: its run time has come, so its schedule has fired (and is
-	// gone) or is firing; only a schedule still there is sent in its place.
+	// Enqueued: sent already (by a run-now, or with no delay); only a
+	// schedule still there (an earlier run-now's delete failed) is sent in
+	// its place.
 	existed, err := s.deleteSchedule(ctx, rec)
 	if err != nil {
 		return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
@@ -97,17 +103,38 @@ func (s *Store) RunNow(ctx context.Context, jobID string, send SendFunc) (Job, R
 	if err := send(ctx, rec); err != nil {
 		return j, 0, fmt.Errorf("jobs: run %s now: %w", jobID, err)
 	}
-	return s.recordRunNow(ctx, j, outcome, nil)
+	return s.recordRunNow(ctx, j, rec, RunNowSent, nil)
 }
 
-// recordRunNow records a job that RunNow sent as Enqueued, run now, and
-// answers with the job as it reads then, outcome and failure (a failure of
+// withDue is j with its message carrying its run time, when it may wait in
+// a one-time schedule and its message (from before messages carried one)
+// does not: the copy run now sends, and the record after it, then keep the
+// due the job's guards must outlive.
+func (j Job) withDue() Job {
+	if !j.MayHaveSchedule() || j.Message == "" {
+		return j
+	}
+	env, err := contract.Decode([]byte(j.Message))
+	if err != nil || !env.RunAt.IsZero() {
+		return j
+	}
+	env.RunAt = j.RunAt
+	if b, err := env.Encode(); err == nil {
+		j.Message = string(b)
+	}
+	return j
+}
+
+// recordRunNow records a job that RunNow sent as Enqueued, run now, with
+// the message it sent (sent: the run time it carries is the due its guards
+// keep), and answers with the job as it reads then, outcome and failure (a failure of
 // the schedule's delete after the send; nil when all went well).
-func (s *Store) recordRunNow(ctx context.Context, j Job, outcome RunNowOutcome, failure error) (Job, RunNowOutcome, error) {
+func (s *Store) recordRunNow(ctx context.Context, j, sent Job, outcome RunNowOutcome, failure error) (Job, RunNowOutcome, error) {
 	jobID := j.ID
 	now := s.now()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(StateEnqueued)).
 		Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name("message"), expression.Value(sent.Message)).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli()))
 	cond := expression.AttributeExists(expression.Name(AttrPK)).And(inStates(Sources(EventSent)))
 	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, cond, false)

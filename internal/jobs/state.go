@@ -159,13 +159,21 @@ func Sources(ev Event) []State {
 //   - a record marked Failed, or a marker that failed after its claim: Failed;
 //   - an unexpired lease: Processing;
 //   - a record marked Parked: Parked (it never expires while parked);
-//   - no marker (or an expired lease) and now ≥ runAt + QueueRetention:
+//   - no marker (or an expired lease) and now ≥ runAt + QueueRetention
+//     (for a job that may wait in a one-time schedule, also + the
+//     scheduler's retry window: Job.GoneAt):
 //     Expired, unless the record is Pending: a Pending job has no message
 //     confirmed in a queue to outlive, and any request for its key resumes
 //     it (its message is sent then, and its runAt moves to that send);
 //   - Scheduled whose runAt has passed: Enqueued;
 //   - otherwise the record's state (Pending, Enqueued, Scheduled).
 func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
+	return derive(stored, runAt, runAt.Add(QueueRetention), m, hasMarker, now)
+}
+
+// derive is Derive with the instant goneAt from which the job's message can
+// no longer be in its queue (Job.GoneAt).
+func derive(stored State, runAt, goneAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
 	switch {
 	case stored == StateCancelled || (hasMarker && m.State == marker.StateCancelled):
 		return StateCancelled
@@ -177,7 +185,7 @@ func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now 
 		return StateProcessing
 	case stored == StateParked:
 		return StateParked
-	case stored != StatePending && !now.Before(runAt.Add(QueueRetention)):
+	case stored != StatePending && !now.Before(goneAt):
 		return StateExpired
 	case stored == StateScheduled && !now.Before(runAt):
 		return StateEnqueued

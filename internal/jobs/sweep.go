@@ -52,7 +52,8 @@ func (s *Store) sweepList(ctx context.Context, jobID string, add bool) error {
 // that found the job Pending, whose enqueue may still be about to create
 // it). A crash or a failure anywhere leaves the id listed, and the sweep
 // deletes the schedule later, without a client's retry. A failed listing
-// does not stop the delete; only a delete that fails is an error.
+// does not stop the delete; a delete that fails is an error, and so is a
+// failed listing of a job that must stay listed.
 func (s *Store) dropSchedule(ctx context.Context, j Job, keepListed bool) (existed bool, err error) {
 	if s.Schedules == nil || !j.MayHaveSchedule() {
 		return false, nil
@@ -62,6 +63,11 @@ func (s *Store) dropSchedule(ctx context.Context, j Job, keepListed bool) (exist
 	switch {
 	case err != nil:
 		return false, errors.Join(err, listErr)
+	case keepListed && listErr != nil:
+		// The schedule may still be made after this delete (the job's
+		// enqueue is in flight): only the list would find it then. A retry
+		// lists it.
+		return false, fmt.Errorf("jobs: %s could not be listed for the schedule sweep: %w", j.ID, listErr)
 	case !keepListed && listErr == nil:
 		// Off the list: best effort, the sweep takes off what stays.
 		_ = s.sweepList(ctx, j.ID, false)

@@ -32,7 +32,7 @@ const ParkedThenRanReason = "it was parked while its kill switch was off, and we
 //     the end of the queue's retention for Expired;
 //   - every time in milliseconds, UTC (the record's precision).
 func View(j Job, m marker.Record, hasMarker bool, now time.Time) Job {
-	j.State = Derive(j.stored, j.RunAt, m, hasMarker, now)
+	j.State = derive(j.stored, j.RunAt, j.GoneAt(), m, hasMarker, now)
 	worked := hasMarker && m.State != marker.StateCancelled
 	if (worked || j.LastOutcome == OutcomeParked) && j.Attempts == 0 {
 		j.Attempts = 1
@@ -65,7 +65,7 @@ func reachedAt(j Job, m marker.Record, hasMarker bool) time.Time {
 		}
 	case StateExpired:
 		if j.stored != StateExpired {
-			return j.RunAt.Add(QueueRetention)
+			return j.GoneAt()
 		}
 	}
 	return time.Time{}

@@ -65,7 +65,6 @@ var wantFunctions = []struct {
 		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
-		"scheduler:DeleteSchedule":    "a schedule is deleted by DELETE of its job and by run-now, neither of which the relay does",
 	}},
 }
 
