@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -99,7 +98,7 @@ func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {
 	if err := it.Check(it.PK()); err != nil {
 		return outbox.Item{}, fmt.Errorf("client: %w", err)
 	}
-	if it.CorrelationID != "" && !contract.ValidCorrelationID(it.CorrelationID) {
+	if it.CorrelationID != "" && !engine.ValidCorrelationID(it.CorrelationID) {
 		return outbox.Item{}, errors.New("client: CorrelationID must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
 	}
 	if _, err := enqueue.DecodeBodyAt(jt, it.Body(), now); err != nil {

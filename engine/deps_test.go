@@ -59,7 +59,7 @@ type noPark struct{}
 func (noPark) Park(context.Context, engine.Queue, engine.Envelope, string, time.Duration) error { return nil }
 
 func main() {
-	ping := engine.JobType{Name: "acme.ping.v1", Queue: engine.QueueDefault, EnabledByDefault: true, KeyPrefix: "ping",
+	ping := engine.JobType{Name: "acme.ping.v1", Queue: "default", EnabledByDefault: true, KeyPrefix: "ping",
 		Args: []engine.ArgSpec{{Name: "target", Format: engine.FormatID, Required: true}}, KeyArgs: []string{"target"}}
 	reg, err := engine.NewRegistry(ping)
 	if err != nil {

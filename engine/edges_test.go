@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -171,7 +170,7 @@ func TestPanickingHandlerFailsOnlyItsRecord(t *testing.T) {
 		if !slices.Equal(failed, []string{badMsg.MessageId}) {
 			t.Fatalf("receive %d: failures %v; want only the panicking record", receive, failed)
 		}
-		for _, g := range []contract.Envelope{good1, good2} {
+		for _, g := range []engine.Envelope{good1, good2} {
 			if rec, ok := h.MarkerOf(g); !ok || !rec.Processed() || e.sends(g.MessageID) != 1 {
 				t.Fatalf("a neighbour of the panic was not sent once and claimed: %+v", rec)
 			}
@@ -295,7 +294,7 @@ func TestPanicOutsideTheHandlerFailsOnlyItsRecord(t *testing.T) {
 	if !slices.Equal(failed, []string{badMsg.MessageId}) {
 		t.Fatalf("failures %v; want only the record whose claim panicked", failed)
 	}
-	for _, g := range []contract.Envelope{good1, good2} {
+	for _, g := range []engine.Envelope{good1, good2} {
 		if rec, ok := h.MarkerOf(g); !ok || !rec.Processed() || e.sends(g.MessageID) != 1 {
 			t.Fatalf("a neighbour of the panic was not sent once and claimed: %+v", rec)
 		}

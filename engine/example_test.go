@@ -42,7 +42,7 @@ func (queues) DeadLetter(_ context.Context, _ events.SQSMessage, reason string) 
 var invoice = engine.JobType{
 	Name:  "billing.invoice-ready.v1",
 	Args:  []engine.ArgSpec{{Name: "invoiceId", Format: engine.FormatID, Required: true}},
-	Queue: engine.QueueDefault, EnabledByDefault: true, Lease: true,
+	Queue: "default", EnabledByDefault: true, Lease: true,
 	KeyPrefix: "invoice-ready", KeyArgs: []string{"invoiceId"},
 }
 
@@ -167,18 +167,6 @@ func ExampleRunner_Handle_parked() {
 	// Output:
 	// parked billing.invoice-ready.v1 for 15m0s
 	// retry: 0
-}
-
-// A registry is built by the caller from declarations: there is no global
-// registry, and a bad declaration is refused.
-func ExampleNewRegistry() {
-	reg, err := engine.NewRegistry(invoice)
-	fmt.Println(reg.Names(), err)
-	_, err = engine.NewRegistry(engine.JobType{Name: "billing.invoice-ready", Queue: engine.QueueDefault, KeyPrefix: "x"})
-	fmt.Println(err)
-	// Output:
-	// [billing.invoice-ready.v1] <nil>
-	// contract: type name "billing.invoice-ready" is not of the form name.vN
 }
 
 // Decode checks an envelope's own fields; Registry.Validate checks its args

@@ -2,47 +2,48 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // The runner's own fixture types: a mail-like type with a lease, a
 // fail-closed one, and a money-like one that must never run twice.
 var (
-	notify = contract.JobType{
-		Name: "test.notify.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
-		Queue: contract.QueueDefault, EnabledByDefault: true, Lease: true, KeyPrefix: "notify", KeyArgs: []string{"userId"},
+	notify = engine.JobType{
+		Name: "test.notify.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+		Queue: "default", EnabledByDefault: true, Lease: true, KeyPrefix: "notify", KeyArgs: []string{"userId"},
 	}
-	digest = contract.JobType{
-		Name: "test.digest.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
-		Queue: contract.QueueBulk, EnabledByDefault: false, Lease: true, KeyPrefix: "digest", KeyArgs: []string{"userId"},
+	digest = engine.JobType{
+		Name: "test.digest.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+		Queue: "bulk", EnabledByDefault: false, Lease: true, KeyPrefix: "digest", KeyArgs: []string{"userId"},
 	}
 	// weekly is a tick type: a recurring schedule sends it, and it skips
 	// while its (fail-closed) switch is off.
-	weekly = contract.JobType{
-		Name: "test.weekly.v1", Args: []contract.ArgSpec{{Name: "digestId", Format: contract.FormatISOWeek, Required: true}},
-		Queue: contract.QueueBulk, Lease: true, KeyPrefix: "weekly", KeyArgs: []string{"digestId"}, WhileOff: contract.Skip,
-		TickArgs: func(at time.Time) map[string]string { return map[string]string{"digestId": contract.ISOWeek(at)} },
+	weekly = engine.JobType{
+		Name: "test.weekly.v1", Args: []engine.ArgSpec{{Name: "digestId", Format: formatWeek, Required: true}},
+		Queue: "bulk", Lease: true, KeyPrefix: "weekly", KeyArgs: []string{"digestId"}, WhileOff: engine.Skip,
+		TickArgs: func(at time.Time) map[string]string { return map[string]string{"digestId": isoWeek(at)} },
 	}
-	payout = contract.JobType{
-		Name: "test.payout.v1", Args: []contract.ArgSpec{{Name: "payoutId", Format: contract.FormatID, Required: true}},
-		Queue: contract.QueueCritical, EnabledByDefault: true, Bias: contract.ClaimThenEffect, KeyPrefix: "payout", KeyArgs: []string{"payoutId"},
+	payout = engine.JobType{
+		Name: "test.payout.v1", Args: []engine.ArgSpec{{Name: "payoutId", Format: engine.FormatID, Required: true}},
+		Queue: "critical", EnabledByDefault: true, Bias: engine.ClaimThenEffect, KeyPrefix: "payout", KeyArgs: []string{"payoutId"},
 	}
 )
 
 // registry returns the fixture types, with leases on or off.
-func registry(t testing.TB, lease bool) *contract.Registry {
+func registry(t testing.TB, lease bool) *engine.Registry {
 	t.Helper()
-	types := []contract.JobType{notify, digest, payout, weekly}
+	types := []engine.JobType{notify, digest, payout, weekly}
 	for i := range types[:2] {
 		types[i].Lease = lease
 	}
-	reg, err := contract.NewRegistry(types...)
+	reg, err := engine.NewRegistry(types...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +93,16 @@ func newHarness(t testing.TB, mutate func(*engine.Config)) (*testkit.Harness, *e
 	return h, e
 }
 
-func notifyJob() contract.Envelope { return testkit.EnvelopeFor(notify) }
+func notifyJob() engine.Envelope { return testkit.EnvelopeFor(notify) }
+
+// formatWeek is an ISO week ("2026-W48"): an application's own format,
+// declared with NewFormat, for the weekly tick types of these tests.
+var formatWeek = engine.NewFormat("ISO week", "2026-W48", func(s string) bool {
+	return len(s) == 8 && s[4:6] == "-W" && strings.Trim(s[:4]+s[6:], "0123456789") == "" && s[6:] >= "01" && s[6:] <= "53"
+})
+
+// isoWeek is t's ISO week, the digestId of a weekly tick's job.
+func isoWeek(t time.Time) string {
+	y, w := t.UTC().ISOWeek()
+	return fmt.Sprintf("%04d-W%02d", y, w)
+}

@@ -18,7 +18,6 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -51,7 +50,7 @@ func newStack(t *testing.T) *stack {
 	return s
 }
 
-func (s *stack) runner(t *testing.T, reg *contract.Registry, handler engine.Handler) *engine.Runner {
+func (s *stack) runner(t *testing.T, reg *engine.Registry, handler engine.Handler) *engine.Runner {
 	t.Helper()
 	qs := queue.New(s.sqs, s.URLs(), s.DLQ.URL)
 	handlers := map[string]engine.Handler{}
@@ -123,7 +122,7 @@ func TestTwoRunnersOneEffectInLeaseMode(t *testing.T) {
 		t.Fatalf("redelivery still failing: %v", resp.BatchItemFailures)
 	}
 	for _, rec := range ev.Records {
-		env, _ := contract.Decode([]byte(rec.Body))
+		env, _ := engine.Decode([]byte(rec.Body))
 		if n := h.effects[env.MessageID]; n != 1 {
 			t.Errorf("message %s: %d effects; want exactly 1", env.MessageID, n)
 		}
@@ -189,7 +188,7 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 	if len(h.effects) != 0 {
 		t.Fatal("a disabled job ran")
 	}
-	q := s.Queues[contract.QueueDefault]
+	q := s.Queues["default"]
 	if got := testenv.Receive(t, s.sqs, q.URL, 0); len(got) != 0 {
 		t.Fatalf("parked copy visible at once; want it delayed")
 	}
@@ -197,14 +196,14 @@ func TestParkSendsDelayedCopy(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("received %d messages after the park delay; want 1", len(got))
 	}
-	parkedEnv, err := contract.Decode([]byte(aws.ToString(got[0].Body)))
+	parkedEnv, err := engine.Decode([]byte(aws.ToString(got[0].Body)))
 	if err != nil || parkedEnv.MessageID != env.MessageID {
 		t.Fatalf("parked copy %+v, %v; want the same messageId %s", parkedEnv, err, env.MessageID)
 	}
 	if rc := got[0].Attributes["ApproximateReceiveCount"]; rc != "1" {
 		t.Fatalf("parked copy receive count %s; want a fresh 1 (parking never burns the receive count)", rc)
 	}
-	if a := got[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != notify.Name {
+	if a := got[0].MessageAttributes[engine.AttrType]; aws.ToString(a.StringValue) != notify.Name {
 		t.Fatalf("parked copy lost its type attribute: %v", got[0].MessageAttributes)
 	}
 }
@@ -215,7 +214,7 @@ func TestPoisonMessageReachesDLQWithReason(t *testing.T) {
 	s := newStack(t)
 	r := s.runner(t, registry(t, true), &countingHandler{effects: map[string]int{}})
 	msg := testkit.RawRecord(`{"v":1,"type":"test.notify.v1"}`, 1)
-	msg.EventSourceARN = s.Queues[contract.QueueDefault].ARN
+	msg.EventSourceARN = s.Queues["default"].ARN
 	if resp, _ := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v; a poison message is not retried", resp.BatchItemFailures)
 	}
@@ -224,9 +223,9 @@ func TestPoisonMessageReachesDLQWithReason(t *testing.T) {
 		t.Fatalf("DLQ holds %v; want the raw poison body", got)
 	}
 	attrs := got[0].MessageAttributes
-	if reason := aws.ToString(attrs[contract.AttrReason].StringValue); reason == "" ||
-		aws.ToString(attrs[contract.AttrSourceQueue].StringValue) != msg.EventSourceARN ||
-		aws.ToString(attrs[contract.AttrReceiveCount].StringValue) != "1" {
+	if reason := aws.ToString(attrs[engine.AttrReason].StringValue); reason == "" ||
+		aws.ToString(attrs[engine.AttrSourceQueue].StringValue) != msg.EventSourceARN ||
+		aws.ToString(attrs[engine.AttrReceiveCount].StringValue) != "1" {
 		t.Fatalf("DLQ attributes %v; want reason, source queue and receive count", attrs)
 	}
 }

@@ -1,6 +1,6 @@
 // Package engine runs jobs safely under at-least-once delivery: its Runner
 // is the per-record pipeline every job goes through, with no exceptions
-// (docs/contract.md, "The runner"):
+// (docs/md, "The runner"):
 //
 //  1. decode and validate the envelope; malformed or unknown type is a
 //     permanent failure, sent to the DLQ with its reason;
@@ -44,8 +44,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -405,10 +403,10 @@ func (r *Runner) decodeBody(it *item) (Envelope, error) {
 	// An envelope is the common case: parse it once, and probe for a tick
 	// only when it is not one.
 	env, err := Decode(body)
-	if err == nil || !contract.IsTick(body) {
+	if err == nil || !IsTick(body) {
 		return env, err
 	}
-	tick, err := contract.DecodeTick(body)
+	tick, err := DecodeTick(body)
 	if err != nil {
 		return Envelope{}, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -24,7 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
-func key(env contract.Envelope) marker.Key {
+func key(env engine.Envelope) marker.Key {
 	return marker.Key{Handler: env.Type, MessageKey: env.MessageID}
 }
 
@@ -221,7 +220,7 @@ func TestDeadLetterSendFailureIsRetried(t *testing.T) {
 func TestDisabledJobIsParkedNotLost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		env  contract.Envelope
+		env  engine.Envelope
 		off  string
 	}{
 		{"fail-closed default", testkit.EnvelopeFor(digest), ""},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -106,7 +105,7 @@ func TestSnoozeThatCannotBeSentIsRetried(t *testing.T) {
 // after its claim and goes to the DLQ.
 func TestSnoozeThatCannotBeHonoured(t *testing.T) {
 	for name, tc := range map[string]struct {
-		env contract.Envelope
+		env engine.Envelope
 		err error
 	}{
 		"permanent":         {notifyJob(), engine.Permanent(engine.Snooze(time.Second, "x"))},

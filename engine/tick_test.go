@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -12,7 +11,7 @@ import (
 
 func tickBody(t *testing.T, scheduled string) string {
 	t.Helper()
-	b, err := contract.Tick{V: 1, Type: weekly.Name, Schedule: "weekly-test", ScheduledTime: scheduled, CorrelationID: "exec-1"}.Encode()
+	b, err := engine.Tick{V: 1, Type: weekly.Name, Schedule: "weekly-test", ScheduledTime: scheduled, CorrelationID: "exec-1"}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +105,9 @@ func TestOnlyATickSkips(t *testing.T) {
 	}
 
 	// A Skip type without TickArgs: every job of it skips.
-	sweep := contract.JobType{Name: "test.sweep.v1", Args: []contract.ArgSpec{{Name: "digestId", Format: contract.FormatISOWeek, Required: true}},
-		Queue: contract.QueueBulk, Lease: true, KeyPrefix: "sweep", KeyArgs: []string{"digestId"}, WhileOff: contract.Skip}
-	reg, err := contract.NewRegistry(sweep)
+	sweep := engine.JobType{Name: "test.sweep.v1", Args: []engine.ArgSpec{{Name: "digestId", Format: formatWeek, Required: true}},
+		Queue: "bulk", Lease: true, KeyPrefix: "sweep", KeyArgs: []string{"digestId"}, WhileOff: engine.Skip}
+	reg, err := engine.NewRegistry(sweep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +166,7 @@ func TestTickRecordFailureRetries(t *testing.T) {
 	}
 }
 
-func mustEncode(t *testing.T, env contract.Envelope) string {
+func mustEncode(t *testing.T, env engine.Envelope) string {
 	t.Helper()
 	b, err := env.Encode()
 	if err != nil {
@@ -178,17 +177,17 @@ func mustEncode(t *testing.T, env contract.Envelope) string {
 
 // mustDecodeJob is the envelope a body is run as: the envelope itself, or
 // the one a tick derives.
-func mustDecodeJob(t *testing.T, body string) contract.Envelope {
+func mustDecodeJob(t *testing.T, body string) engine.Envelope {
 	t.Helper()
 	reg := registry(t, true)
-	if !contract.IsTick([]byte(body)) {
-		env, err := contract.Decode([]byte(body))
+	if !engine.IsTick([]byte(body)) {
+		env, err := engine.Decode([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return env
 	}
-	tick, err := contract.DecodeTick([]byte(body))
+	tick, err := engine.DecodeTick([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package sqsqueue_test
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/internal/contract"
 	"log"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -21,7 +22,7 @@ func ExampleNew() {
 	}
 	client := sqs.NewFromConfig(cfg)
 	urls := map[engine.Queue]string{
-		engine.QueueDefault: "https://sqs.eu-west-1.amazonaws.com/123456789012/my-jobs",
+		contract.QueueDefault: "https://sqs.eu-west-1.amazonaws.com/123456789012/my-jobs",
 	}
 	queues := sqsqueue.New(client, urls, "https://sqs.eu-west-1.amazonaws.com/123456789012/my-jobs-dlq")
 	_ = engine.Config{Parker: queues, DeadLetterer: queues, Backoff: sqsqueue.NewVisibility(client, urls)}

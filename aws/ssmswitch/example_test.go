@@ -3,6 +3,7 @@ package ssmswitch_test
 import (
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"log"
 	"time"
 
@@ -26,7 +27,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	reg, err := engine.NewRegistry(engine.JobType{
-		Name: "webhook.deliver.v1", Queue: engine.QueueDefault, EnabledByDefault: true,
+		Name: "webhook.deliver.v1", Queue: contract.QueueDefault, EnabledByDefault: true,
 		Args:      []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
 		KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
 	})

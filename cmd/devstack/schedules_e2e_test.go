@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,6 @@ import (
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
@@ -44,7 +43,7 @@ func TestSchedulesOnTheLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := contract.Envelope{V: 1, MessageID: contract.DeriveMessageID("local-user", "e2e-at-"+time.Now().Format(time.RFC3339Nano)),
+	env := engine.Envelope{V: 1, MessageID: engine.DeriveMessageID("local-user", "e2e-at-"+time.Now().Format(time.RFC3339Nano)),
 		Type: "email.welcome.v1", Key: "welcome:u-demo-2", CorrelationID: "e2e-at", Args: map[string]string{"userId": "u-demo-2"},
 		EnqueuedAt: time.Now().UTC()}
 	body, err := env.Encode()

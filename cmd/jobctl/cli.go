@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
@@ -65,7 +64,7 @@ type app struct {
 	// stateDir is where the local stack's files are looked for ("" = search
 	// from the working directory up).
 	stateDir string
-	reg      *contract.Registry
+	reg      *engine.Registry
 	cfg      aws.Config
 	res      resources
 }

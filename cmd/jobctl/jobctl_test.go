@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"strings"
 	"testing"
@@ -14,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -127,8 +127,8 @@ func TestDLQListAndRedrive(t *testing.T) {
 	names.DeadLetters = testenv.Name(t, "dead-letters")
 	w := deadlettertest.New(t, names)
 
-	env := contract.Envelope{
-		V: 1, MessageID: contract.DeriveMessageID("alice", "k-dlq"), Type: email.Welcome.Name, Key: "welcome:u-1",
+	env := engine.Envelope{
+		V: 1, MessageID: engine.DeriveMessageID("alice", "k-dlq"), Type: email.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c-1", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC(),
 	}
 	body, _ := env.Encode()
@@ -153,7 +153,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("queue holds %d messages after redrive; want 1", len(got))
 	}
-	back, err := contract.Decode([]byte(aws.ToString(got[0].Body)))
+	back, err := engine.Decode([]byte(aws.ToString(got[0].Body)))
 	if err != nil || back.MessageID != env.MessageID {
 		t.Fatalf("redriven body %+v, %v; want the same messageId", back, err)
 	}

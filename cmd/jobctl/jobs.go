@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -286,7 +285,7 @@ func (a *app) jobsRunNow(ctx context.Context, args []string) error {
 	}
 	sender := queue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")
 	j, outcome, err := a.jobStore(client).RunNow(ctx, id, func(ctx context.Context, j jobs.Job) error {
-		return sender.Send(ctx, queue.Message{Queue: contract.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+		return sender.Send(ctx, queue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
 	})
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,8 +17,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
@@ -70,7 +70,7 @@ func (w *stageWorld) queuedIDs(t *testing.T) []string {
 				break
 			}
 			for _, m := range msgs {
-				env, err := contract.Decode([]byte(aws.ToString(m.Body)))
+				env, err := engine.Decode([]byte(aws.ToString(m.Body)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -288,7 +288,7 @@ func TestJobsListAndGet(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || got["derivedState"] != "Failed" || got["key"] != "welcome:u-9" {
 		t.Fatalf("jobs get --json: %s", out)
 	}
-	if code, _, _ := w.cli("jobs", "get", contract.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "get", engine.NewMessageID()); code != exitNotFound {
 		t.Fatalf("jobs get of a missing job: exit %d", code)
 	}
 }
@@ -389,7 +389,7 @@ func TestJobsCancel(t *testing.T) {
 	if code, _, stderr := w.cli("jobs", "cancel", failed); code != exitRefused || !strings.Contains(stderr, "Failed") {
 		t.Fatalf("cancel of a failed job: exit %d %s; want refused, naming its state", code, stderr)
 	}
-	if code, _, _ := w.cli("jobs", "cancel", contract.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "cancel", engine.NewMessageID()); code != exitNotFound {
 		t.Fatalf("cancel of a missing job: exit %d; want %d", code, exitNotFound)
 	}
 }

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"path/filepath"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // resources names the tables and queues jobctl works on.
@@ -15,7 +15,7 @@ type resources struct {
 	DeadLettersTable string
 	UsersTable       string
 	OutboxTable      string
-	Queues           map[contract.Queue]string
+	Queues           map[engine.Queue]string
 }
 
 // resolveResources finds the resources of a stage: the functions' environment
@@ -48,7 +48,7 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 		DeadLettersTable: pick("DEAD_LETTERS_TABLE", "DeadLettersTable"),
 		UsersTable:       pick("USERS_TABLE", "UsersTable"),
 		OutboxTable:      pick("OUTBOX_TABLE", "OutboxTable"),
-		Queues: map[contract.Queue]string{
+		Queues: map[engine.Queue]string{
 			contract.QueueCritical: pick("QUEUE_URL_CRITICAL", "CriticalQueue"),
 			contract.QueueDefault:  pick("QUEUE_URL_DEFAULT", "DefaultQueue"),
 			contract.QueueBulk:     pick("QUEUE_URL_BULK", "BulkQueue"),

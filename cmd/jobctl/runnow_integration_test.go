@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
@@ -34,12 +34,12 @@ func TestJobsRunNow(t *testing.T) {
 	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(group)}); err != nil {
 		t.Fatal(err)
 	}
-	sched := schedule.New(sc, schedule.Config{Group: group, RoleARN: testenv.SchedulerRoleARN, QueueARNs: map[contract.Queue]string{
+	sched := schedule.New(sc, schedule.Config{Group: group, RoleARN: testenv.SchedulerRoleARN, QueueARNs: map[engine.Queue]string{
 		contract.QueueDefault: w.Queues[contract.QueueDefault].ARN,
 	}})
-	scheduled := func(key string) contract.Envelope {
+	scheduled := func(key string) engine.Envelope {
 		now := time.Now().UTC()
-		env := contract.Envelope{V: contract.Version, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: key,
+		env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: key,
 			CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now}
 		body, err := env.Encode()
 		if err != nil {
@@ -94,7 +94,7 @@ func TestJobsRunNow(t *testing.T) {
 	if code, _, stderr := w.cli("jobs", "run-now", cancelled.MessageID); code != exitRefused || !strings.Contains(stderr, "Cancelled") {
 		t.Fatalf("run-now of a cancelled job: exit %d %s; want refused, naming its state", code, stderr)
 	}
-	if code, _, _ := w.cli("jobs", "run-now", contract.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "run-now", engine.NewMessageID()); code != exitNotFound {
 		t.Fatalf("run-now of a missing job: exit %d; want %d", code, exitNotFound)
 	}
 	if ids := w.queuedIDs(t); len(ids) != 0 {

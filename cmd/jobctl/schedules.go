@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,8 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/google/uuid"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -141,7 +140,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 		s.TargetARN, s.Input = aws.ToString(got.Target.Arn), aws.ToString(got.Target.Input)
 	}
 	body := s.Fill(at, "jobctl-"+uuid.NewString())
-	tick, err := contract.DecodeTick([]byte(body))
+	tick, err := engine.DecodeTick([]byte(body))
 	if err != nil {
 		return refusedf("schedule %s's input is not a tick (%v); only recurring schedules of ticks can be triggered", name, err)
 	}
@@ -162,7 +161,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	jobID := contract.TickMessageID(name, at)
+	jobID := engine.TickMessageID(name, at)
 	if a.json {
 		return a.printJSON(map[string]any{"schedule": name, "scheduledTime": tick.ScheduledTime, "type": tick.Type,
 			"queue": q, "jobId": jobID, "correlationId": tick.CorrelationID})
@@ -174,7 +173,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 
 // queueOfARN is the work queue whose ARN is arn (its name is the ARN's last
 // part and its URL's last path element).
-func (a *app) queueOfARN(arn string) (contract.Queue, error) {
+func (a *app) queueOfARN(arn string) (engine.Queue, error) {
 	name := arn[strings.LastIndex(arn, ":")+1:]
 	for q, url := range a.res.Queues {
 		if url != "" && url[strings.LastIndex(url, "/")+1:] == name {

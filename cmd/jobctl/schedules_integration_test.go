@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -66,7 +66,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		}
 		ids = append(ids, sent.JobID)
 	}
-	if ids[0] != ids[1] || ids[0] != contract.DeriveMessageID("schedule:"+digest.ScheduleName, "2026-12-07T09:00:00Z") {
+	if ids[0] != ids[1] || ids[0] != engine.DeriveMessageID("schedule:"+digest.ScheduleName, "2026-12-07T09:00:00Z") {
 		t.Fatalf("job ids %v; the same time twice is one job", ids)
 	}
 	msgs := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, 1)
@@ -74,7 +74,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		t.Fatalf("%d ticks in the bulk queue, want 2 (the worker makes them one job)", len(msgs))
 	}
 	for _, m := range msgs {
-		tick, err := contract.DecodeTick([]byte(aws.ToString(m.Body)))
+		tick, err := engine.DecodeTick([]byte(aws.ToString(m.Body)))
 		if err != nil || tick.ScheduledTime != "2026-12-07T09:00:00Z" || !strings.HasPrefix(tick.CorrelationID, "jobctl-") {
 			t.Fatalf("tick %+v %v", tick, err)
 		}

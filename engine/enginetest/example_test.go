@@ -16,7 +16,7 @@ func ExampleCheck() {
 	invoice := engine.JobType{
 		Name:  "billing.invoice-ready.v1",
 		Args:  []engine.ArgSpec{{Name: "invoiceId", Format: engine.FormatID, Required: true}},
-		Queue: engine.QueueDefault, EnabledByDefault: true, Lease: true,
+		Queue: "default", EnabledByDefault: true, Lease: true,
 		KeyPrefix: "invoice-ready", KeyArgs: []string{"invoiceId"},
 	}
 	var mu sync.Mutex

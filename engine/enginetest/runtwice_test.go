@@ -8,7 +8,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // effects counts a fake effect per job.
@@ -29,16 +28,16 @@ func (e *effects) Handle(_ context.Context, job engine.Job) error {
 
 func (e *effects) count(id string) int { e.mu.Lock(); defer e.mu.Unlock(); return e.n[id] }
 
-func jobType(bias contract.Bias, lease bool) contract.JobType {
-	return contract.JobType{
-		Name: "test.effect.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
-		Queue: contract.QueueDefault, EnabledByDefault: true, Bias: bias, Lease: lease, KeyPrefix: "effect", KeyArgs: []string{"userId"},
+func jobType(bias engine.Bias, lease bool) engine.JobType {
+	return engine.JobType{
+		Name: "test.effect.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+		Queue: "default", EnabledByDefault: true, Bias: bias, Lease: lease, KeyPrefix: "effect", KeyArgs: []string{"userId"},
 	}
 }
 
 // A well-behaved handler converges under every scenario, with either bias.
 func TestRunTwicePassesAConvergingJob(t *testing.T) {
-	for _, bias := range []contract.Bias{contract.EffectThenClaim, contract.ClaimThenEffect} {
+	for _, bias := range []engine.Bias{engine.EffectThenClaim, engine.ClaimThenEffect} {
 		t.Run(bias.String(), func(t *testing.T) {
 			e := &effects{n: map[string]int{}, times: 1}
 			enginetest.RunTwice(t, enginetest.Case{Type: jobType(bias, true), Handler: e, Effects: e.count})
@@ -51,7 +50,7 @@ func TestRunTwicePassesAConvergingJob(t *testing.T) {
 // a lease under concurrent delivery).
 func TestCheckNamesTheFailingCase(t *testing.T) {
 	e := &effects{n: map[string]int{}, times: 2}
-	err := enginetest.Check(enginetest.Case{Type: jobType(contract.EffectThenClaim, true), Handler: e, Effects: e.count})
+	err := enginetest.Check(enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: e, Effects: e.count})
 	if err == nil || !strings.Contains(err.Error(), "twice in sequence: the effect happened 2 times; want exactly 1") {
 		t.Fatalf("Check = %v; want the sequence case named", err)
 	}

@@ -34,13 +34,16 @@ import (
 	"github.com/runstwice/runstwice/engine"
 )
 
+// queue is the name this function gives its one work queue (QUEUE_URL).
+const queue engine.Queue = "webhooks"
+
 // Deliver is the job type: one event to deliver, by its id. A failed
 // receiver is retried (with back-off, then the DLQ); the receiver dedups by
 // the Idempotency-Key, so effect-then-claim (the default bias) is right.
 var Deliver = engine.JobType{
 	Name:  "webhook.deliver.v1",
 	Args:  []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
-	Queue: engine.QueueDefault, EnabledByDefault: true, Lease: true,
+	Queue: queue, EnabledByDefault: true, Lease: true,
 	KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
 }
 
@@ -101,7 +104,7 @@ func build(ctx context.Context) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[engine.Queue]string{engine.QueueDefault: os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
+	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[engine.Queue]string{queue: os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
 	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
 	hook := Webhook{URL: os.Getenv("WEBHOOK_URL"), Client: &http.Client{Timeout: 10 * time.Second}}
 	return engine.New(engine.Config{

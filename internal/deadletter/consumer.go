@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"log/slog"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -63,7 +62,7 @@ type Config struct {
 	// Jobs marks jobs Failed (optional).
 	Jobs JobFailer
 	// Registry names the known types (required).
-	Registry *contract.Registry
+	Registry *engine.Registry
 	Logger   *slog.Logger
 	Metrics  *obs.Metrics
 }
@@ -258,13 +257,13 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		l.log = l.log.With("schedule", rec.Schedule, "errorCode", sl.Code)
 	} else {
 		rec.ReceiveCount = c.receiveCount(msg)
-		if reason := stringAttr(msg, contract.AttrReason); reason != "" {
+		if reason := stringAttr(msg, engine.AttrReason); reason != "" {
 			rec.Reason, l.class = reason, ClassPermanent
 		} else {
 			rec.Reason = fmt.Sprintf("exceeded maxReceiveCount (%d receives)", rec.ReceiveCount)
 			l.class = ClassMaxReceives
 		}
-		rec.SourceQueue = stringAttr(msg, contract.AttrSourceQueue)
+		rec.SourceQueue = stringAttr(msg, engine.AttrSourceQueue)
 		if rec.SourceQueue == "" {
 			rec.SourceQueue = msg.Attributes[attrDLQSourceARN]
 		}
@@ -282,9 +281,9 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 // neither keeps the SQS message id and the type unknown.
 func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 	msg, rec := l.msg, &l.rec
-	env, err := contract.Decode([]byte(msg.Body))
-	if err != nil && contract.IsTick([]byte(msg.Body)) {
-		tick, terr := contract.DecodeTick([]byte(msg.Body))
+	env, err := engine.Decode([]byte(msg.Body))
+	if err != nil && engine.IsTick([]byte(msg.Body)) {
+		tick, terr := engine.DecodeTick([]byte(msg.Body))
 		if terr != nil {
 			l.log = l.log.With(obs.KeyType, UnknownType)
 			return
@@ -313,7 +312,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 // dead-lettered: the worker's receiveCount attribute, else the SQS receive
 // count, which a redrive move carries over, less this DLQ delivery.
 func (c *Consumer) receiveCount(msg events.SQSMessage) int {
-	if n, err := strconv.Atoi(stringAttr(msg, contract.AttrReceiveCount)); err == nil && n > 0 {
+	if n, err := strconv.Atoi(stringAttr(msg, engine.AttrReceiveCount)); err == nil && n > 0 {
 		return n
 	}
 	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])

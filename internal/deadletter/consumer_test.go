@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +15,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -98,13 +97,13 @@ func (h *harness) run(t *testing.T, msgs ...events.SQSMessage) []string {
 	return testkit.Run(t, context.Background(), h.c, msgs...)
 }
 
-func envelope(jobType string) contract.Envelope {
+func envelope(jobType string) engine.Envelope {
 	return testkit.Envelope(jobType, map[string]string{"userId": "u-1"})
 }
 
 // moved is a message the queue's redrive policy moved: no reason attribute,
 // its receive count carried over plus this DLQ delivery.
-func moved(t *testing.T, env contract.Envelope, receiveCount int) events.SQSMessage {
+func moved(t *testing.T, env engine.Envelope, receiveCount int) events.SQSMessage {
 	t.Helper()
 	return testkit.Record(t, env, receiveCount)
 }
@@ -113,9 +112,9 @@ func moved(t *testing.T, env contract.Envelope, receiveCount int) events.SQSMess
 func sent(body, reason string) events.SQSMessage {
 	msg := testkit.RawRecord(body, 1)
 	msg.MessageAttributes = map[string]events.SQSMessageAttribute{
-		contract.AttrReason:       {StringValue: aws.String(reason), DataType: "String"},
-		contract.AttrReceiveCount: {StringValue: aws.String("1"), DataType: "Number"},
-		contract.AttrSourceQueue:  {StringValue: aws.String("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
+		engine.AttrReason:       {StringValue: aws.String(reason), DataType: "String"},
+		engine.AttrReceiveCount: {StringValue: aws.String("1"), DataType: "Number"},
+		engine.AttrSourceQueue:  {StringValue: aws.String("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
 	}
 	return msg
 }

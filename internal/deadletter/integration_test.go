@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -74,7 +74,7 @@ func (w *world) worker(t *testing.T, sender email.Sender) *engine.Runner {
 }
 
 // enqueue records the job and sends its message, as the enqueue function does.
-func (w *world) enqueue(t *testing.T, env contract.Envelope) {
+func (w *world) enqueue(t *testing.T, env engine.Envelope) {
 	t.Helper()
 	jt, err := jobtypes.Registry().Lookup(env.Type)
 	if err != nil {
@@ -96,11 +96,11 @@ func (w *world) enqueue(t *testing.T, env contract.Envelope) {
 	}
 }
 
-func (w *world) send(t *testing.T, q contract.Queue, body string, env contract.Envelope) {
+func (w *world) send(t *testing.T, q engine.Queue, body string, env engine.Envelope) {
 	t.Helper()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
 	if env.Type != "" {
-		attrs[contract.AttrType] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(env.Type)}
+		attrs[engine.AttrType] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(env.Type)}
 	}
 	if _, err := w.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: aws.String(w.Queues[q].URL), MessageBody: aws.String(body), MessageAttributes: attrs,
@@ -178,7 +178,7 @@ func (o *okSender) Send(_ context.Context, m email.Message) error {
 func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	w := newWorld(t)
 	w.PutUser(t, email.User{ID: "u-exhaust", Email: "exhaust@example.com", DisplayName: "D"})
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-exhaust",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-exhaust",
 		CorrelationID: "corr-exhaust", Args: map[string]string{"userId": "u-exhaust"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	sender := &failingSender{}
@@ -244,7 +244,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(back) != 1 || aws.ToString(back[0].Body) != string(body) {
 		t.Fatalf("redriven messages %v; want the stored body", back)
 	}
-	if a := back[0].MessageAttributes[contract.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
+	if a := back[0].MessageAttributes[engine.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
 		t.Fatalf("type attribute %v", a.StringValue)
 	}
 	if rec, _ := w.store.Get(context.Background(), env.MessageID); rec.Status != deadletter.StatusRedriven || rec.Redrives != 1 {
@@ -282,7 +282,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 // id with that reason; it cannot be redriven.
 func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 	w := newWorld(t)
-	w.send(t, contract.QueueCritical, "this is not json {", contract.Envelope{})
+	w.send(t, contract.QueueCritical, "this is not json {", engine.Envelope{})
 	worker := w.worker(t, &okSender{})
 	if n := poll(t, w, w.Queues[contract.QueueCritical], worker.Handle); n != 1 {
 		t.Fatalf("received %d", n)
@@ -334,7 +334,7 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 // marked Failed, and nothing is counted.
 func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	w := newWorld(t)
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {

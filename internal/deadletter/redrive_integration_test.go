@@ -5,13 +5,13 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -42,7 +42,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 
 // failedJob enqueues a welcome job for caller and key, fails it, and stores
 // its dead letter with reason, as the enqueue and dlq functions do.
-func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) contract.Envelope {
+func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) engine.Envelope {
 	t.Helper()
 	return w.Letter(t, email.Welcome.Name, caller, key, reason, time.Now())
 }
@@ -58,7 +58,7 @@ func (w *opsWorld) queued(t *testing.T) []string {
 
 // wantQueuedOnce fails t unless the default queue holds env's message, and
 // only it, once.
-func (w *opsWorld) wantQueuedOnce(t *testing.T, env contract.Envelope) {
+func (w *opsWorld) wantQueuedOnce(t *testing.T, env engine.Envelope) {
 	t.Helper()
 	body, _ := env.Encode()
 	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
@@ -68,7 +68,7 @@ func (w *opsWorld) wantQueuedOnce(t *testing.T, env contract.Envelope) {
 
 // putFailedMarker writes what a claim-then-effect job leaves when its effect
 // failed after its claim.
-func (w *opsWorld) putFailedMarker(t *testing.T, env contract.Envelope) {
+func (w *opsWorld) putFailedMarker(t *testing.T, env engine.Envelope) {
 	t.Helper()
 	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
 		marker.AttrHandler:    marker.PartitionKey(marker.Key{Handler: env.Type, MessageKey: env.MessageID}),
@@ -101,7 +101,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
 	w.wantQueuedOnce(t, env)
-	twin := contract.Envelope{MessageID: contract.NewMessageID()}
+	twin := engine.Envelope{MessageID: engine.NewMessageID()}
 	now := time.Now()
 	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
@@ -177,7 +177,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if w.Counter.Get("DynamoDB.GetItem") == 0 {
 		t.Fatalf("the dry run did not even read: %s", w.Counter)
 	}
-	for _, env := range []contract.Envelope{a, b} {
+	for _, env := range []engine.Envelope{a, b} {
 		if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 			t.Fatalf("job %s after dry runs; want Failed", got)
 		}
@@ -231,7 +231,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	store := *w.Jobs
 	store.Now = func() time.Time { return time.Now().Add(jobs.DefaultPendingTimeout + time.Second) }
 	now := time.Now()
-	d, err := store.Reserve(ctx, jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-5",
+	d, err := store.Reserve(ctx, jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-5",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Resume || d.Job.ID != env.MessageID {
 		t.Fatalf("enqueue of the key after the pending timeout = %v (%s), %v; want Resume of the redriven job", d.Outcome, d.Job.ID, err)
@@ -302,7 +302,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 	if resp, _ := c.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
-	tick, _ := contract.DecodeTick([]byte(tickBody))
+	tick, _ := engine.DecodeTick([]byte(tickBody))
 	env, _ := jobtypes.Registry().TickEnvelope(tick)
 	rec, err := w.Letters.Get(ctx, env.MessageID)
 	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != digest.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
@@ -317,7 +317,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 		t.Fatalf("redrive %+v, %v; want redriven to bulk", res, err)
 	}
 	got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[contract.AttrType].StringValue) != digest.Fanout.Name {
+	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != digest.Fanout.Name {
 		t.Fatalf("bulk queue holds %+v; want the tick once, as a tick", got)
 	}
 	if _, ok, _ := w.Markers.Peek(ctx, key); ok {

@@ -3,18 +3,17 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
+	"strings"
+	"testing"
+	"time"
 )
 
 func TestFilterMatch(t *testing.T) {
@@ -115,7 +114,7 @@ func (f fakeSender) Send(context.Context, queue.Message) error {
 // record reactivated before the send; the record is settled after it; the
 // letter is marked last.
 func TestRedriveOrder(t *testing.T) {
-	env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-1",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
 	body, _ := env.Encode()
 	failed := jobs.Revival{JobID: env.MessageID, Found: true, State: jobs.StateFailed}

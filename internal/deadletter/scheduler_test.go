@@ -3,6 +3,8 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 
@@ -10,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
@@ -64,7 +65,7 @@ func schedulerAttrs(scheduleARN, targetARN, code, retries, exhausted string) map
 func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 	welcome := envelope(email.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
-	tick, _ := contract.DecodeTick([]byte(tickBody))
+	tick, _ := engine.DecodeTick([]byte(tickBody))
 	tickEnv, err := jobtypes.Registry().TickEnvelope(tick)
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +158,11 @@ func (s *sends) Send(_ context.Context, m queue.Message) error {
 func TestSchedulerLettersAreRedrivable(t *testing.T) {
 	welcome := envelope(email.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
-	tick, _ := contract.DecodeTick([]byte(tickBody))
+	tick, _ := engine.DecodeTick([]byte(tickBody))
 	tickEnv, _ := jobtypes.Registry().TickEnvelope(tick)
 	for _, tc := range []struct {
 		name, id, body string
-		queue          contract.Queue
+		queue          engine.Queue
 		typ            string
 	}{
 		{"one-time job", welcome.MessageID, string(welcomeBody), contract.QueueDefault, email.Welcome.Name},

@@ -21,8 +21,9 @@ var floors = []struct {
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"adapters", []string{"aws/", "internal/killpoint"}},
 	{"mechanisms", []string{"engine", "engine/", "internal/jobs", "internal/jobs/", "internal/marker", "internal/queue",
-		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit"}},
-	{"foundations", []string{"internal/contract", "internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/envvar", "internal/function"}},
+		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",
+		"internal/contract", "internal/envvar"}},
+	{"foundations", []string{"internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function"}},
 }
 
 // floorOf is the index of pkg's floor in floors (0 is the top), or -1.
@@ -99,7 +100,7 @@ func TestNoProductTestKitImportsTheEmulationWing(t *testing.T) {
 func TestFloorsPlaceWhatTheyMust(t *testing.T) {
 	for pkg, want := range map[string]string{
 		"internal/jobtypes": "job types", "internal/email/digest": "use cases", "aws/dynamostore": "adapters",
-		"engine/enginetest": "mechanisms", "internal/marker": "mechanisms", "internal/contract": "foundations",
+		"engine/enginetest": "mechanisms", "internal/marker": "mechanisms", "internal/contract": "mechanisms",
 		"internal/dev/moto": "wiring", "client": "wiring", "functions/email": "wiring",
 	} {
 		if i := floorOf(pkg); i < 0 || floors[i].name != want {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"regexp"
@@ -216,11 +217,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			if len(mails) != 0 {
 				t.Fatalf("fail-closed digest sent %d mails", len(mails))
 			}
-			parked := testenv.Receive(t, s.SQS, s.Queues[engine.QueueBulk].URL, 3*time.Second)
+			parked := testenv.Receive(t, s.SQS, s.Queues[contract.QueueBulk].URL, 3*time.Second)
 			if !slices.ContainsFunc(parked, func(m sqstypes.Message) bool { return aws.ToString(m.Body) == msg.Body }) {
 				t.Fatalf("digest not parked on the bulk queue (got %d messages)", len(parked))
 			}
-			deleteAll(t, s, s.Queues[engine.QueueBulk].URL, parked)
+			deleteAll(t, s, s.Queues[contract.QueueBulk].URL, parked)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package email
 
 import (
+	"github.com/runstwice/runstwice/internal/contract"
 	"net/url"
 
 	"github.com/runstwice/runstwice/engine"
@@ -18,9 +19,9 @@ var PartnerDigest = engine.JobType{
 	Name: "email.partner-digest.v1",
 	Args: []engine.ArgSpec{
 		{Name: "userId", Format: engine.FormatID, Required: true},
-		{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
+		{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
 	},
-	Queue:            engine.QueueBulk,
+	Queue:            contract.QueueBulk,
 	EnabledByDefault: false,
 	Bias:             engine.EffectThenClaim,
 	Lease:            true,

@@ -1,6 +1,7 @@
 package email
 
 import (
+	"github.com/runstwice/runstwice/internal/contract"
 	"net/url"
 
 	"github.com/runstwice/runstwice/engine"
@@ -18,9 +19,9 @@ var PartnerVerification = engine.JobType{
 	Args: []engine.ArgSpec{
 		{Name: "userId", Format: engine.FormatID, Required: true},
 		{Name: "roleCode", Format: engine.FormatID, Required: true, MaxLen: 32},
-		{Name: "countryCode", Format: engine.FormatCountry, Required: true},
+		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
 	},
-	Queue:            engine.QueueCritical,
+	Queue:            contract.QueueCritical,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
 	Lease:            true,

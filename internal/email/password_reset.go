@@ -1,6 +1,7 @@
 package email
 
 import (
+	"github.com/runstwice/runstwice/internal/contract"
 	"net/url"
 
 	"github.com/runstwice/runstwice/engine"
@@ -15,9 +16,9 @@ var PasswordReset = engine.JobType{
 	Name: "email.password-reset.v1",
 	Args: []engine.ArgSpec{
 		{Name: "userId", Format: engine.FormatID, Required: true},
-		{Name: "countryCode", Format: engine.FormatCountry, Required: true},
+		{Name: "countryCode", Format: contract.FormatCountry, Required: true},
 	},
-	Queue:            engine.QueueCritical,
+	Queue:            contract.QueueCritical,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
 	Lease:            true,

@@ -1,6 +1,7 @@
 package email
 
 import (
+	"github.com/runstwice/runstwice/internal/contract"
 	"net/url"
 
 	"github.com/runstwice/runstwice/engine"
@@ -14,7 +15,7 @@ import (
 var Welcome = engine.JobType{
 	Name:             "email.welcome.v1",
 	Args:             []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
-	Queue:            engine.QueueDefault,
+	Queue:            contract.QueueDefault,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
 	Lease:            true,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"io"
 	"mime"
 	"slices"
@@ -15,8 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -53,7 +52,7 @@ type Body struct {
 var bodyFields = []string{"args", "key", "delaySeconds", "runAt", "duplicatePolicy"}
 
 // DecodeBody is DecodeBodyAt the current time.
-func DecodeBody(t contract.JobType, body []byte) (Body, error) {
+func DecodeBody(t engine.JobType, body []byte) (Body, error) {
 	return DecodeBodyAt(t, body, time.Now())
 }
 
@@ -62,15 +61,15 @@ func DecodeBody(t contract.JobType, body []byte) (Body, error) {
 // string IDs valid for t), key, delaySeconds (an integer 0–900) or runAt (an
 // RFC 3339 time with Z or an offset, at most MaxRunAhead after now; not
 // both) and duplicatePolicy. Every error it returns is a
-// *contract.ValidationError naming each bad field.
-func DecodeBodyAt(t contract.JobType, body []byte, now time.Time) (Body, error) {
+// *engine.ValidationError naming each bad field.
+func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
 	top, err := decodeObject(body)
 	if err != nil {
 		return Body{}, invalid("body", err.Error())
 	}
-	verr := &contract.ValidationError{}
+	verr := &engine.ValidationError{}
 	add := func(field, reason string) {
-		verr.Fields = append(verr.Fields, contract.FieldError{Field: field, Reason: reason})
+		verr.Fields = append(verr.Fields, engine.FieldError{Field: field, Reason: reason})
 	}
 	unknown := make([]string, 0)
 	for name := range top {
@@ -90,7 +89,7 @@ func DecodeBodyAt(t contract.JobType, body []byte, now time.Time) (Body, error) 
 	} else if args, fields := decodeArgs(raw); len(fields) > 0 {
 		verr.Fields = append(verr.Fields, fields...)
 	} else if err := t.ValidateArgs(args); err != nil {
-		var ve *contract.ValidationError
+		var ve *engine.ValidationError
 		if !errors.As(err, &ve) {
 			return Body{}, fmt.Errorf("enqueue: validate args: %w", err)
 		}
@@ -103,7 +102,7 @@ func DecodeBodyAt(t contract.JobType, body []byte, now time.Time) (Body, error) 
 		var k string
 		if json.Unmarshal(raw, &k) != nil || !isJSONString(raw) {
 			add("key", "must be a string")
-		} else if !contract.ValidKey(k) {
+		} else if !engine.ValidKey(k) {
 			add("key", "must be 1-255 printable ASCII characters without spaces or '@' (keys are stored in plaintext: no e-mail addresses)")
 		} else {
 			req.Key = k
@@ -194,17 +193,17 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // decodeArgs parses args as a flat object of strings.
-func decodeArgs(raw json.RawMessage) (map[string]string, []contract.FieldError) {
+func decodeArgs(raw json.RawMessage) (map[string]string, []engine.FieldError) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, []contract.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+		return nil, []engine.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return nil, []contract.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+		return nil, []engine.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
 	}
 	args := make(map[string]string, len(m))
-	var fields []contract.FieldError
+	var fields []engine.FieldError
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
@@ -214,7 +213,7 @@ func decodeArgs(raw json.RawMessage) (map[string]string, []contract.FieldError) 
 		v := m[name]
 		var s string
 		if !isJSONString(v) || json.Unmarshal(v, &s) != nil {
-			fields = append(fields, contract.FieldError{Field: "args." + printable(name), Reason: "must be a string ID, not " + jsonKind(v)})
+			fields = append(fields, engine.FieldError{Field: "args." + printable(name), Reason: "must be a string ID, not " + jsonKind(v)})
 			continue
 		}
 		args[name] = s
@@ -264,8 +263,8 @@ func printable(s string) string {
 	return b.String()
 }
 
-func invalid(field, reason string) *contract.ValidationError {
-	return &contract.ValidationError{Fields: []contract.FieldError{{Field: field, Reason: reason}}}
+func invalid(field, reason string) *engine.ValidationError {
+	return &engine.ValidationError{Fields: []engine.FieldError{{Field: field, Reason: reason}}}
 }
 
 // header returns the value of the named header, matched case-insensitively
@@ -330,7 +329,7 @@ func checkContentType(h map[string]string) error {
 }
 
 // exampleArgs shows the args of t as a JSON object, for error details.
-func exampleArgs(t contract.JobType) string {
+func exampleArgs(t engine.JobType) string {
 	parts := make([]string, len(t.Args))
 	for i, a := range t.Args {
 		parts[i] = fmt.Sprintf("%q:%q", a.Name, a.Format.Example())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -11,8 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
@@ -57,7 +56,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 	}
 	in, err := DecodeBodyAt(jt, body, h.now())
 	if err != nil {
-		var ve *contract.ValidationError
+		var ve *engine.ValidationError
 		if errors.As(err, &ve) {
 			p := newProblem(http.StatusBadRequest, ProblemValidation, "the body is invalid: "+ve.Detail())
 			p.Errors = ve.Fields
@@ -106,7 +105,7 @@ func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, due tim
 // scheduledOnly refuses a tick type (a recurring schedule's, such as the
 // weekly digest fan-out): its jobs are made by its schedule's ticks, for
 // caller schedule:<name>, never by a request.
-func scheduledOnly(jt contract.JobType) *Problem {
+func scheduledOnly(jt engine.JobType) *Problem {
 	if jt.TickArgs == nil {
 		return nil
 	}
@@ -116,7 +115,7 @@ func scheduledOnly(jt contract.JobType) *Problem {
 
 func validation(field, reason string) *Problem {
 	p := newProblem(http.StatusBadRequest, ProblemValidation, field+" "+reason)
-	p.Errors = []contract.FieldError{{Field: field, Reason: reason}}
+	p.Errors = []engine.FieldError{{Field: field, Reason: reason}}
 	return p
 }
 
@@ -193,15 +192,15 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 // calls it under a held request lock, the outbox relay (EnqueueFor) without
 // one. It reports whether the answer was kept; if not, runOnce releases the
 // lock.
-func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt contract.JobType, in Body,
+func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt engine.JobType, in Body,
 	caller, idemKey, fingerprint, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
-	id := contract.DeriveMessageID(caller, idemKey)
+	id := engine.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
 	due := runAt(in, now)
-	env := contract.Envelope{
-		V: contract.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
+	env := engine.Envelope{
+		V: engine.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
 	}
 	if due.Sub(now) > jobs.MaxQueueDelay {
 		// It waits in a one-time schedule: every copy of its message says
@@ -210,7 +209,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	}
 	body, err := env.Encode()
 	if err != nil {
-		var ve *contract.ValidationError
+		var ve *engine.ValidationError
 		if errors.As(err, &ve) {
 			p := newProblem(http.StatusBadRequest, ProblemValidation, "the job message is invalid: "+ve.Detail())
 			p.Errors = ve.Fields
@@ -285,14 +284,14 @@ func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err erro
 	wait := max(job.RunAt.Sub(h.now()), 0)
 	if wait <= jobs.MaxQueueDelay {
 		return "the job queue", h.Queue.Send(ctx, queue.Message{
-			Queue: contract.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
+			Queue: engine.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
 			TraceHeader: sqsTraceHeader(job.TraceID),
 		})
 	}
 	if h.Schedules == nil {
 		return "the scheduler", errors.New("enqueue: no scheduler configured for a job due later than 15 minutes")
 	}
-	return "the scheduler", h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: contract.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
+	return "the scheduler", h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: engine.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
 }
 
 // sendAndFinish hands the message of a reserved or pending job to SQS or
@@ -386,7 +385,7 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, res
 // Idempotency-Key after its stored answer is gone, with another runAt or
 // policy, is refused (422) like one within the day, never answered with the
 // old job.
-func sameJob(job jobs.Job, env contract.Envelope, fingerprint string) bool {
+func sameJob(job jobs.Job, env engine.Envelope, fingerprint string) bool {
 	if job.Fingerprint != "" && fingerprint != "" {
 		return job.Fingerprint == fingerprint
 	}
@@ -396,7 +395,7 @@ func sameJob(job jobs.Job, env contract.Envelope, fingerprint string) bool {
 	if job.Message == "" {
 		return true
 	}
-	stored, err := contract.Decode([]byte(job.Message))
+	stored, err := engine.Decode([]byte(job.Message))
 	return err == nil && maps.Equal(stored.Args, env.Args)
 }
 

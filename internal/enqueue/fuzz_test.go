@@ -2,16 +2,15 @@ package enqueue_test
 
 import (
 	"context"
-	"net/http"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobtypes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
 )
 
 func fingerprintOf(t testing.TB, typ string, body []byte) string {
@@ -49,21 +48,21 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		req, err := enqueue.DecodeBody(jt, body)
 		if err != nil {
-			if _, ok := err.(*contract.ValidationError); !ok {
-				t.Fatalf("error %T %v is not a *contract.ValidationError", err, err)
+			if _, ok := err.(*engine.ValidationError); !ok {
+				t.Fatalf("error %T %v is not a *engine.ValidationError", err, err)
 			}
 			return
 		}
 		if err := jt.ValidateArgs(req.Args); err != nil {
 			t.Fatalf("accepted invalid args %v: %v", req.Args, err)
 		}
-		if !contract.ValidKey(req.Key) || req.Delay < 0 || req.Delay > enqueue.MaxDelaySeconds*time.Second {
+		if !engine.ValidKey(req.Key) || req.Delay < 0 || req.Delay > enqueue.MaxDelaySeconds*time.Second {
 			t.Fatalf("accepted %+v", req)
 		}
 		if _, ok := jobs.ParsePolicy(string(req.Policy)); !ok || req.Policy == "" {
 			t.Fatalf("accepted policy %q", req.Policy)
 		}
-		env := contract.Envelope{V: 1, MessageID: contract.NewMessageID(), Type: jt.Name, Key: req.Key, CorrelationID: "c", Args: req.Args, EnqueuedAt: time.Now()}
+		env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: jt.Name, Key: req.Key, CorrelationID: "c", Args: req.Args, EnqueuedAt: time.Now()}
 		if _, err := env.Encode(); err != nil {
 			t.Fatalf("accepted a request whose envelope does not encode: %v", err)
 		}

@@ -35,6 +35,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,8 +43,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -89,7 +88,7 @@ type Schedules interface {
 
 // Handler serves the API. Its fields are set once before use.
 type Handler struct {
-	Registry    *contract.Registry
+	Registry    *engine.Registry
 	Idempotency Idempotency
 	Jobs        Jobs
 	Queue       Queue
@@ -204,7 +203,7 @@ func requestJobID(req events.APIGatewayV2HTTPRequest) string {
 	if !ok || err != nil {
 		return ""
 	}
-	return contract.DeriveMessageID(caller, key)
+	return engine.DeriveMessageID(caller, key)
 }
 
 // correlationID returns the request's X-Correlation-Id, or a new one when it
@@ -214,10 +213,10 @@ func correlationID(h map[string]string) (string, *Problem) {
 	if !ok || v == "" {
 		return uuid.NewString(), nil
 	}
-	if !contract.ValidCorrelationID(v) {
+	if !engine.ValidCorrelationID(v) {
 		p := newProblem(http.StatusBadRequest, ProblemValidation,
 			"header X-Correlation-Id must be 1-128 characters of letters, digits, '.', '_', ':' or '-' (e.g. X-Correlation-Id: order-4711), or absent")
-		p.Errors = []contract.FieldError{{Field: "header " + HeaderCorrelationID, Reason: "invalid"}}
+		p.Errors = []engine.FieldError{{Field: "header " + HeaderCorrelationID, Reason: "invalid"}}
 		return uuid.NewString(), p
 	}
 	return v, nil

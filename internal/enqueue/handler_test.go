@@ -3,6 +3,8 @@ package enqueue_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"strings"
@@ -10,8 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -41,7 +41,7 @@ func TestPostNewJob(t *testing.T) {
 	h := newHandler(w)
 	resp := call(t, h, post(verify, "k-1", verifyBody, withHeader("X-Correlation-Id", "corr-1")))
 	b := mustBody(t, resp, http.StatusAccepted)
-	wantID := contract.DeriveMessageID(alice, "k-1")
+	wantID := engine.DeriveMessageID(alice, "k-1")
 	if b.JobID != wantID || b.State != "Enqueued" || b.Deduplicated || b.CorrelationID != "corr-1" || b.Type != verify || b.Key != "partner-verification:u-123" {
 		t.Fatalf("body %+v", b)
 	}
@@ -56,7 +56,7 @@ func TestPostNewJob(t *testing.T) {
 	if m.Queue != contract.QueueCritical || m.Type != verify || m.CorrelationID != "corr-1" || m.Delay != 0 {
 		t.Fatalf("message %+v", m)
 	}
-	env, err := contract.Decode([]byte(m.Body))
+	env, err := engine.Decode([]byte(m.Body))
 	if err != nil || env.MessageID != wantID || env.Args["countryCode"] != "BD" || env.Key != b.Key {
 		t.Fatalf("envelope %+v, %v", env, err)
 	}
@@ -68,7 +68,7 @@ func TestPostNewJob(t *testing.T) {
 func TestPostGeneratesCorrelationID(t *testing.T) {
 	w := newWorld()
 	b := mustBody(t, call(t, newHandler(w), post(welcome, "k", welcomeU1)), http.StatusAccepted)
-	if !contract.ValidCorrelationID(b.CorrelationID) || w.messages()[0].CorrelationID != b.CorrelationID {
+	if !engine.ValidCorrelationID(b.CorrelationID) || w.messages()[0].CorrelationID != b.CorrelationID {
 		t.Fatalf("correlation id %q", b.CorrelationID)
 	}
 }
@@ -209,12 +209,12 @@ func TestSQSFailureLeavesKeyRetryable(t *testing.T) {
 	if resp.Headers["Retry-After"] == "" {
 		t.Fatal("503 without Retry-After")
 	}
-	if j, err := w.Get(context.Background(), contract.DeriveMessageID(alice, "k")); err != nil || j.State != jobs.StatePending {
+	if j, err := w.Get(context.Background(), engine.DeriveMessageID(alice, "k")); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("job after failed send: %+v, %v; want Pending (never Enqueued)", j, err)
 	}
 	w.sendErr = nil
 	b := mustBody(t, call(t, h, post(welcome, "k", welcomeU1)), http.StatusAccepted)
-	if b.JobID != contract.DeriveMessageID(alice, "k") || len(w.messages()) != 1 {
+	if b.JobID != engine.DeriveMessageID(alice, "k") || len(w.messages()) != 1 {
 		t.Fatalf("retry: %+v, %d messages", b, len(w.messages()))
 	}
 }
@@ -363,14 +363,14 @@ func TestPendingJobOfAnotherRequest(t *testing.T) {
 	}
 	w.advance(jobs.DefaultPendingTimeout + time.Second)
 	b := mustBody(t, call(t, h, post(welcome, "k-b", welcomeU1)), http.StatusOK)
-	if idA := contract.DeriveMessageID(alice, "k-a"); b.JobID != idA || !b.Deduplicated {
+	if idA := engine.DeriveMessageID(alice, "k-a"); b.JobID != idA || !b.Deduplicated {
 		t.Fatalf("body %+v; want dedup of %s", b, idA)
 	}
 	msgs := w.messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
 	}
-	if env, err := contract.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
+	if env, err := engine.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
 		t.Fatalf("message %+v, %v", env, err)
 	}
 }
@@ -388,7 +388,7 @@ func TestJobLineCarriesKeyAndTrace(t *testing.T) {
 		if l["msg"] != "enqueue: job queued" {
 			continue
 		}
-		if l[obs.KeyJobID] != contract.DeriveMessageID(alice, "k-log") || l[obs.KeyMessageID] != l[obs.KeyJobID] || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
+		if l[obs.KeyJobID] != engine.DeriveMessageID(alice, "k-log") || l[obs.KeyMessageID] != l[obs.KeyJobID] || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
 			t.Fatalf("job line %v lacks the job id, key or trace id", l)
 		}
 		return

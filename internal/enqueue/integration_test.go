@@ -5,6 +5,8 @@ package enqueue_test
 import (
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"sync"
@@ -18,8 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
@@ -40,7 +40,7 @@ type stack struct {
 	queue   *queue.Sender
 	counter *testenv.CallCounter
 	sqs     *sqs.Client
-	urls    map[contract.Queue]string
+	urls    map[engine.Queue]string
 	jobs    *jobs.Store
 	rec     *jobs.Recorder
 	idem    *idempotency.Store
@@ -91,12 +91,12 @@ func newStack(t *testing.T) *stack {
 
 // receive returns the messages visible in queue q (up to 10) and their
 // envelopes.
-func (s *stack) receive(t *testing.T, q contract.Queue) ([]sqstypes.Message, []contract.Envelope) {
+func (s *stack) receive(t *testing.T, q engine.Queue) ([]sqstypes.Message, []engine.Envelope) {
 	t.Helper()
 	msgs := testenv.Receive(t, s.sqs, s.urls[q], 0)
-	envs := make([]contract.Envelope, len(msgs))
+	envs := make([]engine.Envelope, len(msgs))
 	for i, m := range msgs {
-		env, err := contract.Decode([]byte(*m.Body))
+		env, err := engine.Decode([]byte(*m.Body))
 		if err != nil {
 			t.Fatalf("message body %s: %v", *m.Body, err)
 		}
@@ -119,7 +119,7 @@ func TestIntegrationEnqueueReplayAndCost(t *testing.T) {
 	if writes != 3 || sends != 1 || s.counter.Sum(dynamoReads...) != 0 {
 		t.Fatalf("new enqueue: %s; want 3 DynamoDB writes, 1 SendMessage and no read", s.counter)
 	}
-	if b.JobID != contract.DeriveMessageID(alice, "key-1") || b.State != "Enqueued" {
+	if b.JobID != engine.DeriveMessageID(alice, "key-1") || b.State != "Enqueued" {
 		t.Fatalf("body %+v", b)
 	}
 
@@ -128,7 +128,7 @@ func TestIntegrationEnqueueReplayAndCost(t *testing.T) {
 		t.Fatalf("%d messages; want 1", len(msgs))
 	}
 	attrs := msgs[0].MessageAttributes
-	if envs[0].MessageID != b.JobID || *attrs[contract.AttrType].StringValue != verify || *attrs[contract.AttrCorrelationID].StringValue != "corr-42" {
+	if envs[0].MessageID != b.JobID || *attrs[engine.AttrType].StringValue != verify || *attrs[engine.AttrCorrelationID].StringValue != "corr-42" {
 		t.Fatalf("message %+v attrs %v", envs[0], attrs)
 	}
 
@@ -175,7 +175,7 @@ func TestIntegrationConcurrentSameKey(t *testing.T) {
 		byStatus[r.StatusCode]++
 		switch r.StatusCode {
 		case http.StatusAccepted:
-			if b := decodeAccepted(t, r); b.JobID != contract.DeriveMessageID(alice, "same-key") {
+			if b := decodeAccepted(t, r); b.JobID != engine.DeriveMessageID(alice, "same-key") {
 				t.Fatalf("job id %s", b.JobID)
 			}
 		case http.StatusConflict:
@@ -193,7 +193,7 @@ func TestIntegrationConcurrentSameKey(t *testing.T) {
 	if msgs, _ := s.receive(t, contract.QueueDefault); len(msgs) != 1 {
 		t.Fatalf("%d SQS messages; want exactly 1", len(msgs))
 	}
-	if _, err := s.jobs.Get(context.Background(), contract.DeriveMessageID(alice, "same-key")); err != nil {
+	if _, err := s.jobs.Get(context.Background(), engine.DeriveMessageID(alice, "same-key")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -355,7 +355,7 @@ func TestIntegrationSQSDown(t *testing.T) {
 	s.h.Queue = queue.New(sqs.NewFromConfig(down), s.urls, "")
 	req := post(welcome, "sqs-down", welcomeU1)
 	checkProblem(t, call(t, s.h, req), http.StatusServiceUnavailable)
-	if j, err := s.jobs.Get(context.Background(), contract.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
+	if j, err := s.jobs.Get(context.Background(), engine.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("job after failed send: %+v, %v; want Pending", j, err)
 	}
 	s.h.Queue = s.queue

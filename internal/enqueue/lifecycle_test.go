@@ -3,13 +3,12 @@ package enqueue_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -67,11 +66,11 @@ func TestCaller(t *testing.T) {
 }
 
 type problemBody struct {
-	Type   string                `json:"type"`
-	Status int                   `json:"status"`
-	Detail string                `json:"detail"`
-	State  string                `json:"state"`
-	Errors []contract.FieldError `json:"errors"`
+	Type   string              `json:"type"`
+	Status int                 `json:"status"`
+	Detail string              `json:"detail"`
+	State  string              `json:"state"`
+	Errors []engine.FieldError `json:"errors"`
 }
 
 func problemOf(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int) problemBody {
@@ -138,7 +137,7 @@ func TestPromotionLostToACancelStoresTheTrueState(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
 	w.onSend = func(m queue.Message) {
-		env, err := contract.Decode([]byte(m.Body))
+		env, err := engine.Decode([]byte(m.Body))
 		if err != nil {
 			t.Error(err)
 			return

@@ -2,14 +2,13 @@ package enqueue_test
 
 import (
 	"context"
-	"net/http"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"net/http"
+	"testing"
+	"time"
 )
 
 // A DELETE that lands between the reservation of a job due in more than
@@ -19,7 +18,7 @@ import (
 func TestCancelRacingAScheduledEnqueueLeavesNoSchedule(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
-	id := contract.DeriveMessageID(alice, "later")
+	id := engine.DeriveMessageID(alice, "later")
 	w.onCreate = func(schedule.Job) {
 		if _, err := w.Cancel(context.Background(), id, alice); err != nil {
 			t.Errorf("cancel: %v", err)
@@ -49,13 +48,13 @@ func TestScheduledEnvelopeCarriesItsRunAt(t *testing.T) {
 	if !ok {
 		t.Fatal("no schedule")
 	}
-	env, err := contract.Decode([]byte(s.Body))
+	env, err := engine.Decode([]byte(s.Body))
 	if err != nil || !env.RunAt.Equal(at) {
 		t.Fatalf("schedule input %s (%v); want runAt %s", s.Body, err, at)
 	}
 	near := mustBody(t, call(t, h, post(welcome, "near", `{"args":{"userId":"u-2"},"delaySeconds":60}`)), http.StatusAccepted)
 	for _, m := range w.messages() {
-		if env, err := contract.Decode([]byte(m.Body)); err != nil || !env.RunAt.IsZero() {
+		if env, err := engine.Decode([]byte(m.Body)); err != nil || !env.RunAt.IsZero() {
 			t.Fatalf("job %s delayed by SQS: envelope %s (%v); want no runAt", near.JobID, m.Body, err)
 		}
 	}

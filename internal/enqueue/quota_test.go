@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"io"
 	"net/http"
 	"strings"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -35,7 +34,7 @@ func TestScheduleQuotaIsNotARetryLoop(t *testing.T) {
 	w.scheduleErr = fmt.Errorf("schedule: create j: %w: %w", schedule.ErrQuotaExceeded,
 		&types.ServiceQuotaExceededException{Message: aws.String("quota of schedules reached for account 111122223333")})
 	body := runAtBody(`"` + w.Now().Add(3*24*time.Hour).Format(time.RFC3339) + `"`)
-	id := contract.DeriveMessageID(alice, "k")
+	id := engine.DeriveMessageID(alice, "k")
 
 	resp := call(t, h, post(welcome, "k", body))
 	p := checkProblem(t, resp, http.StatusServiceUnavailable)

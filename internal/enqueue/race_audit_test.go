@@ -4,16 +4,16 @@ package enqueue_test
 
 import (
 	"context"
-	"net/http"
-	"testing"
-	"time"
-
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"net/http"
+	"testing"
+	"time"
 )
 
 // beforeCreate is the stack's scheduler with a hook that runs before each
@@ -43,7 +43,7 @@ func (b beforeCreate) Create(ctx context.Context, j schedule.Job) error {
 func TestAuditCancelRacingAScheduledEnqueueOnMoto(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	id := contract.DeriveMessageID(alice, "race-1")
+	id := engine.DeriveMessageID(alice, "race-1")
 	s.h.Schedules = beforeCreate{Schedules: s.sched, hook: func(schedule.Job) {
 		if j, err := s.jobs.Cancel(ctx, id, alice); err != nil || j.State != jobs.StateCancelled {
 			t.Errorf("cancel between the reservation and the schedule: %+v, %v", j, err)
@@ -114,7 +114,7 @@ func TestAuditRelayedAgainAfterItsDedupJobEndedOnMoto(t *testing.T) {
 	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 1 || envs[0].MessageID != a.JobID {
 		t.Fatalf("messages %+v; want A's one", envs)
 	}
-	if _, err := s.jobs.Get(ctx, contract.DeriveMessageID("outbox:p", "item-b")); err == nil {
+	if _, err := s.jobs.Get(ctx, engine.DeriveMessageID("outbox:p", "item-b")); err == nil {
 		t.Fatal("item B relayed again made a job of its own")
 	}
 	at := s.clock.Now().Add(3 * time.Hour).Format(time.RFC3339)

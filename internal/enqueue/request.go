@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -72,13 +71,13 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	corr := r.CorrelationID
 	switch {
 	case corr == "":
-		corr = contract.DeriveMessageID(r.Caller, idemKey) // stable across relays
-	case !contract.ValidCorrelationID(corr):
+		corr = engine.DeriveMessageID(r.Caller, idemKey) // stable across relays
+	case !engine.ValidCorrelationID(corr):
 		return problemAnswer(validation("correlationId", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'"))
 	}
 	in, err := DecodeBodyAt(jt, r.Body, h.now())
 	if err != nil {
-		var ve *contract.ValidationError
+		var ve *engine.ValidationError
 		if errors.As(err, &ve) {
 			p := newProblem(http.StatusBadRequest, ProblemValidation, "the request is invalid: "+ve.Detail())
 			p.Errors = ve.Fields

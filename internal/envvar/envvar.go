@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strconv"
 	"strings"
 	"time"
@@ -14,17 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/internal/awsx"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // QueueURLEnv returns the environment variable that holds a work queue's URL:
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK.
-func QueueURLEnv(q contract.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
+func QueueURLEnv(q engine.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
 
 // QueueARNEnv returns the environment variable that holds a work queue's
 // ARN (a schedule's target): QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT,
 // QUEUE_ARN_BULK.
-func QueueARNEnv(q contract.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
+func QueueARNEnv(q engine.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
 
 // Env reads configuration from environment variables. It is the one place
 // the functions parse their environment.
@@ -107,14 +108,14 @@ func positive[T int | time.Duration](e *Env, name string, def T, parse func(stri
 }
 
 // QueueURLs returns the URLs of the three work queues, each required.
-func (e *Env) QueueURLs() map[contract.Queue]string { return e.perQueue(QueueURLEnv) }
+func (e *Env) QueueURLs() map[engine.Queue]string { return e.perQueue(QueueURLEnv) }
 
 // QueueARNs returns the ARNs of the three work queues, each required.
-func (e *Env) QueueARNs() map[contract.Queue]string { return e.perQueue(QueueARNEnv) }
+func (e *Env) QueueARNs() map[engine.Queue]string { return e.perQueue(QueueARNEnv) }
 
 // perQueue reads the required variable name(q) of every work queue q.
-func (e *Env) perQueue(name func(contract.Queue) string) map[contract.Queue]string {
-	out := make(map[contract.Queue]string, len(contract.Queues))
+func (e *Env) perQueue(name func(engine.Queue) string) map[engine.Queue]string {
+	out := make(map[engine.Queue]string, len(contract.Queues))
 	for _, q := range contract.Queues {
 		out[q] = e.Required(name(q))
 	}

@@ -1,11 +1,10 @@
 package envvar
 
 import (
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 func TestEnv(t *testing.T) {

@@ -5,14 +5,13 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -182,7 +181,7 @@ func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
 		t.Fatalf("Begin with its response lost = %+v, %v (lost %d); want Acquired", r.Outcome, err, lost.Lost())
 	}
 	now := time.Now()
-	job := jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
+	job := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
 	d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved || lost.Lost() != 2 {
 		t.Fatalf("Reserve with its response lost = %+v, %v; want Reserved (its own write), not a resume", d.Outcome, err)

@@ -22,8 +22,7 @@ package jobs
 
 import (
 	"errors"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/lifetime"
@@ -194,7 +193,7 @@ func (j Job) Due() time.Time {
 	if j.Message == "" {
 		return due
 	}
-	if env, err := contract.Decode([]byte(j.Message)); err == nil && env.RunAt.After(due) {
+	if env, err := engine.Decode([]byte(j.Message)); err == nil && env.RunAt.After(due) {
 		return env.RunAt
 	}
 	return due

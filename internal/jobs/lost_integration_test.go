@@ -4,14 +4,13 @@ package jobs_test
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
@@ -41,7 +40,7 @@ func (w lostWorld) lossy(ops ...string) (*dynamodb.Client, *testenv.LostResponse
 // enqueued reserves and promotes a job at now.
 func (w lostWorld) enqueued(t *testing.T, key string, now time.Time) jobs.Job {
 	t.Helper()
-	job := jobs.Job{ID: contract.DeriveMessageID("caller-a", key), Caller: "caller-a", Type: "email.welcome.v1",
+	job := jobs.Job{ID: engine.DeriveMessageID("caller-a", key), Caller: "caller-a", Type: "email.welcome.v1",
 		Key: "welcome:" + key, Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
 	ctx := context.Background()
 	if d, err := w.direct.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {

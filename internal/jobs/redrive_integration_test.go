@@ -5,13 +5,13 @@ package jobs_test
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"testing"
+	"time"
 )
 
 // opsWorld is the jobs fixture with the operator's lifecycle on its clock.
@@ -51,7 +51,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.Clock.Now()) || got.LastErrorClass != "max-receives" {
 		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, error class kept", got)
 	}
-	twin := jobs.Job{ID: contract.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
+	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}
 	w.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
 	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
@@ -112,7 +112,7 @@ func TestSettleUnsent(t *testing.T) {
 	if err := w.lifecycle.Reactivate(ctx, stale, false); !errors.Is(err, jobs.ErrStateChanged) {
 		t.Fatalf("Reactivate of an Enqueued job read as Failed = %v; want ErrStateChanged", err)
 	}
-	if _, err := w.lifecycle.Inspect(ctx, contract.NewMessageID()); err != nil {
+	if _, err := w.lifecycle.Inspect(ctx, engine.NewMessageID()); err != nil {
 		t.Fatalf("Inspect of an unknown job: %v; want not found without an error", err)
 	}
 }

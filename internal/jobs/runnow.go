@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 
@@ -114,7 +113,7 @@ func (j Job) withDue() Job {
 	if !j.MayHaveSchedule() || j.Message == "" {
 		return j
 	}
-	env, err := contract.Decode([]byte(j.Message))
+	env, err := engine.Decode([]byte(j.Message))
 	if err != nil || !env.RunAt.IsZero() {
 		return j
 	}

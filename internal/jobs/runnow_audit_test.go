@@ -5,13 +5,12 @@ package jobs_test
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"testing"
+	"time"
 )
 
 // schedules is a scheduler's one-time schedules, by job id: Delete reports
@@ -79,7 +78,7 @@ func TestAuditRunNowOfAnEnqueuedJobNeverDropsIt(t *testing.T) {
 func oldScheduled(t *testing.T, f *jobstest.World, key string, ahead time.Duration) jobs.Job {
 	t.Helper()
 	j := f.Job("email.welcome.v1", "c", key, ahead)
-	env := contract.Envelope{V: contract.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
+	env := engine.Envelope{V: engine.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
 		Args: map[string]string{"userId": "u-1"}, EnqueuedAt: j.CreatedAt}
 	body, err := env.Encode()
 	if err != nil {
@@ -122,7 +121,7 @@ func TestAuditRunNowOfAJobFromBeforeTheDeployKeepsItsDue(t *testing.T) {
 	}
 	// The worker runs the copy run-now sent, with the due its envelope
 	// carries, as engine.Runner does (it.env.RunAt).
-	env, err := contract.Decode([]byte(sentMsg.Message))
+	env, err := engine.Decode([]byte(sentMsg.Message))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,14 @@ package jobs_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"sync"
+	"testing"
+	"time"
 )
 
 func TestReserveLifecycle(t *testing.T) {
@@ -100,7 +99,7 @@ func TestMarkFailed(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateFailed {
 		t.Fatalf("promote overwrote Failed: %s", got.State)
 	}
-	if err := f.Recorder.MarkFailed(ctx, contract.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.MarkFailed(ctx, engine.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
 	}
 	// A failed record expires TerminalRetention later; reads honour it.
@@ -272,7 +271,7 @@ func TestRecordOutcome(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.LastOutcome != jobs.OutcomeNoop || got.LastReason != "no mail needed: user not found" {
 		t.Fatalf("record = %+v", got)
 	}
-	if err := f.Recorder.RecordOutcome(ctx, contract.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.RecordOutcome(ctx, engine.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("outcome of an unknown job = %v; want ErrNotFound", err)
 	}
 }

@@ -7,21 +7,20 @@
 package jobtypes
 
 import (
-	"slices"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/sweep"
+	"slices"
+	"time"
 )
 
 // Types returns the declaration of every shipped job type.
-func Types() []contract.JobType { return typesIn(time.UTC) }
+func Types() []engine.JobType { return typesIn(time.UTC) }
 
 // typesIn is every shipped type, the weekly digest's tick labelled in
 // digestZone.
-func typesIn(digestZone *time.Location) []contract.JobType {
+func typesIn(digestZone *time.Location) []engine.JobType {
 	return slices.Concat(email.Types(), digest.TypesIn(digestZone), sweep.Types())
 }
 
@@ -30,14 +29,14 @@ func typesIn(digestZone *time.Location) []contract.JobType {
 // declaration is a programming error and panics. A tick of the weekly
 // digest is labelled with its week in UTC here: RegistryIn labels it in the
 // schedule's time zone, as the e-mail function, which runs the ticks, does.
-func Registry() *contract.Registry { return RegistryIn(time.UTC) }
+func Registry() *engine.Registry { return RegistryIn(time.UTC) }
 
 // RegistryIn is Registry with the weekly digest's tick labelled with the
 // ISO week of its scheduled time in digestZone (digest.FanoutIn): the
 // registry of the e-mail function, given PARTNER_DIGEST_TIMEZONE. Only a
 // tick's args differ; every type, arg and key is the same in every zone.
-func RegistryIn(digestZone *time.Location) *contract.Registry {
-	r, err := contract.NewRegistry(typesIn(digestZone)...)
+func RegistryIn(digestZone *time.Location) *engine.Registry {
+	r, err := engine.NewRegistry(typesIn(digestZone)...)
 	if err != nil {
 		panic(err)
 	}

@@ -23,15 +23,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/idempotency"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/idempotency"
 )
 
 // Attribute names of an outbox item.
@@ -88,7 +87,7 @@ func (it Item) PK() string { return it.Producer + "#" + it.IdempotencyKey }
 
 // JobID is the id the item's job has (and will have): derived from the
 // caller and the idempotency key exactly as for an API request.
-func (it Item) JobID() string { return contract.DeriveMessageID(it.Caller(), it.IdempotencyKey) }
+func (it Item) JobID() string { return engine.DeriveMessageID(it.Caller(), it.IdempotencyKey) }
 
 // Body is the request body the API would have been sent for the item.
 func (it Item) Body() []byte {

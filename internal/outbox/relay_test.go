@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"reflect"
 	"slices"
@@ -12,8 +13,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -37,7 +36,7 @@ func (f *fakeAPI) EnqueueFor(_ context.Context, r enqueue.Request) enqueue.Answe
 	if f.answerOf != nil {
 		return f.answerOf(r)
 	}
-	return enqueue.Answer{Status: http.StatusAccepted, JobID: contract.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
+	return enqueue.Answer{Status: http.StatusAccepted, JobID: engine.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
 }
 
 type fakeLetters struct {
@@ -133,7 +132,7 @@ func TestItemJobIDIsTheAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := contract.DeriveMessageID("outbox:signup", "k-7"); it.JobID() != want {
+	if want := engine.DeriveMessageID("outbox:signup", "k-7"); it.JobID() != want {
 		t.Fatalf("job id %s; want the API's %s", it.JobID(), want)
 	}
 }
@@ -160,7 +159,7 @@ func TestPoisonItemAmongGoodOnes(t *testing.T) {
 	if len(h.api.asked) != 6 {
 		t.Fatalf("asked %d; want all three items tried on each run", len(h.api.asked))
 	}
-	jobID := contract.DeriveMessageID("outbox:signup", "k-bad")
+	jobID := engine.DeriveMessageID("outbox:signup", "k-bad")
 	dl, ok := h.letters.recs[outbox.LetterID(jobID)]
 	if !ok || dl.SourceQueue != outbox.SourceOutbox || !strings.Contains(dl.Reason, "args.email") || dl.JobID != jobID || dl.Type != "email.welcome.v1" {
 		t.Fatalf("dead letter %+v (%v); want the bad item with its reason, source outbox", dl, ok)
@@ -287,7 +286,7 @@ func TestItemDedupedOntoTheActiveJob(t *testing.T) {
 // redriven.
 func TestBadRewriteKeepsTheJobsOwnDeadLetter(t *testing.T) {
 	h := newHarness()
-	jobID := contract.DeriveMessageID("outbox:signup", "k-1")
+	jobID := engine.DeriveMessageID("outbox:signup", "k-1")
 	own := deadletter.Record{ID: jobID, JobID: jobID, Type: "email.welcome.v1", Body: `{"v":1}`, Reason: "failed on its final attempt (5)",
 		SourceQueue: "arn:aws:sqs:us-east-1:000000000000:default", Status: deadletter.StatusDead}
 	h.letters.recs[jobID] = own
@@ -316,7 +315,7 @@ func TestScheduleQuotaIsADeadLetterNotARetry(t *testing.T) {
 	if failed := h.handle(t, record("INSERT", image("signup", "k-1", "u-1"))); len(failed) != 0 {
 		t.Fatalf("failures %v; want the item dead-lettered, the shard going on", failed)
 	}
-	dl, ok := h.letters.recs[outbox.LetterID(contract.DeriveMessageID("outbox:signup", "k-1"))]
+	dl, ok := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-1"))]
 	if !ok || !strings.Contains(dl.Reason, enqueue.ProblemScheduleQuota) {
 		t.Fatalf("dead letter %+v (%v); want one naming the quota", dl, ok)
 	}

@@ -2,13 +2,13 @@ package queue
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // sends is an SQSAPI that records every SendMessage.
@@ -50,12 +50,12 @@ func TestDelaysRoundUp(t *testing.T) {
 				t.Errorf("DelaySeconds(%v) = %d, want %d", tc.delay, got, tc.want)
 			}
 			api := &sends{}
-			s := New(api, map[contract.Queue]string{contract.QueueDefault: "http://q/default"}, "")
+			s := New(api, map[engine.Queue]string{contract.QueueDefault: "http://q/default"}, "")
 			ctx := context.Background()
 			if err := s.Send(ctx, Message{Queue: contract.QueueDefault, Body: "{}", Delay: tc.delay}); err != nil {
 				t.Fatal(err)
 			}
-			env := contract.Envelope{MessageID: "m-1", Type: "email.welcome.v1"}
+			env := engine.Envelope{MessageID: "m-1", Type: "email.welcome.v1"}
 			if err := s.Park(ctx, contract.QueueDefault, env, "{}", tc.delay); err != nil {
 				t.Fatal(err)
 			}

@@ -17,8 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // MaxDelay is SQS's largest DelaySeconds: a longer delay is sent as this.
@@ -43,7 +41,7 @@ type SQSAPI interface {
 
 // Message is one job message for a work queue.
 type Message struct {
-	Queue contract.Queue
+	Queue engine.Queue
 	// Body is the encoded envelope; its messageId is the job id.
 	Body          string
 	Type          string
@@ -59,13 +57,13 @@ type Message struct {
 // Sender sends job messages. Its zero value is not usable; call New.
 type Sender struct {
 	client SQSAPI
-	urls   map[contract.Queue]string
+	urls   map[engine.Queue]string
 	dlqURL string
 }
 
 // New returns a sender to the work queues at urls and the dead-letter queue
 // at dlqURL ("" for a sender that never dead-letters, such as enqueue's).
-func New(client SQSAPI, urls map[contract.Queue]string, dlqURL string) *Sender {
+func New(client SQSAPI, urls map[engine.Queue]string, dlqURL string) *Sender {
 	return &Sender{client: client, urls: urls, dlqURL: dlqURL}
 }
 
@@ -78,10 +76,10 @@ func stringAttr(v string) types.MessageAttributeValue {
 func Attributes(jobType, correlationID string) map[string]types.MessageAttributeValue {
 	attrs := map[string]types.MessageAttributeValue{}
 	if jobType != "" {
-		attrs[contract.AttrType] = stringAttr(jobType)
+		attrs[engine.AttrType] = stringAttr(jobType)
 	}
 	if correlationID != "" {
-		attrs[contract.AttrCorrelationID] = stringAttr(correlationID)
+		attrs[engine.AttrCorrelationID] = stringAttr(correlationID)
 	}
 	return attrs
 }
@@ -127,7 +125,7 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 
 // Park re-sends a disabled job's body unchanged (so under the same job id) to
 // its queue after delay: it neither runs nor burns its receive count.
-func (s *Sender) Park(ctx context.Context, queue contract.Queue, env contract.Envelope, body string, delay time.Duration) error {
+func (s *Sender) Park(ctx context.Context, queue engine.Queue, env engine.Envelope, body string, delay time.Duration) error {
 	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay,
 		TraceHeader: TraceHeader(ctx)})
 	if err != nil {
@@ -148,13 +146,13 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 		reason = reason[:MaxReason]
 	}
 	attrs := map[string]types.MessageAttributeValue{
-		contract.AttrReason:       stringAttr(reason),
-		contract.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(ReceiveCount(msg)))},
+		engine.AttrReason:       stringAttr(reason),
+		engine.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(ReceiveCount(msg)))},
 	}
 	if msg.EventSourceARN != "" {
-		attrs[contract.AttrSourceQueue] = stringAttr(msg.EventSourceARN)
+		attrs[engine.AttrSourceQueue] = stringAttr(msg.EventSourceARN)
 	}
-	for _, name := range []string{contract.AttrType, contract.AttrCorrelationID} {
+	for _, name := range []string{engine.AttrType, engine.AttrCorrelationID} {
 		if a, ok := msg.MessageAttributes[name]; ok && a.StringValue != nil && *a.StringValue != "" {
 			attrs[name] = stringAttr(*a.StringValue)
 		}

@@ -5,6 +5,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -28,7 +28,7 @@ func TestSender(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", nil)
 	dlq := testenv.NewQueue(t, client, "dlq", nil)
-	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
+	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
 	ctx := context.Background()
 
 	const trace = "Root=1-5759e988-bd862e3fe1be46a994272793"
@@ -36,13 +36,13 @@ func TestSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := testenv.Receive(t, client, work.URL, time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != `{"v":1}` || aws.ToString(got[0].MessageAttributes[contract.AttrType].StringValue) != "email.welcome.v1" ||
-		aws.ToString(got[0].MessageAttributes[contract.AttrCorrelationID].StringValue) != "c-1" || got[0].Attributes["AWSTraceHeader"] != trace {
+	if len(got) != 1 || aws.ToString(got[0].Body) != `{"v":1}` || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != "email.welcome.v1" ||
+		aws.ToString(got[0].MessageAttributes[engine.AttrCorrelationID].StringValue) != "c-1" || got[0].Attributes["AWSTraceHeader"] != trace {
 		t.Fatalf("sent %+v", got)
 	}
 
 	// A park is delayed: nothing is visible at once.
-	env := contract.Envelope{MessageID: "m-1", Type: "email.welcome.v1", CorrelationID: "c-2"}
+	env := engine.Envelope{MessageID: "m-1", Type: "email.welcome.v1", CorrelationID: "c-2"}
 	if err := s.Park(ctx, contract.QueueDefault, env, `{"v":2}`, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestSender(t *testing.T) {
 
 	msg := events.SQSMessage{MessageId: "sqs-1", Body: "", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:critical",
 		Attributes:        map[string]string{"ApproximateReceiveCount": "3"},
-		MessageAttributes: map[string]events.SQSMessageAttribute{contract.AttrType: {DataType: "String", StringValue: aws.String("email.welcome.v1")}}}
+		MessageAttributes: map[string]events.SQSMessageAttribute{engine.AttrType: {DataType: "String", StringValue: aws.String("email.welcome.v1")}}}
 	if err := s.DeadLetter(ctx, msg, "permanent: bad args"); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func TestSender(t *testing.T) {
 		t.Fatalf("%d dead letters", len(got))
 	}
 	a := got[0].MessageAttributes
-	if aws.ToString(a[contract.AttrReason].StringValue) != "permanent: bad args" || aws.ToString(a[contract.AttrReceiveCount].StringValue) != strconv.Itoa(3) ||
-		aws.ToString(a[contract.AttrSourceQueue].StringValue) != msg.EventSourceARN || aws.ToString(a[contract.AttrType].StringValue) != "email.welcome.v1" ||
+	if aws.ToString(a[engine.AttrReason].StringValue) != "permanent: bad args" || aws.ToString(a[engine.AttrReceiveCount].StringValue) != strconv.Itoa(3) ||
+		aws.ToString(a[engine.AttrSourceQueue].StringValue) != msg.EventSourceARN || aws.ToString(a[engine.AttrType].StringValue) != "email.welcome.v1" ||
 		aws.ToString(got[0].Body) != "(empty body)" {
 		t.Fatalf("dead letter %+v %v", got[0], a)
 	}
@@ -81,7 +81,7 @@ func TestChangeVisibility(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	counted := sqs.NewFromConfig(testenv.Moto(t).Config(counter.Option))
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
 	ctx := context.Background()
 	for _, body := range []string{"soon", "late"} {
 		if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
@@ -102,7 +102,7 @@ func TestChangeVisibility(t *testing.T) {
 		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
 		changes = append(changes, queue.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
 	}
-	v := queue.NewVisibility(counted, map[contract.Queue]string{contract.QueueDefault: work.URL})
+	v := queue.NewVisibility(counted, map[engine.Queue]string{contract.QueueDefault: work.URL})
 	if err := v.ChangeVisibility(ctx, changes); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestChangeVisibility(t *testing.T) {
 func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := queue.New(client, map[contract.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
 	ctx := context.Background()
 	bodies := []string{"short", "twelve-hours", "max-backoff"}
 	for _, body := range bodies {
@@ -160,7 +160,7 @@ func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 		ids[aws.ToString(m.Body)] = rec.MessageId
 	}
 	time.Sleep(10 * time.Millisecond) // moto counts from the send: let a little time pass
-	err := queue.NewVisibility(client, map[contract.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
+	err := queue.NewVisibility(client, map[engine.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) || len(ve.Failed) != 1 || ve.Failed[ids["twelve-hours"]] == nil {
 		t.Fatalf("error %v; want only the 12 h change (%s) refused", err, ids["twelve-hours"])

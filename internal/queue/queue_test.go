@@ -1,11 +1,10 @@
 package queue
 
 import (
+	"github.com/runstwice/runstwice/engine"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // A message that reaches its queue from a schedule carries the attributes
@@ -22,7 +21,7 @@ func TestBodyAttributes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			attrs := BodyAttributes(tc.body)
-			want := map[string]string{contract.AttrType: tc.typ, contract.AttrCorrelationID: tc.corr}
+			want := map[string]string{engine.AttrType: tc.typ, engine.AttrCorrelationID: tc.corr}
 			for name, v := range want {
 				a, ok := attrs[name]
 				if v == "" {

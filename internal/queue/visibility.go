@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -46,7 +45,7 @@ type Visibility struct {
 }
 
 // NewVisibility returns a Visibility of the work queues at urls.
-func NewVisibility(client VisibilityAPI, urls map[contract.Queue]string) *Visibility {
+func NewVisibility(client VisibilityAPI, urls map[engine.Queue]string) *Visibility {
 	byName := map[string]string{}
 	for _, u := range urls {
 		if p, err := url.Parse(u); err == nil && p.Path != "" {

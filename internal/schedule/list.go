@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"slices"
 	"strings"
 	"time"
@@ -11,8 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // JobsGroup is the schedule group of a stage's one-time schedules (a job
@@ -74,7 +73,7 @@ func (s Schedule) Next(now time.Time) (time.Time, bool) {
 // at scheduled with execution id exec.
 func (s Schedule) Fill(scheduled time.Time, exec string) string {
 	return strings.NewReplacer(
-		PlaceholderScheduledTime, scheduled.UTC().Format(contract.TickTimeLayout),
+		PlaceholderScheduledTime, scheduled.UTC().Format(engine.TickTimeLayout),
 		PlaceholderExecutionID, exec,
 		PlaceholderScheduleARN, s.ARN,
 		PlaceholderAttempt, "1",
@@ -157,11 +156,11 @@ func fromOutput(o *scheduler.GetScheduleOutput) Schedule {
 // filled in), or an envelope.
 func jobType(s Schedule) (string, bool) {
 	body := []byte(s.Fill(time.Unix(0, 0), "x"))
-	if contract.IsTick(body) {
-		t, err := contract.DecodeTick(body)
+	if engine.IsTick(body) {
+		t, err := engine.DecodeTick(body)
 		return t.Type, err == nil
 	}
-	if env, err := contract.Decode(body); err == nil {
+	if env, err := engine.Decode(body); err == nil {
 		return env.Type, false
 	}
 	return "", false

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"log/slog"
 	"time"
 
@@ -32,7 +33,7 @@ const ScheduleName = "schedule-sweep"
 var Tick = engine.JobType{
 	Name:             "runstwice.schedule-sweep.v1",
 	Args:             []engine.ArgSpec{{Name: "hour", Format: engine.FormatID, Required: true, MaxLen: 16}},
-	Queue:            engine.QueueDefault,
+	Queue:            contract.QueueDefault,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
 	Lease:            true,

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
@@ -33,7 +32,7 @@ type Harness struct {
 
 // NewHarness builds a runner of registry with handlers; mutate (optional)
 // adjusts the config before the runner is built.
-func NewHarness(t testing.TB, registry *contract.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
+func NewHarness(t testing.TB, registry *engine.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
 	t.Helper()
 	h := &Harness{Trace: &enginetest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
 	h.Markers = enginetest.Traced{Store: memstore.New(), Trace: h.Trace}
@@ -76,7 +75,7 @@ func (h *Harness) Count(jobType, metric string) int {
 }
 
 // MarkerOf returns the marker of env's job.
-func (h *Harness) MarkerOf(env contract.Envelope) (marker.Record, bool) {
+func (h *Harness) MarkerOf(env engine.Envelope) (marker.Record, bool) {
 	r, ok, _ := h.Markers.Store.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
 	return r, ok
 }

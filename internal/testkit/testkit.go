@@ -9,13 +9,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -33,18 +32,18 @@ type (
 
 // Envelope returns a valid envelope of jobType with args
 // (enginetest.Envelope).
-func Envelope(jobType string, args map[string]string) contract.Envelope {
+func Envelope(jobType string, args map[string]string) engine.Envelope {
 	return enginetest.Envelope(jobType, args)
 }
 
 // ValidArgs returns args valid for jt (enginetest.ValidArgs).
-func ValidArgs(jt contract.JobType) map[string]string { return enginetest.ValidArgs(jt) }
+func ValidArgs(jt engine.JobType) map[string]string { return enginetest.ValidArgs(jt) }
 
 // EnvelopeFor returns a valid envelope of jt (enginetest.EnvelopeFor).
-func EnvelopeFor(jt contract.JobType) contract.Envelope { return enginetest.EnvelopeFor(jt) }
+func EnvelopeFor(jt engine.JobType) engine.Envelope { return enginetest.EnvelopeFor(jt) }
 
 // Record wraps env as the SQS record of a delivery (enginetest.Record).
-func Record(t testing.TB, env contract.Envelope, receiveCount int) events.SQSMessage {
+func Record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
 	t.Helper()
 	return enginetest.Record(t, env, receiveCount)
 }

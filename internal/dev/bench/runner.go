@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"testing"
 	"time"
@@ -11,22 +12,21 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // benchType is the job type every section runs: a welcome-like job whose
 // lease is on or off.
-func benchType(lease bool) contract.JobType {
-	return contract.JobType{
-		Name: "bench.notify.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
+func benchType(lease bool) engine.JobType {
+	return engine.JobType{
+		Name: "bench.notify.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
 		Queue: contract.QueueDefault, EnabledByDefault: true, Lease: lease, KeyPrefix: "notify", KeyArgs: []string{"userId"},
 	}
 }
 
 // batchOf returns n fresh SQS records of jt.
-func batchOf(jt contract.JobType, n int) events.SQSEvent {
+func batchOf(jt engine.JobType, n int) events.SQSEvent {
 	var ev events.SQSEvent
 	for range n {
 		body, err := testkit.EnvelopeFor(jt).Encode()
@@ -53,7 +53,7 @@ const PipelineBatch = 10
 // NewPipeline builds the pipeline, its job type leased or not.
 func NewPipeline(lease bool) (*Pipeline, error) {
 	jt := benchType(lease)
-	reg, err := contract.NewRegistry(jt)
+	reg, err := engine.NewRegistry(jt)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -41,7 +40,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 	for _, lease := range []bool{false, true} {
 		mode := map[bool]string{false: "seed", true: "lease"}[lease]
 		jt := benchType(lease)
-		reg, _ := contract.NewRegistry(jt)
+		reg, _ := engine.NewRegistry(jt)
 		effect := engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 			select {
 			case <-time.After(EffectTime):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"maps"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -117,9 +117,9 @@ func TestLedgerExplainsTheRunnersDeadlineRetry(t *testing.T) {
 			w := newWorld(t)
 			id := w.job(client.TypeWelcome, client.StateSucceeded).JobID
 			o := newObserver()
-			jt := contract.JobType{Name: "test.mail.v1", Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}},
+			jt := engine.JobType{Name: "test.mail.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
 				Queue: contract.QueueDefault, EnabledByDefault: true, Lease: true, KeyPrefix: "mail", KeyArgs: []string{"userId"}}
-			reg, err := contract.NewRegistry(jt)
+			reg, err := engine.NewRegistry(jt)
 			if err != nil {
 				t.Fatal(err)
 			}

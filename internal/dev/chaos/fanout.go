@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -16,7 +18,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -98,7 +99,7 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 	for i, t := range at {
 		wg.Go(func() {
 			body := c.tickInput.Fill(t, "chaos-"+uuid.NewString())
-			tk, err := contract.DecodeTick([]byte(body))
+			tk, err := engine.DecodeTick([]byte(body))
 			if err != nil {
 				errs[i] = fmt.Errorf("chaos: the schedule's input is no tick: %w", err)
 				return
@@ -126,14 +127,14 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 // it meets, so the tick sent while off must have met it before the switch
 // goes on.
 func (c *campaign) awaitTick(ctx context.Context, at time.Time) {
-	id := contract.TickMessageID(digest.ScheduleName, at)
+	id := engine.TickMessageID(digest.ScheduleName, at)
 	for deadline := time.Now().Add(tickWait); time.Now().Before(deadline) && ctx.Err() == nil; {
 		if j, ok := c.readJob(ctx, id, digest.Caller); ok && j.State == client.StateSucceeded {
 			return
 		}
 		_ = smithytime.SleepWithContext(ctx, 500*time.Millisecond)
 	}
-	c.problem(fmt.Errorf("chaos: the tick %s (%s) was not done within %v; the fan-out is switched on all the same", id, at.Format(contract.TickTimeLayout), tickWait))
+	c.problem(fmt.Errorf("chaos: the tick %s (%s) was not done within %v; the fan-out is switched on all the same", id, at.Format(engine.TickTimeLayout), tickWait))
 }
 
 // tickWait bounds how long the script waits for the tick while off.
@@ -229,7 +230,7 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 	onWeeks := map[string]bool{}
 	for _, t := range ticks {
 		week := contract.ISOWeek(t.At)
-		fanout[contract.TickMessageID(digest.ScheduleName, t.At)] = fanoutJob{Week: week, Tick: true, On: t.On, At: t.At}
+		fanout[engine.TickMessageID(digest.ScheduleName, t.At)] = fanoutJob{Week: week, Tick: true, On: t.On, At: t.At}
 		if t.On {
 			onWeeks[week] = true
 		}
@@ -243,7 +244,7 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 		}
 		done[week] = true
 		for i, u := range partners {
-			id := contract.DeriveMessageID(digest.Caller, digest.DigestKey(u, week))
+			id := engine.DeriveMessageID(digest.Caller, digest.DigestKey(u, week))
 			if !onWeeks[week] {
 				off[id] = true
 				continue
@@ -258,8 +259,8 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 				// the week has no job, so its run has no pages).
 				for _, r := range ticks {
 					if r.On && contract.ISOWeek(r.At) == week {
-						run := contract.TickMessageID(digest.ScheduleName, r.At)
-						fanout[contract.DeriveMessageID(digest.Caller, digest.PageKey(week, run, u))] = fanoutJob{Week: week, On: true, Run: run}
+						run := engine.TickMessageID(digest.ScheduleName, r.At)
+						fanout[engine.DeriveMessageID(digest.Caller, digest.PageKey(week, run, u))] = fanoutJob{Week: week, On: true, Run: run}
 					}
 				}
 			}

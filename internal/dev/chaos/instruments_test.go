@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 )
 
@@ -34,7 +34,7 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 				t.Fatalf("job %d goes through the outbox with an HTTP treatment: %+v", i, a[i])
 			}
 		}
-		if a[i].JobID != contract.DeriveMessageID(caller, a[i].IdemKey) {
+		if a[i].JobID != engine.DeriveMessageID(caller, a[i].IdemKey) {
 			t.Fatalf("job %d: id %s is not derived from its caller %s and Idempotency-Key", i, a[i].JobID, caller)
 		}
 		count[a[i].Kind.Type]++

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"maps"
 	"net/http"
 	"slices"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 )
 
@@ -396,7 +396,7 @@ func (a *accountant) requests() {
 	}
 	hit := touched(a.t.Faults)
 	for _, at := range a.t.Attempts {
-		touched := hit[at.IdemKey] || hit[contract.DeriveMessageID(Caller, at.IdemKey)]
+		touched := hit[at.IdemKey] || hit[engine.DeriveMessageID(Caller, at.IdemKey)]
 		switch {
 		case at.Injected:
 		case at.Status >= http.StatusInternalServerError:
@@ -444,7 +444,7 @@ func (a *accountant) fanout() {
 		switch {
 		case !fj.On:
 			if state != string(client.StateSucceeded)+" (skipped)" {
-				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(contract.TickTimeLayout), state,
+				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(engine.TickTimeLayout), state,
 					a.outcomesAround(id, a.in.fanoutOn)))
 			}
 			continue

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -133,7 +133,7 @@ func (c *campaign) sendCopies(ctx context.Context, jobID string, n int) int {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			err := c.sender.Send(ctx, queue.Message{Queue: contract.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
+			err := c.sender.Send(ctx, queue.Message{Queue: engine.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
 			if err != nil {
 				c.problem(fmt.Errorf("chaos: copy of %s: %w", jobID, err))
 				return

@@ -2,10 +2,11 @@ package chaos
 
 import (
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"math/rand/v2"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/outbox"
 )
 
@@ -35,7 +36,7 @@ func (u user) Email() string {
 // kind is one of the four job types with how its jobs are built.
 type kind struct {
 	Type      string
-	Queue     contract.Queue
+	Queue     engine.Queue
 	Confirmed bool
 	args      func(userID string, i int) map[string]string
 }
@@ -172,7 +173,7 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			u = poisoned[ki]
 		}
 		key := fmt.Sprintf("chaos-%s-%d", runID, i)
-		j := plannedJob{Index: i, Kind: k, User: u.ID, Args: k.args(u.ID, i), IdemKey: key, JobID: contract.DeriveMessageID(Caller, key),
+		j := plannedJob{Index: i, Kind: k, User: u.ID, Args: k.args(u.ID, i), IdemKey: key, JobID: engine.DeriveMessageID(Caller, key),
 			Poisoned: u.Poisoned}
 		if rng.Float64() < mix.Delayed {
 			j.Delay = 2 + rng.IntN(7)
@@ -197,7 +198,7 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			// No HTTP request: no twins, front faults or cancel (the
 			// producer's job is not the campaign's caller's to cancel).
 			j.Source, j.Twins, j.Front, j.Cancel = viaOutbox, 0, frontNone, false
-			j.JobID = contract.DeriveMessageID(outbox.CallerPrefix+Producer, key)
+			j.JobID = engine.DeriveMessageID(outbox.CallerPrefix+Producer, key)
 			j.Rewrite = orng.Float64() < mix.Rewrite
 			j.Refuse = orng.Float64() < mix.Refuse
 		}

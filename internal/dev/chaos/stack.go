@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"sync"
 	"time"
 
@@ -12,7 +14,6 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
@@ -23,12 +24,12 @@ import (
 // resources are the tables and queues the campaign reads and writes.
 type resources struct {
 	Users, Jobs, Markers, DeadLetters, Outbox string
-	Queues                                    map[contract.Queue]string
+	Queues                                    map[engine.Queue]string
 	DLQ                                       string
 }
 
 func resolve(st *stack.Stack) (resources, error) {
-	r := resources{Queues: map[contract.Queue]string{}}
+	r := resources{Queues: map[engine.Queue]string{}}
 	for id, dst := range map[string]*string{"UsersTable": &r.Users, "JobsTable": &r.Jobs, "MarkersTable": &r.Markers, "DeadLettersTable": &r.DeadLetters,
 		"OutboxTable": &r.Outbox} {
 		p, ok := st.Physical(id)
@@ -37,7 +38,7 @@ func resolve(st *stack.Stack) (resources, error) {
 		}
 		*dst = p.Name
 	}
-	for id, q := range map[string]contract.Queue{"CriticalQueue": contract.QueueCritical, "DefaultQueue": contract.QueueDefault, "BulkQueue": contract.QueueBulk, "DeadLetterQueue": ""} {
+	for id, q := range map[string]engine.Queue{"CriticalQueue": contract.QueueCritical, "DefaultQueue": contract.QueueDefault, "BulkQueue": contract.QueueBulk, "DeadLetterQueue": ""} {
 		p, ok := st.Physical(id)
 		if !ok || p.URL == "" {
 			return r, fmt.Errorf("chaos: the stack has no queue %s", id)

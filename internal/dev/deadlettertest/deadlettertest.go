@@ -7,13 +7,13 @@ package deadlettertest
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -70,10 +70,10 @@ func New(t *testing.T, names Names) *World {
 // Enqueue creates an Enqueued job of typ for caller under key, on the
 // default queue, whose message is a real envelope, as the enqueue function
 // does.
-func (w *World) Enqueue(t *testing.T, typ, caller, key string) contract.Envelope {
+func (w *World) Enqueue(t *testing.T, typ, caller, key string) engine.Envelope {
 	t.Helper()
 	now := time.Now()
-	env := contract.Envelope{V: contract.Version, MessageID: contract.NewMessageID(), Type: typ, Key: key,
+	env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: typ, Key: key,
 		CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now.UTC()}
 	body, err := env.Encode()
 	if err != nil {
@@ -86,7 +86,7 @@ func (w *World) Enqueue(t *testing.T, typ, caller, key string) contract.Envelope
 
 // Letter enqueues a job, marks it Failed and stores its dead letter with
 // reason, last seen at seen, as the dlq function does.
-func (w *World) Letter(t *testing.T, typ, caller, key, reason string, seen time.Time) contract.Envelope {
+func (w *World) Letter(t *testing.T, typ, caller, key, reason string, seen time.Time) engine.Envelope {
 	t.Helper()
 	env := w.Enqueue(t, typ, caller, key)
 	ctx := context.Background()

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -21,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -72,7 +73,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 		return p.Name
 	}
 	db, q := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	urls := map[contract.Queue]string{contract.QueueCritical: name("CriticalQueue"), contract.QueueDefault: name("DefaultQueue"), contract.QueueBulk: name("BulkQueue")}
+	urls := map[engine.Queue]string{contract.QueueCritical: name("CriticalQueue"), contract.QueueDefault: name("DefaultQueue"), contract.QueueBulk: name("BulkQueue")}
 	store := jobs.NewStore(db, name("JobsTable"), marker.NewDynamo(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
@@ -174,7 +175,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) && len(perJob) < len(want) {
 		for _, m := range testenv.Receive(t, q, urls[contract.QueueCritical], 0) {
-			env, err := contract.Decode([]byte(aws.ToString(m.Body)))
+			env, err := engine.Decode([]byte(aws.ToString(m.Body)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	}
 	time.Sleep(time.Second) // a late second message would arrive by now
 	for _, m := range testenv.Receive(t, q, urls[contract.QueueCritical], 0) {
-		env, _ := contract.Decode([]byte(aws.ToString(m.Body)))
+		env, _ := engine.Decode([]byte(aws.ToString(m.Body)))
 		perJob[env.MessageID]++
 	}
 	for _, id := range want {
@@ -202,7 +203,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	if !died {
 		t.Fatal("the relay was never killed: the test proved nothing about a crash mid-batch")
 	}
-	dl, err := letters.Get(ctx, outbox.LetterID(contract.DeriveMessageID("outbox:signup", "bad-1")))
+	dl, err := letters.Get(ctx, outbox.LetterID(engine.DeriveMessageID("outbox:signup", "bad-1")))
 	if err != nil || dl.SourceQueue != outbox.SourceOutbox || dl.Status != deadletter.StatusDead || dl.Reason == "" {
 		t.Fatalf("bad item's dead letter %+v, %v; want one with its reason, source outbox", dl, err)
 	}

@@ -3,6 +3,8 @@ package devstack
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"log/slog"
 	"strings"
 	"time"
@@ -13,8 +15,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -65,7 +65,7 @@ type Scheduler struct {
 	Client SchedulerAPI
 	Sender Sender
 	// Queues maps a target ARN to its work queue.
-	Queues map[string]contract.Queue
+	Queues map[string]engine.Queue
 	// DeadLetters sends to the dead-letter queues of DLQURLs (by ARN); nil:
 	// a refused input is only logged, and tried again at the next pass.
 	DeadLetters DeadLetterSender
@@ -89,7 +89,7 @@ type seenSchedule struct {
 // NewScheduler returns the emulator of the stack's schedules, sending
 // through sqs to the stack's work queues.
 func NewScheduler(client SchedulerAPI, sqs queue.SQSAPI, st *stack.Stack, logger *slog.Logger) *Scheduler {
-	urls, arns := map[contract.Queue]string{}, map[string]contract.Queue{}
+	urls, arns := map[engine.Queue]string{}, map[string]engine.Queue{}
 	for _, q := range contract.Queues {
 		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
 			urls[q], arns[p.ARN] = p.URL, q
@@ -194,7 +194,7 @@ func (s *Scheduler) Pass(ctx context.Context) int {
 
 // fire sends sc's input for its firing at at, and reports whether it went.
 func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time) bool {
-	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(contract.TickTimeLayout))
+	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(engine.TickTimeLayout))
 	exec := uuid.NewString()
 	body := sc.Fill(at, exec)
 	q, ok := s.Queues[sc.TargetARN]
@@ -207,11 +207,11 @@ func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time
 	// message attributes, so nothing local leans on ones AWS never sets.
 	// The type is read for the log line only.
 	var jobType string
-	if contract.IsTick([]byte(body)) {
-		if t, err := contract.DecodeTick([]byte(body)); err == nil {
+	if engine.IsTick([]byte(body)) {
+		if t, err := engine.DecodeTick([]byte(body)); err == nil {
 			jobType = t.Type
 		}
-	} else if env, err := contract.Decode([]byte(body)); err == nil {
+	} else if env, err := engine.Decode([]byte(body)); err == nil {
 		jobType = env.Type
 	}
 	if err := s.Sender.Send(ctx, queue.Message{Queue: q, Body: body}); err != nil {
@@ -261,7 +261,7 @@ func (s *Scheduler) deadLetter(ctx context.Context, log *slog.Logger, sc schedul
 	attrs := map[string]sqstypes.MessageAttributeValue{
 		schedule.AttrErrorCode: str(code), schedule.AttrErrorMessage: str(text), schedule.AttrExecutionID: str(exec),
 		schedule.AttrPayloadTruncated: str("false"), schedule.AttrRetryAttempts: str("0"),
-		schedule.AttrScheduledTime: str(at.UTC().Format(contract.TickTimeLayout)), schedule.AttrScheduleARN: str(sc.ARN),
+		schedule.AttrScheduledTime: str(at.UTC().Format(engine.TickTimeLayout)), schedule.AttrScheduleARN: str(sc.ARN),
 		schedule.AttrTargetARN: str(sc.TargetARN),
 	}
 	if _, err := s.DeadLetters.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {

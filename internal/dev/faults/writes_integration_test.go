@@ -5,6 +5,7 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strconv"
 	"testing"
@@ -14,8 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
@@ -238,7 +237,7 @@ func TestIdempotencyWritesFindTheirOwnItem(t *testing.T) {
 
 func newJob(caller, idemKey string) jobs.Job {
 	now := time.Now()
-	return jobs.Job{ID: contract.DeriveMessageID(caller, idemKey), Caller: caller, Type: "email.welcome.v1",
+	return jobs.Job{ID: engine.DeriveMessageID(caller, idemKey), Caller: caller, Type: "email.welcome.v1",
 		Key: "welcome:" + idemKey, Queue: "default", Message: `{"v":1}`, CreatedAt: now, RunAt: now}
 }
 

@@ -5,13 +5,13 @@ package jobstest
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -50,7 +50,7 @@ func New(t *testing.T) *World {
 // function builds it, running delay after the clock's now.
 func (w *World) Job(typ, caller, key string, delay time.Duration) jobs.Job {
 	now := w.Clock.Now()
-	return jobs.Job{ID: contract.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
+	return jobs.Job{ID: engine.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
 		CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now.Add(delay)}
 }
 

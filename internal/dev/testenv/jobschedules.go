@@ -2,12 +2,11 @@ package testenv
 
 import (
 	"context"
+	"github.com/runstwice/runstwice/engine"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -27,7 +26,7 @@ func NewJobScheduler(t testing.TB, client *scheduler.Client, base string, wq Wor
 	}); err != nil {
 		t.Fatalf("create schedule group %s: %v", group, err)
 	}
-	arns := make(map[contract.Queue]string, len(wq.Queues))
+	arns := make(map[engine.Queue]string, len(wq.Queues))
 	for q, v := range wq.Queues {
 		arns[q] = v.ARN
 	}

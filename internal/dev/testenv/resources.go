@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,8 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 var nameSeq atomic.Int64
@@ -133,15 +133,15 @@ func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string
 // WorkQueues are the three work queues and, when they have one, the DLQ they
 // redrive to.
 type WorkQueues struct {
-	Queues map[contract.Queue]Queue
+	Queues map[engine.Queue]Queue
 	// DLQ is the zero Queue when the work queues redrive nowhere.
 	DLQ Queue
 }
 
 // URLs returns each work queue's URL, as the functions' environment gives
 // them.
-func (w WorkQueues) URLs() map[contract.Queue]string {
-	urls := make(map[contract.Queue]string, len(w.Queues))
+func (w WorkQueues) URLs() map[engine.Queue]string {
+	urls := make(map[engine.Queue]string, len(w.Queues))
 	for q, v := range w.Queues {
 		urls[q] = v.URL
 	}
@@ -153,7 +153,7 @@ func (w WorkQueues) URLs() map[contract.Queue]string {
 // every one of them redrives to after maxReceives receives.
 func CreateWorkQueues(t testing.TB, client *sqs.Client, prefix string, maxReceives int) WorkQueues {
 	t.Helper()
-	w := WorkQueues{Queues: make(map[contract.Queue]Queue, len(contract.Queues))}
+	w := WorkQueues{Queues: make(map[engine.Queue]Queue, len(contract.Queues))}
 	var attrs map[string]string
 	if maxReceives > 0 {
 		w.DLQ = CreateQueue(t, client, prefix+"dlq", nil)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/engine"
 	"maps"
 	"slices"
 	"strconv"
@@ -19,8 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -275,7 +274,7 @@ type SSMSwitches struct {
 }
 
 // NewSSMSwitches returns the switches of stage for every type in reg.
-func NewSSMSwitches(client SSMAPI, stage string, reg *contract.Registry) *SSMSwitches {
+func NewSSMSwitches(client SSMAPI, stage string, reg *engine.Registry) *SSMSwitches {
 	defaults := map[string]bool{}
 	for _, t := range reg.Types() {
 		defaults[t.Name] = t.EnabledByDefault

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"image/png"
 	"io"
 	"net/http"
@@ -24,8 +26,6 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
-
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
@@ -85,7 +85,7 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 		Registry:    jobtypes.Registry(),
 		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
 		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
-		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[contract.Queue]string{
+		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[engine.Queue]string{
 			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
 			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
 			contract.QueueBulk:     env["QUEUE_URL_BULK"],

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"time"
 
@@ -74,10 +75,10 @@ func FanoutIn(loc *time.Location) engine.JobType {
 	return engine.JobType{
 		Name: "email.partner-digest-fanout.v1",
 		Args: []engine.ArgSpec{
-			{Name: "digestId", Format: engine.FormatISOWeek, Required: true, MaxLen: 8},
+			{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
 			{Name: "after", Format: engine.FormatID},
 		},
-		Queue:            engine.QueueBulk,
+		Queue:            contract.QueueBulk,
 		EnabledByDefault: false,
 		Bias:             engine.EffectThenClaim,
 		Lease:            true,

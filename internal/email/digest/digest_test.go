@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"slices"
 	"sort"
 	"strings"
@@ -171,7 +172,7 @@ func (w *world) check(t *testing.T, users int, label string) {
 		env, _ := engine.Decode([]byte(m.Body))
 		if env.Type == email.PartnerDigest.Name {
 			sent[env.MessageID] = true
-			if m.Queue != engine.QueueBulk {
+			if m.Queue != contract.QueueBulk {
 				t.Fatalf("%s: digest sent to %s", label, m.Queue)
 			}
 		}

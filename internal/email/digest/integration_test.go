@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"path/filepath"
 	"sync"
@@ -82,12 +83,12 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	w := &awsWorld{db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), st: st, switches: &testkit.Switches{}, mail: &mailbox{got: map[string]int{}}}
 	name := func(id string) string { p, _ := st.Physical(id); return p.Name }
 	urls := map[engine.Queue]string{}
-	for q, id := range map[engine.Queue]string{engine.QueueCritical: "CriticalQueue", engine.QueueDefault: "DefaultQueue", engine.QueueBulk: "BulkQueue"} {
+	for q, id := range map[engine.Queue]string{contract.QueueCritical: "CriticalQueue", contract.QueueDefault: "DefaultQueue", contract.QueueBulk: "BulkQueue"} {
 		p, _ := st.Physical(id)
 		urls[q] = p.URL
 	}
 	dlq, _ := st.Physical("DeadLetterQueue")
-	w.bulk, w.dlq = urls[engine.QueueBulk], dlq.URL
+	w.bulk, w.dlq = urls[contract.QueueBulk], dlq.URL
 	markers := marker.NewDynamo(w.db, name("MarkersTable"))
 	w.store = jobs.NewStore(w.db, name("JobsTable"), markers)
 	q := queue.New(w.sqs, urls, dlq.URL)

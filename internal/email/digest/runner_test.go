@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -181,8 +180,8 @@ func (s *runWorld) wait() {
 // tick derives.
 func jobID(t *testing.T, body string) string {
 	t.Helper()
-	if contract.IsTick([]byte(body)) {
-		tk, err := contract.DecodeTick([]byte(body))
+	if engine.IsTick([]byte(body)) {
+		tk, err := engine.DecodeTick([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

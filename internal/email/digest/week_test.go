@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobtypes"
@@ -42,7 +41,7 @@ func TestTickWeekIsLabelledInTheSchedulesZone(t *testing.T) {
 				t.Fatalf("%s is at %s on that Monday, the table says %s", tc.zone, got, tc.offset)
 			}
 			// The scheduler writes <aws.scheduler.scheduled-time> in UTC.
-			scheduled := local.UTC().Format(contract.TickTimeLayout)
+			scheduled := local.UTC().Format(engine.TickTimeLayout)
 			env, err := jobtypes.RegistryIn(loc).TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
 				ScheduledTime: scheduled, CorrelationID: "exec-1"})
 			if err != nil {

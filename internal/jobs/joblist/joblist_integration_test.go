@@ -5,15 +5,14 @@ package joblist_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"testing"
-	"time"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"slices"
+	"testing"
+	"time"
 )
 
 // world is the jobs fixture with the lister on its clock.
@@ -121,7 +120,7 @@ func TestAttributes(t *testing.T) {
 	if attrs["state"] != string(jobs.StateFailed) {
 		t.Errorf("state = %v", attrs["state"])
 	}
-	if _, err := w.lister.Attributes(ctx, contract.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := w.lister.Attributes(ctx, engine.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("unknown job: %v; want ErrNotFound", err)
 	}
 	w.Clock.Advance(jobs.TerminalRetention + time.Second)

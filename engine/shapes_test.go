@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"regexp"
@@ -21,8 +21,6 @@ var shapePatterns = []struct {
 	{"ValidCorrelationID", ValidCorrelationID, regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`), 0},
 	{"ValidTypeName", ValidTypeName, regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*\.v[1-9][0-9]*$`), 128},
 	{"FormatID", validID, regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`), 0},
-	{"FormatCountry", validCountry, regexp.MustCompile(`^[A-Z]{2}$`), 0},
-	{"FormatISOWeek", validISOWeek, regexp.MustCompile(`^[0-9]{4}-W(0[1-9]|[1-4][0-9]|5[0-3])$`), 0},
 }
 
 // shapeSamples are the edges of every shape, each tried against all of them.

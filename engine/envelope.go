@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"bytes"
@@ -122,7 +122,7 @@ func (e Envelope) Encode() ([]byte, error) {
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return nil, fmt.Errorf("contract: encode envelope: %w", err)
+		return nil, fmt.Errorf("engine: encode envelope: %w", err)
 	}
 	if len(b) > MaxEnvelopeBytes {
 		return nil, &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}

@@ -1,9 +1,8 @@
-package contract_test
+package engine_test
 
 import (
 	"fmt"
-
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // A job type is declared once, with its args, queue, kill-switch default,
@@ -11,39 +10,39 @@ import (
 // cannot work, and says why. (The runner's examples declare the same invoice
 // type again, on purpose: the docs show every example whole.)
 func ExampleNewRegistry() {
-	invoice := contract.JobType{
+	invoice := engine.JobType{
 		Name:             "billing.invoice-ready.v1",
-		Args:             []contract.ArgSpec{{Name: "invoiceId", Format: contract.FormatID, Required: true}},
-		Queue:            contract.QueueDefault,
+		Args:             []engine.ArgSpec{{Name: "invoiceId", Format: engine.FormatID, Required: true}},
+		Queue:            "default",
 		EnabledByDefault: true,
-		Bias:             contract.EffectThenClaim,
+		Bias:             engine.EffectThenClaim,
 		Lease:            true,
 		KeyPrefix:        "invoice-ready",
 		KeyArgs:          []string{"invoiceId"},
 	}
-	reg, err := contract.NewRegistry(invoice)
+	reg, err := engine.NewRegistry(invoice)
 	fmt.Println(reg.Names(), err)
 
 	unversioned := invoice
 	unversioned.Name = "billing.invoice-ready"
-	_, err = contract.NewRegistry(unversioned)
+	_, err = engine.NewRegistry(unversioned)
 	fmt.Println(err)
 
 	badKey := invoice
 	badKey.KeyArgs = []string{"customerEmail"}
-	_, err = contract.NewRegistry(badKey)
+	_, err = engine.NewRegistry(badKey)
 	fmt.Println(err)
 
 	// Output:
 	// [billing.invoice-ready.v1] <nil>
-	// contract: type name "billing.invoice-ready" is not of the form name.vN
-	// contract: type "billing.invoice-ready.v1": key arg "customerEmail" is not a required arg
+	// engine: type name "billing.invoice-ready" is not of the form name.vN
+	// engine: type "billing.invoice-ready.v1": key arg "customerEmail" is not a required arg
 }
 
 // Args carry IDs only: an e-mail address is refused at enqueue and again at
 // execution, with the rule it broke.
 func ExampleJobType_ValidateArgs() {
-	welcome := contract.JobType{Args: []contract.ArgSpec{{Name: "userId", Format: contract.FormatID, Required: true}}}
+	welcome := engine.JobType{Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}}}
 	fmt.Println(welcome.ValidateArgs(map[string]string{"userId": "u-123"}))
 	fmt.Println(welcome.ValidateArgs(map[string]string{"userId": "ana@example.com"}))
 	// Output:

@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ const typeFanout = "test.fanout.v1"
 func fanoutType() JobType {
 	return JobType{
 		Name: typeFanout, Args: []ArgSpec{
-			{Name: "digestId", Format: FormatISOWeek, Required: true, MaxLen: 8},
+			{Name: "digestId", Format: testFormatWeek, Required: true, MaxLen: 8},
 			{Name: "after", Format: FormatID},
 		},
-		Queue: QueueBulk, KeyPrefix: "fanout", KeyArgs: []string{"digestId"}, WhileOff: Skip,
-		TickArgs: func(at time.Time) map[string]string { return map[string]string{"digestId": ISOWeek(at)} },
+		Queue: "bulk", KeyPrefix: "fanout", KeyArgs: []string{"digestId"}, WhileOff: Skip,
+		TickArgs: func(at time.Time) map[string]string { return map[string]string{"digestId": testISOWeek(at)} },
 	}
 }
 
@@ -112,19 +112,6 @@ func TestIsTickTellsTicksFromEnvelopes(t *testing.T) {
 	} {
 		if got := IsTick([]byte(body)); got != want {
 			t.Errorf("IsTick(%s) = %v, want %v", body, got, want)
-		}
-	}
-}
-
-func TestISOWeek(t *testing.T) {
-	for at, want := range map[time.Time]string{
-		time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC):  "2026-W50",
-		time.Date(2026, 12, 28, 9, 0, 0, 0, time.UTC): "2026-W53",
-		time.Date(2027, 1, 4, 9, 0, 0, 0, time.UTC):   "2027-W01",
-		time.Date(2021, 1, 3, 9, 0, 0, 0, time.UTC):   "2020-W53",
-	} {
-		if got := ISOWeek(at); got != want {
-			t.Errorf("ISOWeek(%s) = %s, want %s", at, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package contract is the job contract shared by every part of runstwice: the
+// The job contract is shared by every part of runstwice: the
 // SQS message envelope, the registry of versioned job types and the rules for
 // their arguments.
 //
@@ -12,4 +12,4 @@
 //     beside the old one.
 //   - The message id is the job id. When the enqueue request carries an
 //     Idempotency-Key it is derived deterministically from (caller, key).
-package contract
+package engine

@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"fmt"
@@ -7,18 +7,14 @@ import (
 	"time"
 )
 
-// Queue names one of the work queues a job type is sent to.
+// Queue names the work queue a job type is sent to: the application's own
+// name for it ("critical", "webhooks"), 1-64 lower-case letters, digits or
+// '-', starting with a letter. The runner hands it to the Parker, which
+// knows each queue's URL; the engine gives queues no meaning of its own.
 type Queue string
 
-// The work queues. Each has its own redrive policy to the dead-letter queue.
-const (
-	QueueCritical Queue = "critical"
-	QueueDefault  Queue = "default"
-	QueueBulk     Queue = "bulk"
-)
-
-// Queues lists the work queues in priority order.
-var Queues = []Queue{QueueCritical, QueueDefault, QueueBulk}
+// valid reports whether q has a queue name's shape.
+func (q Queue) valid() bool { return len(q) <= 64 && validSegment(string(q)) }
 
 // Bias chooses the order of effect and claim for a job type.
 type Bias int
@@ -118,7 +114,8 @@ type Registry struct {
 }
 
 // NewRegistry builds a registry of the given types. It refuses a malformed or
-// duplicate name, an unknown queue, and key args that are not declared.
+// duplicate name, a missing or malformed queue name, a format that
+// cannot check, and key args that are not declared.
 func NewRegistry(types ...JobType) (*Registry, error) {
 	r := &Registry{types: make(map[string]JobType, len(types))}
 	for _, t := range types {
@@ -131,30 +128,30 @@ func NewRegistry(types ...JobType) (*Registry, error) {
 
 func (r *Registry) register(t JobType) error {
 	if !ValidTypeName(t.Name) {
-		return fmt.Errorf("contract: type name %q is not of the form name.vN", t.Name)
+		return fmt.Errorf("engine: type name %q is not of the form name.vN", t.Name)
 	}
 	if _, dup := r.types[t.Name]; dup {
-		return fmt.Errorf("contract: type %q registered twice", t.Name)
+		return fmt.Errorf("engine: type %q registered twice", t.Name)
 	}
-	if !slices.Contains(Queues, t.Queue) {
-		return fmt.Errorf("contract: type %q: unknown queue %q", t.Name, t.Queue)
+	if !t.Queue.valid() {
+		return fmt.Errorf("engine: type %q: queue %q is not a queue name (lower-case letters, digits and '-', starting with a letter)", t.Name, t.Queue)
 	}
 	if t.KeyPrefix == "" {
-		return fmt.Errorf("contract: type %q: empty key prefix", t.Name)
+		return fmt.Errorf("engine: type %q: empty key prefix", t.Name)
 	}
 	for _, a := range t.Args {
-		if formatShapes[a.Format] == nil {
-			return fmt.Errorf("contract: type %q: arg %q has an unknown format %d", t.Name, a.Name, a.Format)
+		if reason := a.Format.check(); reason != "" {
+			return fmt.Errorf("engine: type %q: arg %q %s", t.Name, a.Name, reason)
 		}
 	}
 	for _, k := range t.KeyArgs {
 		i := slices.IndexFunc(t.Args, func(a ArgSpec) bool { return a.Name == k })
 		if i < 0 || !t.Args[i].Required {
-			return fmt.Errorf("contract: type %q: key arg %q is not a required arg", t.Name, k)
+			return fmt.Errorf("engine: type %q: key arg %q is not a required arg", t.Name, k)
 		}
 	}
 	if t.TickArgs != nil && t.WhileOff != Skip {
-		return fmt.Errorf("contract: type %q: a tick type must skip while off (WhileOff Skip), or a week of ticks piles up behind its switch", t.Name)
+		return fmt.Errorf("engine: type %q: a tick type must skip while off (WhileOff Skip), or a week of ticks piles up behind its switch", t.Name)
 	}
 	r.types[t.Name] = t
 	r.names = append(r.names, t.Name)

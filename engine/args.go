@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"fmt"
@@ -7,47 +7,61 @@ import (
 	"unicode"
 )
 
-// Format is the shape an argument value must have.
-type Format int
+// Format is the shape an argument value must have. The engine knows one,
+// FormatID; an application declares its own with NewFormat (a country code,
+// a week, an order number), so the set is open. The zero Format is FormatID.
+type Format struct{ def *formatDef }
 
-const (
-	// FormatID is an opaque identifier such as "u-123" or "city-partner":
-	// letters, digits, '.', '_' and '-', starting with a letter or digit.
-	FormatID Format = iota
-	// FormatCountry is an ISO 3166-1 alpha-2 code such as "BD".
-	FormatCountry
-	// FormatISOWeek is an ISO 8601 week such as "2026-W48".
-	FormatISOWeek
-)
-
-func (f Format) String() string {
-	switch f {
-	case FormatID:
-		return "id"
-	case FormatCountry:
-		return "ISO 3166-1 alpha-2 country code"
-	case FormatISOWeek:
-		return "ISO week (YYYY-Www)"
-	}
-	return "unknown"
+// formatDef is a format's name, example and check.
+type formatDef struct {
+	name, example string
+	valid         func(string) bool
 }
+
+// NewFormat declares an argument format: name says what it is in error
+// messages ("ISO 3166-1 alpha-2 country code"), example is a value of it
+// ("BD"), and valid reports whether a value has its shape. The general
+// rules of every argument (no e-mail address, URL, whitespace or empty
+// value, and the size limit) are checked before valid is called. The
+// registry refuses a format whose valid is nil or refuses its own example.
+func NewFormat(name, example string, valid func(string) bool) Format {
+	return Format{&formatDef{name: name, example: example, valid: valid}}
+}
+
+// FormatID is an opaque identifier such as "u-123" or "city-partner":
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+var FormatID = NewFormat("id", "u-123", validID)
+
+// get is f's definition; the zero Format is FormatID.
+func (f Format) get() *formatDef {
+	if f.def == nil {
+		return FormatID.def
+	}
+	return f.def
+}
+
+// String names the format, as error messages do.
+func (f Format) String() string { return f.get().name }
 
 // Example returns a value of the format, for error messages and docs.
-func (f Format) Example() string {
-	switch f {
-	case FormatCountry:
-		return "BD"
-	case FormatISOWeek:
-		return "2026-W48"
-	}
-	return "u-123"
-}
+func (f Format) Example() string { return f.get().example }
 
-// formatShapes checks a value's shape per format (shapes.go).
-var formatShapes = map[Format]func(string) bool{
-	FormatID:      validID,
-	FormatCountry: validCountry,
-	FormatISOWeek: validISOWeek,
+// Valid reports whether v has the format's shape (only the format's own
+// check: ValidateArgs applies the general rules too).
+func (f Format) Valid(v string) bool { return f.get().valid != nil && f.get().valid(v) }
+
+// check explains why f cannot be declared, or returns "".
+func (f Format) check() string {
+	d := f.get()
+	switch {
+	case d.name == "":
+		return "has a format with no name"
+	case d.valid == nil:
+		return "has a format with no check"
+	case !d.valid(d.example):
+		return fmt.Sprintf("has a format %q that refuses its own example %q", d.name, d.example)
+	}
+	return ""
 }
 
 // DefaultMaxLen is the size limit of an argument that declares none.
@@ -84,7 +98,7 @@ func (a ArgSpec) checkValue(v string) string {
 		return "looks like a URL or path; args carry IDs only"
 	case strings.IndexFunc(v, unicode.IsSpace) >= 0:
 		return "contains whitespace; args carry IDs only, never free text"
-	case !formatShapes[a.Format](v):
+	case !a.Format.Valid(v):
 		return "is not a valid " + a.Format.String() + " (e.g. " + a.Format.Example() + ")"
 	}
 	return ""

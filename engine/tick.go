@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import (
 	"encoding/json"
@@ -94,7 +94,7 @@ func (t Tick) Encode() ([]byte, error) {
 	}
 	b, err := json.Marshal(t)
 	if err != nil {
-		return nil, fmt.Errorf("contract: encode tick: %w", err)
+		return nil, fmt.Errorf("engine: encode tick: %w", err)
 	}
 	return b, nil
 }
@@ -135,11 +135,4 @@ func (r *Registry) TickEnvelope(t Tick) (Envelope, error) {
 		return Envelope{}, err
 	}
 	return env, nil
-}
-
-// ISOWeek returns the ISO 8601 week of t in UTC, e.g. "2026-W49": the
-// digestId of a weekly job.
-func ISOWeek(t time.Time) string {
-	y, w := t.UTC().ISOWeek()
-	return fmt.Sprintf("%04d-W%02d", y, w)
 }

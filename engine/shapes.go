@@ -1,4 +1,4 @@
-package contract
+package engine
 
 import "strings"
 
@@ -118,25 +118,6 @@ func validID(s string) bool {
 		}
 	}
 	return true
-}
-
-// validCountry: two upper-case letters.
-func validCountry(s string) bool {
-	return len(s) == 2 && isUpper(s[0]) && isUpper(s[1])
-}
-
-// validISOWeek: YYYY-Www with a week from 01 to 53.
-func validISOWeek(s string) bool {
-	if len(s) != 8 || s[4] != '-' || s[5] != 'W' {
-		return false
-	}
-	for _, c := range []byte{s[0], s[1], s[2], s[3], s[6], s[7]} {
-		if !isDigit(c) {
-			return false
-		}
-	}
-	week := int(s[6]-'0')*10 + int(s[7]-'0')
-	return week >= 1 && week <= 53
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
