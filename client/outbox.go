@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/outbox"
 )
 
@@ -67,7 +69,7 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 // registry is the shipped job types, built once: OutboxPut runs on a
 // producer's hot path, and a registry checks every declaration as it is
 // built.
-var registry = sync.OnceValue(jobtypes.Registry)
+var registry = sync.OnceValue(contract.Registry)
 
 // outboxItem builds and checks the item of job.
 func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {

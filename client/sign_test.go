@@ -18,12 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/sigv4"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 func staticCreds(key, secret string) aws.CredentialsProvider {
@@ -138,7 +139,7 @@ func TestCredentialsThatCannotBeRetrievedAreNotRetried(t *testing.T) {
 // TestTypedArgsMatchTheShippedTypes keeps the client's typed methods in step
 // with the job types the service declares.
 func TestTypedArgsMatchTheShippedTypes(t *testing.T) {
-	reg := jobtypes.Registry()
+	reg := contract.Registry()
 	for name, args := range map[string]any{
 		client.TypePartnerVerification: client.PartnerVerificationArgs{},
 		client.TypePasswordReset:       client.PasswordResetArgs{},

@@ -7,7 +7,7 @@ import (
 )
 
 // Fixture job types for the contract's own tests, shaped like the shipped
-// e-mail types (internal/email declares those; internal/jobtypes tests them).
+// e-mail types (internal/contract declares those and tests them).
 const (
 	typeVerify  = "test.verify.v1"
 	typeReset   = "test.reset.v1"

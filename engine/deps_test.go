@@ -1,10 +1,11 @@
 package engine_test
 
 import (
-	"github.com/runstwice/runstwice/internal/testkit"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestEngineImportsNoAWSSDK: the core carries no AWS SDK (the stores and

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+
 	"github.com/runstwice/runstwice/engine"
 )
 

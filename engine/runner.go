@@ -44,6 +44,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+
 	"github.com/runstwice/runstwice/internal/obs"
 )
 

@@ -2,8 +2,9 @@ package sqsqueue_test
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/internal/contract"
 	"log"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"

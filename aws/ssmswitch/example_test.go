@@ -3,9 +3,10 @@ package ssmswitch_test
 import (
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"log"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"

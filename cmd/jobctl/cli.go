@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 // Exit codes (also in usage and the package comment).
@@ -71,7 +72,7 @@ type app struct {
 
 // run executes args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: jobtypes.Registry(), now: time.Now}
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, reg: contract.Registry(), now: time.Now}
 	if f, ok := stderr.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil {
 			a.stderrTTY = fi.Mode()&os.ModeCharDevice != 0

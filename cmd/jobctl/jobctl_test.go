@@ -6,21 +6,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -48,10 +48,10 @@ func cli(t *testing.T, env map[string]string) func(args ...string) (int, string,
 func TestTogglesSetRefusesUnknownTypeWithSuggestion(t *testing.T) {
 	jobctl := cli(t, nil)
 	code, _, stderr := jobctl("--stage", testenv.Name(t, "s"), "toggles", "set", "email.partner-digets.v1", "on")
-	if code != exitRefused || !strings.Contains(stderr, "did you mean "+email.PartnerDigest.Name) {
+	if code != exitRefused || !strings.Contains(stderr, "did you mean "+contract.PartnerDigest.Name) {
 		t.Fatalf("exit %d, stderr %q; want 4 (refused) and a did-you-mean", code, stderr)
 	}
-	code, _, stderr = jobctl("toggles", "set", email.Welcome.Name, "maybe")
+	code, _, stderr = jobctl("toggles", "set", contract.Welcome.Name, "maybe")
 	if code != exitUsage || !strings.Contains(stderr, "not on or off") {
 		t.Fatalf("exit %d, stderr %q; want 2 for a bad value", code, stderr)
 	}
@@ -60,7 +60,7 @@ func TestTogglesSetRefusesUnknownTypeWithSuggestion(t *testing.T) {
 func TestTogglesSetAndList(t *testing.T) {
 	stage := testenv.Name(t, "s")
 	jobctl := cli(t, nil)
-	code, out, stderr := jobctl("--stage", stage, "toggles", "set", email.Welcome.Name, "off")
+	code, out, stderr := jobctl("--stage", stage, "toggles", "set", contract.Welcome.Name, "off")
 	if code != exitOK || !strings.Contains(out, ttlNote) || strings.Contains(out, "30s") {
 		t.Fatalf("set: exit %d out %q err %q", code, out, stderr)
 	}
@@ -84,11 +84,11 @@ func TestTogglesSetAndList(t *testing.T) {
 	}
 	// Every registered type, at its default but the one set off.
 	want := map[string]string{}
-	for _, name := range jobtypes.Registry().Names() {
-		jt, _ := jobtypes.Registry().Lookup(name)
+	for _, name := range contract.Registry().Names() {
+		jt, _ := contract.Registry().Lookup(name)
 		want[name] = map[bool]string{true: "on", false: "off"}[jt.EnabledByDefault]
 	}
-	want[email.Welcome.Name] = "off"
+	want[contract.Welcome.Name] = "off"
 	if len(got.Toggles) != len(want) {
 		t.Fatalf("toggles %+v; want every registered type", got.Toggles)
 	}
@@ -97,7 +97,7 @@ func TestTogglesSetAndList(t *testing.T) {
 			t.Errorf("%s effective %s; want %s", r.Type, r.Effective, want[r.Type])
 		}
 	}
-	if len(got.Unknown) != 1 || got.Unknown[0].DidYouMean != email.PartnerDigest.Name {
+	if len(got.Unknown) != 1 || got.Unknown[0].DidYouMean != contract.PartnerDigest.Name {
 		t.Fatalf("unknown %+v; want the typo flagged with a suggestion", got.Unknown)
 	}
 	_, text, _ := jobctl("toggles", "list", "--stage", stage)
@@ -128,7 +128,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	w := deadlettertest.New(t, names)
 
 	env := engine.Envelope{
-		V: 1, MessageID: engine.DeriveMessageID("alice", "k-dlq"), Type: email.Welcome.Name, Key: "welcome:u-1",
+		V: 1, MessageID: engine.DeriveMessageID("alice", "k-dlq"), Type: contract.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c-1", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC(),
 	}
 	body, _ := env.Encode()

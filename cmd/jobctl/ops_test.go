@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
@@ -113,7 +114,7 @@ func resultIDs(rs []deadletter.Redriven, o deadletter.Outcome) []string {
 func TestDLQFiltersSelectExactly(t *testing.T) {
 	w := newStage(t)
 	now := time.Now()
-	welcome, reset := email.Welcome.Name, email.PasswordReset.Name
+	welcome, reset := contract.Welcome.Name, contract.PasswordReset.Name
 	wBounceNew := w.letter(t, welcome, "welcome:u-1", "permanent: SES MessageRejected (bounce)", now.Add(-10*time.Minute))
 	wBounceOld := w.letter(t, welcome, "welcome:u-2", "permanent: SES MessageRejected (bounce)", now.Add(-5*time.Hour))
 	wMax := w.letter(t, welcome, "welcome:u-3", "exceeded maxReceiveCount (5 receives)", now.Add(-time.Minute))
@@ -198,8 +199,8 @@ func TestDLQFiltersSelectExactly(t *testing.T) {
 // left alone until --force; drop needs --yes and leaves the job Failed.
 func TestDLQSupersededAndDrop(t *testing.T) {
 	w := newStage(t)
-	old := w.letter(t, email.Welcome.Name, "welcome:u-7", "permanent: bounce", time.Now())
-	newer := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-7")
+	old := w.letter(t, contract.Welcome.Name, "welcome:u-7", "permanent: bounce", time.Now())
+	newer := w.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-7")
 	code, out, stderr := w.cli("dlq", "redrive", old)
 	if code != exitRefused || !strings.Contains(out, "superseded "+old) || !strings.Contains(out, newer.MessageID) || !strings.Contains(stderr, "--force") {
 		t.Fatalf("superseded redrive: exit %d\n%s%s", code, out, stderr)
@@ -211,7 +212,7 @@ func TestDLQSupersededAndDrop(t *testing.T) {
 		t.Fatalf("forced: exit %d\n%s%s", code, out, stderr)
 	}
 
-	drop := w.letter(t, email.Welcome.Name, "welcome:u-8", "permanent: mailbox unknown", time.Now())
+	drop := w.letter(t, contract.Welcome.Name, "welcome:u-8", "permanent: mailbox unknown", time.Now())
 	code, out, stderr = w.cli("dlq", "drop", drop)
 	if code != exitRefused || !strings.Contains(out, "would drop "+drop) || !strings.Contains(stderr, "--yes") {
 		t.Fatalf("drop without --yes: exit %d\n%s%s", code, out, stderr)
@@ -239,7 +240,7 @@ func TestDLQRateMeasured(t *testing.T) {
 	w := newStage(t)
 	const n, rate = 21, 20.0
 	for i := range n {
-		w.letter(t, email.Welcome.Name, fmt.Sprintf("welcome:r-%d", i), "permanent: bounce", time.Now())
+		w.letter(t, contract.Welcome.Name, fmt.Sprintf("welcome:r-%d", i), "permanent: bounce", time.Now())
 	}
 	start := time.Now()
 	code, out, stderr := w.cli("dlq", "redrive", "--all", "--rate", "20/s")
@@ -256,8 +257,8 @@ func TestDLQRateMeasured(t *testing.T) {
 
 func TestJobsListAndGet(t *testing.T) {
 	w := newStage(t)
-	failed := w.letter(t, email.Welcome.Name, "welcome:u-9", "permanent: bounce", time.Now())
-	active := w.Enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-9")
+	failed := w.letter(t, contract.Welcome.Name, "welcome:u-9", "permanent: bounce", time.Now())
+	active := w.Enqueue(t, contract.PasswordReset.Name, "caller-b", "password-reset:u-9")
 	code, out, stderr := w.cli("jobs", "list", "--json")
 	var all []joblist.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].ID != active.MessageID {
@@ -268,7 +269,7 @@ func TestJobsListAndGet(t *testing.T) {
 		want string
 	}{
 		{[]string{"--state", "failed"}, failed},
-		{[]string{"--type", email.PasswordReset.Name}, active.MessageID},
+		{[]string{"--type", contract.PasswordReset.Name}, active.MessageID},
 		{[]string{"--state", "Enqueued", "--since", "1h"}, active.MessageID},
 	} {
 		code, out, stderr := w.cli(append([]string{"jobs", "list", "--json"}, tc.args...)...)
@@ -297,7 +298,7 @@ func TestJobsListAndGet(t *testing.T) {
 // list shows until, time left, reason and who.
 func TestTimeBoxedSet(t *testing.T) {
 	w := newStage(t)
-	code, out, stderr := w.cli("toggles", "set", email.Welcome.Name, "off", "--for", "30m", "--reason", "SES incident 4711")
+	code, out, stderr := w.cli("toggles", "set", contract.Welcome.Name, "off", "--for", "30m", "--reason", "SES incident 4711")
 	if code != exitOK || !strings.Contains(out, "reverts to its default, on") || !strings.Contains(out, ttlNote) {
 		t.Fatalf("set: exit %d\n%s%s", code, out, stderr)
 	}
@@ -308,7 +309,7 @@ func TestTimeBoxedSet(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("list: %d %s", code, out)
 	}
-	i := slices.IndexFunc(got.Toggles, func(r toggleRow) bool { return r.Type == email.Welcome.Name })
+	i := slices.IndexFunc(got.Toggles, func(r toggleRow) bool { return r.Type == contract.Welcome.Name })
 	r := got.Toggles[i]
 	if r.Effective != "off" || r.Reason != "SES incident 4711" || r.Until == nil || r.TimeLeft == "" || r.LastModifiedUser == "" {
 		t.Fatalf("row %+v; want off for 30m with its reason and who", r)
@@ -321,7 +322,7 @@ func TestTimeBoxedSet(t *testing.T) {
 		t.Fatalf("table lacks the reason or the time left:\n%s", text)
 	}
 	// Neither flag: the plain value.
-	if code, out, _ := w.cli("toggles", "set", email.Welcome.Name, "on", "--json"); code != exitOK || !strings.Contains(out, `"value": "on"`) {
+	if code, out, _ := w.cli("toggles", "set", contract.Welcome.Name, "on", "--json"); code != exitOK || !strings.Contains(out, `"value": "on"`) {
 		t.Fatalf("plain set: %d %s", code, out)
 	}
 }
@@ -358,7 +359,7 @@ func TestFindsLocalStack(t *testing.T) {
 	t.Chdir(filepath.Join(dir, ".devstack", "sub")) // found from below, too
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"toggles", "list"}, &out, &errOut, os.Getenv)
-	if code != exitOK || !strings.Contains(errOut.String(), "using the local stack at "+moto.Endpoint) || !strings.Contains(out.String(), email.Welcome.Name) {
+	if code != exitOK || !strings.Contains(errOut.String(), "using the local stack at "+moto.Endpoint) || !strings.Contains(out.String(), contract.Welcome.Name) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
 	}
 	if lines := strings.Count(errOut.String(), "using the local stack"); lines != 1 {
@@ -371,7 +372,7 @@ func TestFindsLocalStack(t *testing.T) {
 // (exit 4), and told a job that does not exist (exit 3).
 func TestJobsCancel(t *testing.T) {
 	w := newStage(t)
-	active := w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-cancel")
+	active := w.Enqueue(t, contract.Welcome.Name, "caller-b", "welcome:u-cancel")
 	for range 2 {
 		code, out, stderr := w.cli("jobs", "cancel", active.MessageID, "--json")
 		var got map[string]any
@@ -385,7 +386,7 @@ func TestJobsCancel(t *testing.T) {
 	if m, ok, err := w.Markers.Peek(context.Background(), marker.Key{Handler: active.Type, MessageKey: active.MessageID}); err != nil || !ok || m.State != marker.StateCancelled {
 		t.Fatalf("marker %+v %v %v; want the tombstone a worker's peek sees", m, ok, err)
 	}
-	failed := w.letter(t, email.Welcome.Name, "welcome:u-cancel-failed", "permanent: bounce", time.Now())
+	failed := w.letter(t, contract.Welcome.Name, "welcome:u-cancel-failed", "permanent: bounce", time.Now())
 	if code, _, stderr := w.cli("jobs", "cancel", failed); code != exitRefused || !strings.Contains(stderr, "Failed") {
 		t.Fatalf("cancel of a failed job: exit %d %s; want refused, naming its state", code, stderr)
 	}

@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"os"
 	"path/filepath"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // resources names the tables and queues jobctl works on.

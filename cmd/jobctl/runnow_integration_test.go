@@ -6,18 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
@@ -39,7 +40,7 @@ func TestJobsRunNow(t *testing.T) {
 	}})
 	scheduled := func(key string) engine.Envelope {
 		now := time.Now().UTC()
-		env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: key,
+		env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: key,
 			CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now}
 		body, err := env.Encode()
 		if err != nil {

@@ -5,15 +5,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/schedule"
@@ -49,7 +51,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		t.Fatalf("%s %v", out, err)
 	}
 	r := got.Schedules[0]
-	if r.Name != digest.ScheduleName || r.Timezone != "Europe/Berlin" || r.State != "ENABLED" || r.Type != digest.Fanout.Name ||
+	if r.Name != digest.ScheduleName || r.Timezone != "Europe/Berlin" || r.State != "ENABLED" || r.Type != contract.Fanout.Name ||
 		!r.Tick || r.Switch != "off" || r.NextFire == nil || r.NextFire.In(mustBerlin(t)).Format("Mon 15:04") != "Mon 09:00" {
 		t.Fatalf("row %+v", r)
 	}

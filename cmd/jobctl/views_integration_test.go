@@ -15,17 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -62,10 +62,10 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 	t.Helper()
 	w := &viewsWorld{stageWorld: newStage(t), switches: &testkit.Switches{}}
 	idem := testenv.NewTable(t, w.DB, "idem", idempotency.AttrPK, "")
-	w.api = &enqueue.Handler{Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
+	w.api = &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
 		Queue: queue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
-	w.run, err = engine.New(engine.Config{Registry: jobtypes.Registry(), Handlers: map[string]engine.Handler{email.Welcome.Name: w},
+	w.run, err = engine.New(engine.Config{Registry: contract.Registry(), Handlers: map[string]engine.Handler{contract.Welcome.Name: w},
 		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
 		Logger: obs.NewLogger(io.Discard, "error")})
 	if err != nil {
@@ -99,7 +99,7 @@ func (w *viewsWorld) call(t *testing.T, method, path, body string, headers map[s
 func (w *viewsWorld) enqueue(t *testing.T) string {
 	t.Helper()
 	w.seq++
-	resp := w.call(t, http.MethodPost, "/v1/jobs/"+email.Welcome.Name, `{"args":{"userId":"u-views-`+strconv.Itoa(w.seq)+`"}}`,
+	resp := w.call(t, http.MethodPost, "/v1/jobs/"+contract.Welcome.Name, `{"args":{"userId":"u-views-`+strconv.Itoa(w.seq)+`"}}`,
 		map[string]string{"idempotency-key": "views-" + strconv.Itoa(w.seq)})
 	var got struct{ JobID string }
 	if resp.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(resp.Body), &got) != nil {
@@ -263,12 +263,12 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 		{"enqueued", w.enqueue, want{state: jobs.StateEnqueued}},
 		{"parked, then succeeded", func(t *testing.T) string {
 			id := w.enqueue(t)
-			w.switches.Set(email.Welcome.Name, false)
+			w.switches.Set(contract.Welcome.Name, false)
 			w.deliver(t, id, 1, nil)
 			if s := w.get(t, id); s.State != string(jobs.StateParked) {
 				t.Fatalf("after the park the job reads %s", s.State)
 			}
-			w.switches.Set(email.Welcome.Name, true)
+			w.switches.Set(contract.Welcome.Name, true)
 			time.Sleep(5 * time.Millisecond) // the claim is later than the park
 			w.deliver(t, id, 2, nil)
 			return id
@@ -358,7 +358,7 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 				t.Errorf("updatedAt %q is not milliseconds, UTC (%v)", ref.UpdatedAt, err)
 			}
 			if tc.want.claimed {
-				m, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: email.Welcome.Name, MessageKey: id})
+				m, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: contract.Welcome.Name, MessageKey: id})
 				if err != nil || !ok || !updated.Equal(m.ProcessedAt.Truncate(time.Millisecond)) {
 					t.Errorf("updatedAt %s; want the claim's time %s (%v %v)", ref.UpdatedAt, m.ProcessedAt.Format(time.RFC3339Nano), ok, err)
 				}

@@ -9,13 +9,14 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -42,6 +43,6 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs:     jobs.NewRecorder(db, jobsTable),
-		Registry: jobtypes.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
+		Registry: contract.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
 	})
 }

@@ -6,13 +6,15 @@ package main
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/internal/killpoint"
 	"log/slog"
 	"maps"
 	"os"
+
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/killpoint"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -30,7 +32,6 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 	"github.com/runstwice/runstwice/internal/sweep"
 )
@@ -79,7 +80,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	metrics := engine.DefaultMetrics()
-	reg := jobtypes.RegistryIn(digestZone)
+	reg := contract.RegistryIn(digestZone)
 
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics

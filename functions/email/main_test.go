@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/jobtypes"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -50,7 +51,7 @@ func TestBuildWiresEverything(t *testing.T) {
 	}
 	// Every registered type has a handler here: the e-mail function is the
 	// worker of every work queue, so a type without one could never run.
-	for _, jt := range jobtypes.Types() {
+	for _, jt := range contract.Types() {
 		if !r.Handles(jt.Name) {
 			t.Errorf("%s is registered but no function handles it: declare it with its handler (see docs/job-types.md)", jt.Name)
 		}

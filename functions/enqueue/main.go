@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,7 +27,6 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -56,7 +57,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
 	store.Schedules = schedules
 	return &enqueue.Handler{
-		Registry:    jobtypes.Registry(),
+		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
 		Jobs:        store,
 		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),

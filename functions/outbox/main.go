@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -21,7 +23,6 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -56,7 +57,7 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	// decided for an item is stored under the item's key (EnqueueFor).
 	metrics := obs.DefaultMetrics()
 	api := &enqueue.Handler{
-		Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(db, idemTable), Jobs: store,
+		Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, idemTable), Jobs: store,
 		Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""), Schedules: schedules, Logger: log, Metrics: metrics,
 	}
 	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: metrics}, nil

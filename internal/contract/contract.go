@@ -7,7 +7,6 @@
 package contract
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
@@ -32,12 +31,9 @@ var (
 	FormatISOWeek = engine.NewFormat("ISO week (YYYY-Www)", "2026-W48", validISOWeek)
 )
 
-// ISOWeek returns the ISO 8601 week of t in UTC (FormatISOWeek), e.g. "2026-W49": the
-// digestId of a weekly job.
-func ISOWeek(t time.Time) string {
-	y, w := t.UTC().ISOWeek()
-	return fmt.Sprintf("%04d-W%02d", y, w)
-}
+// ISOWeek returns the ISO 8601 week of t in UTC (FormatISOWeek), e.g.
+// "2026-W49": the digestId of a weekly job (WeekOf in another zone).
+func ISOWeek(t time.Time) string { return WeekOf(t, time.UTC) }
 
 // validCountry: two upper-case letters.
 func validCountry(s string) bool {

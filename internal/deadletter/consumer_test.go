@@ -4,21 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine/memstore"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
@@ -86,7 +87,7 @@ func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 		markers: memstore.New(), logs: &testkit.Buffer{}, metrics: &testkit.Buffer{},
 	}
 	h.c = testkit.Build(t, deadletter.Config{
-		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: jobtypes.Registry(),
+		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: contract.Registry(),
 		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
 	}, mutate, deadletter.NewConsumer)
 	return h
@@ -120,7 +121,7 @@ func sent(body, reason string) events.SQSMessage {
 }
 
 func TestConsumerRecordsEachKind(t *testing.T) {
-	welcome := envelope(email.Welcome.Name)
+	welcome := envelope(contract.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
 	unknown := envelope("email.nope.v1")
 	for _, tc := range []struct {
@@ -134,7 +135,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 	}{
 		{
 			name: "moved by redrive", msg: func(t *testing.T) events.SQSMessage { return moved(t, welcome, 6) },
-			wantID: welcome.MessageID, wantType: email.Welcome.Name, wantBody: string(welcomeBody),
+			wantID: welcome.MessageID, wantType: contract.Welcome.Name, wantBody: string(welcomeBody),
 			wantReason: "exceeded maxReceiveCount (5 receives)", wantSource: "default", wantCount: 5, wantJobFailed: deadletter.ClassMaxReceives,
 		},
 		{
@@ -200,7 +201,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 // counts and alerts nothing more (and marking the job again is harmless).
 func TestConsumerIsIdempotent(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(email.PasswordReset.Name)
+	env := envelope(contract.PasswordReset.Name)
 	msg := moved(t, env, 6)
 	poison := sent("{", "invalid JSON")
 	for range 3 {
@@ -229,7 +230,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 // and is not a dead letter (no metric, no alert, no Failed job).
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(email.Welcome.Name)
+	env := envelope(contract.Welcome.Name)
 	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 // the DLQ with a reason: it is a dead letter although its marker is claimed.
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(email.Welcome.Name)
+	env := envelope(contract.Welcome.Name)
 	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 // is still counted, exactly once.
 func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 	h := newHarness(t, nil)
-	msg := moved(t, envelope(email.Welcome.Name), 6)
+	msg := moved(t, envelope(contract.Welcome.Name), 6)
 	h.jobs.Err = errors.New("throttled")
 	if f := h.run(t, msg); len(f) != 1 {
 		t.Fatalf("failures %v; want a retry while the jobs table is down", f)
@@ -277,13 +278,13 @@ func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 	if f := h.run(t, msg); len(f) != 0 {
 		t.Fatalf("failures %v", f)
 	}
-	if n := obstest.Count(h.metrics.String(), email.Welcome.Name, obs.DeadLetters); n != 1 {
+	if n := obstest.Count(h.metrics.String(), contract.Welcome.Name, obs.DeadLetters); n != 1 {
 		t.Fatalf("DeadLetters counted %d times; want 1", n)
 	}
 }
 
 func TestConsumerRetriesWhatItCouldNotRecord(t *testing.T) {
-	env := envelope(email.Welcome.Name)
+	env := envelope(contract.Welcome.Name)
 	for _, tc := range []struct {
 		name      string
 		mutate    func(*harness)
@@ -325,7 +326,7 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 // trace its message carries, as the worker's lines do.
 func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(email.Welcome.Name)
+	env := envelope(contract.Welcome.Name)
 	msg := moved(t, env, 6)
 	const trace = "1-5759e988-bd862e3fe1be46a994272793"
 	msg.Attributes["AWSTraceHeader"] = "Root=" + trace + ";Sampled=1"
@@ -365,7 +366,7 @@ func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
-			env := envelope(email.Welcome.Name)
+			env := envelope(contract.Welcome.Name)
 			k := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
 			tc.before(h.markers, k)
 			failed := h.run(t, moved(t, env, 6))
@@ -389,7 +390,7 @@ func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 // its queue.
 func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
 	h := newHarness(t, nil)
-	env := envelope(email.Welcome.Name)
+	env := envelope(contract.Welcome.Name)
 	msg := moved(t, env, 6)
 	h.jobs.Err = errors.New("DynamoDB throttled")
 	if failed := h.run(t, msg); len(failed) != 1 {

@@ -6,10 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,7 +23,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -51,14 +51,14 @@ func newWorld(t *testing.T) *world {
 	w.jobs = jobs.NewStore(w.DB, jobsTable, w.Markers)
 	w.store = deadletter.NewStore(w.DB, deadLetters)
 	c, err := deadletter.NewConsumer(deadletter.Config{
-		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: jobtypes.Registry(),
+		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: contract.Registry(),
 		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.consumer = c
-	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), jobtypes.Registry())
+	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), contract.Registry())
 	// As jobctl wires it: the dlq function marks a dead letter's marker
 	// FAILED, and the redrive clears it.
 	w.redriver.Markers = w.Markers
@@ -76,7 +76,7 @@ func (w *world) worker(t *testing.T, sender email.Sender) *engine.Runner {
 // enqueue records the job and sends its message, as the enqueue function does.
 func (w *world) enqueue(t *testing.T, env engine.Envelope) {
 	t.Helper()
-	jt, err := jobtypes.Registry().Lookup(env.Type)
+	jt, err := contract.Registry().Lookup(env.Type)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func (o *okSender) Send(_ context.Context, m email.Message) error {
 func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	w := newWorld(t)
 	w.PutUser(t, email.User{ID: "u-exhaust", Email: "exhaust@example.com", DisplayName: "D"})
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-exhaust",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-exhaust",
 		CorrelationID: "corr-exhaust", Args: map[string]string{"userId": "u-exhaust"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	sender := &failingSender{}
@@ -214,7 +214,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	switch {
 	case rec.Reason != fmt.Sprintf("exceeded maxReceiveCount (%d receives)", maxReceives):
 		t.Fatalf("reason %q", rec.Reason)
-	case rec.Body != string(body) || rec.Type != email.Welcome.Name || rec.ReceiveCount != maxReceives || rec.Occurrences != 1:
+	case rec.Body != string(body) || rec.Type != contract.Welcome.Name || rec.ReceiveCount != maxReceives || rec.Occurrences != 1:
 		t.Fatalf("record %+v", rec)
 	case rec.Status != deadletter.StatusDead || rec.FirstSeen.IsZero() || rec.LastSeen.IsZero():
 		t.Fatalf("record %+v", rec)
@@ -244,7 +244,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(back) != 1 || aws.ToString(back[0].Body) != string(body) {
 		t.Fatalf("redriven messages %v; want the stored body", back)
 	}
-	if a := back[0].MessageAttributes[engine.AttrType]; aws.ToString(a.StringValue) != email.Welcome.Name {
+	if a := back[0].MessageAttributes[engine.AttrType]; aws.ToString(a.StringValue) != contract.Welcome.Name {
 		t.Fatalf("type attribute %v", a.StringValue)
 	}
 	if rec, _ := w.store.Get(context.Background(), env.MessageID); rec.Status != deadletter.StatusRedriven || rec.Redrives != 1 {
@@ -334,7 +334,7 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 // marked Failed, and nothing is counted.
 func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	w := newWorld(t)
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-ok",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {

@@ -5,20 +5,19 @@ package deadletter_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -35,7 +34,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 	t.Helper()
 	w := &opsWorld{World: deadlettertest.New(t, deadlettertest.Unique(t))}
 	w.lifecycle = jobs.NewLifecycle(w.DB, w.Names.Jobs)
-	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), jobtypes.Registry())
+	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), contract.Registry())
 	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, w.Markers
 	return w
 }
@@ -44,7 +43,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 // its dead letter with reason, as the enqueue and dlq functions do.
 func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) engine.Envelope {
 	t.Helper()
-	return w.Letter(t, email.Welcome.Name, caller, key, reason, time.Now())
+	return w.Letter(t, contract.Welcome.Name, caller, key, reason, time.Now())
 }
 
 func (w *opsWorld) queued(t *testing.T) []string {
@@ -103,7 +102,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	w.wantQueuedOnce(t, env)
 	twin := engine.Envelope{MessageID: engine.NewMessageID()}
 	now := time.Now()
-	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
+	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != env.MessageID {
 		t.Fatalf("AllowAfterFailed enqueue of the redriven key = %v (%s), %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
@@ -120,7 +119,7 @@ func TestRedriveSupersededLeftAloneUnlessForced(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
 	old := w.failedJob(t, "caller-a", "welcome:u-2", "exceeded maxReceiveCount (5 receives)")
-	newer := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-2")
+	newer := w.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-2")
 	w.Counter.Reset()
 	res, err := w.redriver.Redrive(ctx, old.MessageID)
 	if err != nil || res.Outcome != deadletter.Superseded || res.SupersededBy != newer.MessageID {
@@ -153,7 +152,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	a := w.failedJob(t, "caller-a", "welcome:u-3", "permanent: bounced")
 	w.putFailedMarker(t, a)
 	b := w.failedJob(t, "caller-a", "welcome:u-4", "exceeded maxReceiveCount (5 receives)")
-	w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-4") // b is superseded
+	w.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-4") // b is superseded
 	recs, err := w.Letters.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("select %d, %v", len(recs), err)
@@ -205,7 +204,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
 	env := w.failedJob(t, "caller-a", "welcome:u-5", "permanent: bounced")
-	failing := deadletter.NewRedriver(w.Letters, downSQS{}, jobtypes.Registry())
+	failing := deadletter.NewRedriver(w.Letters, downSQS{}, contract.Registry())
 	failing.Jobs, failing.Markers = w.lifecycle, w.Markers
 	if _, err := failing.Redrive(ctx, env.MessageID); err == nil {
 		t.Fatal("a redrive whose send failed reported success")
@@ -231,7 +230,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	store := *w.Jobs
 	store.Now = func() time.Time { return time.Now().Add(jobs.DefaultPendingTimeout + time.Second) }
 	now := time.Now()
-	d, err := store.Reserve(ctx, jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-5",
+	d, err := store.Reserve(ctx, jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-5",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Resume || d.Job.ID != env.MessageID {
 		t.Fatalf("enqueue of the key after the pending timeout = %v (%s), %v; want Resume of the redriven job", d.Outcome, d.Job.ID, err)
@@ -292,7 +291,7 @@ func TestDrop(t *testing.T) {
 func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	c, err := deadletter.NewConsumer(deadletter.Config{Records: w.Letters, Markers: w.Markers, Jobs: w.Recorder, Registry: jobtypes.Registry()})
+	c, err := deadletter.NewConsumer(deadletter.Config{Records: w.Letters, Markers: w.Markers, Jobs: w.Recorder, Registry: contract.Registry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,9 +302,9 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
 	tick, _ := engine.DecodeTick([]byte(tickBody))
-	env, _ := jobtypes.Registry().TickEnvelope(tick)
+	env, _ := contract.Registry().TickEnvelope(tick)
 	rec, err := w.Letters.Get(ctx, env.MessageID)
-	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != digest.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
+	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != contract.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
 		t.Fatalf("stored letter %+v, %v; want the tick's job, type and schedule", rec, err)
 	}
 	key := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
@@ -317,7 +316,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 		t.Fatalf("redrive %+v, %v; want redriven to bulk", res, err)
 	}
 	got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != digest.Fanout.Name {
+	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != contract.Fanout.Name {
 		t.Fatalf("bulk queue holds %+v; want the tick once, as a tick", got)
 	}
 	if _, ok, _ := w.Markers.Peek(ctx, key); ok {

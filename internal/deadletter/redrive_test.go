@@ -3,22 +3,22 @@ package deadletter_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func TestFilterMatch(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-	rec := deadletter.Record{ID: "a", Type: email.Welcome.Name, Status: deadletter.StatusDead,
+	rec := deadletter.Record{ID: "a", Type: contract.Welcome.Name, Status: deadletter.StatusDead,
 		Reason: "permanent: SES MessageRejected", LastSeen: t0}
 	for _, tc := range []struct {
 		name string
@@ -28,16 +28,16 @@ func TestFilterMatch(t *testing.T) {
 		{"empty selects all", deadletter.Filter{}, true},
 		{"status", deadletter.Filter{Status: deadletter.StatusDead}, true},
 		{"other status", deadletter.Filter{Status: deadletter.StatusRedriven}, false},
-		{"type", deadletter.Filter{Type: email.Welcome.Name}, true},
+		{"type", deadletter.Filter{Type: contract.Welcome.Name}, true},
 		{"type is exact, not a prefix", deadletter.Filter{Type: "email.welcome"}, false},
-		{"other type", deadletter.Filter{Type: email.PasswordReset.Name}, false},
+		{"other type", deadletter.Filter{Type: contract.PasswordReset.Name}, false},
 		{"since before", deadletter.Filter{Since: t0.Add(-time.Second)}, true},
 		{"since exactly", deadletter.Filter{Since: t0}, true},
 		{"since after", deadletter.Filter{Since: t0.Add(time.Second)}, false},
 		{"reason substring, any case", deadletter.Filter{Reason: "messagerejected"}, true},
 		{"reason absent", deadletter.Filter{Reason: "maxReceiveCount"}, false},
-		{"all together", deadletter.Filter{Status: deadletter.StatusDead, Type: email.Welcome.Name, Since: t0, Reason: "SES"}, true},
-		{"all but one", deadletter.Filter{Status: deadletter.StatusDead, Type: email.Welcome.Name, Since: t0, Reason: "SMTP"}, false},
+		{"all together", deadletter.Filter{Status: deadletter.StatusDead, Type: contract.Welcome.Name, Since: t0, Reason: "SES"}, true},
+		{"all but one", deadletter.Filter{Status: deadletter.StatusDead, Type: contract.Welcome.Name, Since: t0, Reason: "SMTP"}, false},
 	} {
 		if got := tc.f.Match(rec); got != tc.want {
 			t.Errorf("%s: Match = %v; want %v", tc.name, got, tc.want)
@@ -114,7 +114,7 @@ func (f fakeSender) Send(context.Context, queue.Message) error {
 // record reactivated before the send; the record is settled after it; the
 // letter is marked last.
 func TestRedriveOrder(t *testing.T) {
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: email.Welcome.Name, Key: "welcome:u-1",
+	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
 	body, _ := env.Encode()
 	failed := jobs.Revival{JobID: env.MessageID, Found: true, State: jobs.StateFailed}
@@ -145,7 +145,7 @@ func TestRedriveOrder(t *testing.T) {
 			trace := &enginetest.Trace{}
 			letters := &fakeLetters{trace: trace, rec: deadletter.Record{ID: env.MessageID, JobID: env.MessageID, Type: env.Type,
 				Body: string(body), Status: deadletter.StatusDead}}
-			r := deadletter.NewRedriver(letters, fakeSender{trace: trace, err: tc.sendErr}, jobtypes.Registry())
+			r := deadletter.NewRedriver(letters, fakeSender{trace: trace, err: tc.sendErr}, contract.Registry())
 			r.Jobs, r.Markers = &fakeLifecycle{trace: trace, rv: tc.rv}, fakeResetter{trace: trace}
 			res, err := r.RedriveWith(context.Background(), env.MessageID, tc.opts)
 			if err != nil {

@@ -3,20 +3,18 @@ package deadletter_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -63,10 +61,10 @@ func schedulerAttrs(scheduleARN, targetARN, code, retries, exhausted string) map
 // derived job, of the tick's type), named by its schedule; and the job is
 // marked Failed with class "scheduler <code>".
 func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
-	welcome := envelope(email.Welcome.Name)
+	welcome := envelope(contract.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
 	tick, _ := engine.DecodeTick([]byte(tickBody))
-	tickEnv, err := jobtypes.Registry().TickEnvelope(tick)
+	tickEnv, err := contract.Registry().TickEnvelope(tick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +82,7 @@ func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 			msg: schedulerLetter(string(welcomeBody), schedulerAttrs(
 				"arn:aws:scheduler:us-east-1:123456789012:schedule/runstwice-test-jobs/"+welcome.MessageID, defaultQueueARN,
 				"AWS.Scheduler.InternalServerError", "185", "MaximumRetryAttempts")),
-			wantID: welcome.MessageID, wantType: email.Welcome.Name, wantSchedule: welcome.MessageID, wantSource: defaultQueueARN,
+			wantID: welcome.MessageID, wantType: contract.Welcome.Name, wantSchedule: welcome.MessageID, wantSource: defaultQueueARN,
 			wantReason:   []string{"EventBridge Scheduler could not deliver it", "AWS.Scheduler.InternalServerError", "185 retries", "MaximumRetryAttempts"},
 			wantAttempts: 186, wantClass: "scheduler AWS.Scheduler.InternalServerError",
 		},
@@ -93,7 +91,7 @@ func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 			msg: schedulerLetter(tickBody, schedulerAttrs(
 				"arn:aws:scheduler:us-east-1:123456789012:schedule/runstwice-test-recurring/partner-digest-weekly", bulkQueueARN,
 				"AWS.SimpleQueueService.NonExistentQueue", "0", "")),
-			wantID: tickEnv.MessageID, wantType: digest.Fanout.Name, wantSchedule: "partner-digest-weekly", wantSource: bulkQueueARN,
+			wantID: tickEnv.MessageID, wantType: contract.Fanout.Name, wantSchedule: "partner-digest-weekly", wantSource: bulkQueueARN,
 			wantReason:   []string{"AWS.SimpleQueueService.NonExistentQueue", "not retried"},
 			wantAttempts: 1, wantClass: "scheduler AWS.SimpleQueueService.NonExistentQueue",
 		},
@@ -101,13 +99,13 @@ func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 			name: "a code that is no code, a target that is no queue",
 			msg: schedulerLetter(string(welcomeBody), schedulerAttrs("not an arn", "arn:aws:lambda:us-east-1:123456789012:function:x",
 				"<bob@example.com>", "x", "")),
-			wantID: welcome.MessageID, wantType: email.Welcome.Name, wantSource: "default",
+			wantID: welcome.MessageID, wantType: contract.Welcome.Name, wantSource: "default",
 			wantReason: []string{"could not deliver it to its queue: unknown"}, wantAttempts: 1, wantClass: "scheduler unknown",
 		},
 		{
 			name:   "tick moved by the redrive policy",
 			msg:    testkit.RawRecord(tickBody, 6),
-			wantID: tickEnv.MessageID, wantType: digest.Fanout.Name, wantSchedule: "partner-digest-weekly", wantSource: "bulk",
+			wantID: tickEnv.MessageID, wantType: contract.Fanout.Name, wantSchedule: "partner-digest-weekly", wantSource: "bulk",
 			wantReason: []string{"exceeded maxReceiveCount (5 receives)"}, wantAttempts: 5, wantClass: deadletter.ClassMaxReceives,
 		},
 	} {
@@ -156,23 +154,23 @@ func (s *sends) Send(_ context.Context, m queue.Message) error {
 // the same tick (the worker derives the same job from it), its FAILED
 // marker reset first.
 func TestSchedulerLettersAreRedrivable(t *testing.T) {
-	welcome := envelope(email.Welcome.Name)
+	welcome := envelope(contract.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
 	tick, _ := engine.DecodeTick([]byte(tickBody))
-	tickEnv, _ := jobtypes.Registry().TickEnvelope(tick)
+	tickEnv, _ := contract.Registry().TickEnvelope(tick)
 	for _, tc := range []struct {
 		name, id, body string
 		queue          engine.Queue
 		typ            string
 	}{
-		{"one-time job", welcome.MessageID, string(welcomeBody), contract.QueueDefault, email.Welcome.Name},
-		{"tick", tickEnv.MessageID, tickBody, contract.QueueBulk, digest.Fanout.Name},
+		{"one-time job", welcome.MessageID, string(welcomeBody), contract.QueueDefault, contract.Welcome.Name},
+		{"tick", tickEnv.MessageID, tickBody, contract.QueueBulk, contract.Fanout.Name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace := &enginetest.Trace{}
 			letters := &fakeLetters{trace: trace, rec: deadletter.Record{ID: tc.id, JobID: tc.id, Type: tc.typ, Body: tc.body, Status: deadletter.StatusDead}}
 			out := &sends{}
-			r := deadletter.NewRedriver(letters, out, jobtypes.Registry())
+			r := deadletter.NewRedriver(letters, out, contract.Registry())
 			r.Jobs, r.Markers = &fakeLifecycle{trace: trace, rv: jobs.Revival{JobID: tc.id}}, fakeResetter{trace: trace}
 			res, err := r.Redrive(context.Background(), tc.id)
 			if err != nil || res.Outcome != deadletter.Redrove || res.Queue != tc.queue {
@@ -189,7 +187,7 @@ func TestSchedulerLettersAreRedrivable(t *testing.T) {
 	// A tick of a schedule that names no tick type cannot go back.
 	bad := strings.Replace(tickBody, "email.partner-digest-fanout.v1", "email.welcome.v1", 1)
 	letters := &fakeLetters{trace: &enginetest.Trace{}, rec: deadletter.Record{ID: "x", Body: bad, Status: deadletter.StatusDead}}
-	r := deadletter.NewRedriver(letters, &sends{}, jobtypes.Registry())
+	r := deadletter.NewRedriver(letters, &sends{}, contract.Registry())
 	if _, err := r.Redrive(context.Background(), "x"); !errors.Is(err, deadletter.ErrNotRedrivable) || !strings.Contains(err.Error(), "partner-digest-weekly") {
 		t.Fatalf("redrive of a tick of a non-tick type: %v; want ErrNotRedrivable naming its schedule", err)
 	}

@@ -17,7 +17,6 @@ var floors = []struct {
 	packages []string
 }{
 	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs"}},
-	{"job types", []string{"internal/jobtypes"}},
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"adapters", []string{"aws/", "internal/killpoint"}},
 	{"mechanisms", []string{"engine", "engine/", "internal/jobs", "internal/jobs/", "internal/marker", "internal/queue",
@@ -99,7 +98,7 @@ func TestNoProductTestKitImportsTheEmulationWing(t *testing.T) {
 // The checks catch what they are there for.
 func TestFloorsPlaceWhatTheyMust(t *testing.T) {
 	for pkg, want := range map[string]string{
-		"internal/jobtypes": "job types", "internal/email/digest": "use cases", "aws/dynamostore": "adapters",
+		"internal/email/digest": "use cases", "aws/dynamostore": "adapters",
 		"engine/enginetest": "mechanisms", "internal/marker": "mechanisms", "internal/contract": "mechanisms",
 		"internal/dev/moto": "wiring", "client": "wiring", "functions/email": "wiring",
 	} {

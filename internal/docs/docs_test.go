@@ -17,7 +17,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/runstwice/runstwice/internal/jobtypes"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // skipDirs are never read: version control, installed tools, build output
@@ -227,7 +227,7 @@ func TestJobTypesTableListsEveryType(t *testing.T) {
 			rows[name] = line
 		}
 	}
-	for _, jt := range jobtypes.Types() {
+	for _, jt := range contract.Types() {
 		row, ok := rows[jt.Name]
 		if !ok {
 			t.Errorf("docs/job-types.md has no row for %s", jt.Name)

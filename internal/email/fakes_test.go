@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"regexp"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -108,11 +109,11 @@ func newHarness(t testing.TB, users ...email.User) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Harness = testkit.NewHarness(t, jobtypes.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
+	h.Harness = testkit.NewHarness(t, contract.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
 	// One trace for the runner's fakes and the users and sender.
 	h.tr = h.Harness.Trace
 	h.users.tr, h.sender.tr = h.tr, h.tr
-	h.Harness.Switches.Set(email.PartnerDigest.Name, true)
+	h.Harness.Switches.Set(contract.PartnerDigest.Name, true)
 	h.markers, h.logs, h.metrics = h.Harness.Markers, h.Harness.Logs, h.Harness.Metrics
 	return h
 }
@@ -131,11 +132,11 @@ func envelope(jobType string, args map[string]string) engine.Envelope {
 func jobFor(jobType, id string) engine.Envelope {
 	args := map[string]string{"userId": id}
 	switch jobType {
-	case email.PartnerVerification.Name:
+	case contract.PartnerVerification.Name:
 		args["roleCode"], args["countryCode"] = "city-partner", "BD"
-	case email.PasswordReset.Name:
+	case contract.PasswordReset.Name:
 		args["countryCode"] = "BD"
-	case email.PartnerDigest.Name:
+	case contract.PartnerDigest.Name:
 		args["digestId"] = "2026-W48"
 	}
 	return envelope(jobType, args)

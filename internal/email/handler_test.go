@@ -10,22 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine/enginetest"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
 var allTypes = []string{
-	email.PartnerVerification.Name, email.PasswordReset.Name, email.Welcome.Name, email.PartnerDigest.Name,
+	contract.PartnerVerification.Name, contract.PasswordReset.Name, contract.Welcome.Name, contract.PartnerDigest.Name,
 }
 
 // sendable is a user every type mails: the digest needs a confirmed address
 // and the verification an unconfirmed one, so those two get their own.
 func sendable(jobType string) email.User {
-	return email.User{ID: "u-123", Email: "ana@example.com", DisplayName: "Ana", EmailConfirmed: jobType != email.PartnerVerification.Name}
+	return email.User{ID: "u-123", Email: "ana@example.com", DisplayName: "Ana", EmailConfirmed: jobType != contract.PartnerVerification.Name}
 }
 
 // Seed invariant 1: an already processed job sends nothing, claims nothing
@@ -54,10 +55,10 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 // Seed invariant 2: the mail is sent, then the marker is claimed.
 func TestSendThenClaim(t *testing.T) {
 	want := map[string]string{
-		email.PartnerVerification.Name: "peek lease load token send claim",
-		email.PasswordReset.Name:       "peek lease load token send claim",
-		email.Welcome.Name:             "peek lease load send claim",
-		email.PartnerDigest.Name:       "peek lease load send claim",
+		contract.PartnerVerification.Name: "peek lease load token send claim",
+		contract.PasswordReset.Name:       "peek lease load token send claim",
+		contract.Welcome.Name:             "peek lease load send claim",
+		contract.PartnerDigest.Name:       "peek lease load send claim",
 	}
 	for _, typ := range allTypes {
 		t.Run(typ, func(t *testing.T) {
@@ -125,12 +126,12 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 		typ  string
 		user *email.User
 	}{
-		{"verification, user missing", email.PartnerVerification.Name, nil},
-		{"verification, already confirmed", email.PartnerVerification.Name, &email.User{ID: "u-123", Email: "a@example.com", EmailConfirmed: true}},
-		{"reset, user missing", email.PasswordReset.Name, nil},
-		{"welcome, user missing", email.Welcome.Name, nil},
-		{"welcome, no address", email.Welcome.Name, &email.User{ID: "u-123"}},
-		{"digest, address unconfirmed", email.PartnerDigest.Name, &email.User{ID: "u-123", Email: "a@example.com"}},
+		{"verification, user missing", contract.PartnerVerification.Name, nil},
+		{"verification, already confirmed", contract.PartnerVerification.Name, &email.User{ID: "u-123", Email: "a@example.com", EmailConfirmed: true}},
+		{"reset, user missing", contract.PasswordReset.Name, nil},
+		{"welcome, user missing", contract.Welcome.Name, nil},
+		{"welcome, no address", contract.Welcome.Name, &email.User{ID: "u-123"}},
+		{"digest, address unconfirmed", contract.PartnerDigest.Name, &email.User{ID: "u-123", Email: "a@example.com"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var users []email.User
@@ -170,16 +171,16 @@ func TestUnnecessaryMailIsQuietNoop(t *testing.T) {
 // A user confirmed between the load and the token write is a no-op too: the
 // token write is conditional.
 func TestConfirmedMeanwhileIsNoop(t *testing.T) {
-	h := newHarness(t, sendable(email.PartnerVerification.Name))
+	h := newHarness(t, sendable(contract.PartnerVerification.Name))
 	h.users.users["u-123"] = email.User{ID: "u-123", Email: "ana@example.com"}
 	confirming := &confirmOnToken{fakeUsers: h.users}
 	handlers, err := email.Handlers(email.Config{Users: confirming, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := engine.Job{Envelope: jobFor(email.PartnerVerification.Name, "u-123")}
-	job.Type, _ = jobtypes.Registry().Lookup(email.PartnerVerification.Name)
-	err = handlers[email.PartnerVerification.Name].Handle(context.Background(), job)
+	job := engine.Job{Envelope: jobFor(contract.PartnerVerification.Name, "u-123")}
+	job.Type, _ = contract.Registry().Lookup(contract.PartnerVerification.Name)
+	err = handlers[contract.PartnerVerification.Name].Handle(context.Background(), job)
 	var noop *engine.NoOpError
 	if !errors.As(err, &noop) || !strings.Contains(noop.Reason, "confirmed meanwhile") {
 		t.Fatalf("Handle = %v; want a no-op with its reason", err)
@@ -210,8 +211,8 @@ func TestTokenOnlyInTheLink(t *testing.T) {
 		purpose email.Purpose
 		ttl     time.Duration
 	}{
-		{email.PartnerVerification.Name, "/base/verify-email", email.PurposeVerification, email.DefaultVerificationTTL},
-		{email.PasswordReset.Name, "/base/reset-password", email.PurposePasswordReset, email.DefaultResetTTL},
+		{contract.PartnerVerification.Name, "/base/verify-email", email.PurposeVerification, email.DefaultVerificationTTL},
+		{contract.PasswordReset.Name, "/base/reset-password", email.PurposePasswordReset, email.DefaultResetTTL},
 	} {
 		t.Run(tc.typ, func(t *testing.T) {
 			h := newHarness(t, sendable(tc.typ))
@@ -257,14 +258,14 @@ func TestTokenOnlyInTheLink(t *testing.T) {
 
 // Two sends of one job produce two different tokens; the later one wins.
 func TestEverySendHasAFreshToken(t *testing.T) {
-	h := newHarness(t, sendable(email.PasswordReset.Name))
-	env := jobFor(email.PasswordReset.Name, "u-123")
+	h := newHarness(t, sendable(contract.PasswordReset.Name))
+	env := jobFor(contract.PasswordReset.Name, "u-123")
 	handlers, err := email.Handlers(email.Config{Users: h.users, Sender: h.sender, BaseURL: baseURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := engine.Job{Envelope: env}
-	job.Type, _ = jobtypes.Registry().Lookup(env.Type)
+	job.Type, _ = contract.Registry().Lookup(env.Type)
 	for range 2 {
 		if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -280,7 +281,7 @@ func TestTemplatesRender(t *testing.T) {
 	for _, typ := range allTypes {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, email.User{ID: "u-123", Email: "x@example.com", DisplayName: "<b>Evil</b>\r\nBcc: y@example.com",
-				EmailConfirmed: typ != email.PartnerVerification.Name})
+				EmailConfirmed: typ != contract.PartnerVerification.Name})
 			if failed := h.run(t, record(t, jobFor(typ, "u-123"), 1)); len(failed) != 0 {
 				t.Fatalf("failures %v", failed)
 			}
@@ -302,7 +303,7 @@ func TestTemplatesRender(t *testing.T) {
 func TestUserLoadFailureRetries(t *testing.T) {
 	h := newHarness(t)
 	h.users.getErr = errors.New("throttled")
-	msg := record(t, jobFor(email.Welcome.Name, "u-1"), 1)
+	msg := record(t, jobFor(contract.Welcome.Name, "u-1"), 1)
 	if failed := h.run(t, msg); !slices.Equal(failed, []string{msg.MessageId}) {
 		t.Fatalf("failures %v; want a retry", failed)
 	}
@@ -313,7 +314,7 @@ func TestUserLoadFailureRetries(t *testing.T) {
 
 func TestMalformedStoredAddressIsPermanent(t *testing.T) {
 	h := newHarness(t, email.User{ID: "u-1", Email: "not an address"})
-	msg := record(t, jobFor(email.Welcome.Name, "u-1"), 1)
+	msg := record(t, jobFor(contract.Welcome.Name, "u-1"), 1)
 	if failed := h.run(t, msg); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"regexp"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,7 +35,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -128,7 +128,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "twin")) + "@example.com"
 			id := "u-" + strings.TrimPrefix(strings.ToLower(testenv.Name(t, "twin")), "twin-")
-			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != email.PartnerVerification.Name})
+			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Twin", EmailConfirmed: typ != contract.PartnerVerification.Name})
 			a, b := s.runner(t, runnerOpts{toggles: digestOn()}), s.runner(t, runnerOpts{toggles: digestOn()})
 			msg := record(t, jobFor(typ, id), 1)
 			var wg sync.WaitGroup
@@ -165,7 +165,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 // on the bulk queue, not dropped. Switched on, it sends.
 func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 	s := newStack(t)
-	reg := jobtypes.Registry()
+	reg := contract.Registry()
 	known := func(n string) bool { _, err := reg.Lookup(n); return err == nil }
 	deadPort, err := testenv.FreePort()
 	if err != nil {
@@ -178,11 +178,11 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 		sends  bool
 	}{
 		{name: "missing"},
-		{name: "false", params: map[string]string{email.PartnerDigest.Name: "false"}},
+		{name: "false", params: map[string]string{contract.PartnerDigest.Name: "false"}},
 		{name: "misspelled type", params: map[string]string{"email.partner-digets.v1": "true"}},
-		{name: "misspelled value", params: map[string]string{email.PartnerDigest.Name: "ture"}},
+		{name: "misspelled value", params: map[string]string{contract.PartnerDigest.Name: "ture"}},
 		{name: "SSM down", down: true},
-		{name: "switched on", params: map[string]string{email.PartnerDigest.Name: "on"}, sends: true},
+		{name: "switched on", params: map[string]string{contract.PartnerDigest.Name: "on"}, sends: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stage := testenv.Name(t, "stage")
@@ -203,7 +203,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			id := "u-" + strings.ToLower(testenv.Name(t, "d"))
 			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Partner", EmailConfirmed: true})
 			r := s.runner(t, runnerOpts{toggles: src})
-			msg := record(t, jobFor(email.PartnerDigest.Name, id), 1)
+			msg := record(t, jobFor(contract.PartnerDigest.Name, id), 1)
 			if f := handle(t, r, msg); len(f) != 0 {
 				t.Fatalf("failures %v", f)
 			}
@@ -233,7 +233,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 func TestTokenNeverInLogsOrMessages(t *testing.T) {
 	s := newStack(t)
 	tokenRe := regexp.MustCompile(`token=([A-Za-z0-9_-]{43})`)
-	for _, typ := range []string{email.PartnerVerification.Name, email.PasswordReset.Name} {
+	for _, typ := range []string{contract.PartnerVerification.Name, contract.PasswordReset.Name} {
 		t.Run(typ, func(t *testing.T) {
 			addr := strings.ToLower(testenv.Name(t, "tok")) + "@example.com"
 			id := "u-" + strings.ToLower(testenv.Name(t, "t"))
@@ -305,7 +305,7 @@ func TestCallsPerJobLeaseMode(t *testing.T) {
 	for i := range 10 {
 		id := fmt.Sprintf("u-calls-%d-%d", time.Now().UnixNano()%1e6, i)
 		s.PutUser(t, email.User{ID: id, Email: id + "@example.com", DisplayName: "Calls"})
-		msgs = append(msgs, record(t, jobFor(email.Welcome.Name, id), 1))
+		msgs = append(msgs, record(t, jobFor(contract.Welcome.Name, id), 1))
 	}
 	r := s.runner(t, runnerOpts{})
 	s.Counter.Reset()
@@ -348,6 +348,6 @@ func deleteAll(t *testing.T, s *stack, url string, msgs []sqstypes.Message) {
 // digestOn is a kill switch with the fail-closed digest switched on.
 func digestOn() *testkit.Switches {
 	s := &testkit.Switches{}
-	s.Set(email.PartnerDigest.Name, true)
+	s.Set(contract.PartnerDigest.Name, true)
 	return s
 }

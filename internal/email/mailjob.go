@@ -75,8 +75,8 @@ func byName(jobs []mailJob) map[string]mailJob {
 	return out
 }
 
-// Types returns the declarations of every e-mail job type, sorted by name,
-// for the registry (internal/jobtypes).
+// Types returns the declarations this package's handlers serve (those of
+// internal/contract that send a mail), sorted by name.
 func Types() []engine.JobType {
 	out := make([]engine.JobType, 0, len(declared))
 	for _, j := range declared {

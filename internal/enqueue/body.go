@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"io"
 	"mime"
 	"slices"
@@ -15,7 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

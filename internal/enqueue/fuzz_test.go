@@ -2,15 +2,16 @@ package enqueue_test
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/idempotency"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
 )
 
 func fingerprintOf(t testing.TB, typ string, body []byte) string {
@@ -35,7 +36,7 @@ var fuzzSeeds = []string{
 // valid job: args valid for the type, a valid key, a delay in range, a known
 // policy, and an envelope that encodes.
 func FuzzDecodeBody(f *testing.F) {
-	reg := jobtypes.Registry()
+	reg := contract.Registry()
 	for _, s := range fuzzSeeds {
 		for _, name := range reg.Names() {
 			f.Add(name, []byte(s))

@@ -35,14 +35,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"

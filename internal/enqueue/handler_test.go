@@ -3,26 +3,26 @@ package enqueue_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/runstwice/runstwice/internal/email"
+
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: jobtypes.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
+		Registry: contract.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }
@@ -318,7 +318,7 @@ func TestMalformedCatalog(t *testing.T) {
 }
 
 func TestDecodeRequestDefaults(t *testing.T) {
-	jt, _ := jobtypes.Registry().Lookup(email.PartnerDigest.Name)
+	jt, _ := contract.Registry().Lookup(contract.PartnerDigest.Name)
 	req, err := enqueue.DecodeBody(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,14 @@ package enqueue_test
 import (
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/engine/enginetest"
 
@@ -20,13 +21,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -79,7 +79,7 @@ func newStack(t *testing.T) *stack {
 	is.Now = clock.Now
 	q := queue.New(sq, urls, "")
 	h := &enqueue.Handler{
-		Registry: jobtypes.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
+		Registry: contract.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
 	}
 	counter.Reset()
@@ -386,7 +386,7 @@ func TestIntegrationKeyReusedForAnotherJob(t *testing.T) {
 	checkProblem(t, call(t, s.h, post(welcome, "reused", welcomeU1)), http.StatusServiceUnavailable)
 	s.h.Queue = s.queue
 	checkProblem(t, call(t, s.h, post(welcome, "reused", `{"args":{"userId":"u-2"}}`)), http.StatusUnprocessableEntity)
-	checkProblem(t, call(t, s.h, post(email.PasswordReset.Name, "reused", `{"args":{"userId":"u-1","countryCode":"BD"}}`)), http.StatusUnprocessableEntity)
+	checkProblem(t, call(t, s.h, post(contract.PasswordReset.Name, "reused", `{"args":{"userId":"u-1","countryCode":"BD"}}`)), http.StatusUnprocessableEntity)
 	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 0 {
 		t.Fatalf("the other request's job was sent: %+v", envs)
 	}

@@ -3,11 +3,13 @@ package enqueue
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
 	"log/slog"
 	"net/http"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 )

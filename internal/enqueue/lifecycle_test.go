@@ -3,12 +3,14 @@ package enqueue_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"

@@ -2,13 +2,14 @@ package enqueue_test
 
 import (
 	"context"
+	"net/http"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule"
-	"net/http"
-	"testing"
-	"time"
 )
 
 // A DELETE that lands between the reservation of a job due in more than

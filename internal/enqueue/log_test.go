@@ -1,12 +1,14 @@
 package enqueue_test
 
 import (
-	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"

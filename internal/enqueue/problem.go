@@ -2,11 +2,12 @@ package enqueue
 
 import (
 	"encoding/json"
-	"github.com/runstwice/runstwice/engine"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
 )

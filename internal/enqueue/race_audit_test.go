@@ -4,6 +4,10 @@ package enqueue_test
 
 import (
 	"context"
+	"net/http"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
@@ -11,9 +15,6 @@ import (
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
-	"net/http"
-	"testing"
-	"time"
 )
 
 // beforeCreate is the stack's scheduler with a hook that runs before each

@@ -2,13 +2,14 @@ package enqueue_test
 
 import (
 	"context"
+	"net/http"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"net/http"
-	"testing"
-	"time"
 )
 
 // relay is an outbox item of producer p relayed as the relay does.

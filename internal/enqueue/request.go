@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strings"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
-	"github.com/runstwice/runstwice/internal/queue"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func runAtBody(at string) string {
@@ -24,7 +24,7 @@ func runAtBody(at string) string {
 // days ahead, never together with delaySeconds. Each refusal names runAt.
 func TestRunAtRules(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	jt, _ := jobtypes.Registry().Lookup(welcome)
+	jt, _ := contract.Registry().Lookup(welcome)
 	for _, tc := range []struct {
 		name, body string
 		want       time.Time // zero: refused

@@ -1,10 +1,11 @@
 package envvar
 
 import (
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 func TestEnv(t *testing.T) {

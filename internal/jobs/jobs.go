@@ -22,8 +22,9 @@ package jobs
 
 import (
 	"errors"
-	"github.com/runstwice/runstwice/engine"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"

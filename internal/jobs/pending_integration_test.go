@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -28,14 +29,14 @@ func TestLateResumeAgesFromItsSend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := jobstest.New(t)
 			ctx := context.Background()
-			j := f.Reserve(t, f.Job(email.Welcome.Name, "caller-a", "welcome:u-late", 0))
+			j := f.Reserve(t, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-late", 0))
 			// Reserved, never sent (the request died), for longer than the
 			// queue keeps a message.
 			f.Clock.Advance(jobs.QueueRetention + 6*time.Hour)
 			if got := f.Get(t, j.ID); got.State != jobs.StatePending {
 				t.Fatalf("an unsent job after %s reads %s; want Pending (a retry resumes it)", jobs.QueueRetention, got.State)
 			}
-			retry := f.Job(email.Welcome.Name, "caller-a", "welcome:u-late", 0)
+			retry := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-late", 0)
 			if tc.own {
 				retry.ID, retry.Message = j.ID, j.Message
 			}
@@ -54,7 +55,7 @@ func TestLateResumeAgesFromItsSend(t *testing.T) {
 			if got.State != jobs.StateEnqueued || !got.RunAt.Equal(sentAt) {
 				t.Fatalf("2 h after the late send: %s, runAt %s; want Enqueued, runAt %s", got.State, got.RunAt, sentAt)
 			}
-			twin := f.Job(email.Welcome.Name, "caller-a", "welcome:u-late", 0)
+			twin := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-late", 0)
 			if d, err := f.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 				t.Fatalf("a new request for the key = %v, %v; want a duplicate of %s", d.Outcome, err, j.ID)
 			}

@@ -5,13 +5,13 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"testing"
-	"time"
 )
 
 // opsWorld is the jobs fixture with the operator's lifecycle on its clock.
@@ -33,7 +33,7 @@ func newOpsWorld(t *testing.T) opsWorld {
 func TestReactivateKeepsTheKey(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-1")
+	j := w.Failed(t, contract.Welcome.Name, "caller-a", "welcome:u-1")
 	// Before: AllowAfterFailed would admit a twin (the bug a redrive must close).
 	w.Clock.Advance(time.Hour)
 	rv, err := w.lifecycle.Inspect(ctx, j.ID)
@@ -51,7 +51,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.Clock.Now()) || got.LastErrorClass != "max-receives" {
 		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, error class kept", got)
 	}
-	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-1",
+	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}
 	w.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
 	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
@@ -88,7 +88,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 func TestSettleUnsent(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-2")
+	j := w.Failed(t, contract.Welcome.Name, "caller-a", "welcome:u-2")
 	rv, _ := w.lifecycle.Inspect(ctx, j.ID)
 	if err := w.lifecycle.Reactivate(ctx, rv, false); err != nil {
 		t.Fatal(err)
@@ -107,8 +107,8 @@ func TestSettleUnsent(t *testing.T) {
 		t.Fatalf("Settle moved a Failed job to %s", got.State)
 	}
 	// A stale Revival (it read Failed, the job is Succeeded now) is refused.
-	other := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
-	stale := jobs.Revival{JobID: other.ID, Found: true, State: jobs.StateFailed, Caller: "caller-a", Type: email.Welcome.Name, Key: "welcome:u-3"}
+	other := w.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-3")
+	stale := jobs.Revival{JobID: other.ID, Found: true, State: jobs.StateFailed, Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-3"}
 	if err := w.lifecycle.Reactivate(ctx, stale, false); !errors.Is(err, jobs.ErrStateChanged) {
 		t.Fatalf("Reactivate of an Enqueued job read as Failed = %v; want ErrStateChanged", err)
 	}
@@ -123,8 +123,8 @@ func TestSettleUnsent(t *testing.T) {
 func TestReactivateSuperseded(t *testing.T) {
 	w := newOpsWorld(t)
 	ctx := context.Background()
-	old := w.Failed(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
-	newer := w.Enqueue(t, email.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	old := w.Failed(t, contract.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
+	newer := w.Enqueue(t, contract.Welcome.Name, "arn:aws:iam::1:user/a#b", "welcome:u-4")
 	rv, err := w.lifecycle.Inspect(ctx, old.ID)
 	if err != nil || rv.SupersededBy != newer.ID {
 		t.Fatalf("Inspect = %+v, %v; want superseded by %s", rv, err, newer.ID)
@@ -146,9 +146,9 @@ func TestReactivateSuperseded(t *testing.T) {
 	}
 
 	// The race: Inspect saw the key free, then a newer job took it.
-	racer := w.Failed(t, email.Welcome.Name, "caller-b", "welcome:u-5")
+	racer := w.Failed(t, contract.Welcome.Name, "caller-b", "welcome:u-5")
 	rv, _ = w.lifecycle.Inspect(ctx, racer.ID)
-	w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-5")
+	w.Enqueue(t, contract.Welcome.Name, "caller-b", "welcome:u-5")
 	if err := w.lifecycle.Reactivate(ctx, rv, false); !errors.Is(err, jobs.ErrSuperseded) {
 		t.Fatalf("Reactivate after the key was taken = %v; want ErrSuperseded", err)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 

@@ -5,12 +5,13 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"testing"
-	"time"
 )
 
 // schedules is a scheduler's one-time schedules, by job id: Delete reports

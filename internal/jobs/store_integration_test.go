@@ -5,20 +5,21 @@ package jobs_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/dev/jobstest"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 func TestReserveLifecycle(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-1", 0)
+	j := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-1", 0)
 
 	d, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
@@ -37,7 +38,7 @@ func TestReserveLifecycle(t *testing.T) {
 		t.Fatalf("own retry = %+v, %v; want own resume", d, err)
 	}
 	// Another request for the key waits while the job is fresh, then resumes it.
-	other := f.Job(email.Welcome.Name, "caller-a", "welcome:u-1", 0)
+	other := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-1", 0)
 	if d, err := f.Store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
 		t.Fatalf("other while pending = %+v, %v; want busy", d, err)
 	}
@@ -79,7 +80,7 @@ func TestReserveLifecycle(t *testing.T) {
 func TestMarkFailed(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-2")
+	j := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-2")
 	if err := f.Recorder.MarkFailed(ctx, j.ID, jobs.Failure{Class: "transient", Reason: "failed on its final attempt (5)", Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +113,12 @@ func TestMarkFailed(t *testing.T) {
 func TestExpired(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-3")
+	j := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-3")
 	f.Clock.Advance(jobs.QueueRetention + time.Minute)
 	if got, err := f.Store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
 		t.Fatalf("after retention: %+v, %v", got, err)
 	}
-	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Expired = %v", d.Outcome)
 	}
 }
@@ -132,7 +133,7 @@ func TestReserveConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			outcomes[i], errs[i] = f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
+			outcomes[i], errs[i] = f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
 		})
 	}
 	wg.Wait()
@@ -159,7 +160,7 @@ func TestReserveConcurrent(t *testing.T) {
 func TestReserveCost(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	first := f.Job(email.Welcome.Name, "caller-a", "welcome:u-5", 0)
+	first := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-5", 0)
 	f.Reserve(t, first)
 	t.Logf("AWS calls for a new reserve: %s", f.Counter)
 	if f.Counter.Total() != 1 || f.Counter.Get("DynamoDB.TransactWriteItems") != 1 {
@@ -169,7 +170,7 @@ func TestReserveCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Counter.Reset()
-	if d, err := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
+	if d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
 		t.Fatalf("dedup hit = %+v, %v", d, err)
 	}
 	t.Logf("AWS calls for a dedup hit: %s", f.Counter)
@@ -183,7 +184,7 @@ func TestReserveCost(t *testing.T) {
 func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-park")
+	j := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-park")
 	// Parked again and again (every park delay) for weeks.
 	for day := range 4 * int(jobs.QueueRetention/(24*time.Hour)) {
 		prev, err := f.Recorder.MarkParked(ctx, j.ID)
@@ -196,7 +197,7 @@ func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
 	if err != nil || got.State != jobs.StateParked || got.LastOutcome != jobs.OutcomeParked {
 		t.Fatalf("after weeks parked: %+v, %v; want Parked", got, err)
 	}
-	d, err := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
+	d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("a second enqueue of a parked key = %+v, %v; want a duplicate of the parked job", d, err)
 	}
@@ -213,7 +214,7 @@ func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
 func TestCancel(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-cancel")
+	j := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-cancel")
 	if _, err := f.Store.Cancel(ctx, j.ID, "caller-b"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("another caller's cancel = %v; want ErrNotFound", err)
 	}
@@ -232,16 +233,16 @@ func TestCancel(t *testing.T) {
 	}
 	// Cancelled is terminal: a new job may follow under AllowAfterFailed
 	// and RejectIfFailed, not under RejectAlways.
-	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Cancelled = %v", d.Outcome)
 	}
-	if d, _ := f.Store.Reserve(ctx, f.Job(email.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
 		t.Fatalf("RejectIfFailed after Cancelled = %v", d.Outcome)
 	}
 
 	// What ran (or runs) cannot be cancelled.
-	done := f.Job(email.Welcome.Name, "caller-a", "welcome:u-done", 0)
-	running := f.Job(email.Welcome.Name, "caller-a", "welcome:u-running", 0)
+	done := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-done", 0)
+	running := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-running", 0)
 	for _, x := range []jobs.Job{done, running} {
 		f.Reserve(t, x)
 	}
@@ -263,7 +264,7 @@ func TestCancel(t *testing.T) {
 func TestRecordOutcome(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-noop", 0)
+	j := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-noop", 0)
 	f.Reserve(t, j)
 	if err := f.Recorder.RecordOutcome(ctx, j.ID, jobs.OutcomeNoop, "no mail needed: user not found"); err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestRecordOutcome(t *testing.T) {
 func TestMarkUnclaimed(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
-	j := f.Job(email.Welcome.Name, "caller-a", "welcome:u-unclaimed", 0)
+	j := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-unclaimed", 0)
 	f.Reserve(t, j)
 	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -305,7 +306,7 @@ func TestMarkUnclaimed(t *testing.T) {
 		t.Fatalf("Cancel = %s, %v; want ErrConflict, Succeeded", got.State, err)
 	}
 
-	cancelled := f.Job(email.Welcome.Name, "caller-a", "welcome:u-unclaimed-cancelled", 0)
+	cancelled := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-unclaimed-cancelled", 0)
 	if _, err := f.Store.Reserve(ctx, cancelled, jobs.AllowAfterFailed); err != nil {
 		t.Fatal(err)
 	}

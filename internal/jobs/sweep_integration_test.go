@@ -5,13 +5,14 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"slices"
-	"testing"
-	"time"
 )
 
 const day = 24 * time.Hour

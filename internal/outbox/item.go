@@ -23,14 +23,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/idempotency"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/idempotency"
 )
 
 // Attribute names of an outbox item.

@@ -2,11 +2,12 @@ package queue
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )

@@ -9,9 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"strconv"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"

@@ -5,11 +5,12 @@ package queue_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"

@@ -1,8 +1,9 @@
 package queue
 
 import (
-	"github.com/runstwice/runstwice/engine"
 	"testing"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 )

@@ -3,11 +3,12 @@ package queue
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/internal/contract"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"

@@ -1,11 +1,12 @@
 package schedule_test
 
 import (
+	"strings"
+	"testing"
+
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/schedule"
-	"strings"
-	"testing"
 )
 
 // ConfigFrom reads every variable the one-time schedules need, and a

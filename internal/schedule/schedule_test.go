@@ -1,11 +1,12 @@
 package schedule
 
 import (
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"testing"
-	"time"
 )
 
 // at() is UTC to the second, rounded up: a job never runs before its time.

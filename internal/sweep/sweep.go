@@ -14,9 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"log/slog"
-	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -24,30 +24,6 @@ import (
 
 // ScheduleName is the recurring schedule that ticks the sweep.
 const ScheduleName = "schedule-sweep"
-
-// Tick is runstwice.schedule-sweep.v1, with one arg: the tick's scheduled
-// time (hour, UTC, e.g. 20261202T1000Z), which is also its key, so every
-// hour is a job of its own. It is on by default (deleting the schedule of
-// an ended job is always safe) and, like every tick type, skips while its
-// switch is off: the next hour's tick tries again.
-var Tick = engine.JobType{
-	Name:             "runstwice.schedule-sweep.v1",
-	Args:             []engine.ArgSpec{{Name: "hour", Format: engine.FormatID, Required: true, MaxLen: 16}},
-	Queue:            contract.QueueDefault,
-	EnabledByDefault: true,
-	Bias:             engine.EffectThenClaim,
-	Lease:            true,
-	KeyPrefix:        "schedule-sweep",
-	KeyArgs:          []string{"hour"},
-	WhileOff:         engine.Skip,
-	TickArgs: func(at time.Time) map[string]string {
-		return map[string]string{"hour": at.UTC().Format("20060102T1504Z")}
-	},
-}
-
-// Types returns the sweep's declaration, for the registry
-// (internal/jobtypes).
-func Types() []engine.JobType { return []engine.JobType{Tick} }
 
 // Sweeper sweeps the listed schedules (*jobs.Store is one, with its
 // Schedules set).
@@ -61,7 +37,7 @@ func Handlers(s Sweeper) (map[string]engine.Handler, error) {
 	if s == nil {
 		return nil, errors.New("sweep: a Sweeper is required")
 	}
-	return map[string]engine.Handler{Tick.Name: handler{s}}, nil
+	return map[string]engine.Handler{contract.ScheduleSweep.Name: handler{s}}, nil
 }
 
 type handler struct{ s Sweeper }

@@ -2,11 +2,12 @@ package testkit
 
 import (
 	"context"
+	"testing"
+	"time"
+
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 

@@ -9,12 +9,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

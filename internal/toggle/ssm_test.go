@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -37,8 +37,8 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	client := testenv.SSM(t, counter.Option)
 	stage := testenv.Name(t, "flip")
-	reg := jobtypes.Registry()
-	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "false")
+	reg := contract.Registry()
+	put(t, client, toggle.ParameterName(stage, contract.PartnerDigest.Name), "false")
 
 	now := time.Unix(1_800_000_000, 0)
 	src := toggle.NewSource(client, toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
@@ -47,18 +47,18 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	ctx := context.Background()
 	counter.Reset()
 
-	if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
+	if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
 		t.Fatal("digest enabled while its parameter is false")
 	}
-	put(t, client, toggle.ParameterName(stage, email.PartnerDigest.Name), "true")
+	put(t, client, toggle.ParameterName(stage, contract.PartnerDigest.Name), "true")
 	now = now.Add(29 * time.Second)
 	for range 50 {
-		if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
+		if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
 			t.Fatal("flip seen before the TTL passed")
 		}
 	}
 	now = now.Add(2 * time.Second)
-	if !src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
+	if !src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
 		t.Fatal("flip not seen after the TTL")
 	}
 	if n := counter.Get("SSM.GetParametersByPath"); n != 2 {
@@ -82,10 +82,10 @@ func TestUnreachableStaysClosed(t *testing.T) {
 	src.Metrics = obs.NewMetrics(&metrics)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if src.IsJobEnabled(ctx, email.PartnerDigest.Name, false) {
+	if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
 		t.Fatal("fail-closed type enabled with SSM unreachable")
 	}
-	if !src.IsJobEnabled(ctx, email.Welcome.Name, true) {
+	if !src.IsJobEnabled(ctx, contract.Welcome.Name, true) {
 		t.Fatal("fail-open type disabled with SSM unreachable")
 	}
 	src.Metrics.Flush()

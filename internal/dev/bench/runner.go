@@ -3,11 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/contract"
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -105,7 +106,7 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 				return
 			}
 			sent := time.Now()
-			if errs[i] = c.sender.Send(ctx, queue.Message{Queue: digest.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
+			if errs[i] = c.sender.Send(ctx, queue.Message{Queue: contract.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
 				return
 			}
 			c.mu.Lock()
@@ -213,7 +214,7 @@ func fanoutPages(event []byte) []string {
 		var m struct {
 			Type, MessageID, ScheduledTime string
 		}
-		if json.Unmarshal([]byte(r.Body), &m) == nil && m.Type == digest.Fanout.Name {
+		if json.Unmarshal([]byte(r.Body), &m) == nil && m.Type == contract.Fanout.Name {
 			out = append(out, m.MessageID+m.ScheduledTime)
 		}
 	}

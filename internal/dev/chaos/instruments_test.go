@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 )
 

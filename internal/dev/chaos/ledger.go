@@ -2,12 +2,13 @@ package chaos
 
 import (
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/deadletter"

@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -11,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/deadletter"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/jobs"

@@ -2,9 +2,10 @@ package chaos
 
 import (
 	"fmt"
+	"math/rand/v2"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"math/rand/v2"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/outbox"

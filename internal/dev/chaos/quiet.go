@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -49,7 +50,7 @@ func (c *campaign) waitQuiet(ctx context.Context) bool {
 // returns how many went back.
 func (c *campaign) redrive(ctx context.Context) (int, error) {
 	store := deadletter.NewStore(c.db, c.res.DeadLetters)
-	r := deadletter.NewRedriver(store, c.sender, jobtypes.Registry())
+	r := deadletter.NewRedriver(store, c.sender, contract.Registry())
 	r.Jobs = jobs.NewLifecycle(c.db, c.res.Jobs)
 	r.Markers = marker.NewDynamo(c.db, c.res.Markers)
 	letters, err := store.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})

@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -17,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
 
@@ -95,7 +95,7 @@ var script = []step{
 	{at: 0.60, wait: -1, what: "SES up", do: func(_ context.Context, c *campaign) error { c.sesUp(); return nil }},
 	{at: 0.62, what: fanoutOn, do: func(ctx context.Context, c *campaign) error {
 		c.awaitTick(ctx, c.weeks.off) // the tick while off must have been handled while off
-		return c.toggle(ctx, digest.Fanout.Name, true)
+		return c.toggle(ctx, contract.Fanout.Name, true)
 	}},
 	// A duplicate tick (the same one twice at once), another time of the
 	// same week, and another week; the switch's cache has expired by now.

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -38,7 +39,7 @@ func TestXCallerTriesEveryCallerRule(t *testing.T) {
 			var seen events.APIGatewayV2HTTPRequest
 			// The enqueue handler without stores: a refusal is answered
 			// before any store is used; anything else is answered 202 here.
-			h := &enqueue.Handler{Registry: jobtypes.Registry(), Logger: obs.NewLogger(io.Discard, "error")}
+			h := &enqueue.Handler{Registry: contract.Registry(), Logger: obs.NewLogger(io.Discard, "error")}
 			srv := httptest.NewServer(NewGateway(fnFunc(func(ctx context.Context, p []byte) ([]byte, error) {
 				if err := json.Unmarshal(p, &seen); err != nil {
 					return nil, err

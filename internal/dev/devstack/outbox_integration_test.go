@@ -6,14 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,7 +32,6 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
@@ -77,7 +77,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	store := jobs.NewStore(db, name("JobsTable"), marker.NewDynamo(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
-		Enqueuer: &enqueue.Handler{Registry: jobtypes.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
+		Enqueuer: &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
 			Jobs: store, Queue: queue.New(q, urls, "")},
 		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard),
 	}

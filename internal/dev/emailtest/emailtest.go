@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -16,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -74,7 +75,7 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Co
 	}
 	q := queue.New(w.SQS, w.URLs(), w.DLQ.URL)
 	return testkit.Build(t, engine.Config{
-		Registry: jobtypes.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
+		Registry: contract.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,
 		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: obs.NewMetrics(w.Metrics),
 	}, mutate, engine.New)

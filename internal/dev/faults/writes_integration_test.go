@@ -5,16 +5,18 @@ package faults_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"

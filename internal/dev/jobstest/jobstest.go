@@ -5,13 +5,15 @@ package jobstest
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/internal/contract"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"

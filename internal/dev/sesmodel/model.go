@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
@@ -16,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/sendrate"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -112,7 +113,7 @@ func Run(cfg Config) (Result, error) {
 		sqs:      &sqs{queues: map[engine.Queue]*queue{}, byARN: map[string]*queue{}, reasons: map[string]int{}},
 		markers:  markers{Store: memstore.New(), latency: cfg.Latency.DynamoDB},
 		records:  &testkit.Jobs{},
-		reg:      jobtypes.Registry(),
+		reg:      contract.Registry(),
 	}
 	jobCount := 0
 	for i, src := range cfg.Sources {

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/sesmodel"
@@ -77,7 +79,7 @@ func TestBacklogDrainsAtTheAccountRate(t *testing.T) {
 	t.Logf("| rate | digests | invocations × batch | backlog ÷ rate | drained in | most in a second | dead-lettered | most receives | copies per job | bookings per job | schedule UpdateItems per job | Lambda time per job |")
 	for _, rate := range []int{1, 14, 100} {
 		t.Run(fmt.Sprint(rate, "/s"), func(t *testing.T) {
-			r := run(t, sesmodel.Config{Rate: rate, Sources: []sesmodel.Source{{Settings: bulk, Type: email.PartnerDigest, Jobs: jobs}},
+			r := run(t, sesmodel.Config{Rate: rate, Sources: []sesmodel.Source{{Settings: bulk, Type: contract.PartnerDigest, Jobs: jobs}},
 				Limit: 3*time.Duration(jobs/rate)*time.Second + time.Hour})
 			t.Log(report(rate, bulk, r))
 			ideal := float64(jobs) / float64(rate)
@@ -103,9 +105,9 @@ func TestBacklogDrainsAtTheAccountRate(t *testing.T) {
 func TestQueuesTogetherStayWithinTheAccountRate(t *testing.T) {
 	rate := 14
 	r := run(t, sesmodel.Config{Rate: rate, Limit: 2 * time.Hour, Sources: []sesmodel.Source{
-		{Settings: settings(t, "Critical"), Type: email.PasswordReset, Jobs: 300},
-		{Settings: settings(t, "Default"), Type: email.Welcome, Jobs: 300},
-		{Settings: settings(t, "Bulk"), Type: email.PartnerDigest, Jobs: 400},
+		{Settings: settings(t, "Critical"), Type: contract.PasswordReset, Jobs: 300},
+		{Settings: settings(t, "Default"), Type: contract.Welcome, Jobs: 300},
+		{Settings: settings(t, "Bulk"), Type: contract.PartnerDigest, Jobs: 400},
 	}})
 	t.Logf("%+v", r)
 	if r.DeadLettered != 0 || r.Unique != 1000 || r.Duplicates != 0 || r.MostInASecond > rate || r.Throttled != 0 || r.MostReceives > 1 {
@@ -120,7 +122,7 @@ func TestQueuesTogetherStayWithinTheAccountRate(t *testing.T) {
 // dead-letters none: once the quota resets they are all sent.
 func TestDailyQuotaParksUntilItResets(t *testing.T) {
 	r := run(t, sesmodel.Config{Rate: 14, QuotaAfter: 50, QuotaReset: 2 * time.Hour, Limit: 6 * time.Hour,
-		Sources: []sesmodel.Source{{Settings: settings(t, "Bulk"), Type: email.PartnerDigest, Jobs: 200}}})
+		Sources: []sesmodel.Source{{Settings: settings(t, "Bulk"), Type: contract.PartnerDigest, Jobs: 200}}})
 	t.Logf("%+v", r)
 	if r.DeadLettered != 0 || r.Unique != 200 || r.Duplicates != 0 {
 		t.Errorf("%+v; want every digest sent once and none dead-lettered", r)

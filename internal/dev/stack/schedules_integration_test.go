@@ -4,12 +4,14 @@ package stack
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine"
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/engine"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 

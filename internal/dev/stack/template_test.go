@@ -11,8 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
@@ -386,7 +387,7 @@ func checkToggles(t *Template) []string {
 			have[typ] = scalarString(p["Value"])
 		}
 	}
-	reg := jobtypes.Registry()
+	reg := contract.Registry()
 	for _, name := range reg.Names() {
 		jt, _ := reg.Lookup(name)
 		if jt.EnabledByDefault {

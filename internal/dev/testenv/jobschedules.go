@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine"
 	"testing"
+
+	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 

@@ -5,13 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/engine"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -20,10 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/toggle"
@@ -32,7 +34,7 @@ import (
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
 // JobsTable, MarkersTable and DeadLettersTable, the switches of its Stage
-// for every shipped type (internal/jobtypes), and its schedules. mail is
+// for every shipped type (internal/contract), and its schedules. mail is
 // the mail log (nil: none; a nil pointer inside a non-nil interface is not
 // nil).
 func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
@@ -49,7 +51,7 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 		Jobs:        NewJobsTable(db, names["JobsTable"], names["MarkersTable"]),
 		Mail:        mail,
 		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"]),
-		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), jobtypes.Registry()),
+		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), contract.Registry()),
 		Schedules:   NewSchedules(scheduler.NewFromConfig(cfg), st.Param("Stage")),
 	}, nil
 }

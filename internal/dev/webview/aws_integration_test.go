@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,7 +23,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/toggle"
 )
@@ -208,7 +209,7 @@ func TestIntegrationSSMSwitches(t *testing.T) {
 	if w := got["email.welcome.v1"]; !w.Default || !w.Effective || w.HasStored {
 		t.Fatalf("welcome without a parameter: %+v", w)
 	}
-	if n := len(jobtypes.Registry().Names()); len(got) != n {
+	if n := len(contract.Registry().Names()); len(got) != n {
 		t.Fatalf("%d switches; want the %d registered types: %+v", len(got), n, got)
 	}
 

@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"image/png"
 	"io"
 	"net/http"
@@ -19,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -26,13 +27,13 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
+
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -82,7 +83,7 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 		t.Fatal(err)
 	}
 	return &enqueue.Handler{
-		Registry:    jobtypes.Registry(),
+		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
 		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
 		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[engine.Queue]string{

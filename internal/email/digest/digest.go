@@ -28,14 +28,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"strings"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/queue"
 )
@@ -50,54 +50,6 @@ const (
 
 // PageSize is how many users one fan-out job reads.
 const PageSize = 100
-
-// Fanout is email.partner-digest-fanout.v1: one page of the weekly digest's
-// fan-out, its week labelled in UTC (FanoutIn labels it in the schedule's
-// own time zone). digestId is the ISO week of the tick's scheduled time;
-// after is the page's cursor: the previous page's last user id that the
-// next page's args accept (absent on the first page). It is fail-closed,
-// like the digest itself (template.yaml sets its switch to false). While
-// it is off a tick skips (succeeds without work; the next week's tick
-// tries again) and a later page parks, so a run stopped mid-week goes on
-// where it stopped when the switch is on again.
-//
-// Its args are a versioned contract: the run a page belongs to is in the
-// page's natural key (PageKey), not in an arg.
-var Fanout = FanoutIn(time.UTC)
-
-// FanoutIn returns the fan-out's declaration with its tick's digestId, the
-// ISO week of the scheduled time, taken in loc: the schedule's time zone
-// (PartnerDigestTimezone), so that Monday 09:00 in a zone ahead of UTC by
-// more than 9 hours, still Sunday in UTC, is labelled its own week. The
-// e-mail function registers FanoutIn of its PARTNER_DIGEST_TIMEZONE; the
-// type is the same one in every zone, only the label of a tick differs.
-func FanoutIn(loc *time.Location) engine.JobType {
-	return engine.JobType{
-		Name: "email.partner-digest-fanout.v1",
-		Args: []engine.ArgSpec{
-			{Name: "digestId", Format: contract.FormatISOWeek, Required: true, MaxLen: 8},
-			{Name: "after", Format: engine.FormatID},
-		},
-		Queue:            contract.QueueBulk,
-		EnabledByDefault: false,
-		Bias:             engine.EffectThenClaim,
-		Lease:            true,
-		KeyPrefix:        "partner-digest-fanout",
-		KeyArgs:          []string{"digestId"},
-		WhileOff:         engine.Skip,
-		TickArgs: func(at time.Time) map[string]string {
-			return map[string]string{"digestId": WeekOf(at, loc)}
-		},
-	}
-}
-
-// Types returns the fan-out's declaration, its week labelled in UTC, for
-// the registry (internal/jobtypes).
-func Types() []engine.JobType { return []engine.JobType{Fanout} }
-
-// TypesIn returns the fan-out's declaration with its week labelled in loc
-// (FanoutIn), for the e-mail function's registry.
-func TypesIn(loc *time.Location) []engine.JobType { return []engine.JobType{FanoutIn(loc)} }
 
 // Directory pages the users who get the weekly digest: an item with digest
 // = weekly and a confirmed address (users.DigestIndex).
@@ -146,13 +98,13 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return map[string]engine.Handler{Fanout.Name: &Handler{cfg: cfg}}, nil
+	return map[string]engine.Handler{contract.Fanout.Name: &Handler{cfg: cfg}}, nil
 }
 
 // DigestKey is the natural key of a partner's digest of a week. It names
 // no run: every run of the week dedups onto the same digest.
 func DigestKey(userID, digestID string) string {
-	return email.PartnerDigest.DeriveKey(map[string]string{"userId": userID, "digestId": digestID})
+	return contract.PartnerDigest.DeriveKey(map[string]string{"userId": userID, "digestId": digestID})
 }
 
 // PageKey is the natural key of the page of run that starts after the user
@@ -161,7 +113,7 @@ func DigestKey(userID, digestID string) string {
 // pages: a page of another run of the week that ended does not stop this
 // one.
 func PageKey(digestID, run, after string) string {
-	return Fanout.KeyPrefix + ":" + digestID + ":" + run + ":" + after
+	return contract.Fanout.KeyPrefix + ":" + digestID + ":" + run + ":" + after
 }
 
 // RunOf returns the run a fan-out job belongs to: the run its key names
@@ -171,7 +123,7 @@ func PageKey(digestID, run, after string) string {
 // the run of the pages it enqueues.
 func RunOf(env engine.Envelope) string {
 	digestID, after := env.Args["digestId"], env.Args["after"]
-	if rest, ok := strings.CutPrefix(env.Key, Fanout.KeyPrefix+":"+digestID+":"); ok && after != "" {
+	if rest, ok := strings.CutPrefix(env.Key, contract.Fanout.KeyPrefix+":"+digestID+":"); ok && after != "" {
 		if run, a, ok := strings.Cut(rest, ":"); ok && a == after && validRun(run) {
 			return run
 		}

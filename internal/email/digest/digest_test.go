@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -87,23 +87,23 @@ func newWorld(t *testing.T, users int) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.handler = hs[digest.Fanout.Name]
+	w.handler = hs[contract.Fanout.Name]
 	return w
 }
 
 // tickJob is the fan-out job of the weekly tick.
 func tickJob(t *testing.T) engine.Job {
 	t.Helper()
-	reg, err := engine.NewRegistry(digest.Fanout, email.PartnerDigest)
+	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-07T09:00:00Z", CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.Job{Envelope: env, Type: digest.Fanout}
+	return engine.Job{Envelope: env, Type: contract.Fanout}
 }
 
 // drain runs the fan-out from job to the end as SQS would: a page that
@@ -136,9 +136,9 @@ func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 			if derr != nil {
 				t.Fatal(derr)
 			}
-			if env.Type == digest.Fanout.Name && !seen[env.MessageID] {
+			if env.Type == contract.Fanout.Name && !seen[env.MessageID] {
 				seen[env.MessageID] = true
-				pending = append(pending, engine.Job{Envelope: env, Type: digest.Fanout})
+				pending = append(pending, engine.Job{Envelope: env, Type: contract.Fanout})
 			}
 		}
 	}
@@ -158,7 +158,7 @@ func (w *world) check(t *testing.T, users int, label string) {
 	t.Helper()
 	byUser := map[string][]string{}
 	for id, j := range w.jobs.Jobs() {
-		if j.Type != email.PartnerDigest.Name {
+		if j.Type != contract.PartnerDigest.Name {
 			continue
 		}
 		user := strings.Split(j.Key, ":")[1]
@@ -170,7 +170,7 @@ func (w *world) check(t *testing.T, users int, label string) {
 	sent := map[string]bool{}
 	for _, m := range w.queue.snapshot() {
 		env, _ := engine.Decode([]byte(m.Body))
-		if env.Type == email.PartnerDigest.Name {
+		if env.Type == contract.PartnerDigest.Name {
 			sent[env.MessageID] = true
 			if m.Queue != contract.QueueBulk {
 				t.Fatalf("%s: digest sent to %s", label, m.Queue)
@@ -204,7 +204,7 @@ func TestFanoutEnqueuesOneDigestPerPartner(t *testing.T) {
 	w.check(t, users, "one run")
 	pages := 0
 	for _, j := range w.jobs.Jobs() {
-		if j.Type == digest.Fanout.Name {
+		if j.Type == contract.Fanout.Name {
 			pages++
 			if want := "partner-digest-fanout:2026-W50:" + tickJob(t).Envelope.MessageID + ":u-"; !strings.HasPrefix(j.Key, want) {
 				t.Errorf("page key %s", j.Key)
@@ -289,17 +289,17 @@ func TestPageOfTheKeysBeforeRunsGoesOn(t *testing.T) {
 	const users = 250
 	w := newWorld(t, users)
 	key := "partner-digest-fanout:2026-W50:u-0099"
-	env := engine.Envelope{V: engine.Version, MessageID: engine.DeriveMessageID(digest.Caller, key), Type: digest.Fanout.Name, Key: key,
+	env := engine.Envelope{V: engine.Version, MessageID: engine.DeriveMessageID(digest.Caller, key), Type: contract.Fanout.Name, Key: key,
 		CorrelationID: "exec-1", Args: map[string]string{"digestId": "2026-W50", "after": "u-0099"}}
-	w.drain(t, engine.Job{Envelope: env, Type: digest.Fanout}, false)
+	w.drain(t, engine.Job{Envelope: env, Type: contract.Fanout}, false)
 	for id, j := range w.jobs.Jobs() {
-		if j.Type == digest.Fanout.Name && j.Key != digest.PageKey("2026-W50", env.MessageID, "u-0199") {
+		if j.Type == contract.Fanout.Name && j.Key != digest.PageKey("2026-W50", env.MessageID, "u-0199") {
 			t.Errorf("page %s key %s; want the run of the old page's id", id, j.Key)
 		}
 	}
 	reached := 0
 	for _, j := range w.jobs.Jobs() {
-		if j.Type == email.PartnerDigest.Name {
+		if j.Type == contract.PartnerDigest.Name {
 			reached++
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runstwice/runstwice/internal/contract"
 	"io"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,7 +27,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/queue"
@@ -100,9 +100,9 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers[digest.Fanout.Name] = fanout[digest.Fanout.Name]
+	handlers[contract.Fanout.Name] = fanout[contract.Fanout.Name]
 	w.worker, err = engine.New(engine.Config{
-		Registry: jobtypes.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
+		Registry: contract.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
 		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard),
 	})
@@ -129,7 +129,7 @@ func (w *awsWorld) putUser(t *testing.T, id string, confirmed bool, digestOf str
 // the scheduler (or `jobctl schedules trigger`) does.
 func (w *awsWorld) tick(t *testing.T, scheduled string) string {
 	t.Helper()
-	body, err := engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
+	body, err := engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
 		CorrelationID: "exec-" + fmt.Sprint(time.Now().UnixNano())}.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +224,8 @@ func TestTickWhileSwitchedOffIsSkipped(t *testing.T) {
 // second tick of the same time sends none.
 func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 	w := newAWSWorld(t)
-	w.switches.Set(digest.Fanout.Name, true)
-	w.switches.Set(email.PartnerDigest.Name, true)
+	w.switches.Set(contract.Fanout.Name, true)
+	w.switches.Set(contract.PartnerDigest.Name, true)
 	var weekly []string
 	for i := range digest.PageSize + 5 {
 		weekly = append(weekly, w.putUser(t, fmt.Sprintf("u-%03d", i), true, users.DigestWeekly))
@@ -266,8 +266,8 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 // every other weekly user gets one, and no page is dead-lettered.
 func TestOddUserIDsOnTheIndex(t *testing.T) {
 	w := newAWSWorld(t)
-	w.switches.Set(digest.Fanout.Name, true)
-	w.switches.Set(email.PartnerDigest.Name, true)
+	w.switches.Set(contract.Fanout.Name, true)
+	w.switches.Set(contract.PartnerDigest.Name, true)
 	var weekly []string
 	for i := range digest.PageSize + 20 {
 		weekly = append(weekly, w.putUser(t, fmt.Sprintf("u-%03d", i), true, users.DigestWeekly))

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/email"
 )
 
 // MetricUsersRefused counts, under the fan-out's type, the users of the
@@ -50,12 +51,12 @@ func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
 		}
 		for _, id := range ids {
 			args := map[string]string{"userId": id, "digestId": digestID}
-			if verr := email.PartnerDigest.ValidateArgs(args); verr != nil {
+			if verr := contract.PartnerDigest.ValidateArgs(args); verr != nil {
 				refused++
 				h.refuse(ctx, log, digestID, after, users+refused, id, verr)
 				continue
 			}
-			if err := h.enqueue(ctx, email.PartnerDigest, args, DigestKey(id, digestID), corr); err != nil {
+			if err := h.enqueue(ctx, contract.PartnerDigest, args, DigestKey(id, digestID), corr); err != nil {
 				return err
 			}
 			users++
@@ -66,7 +67,7 @@ func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
 			return nil
 		case cursor != "":
 			args := map[string]string{"digestId": digestID, "after": cursor}
-			if err := h.enqueue(ctx, Fanout, args, PageKey(digestID, run, cursor), corr); err != nil {
+			if err := h.enqueue(ctx, contract.Fanout, args, PageKey(digestID, run, cursor), corr); err != nil {
 				return err
 			}
 			log.Info("digest: page fanned out", "digestId", digestID, "after", after, "run", run, "users", users, "refused", refused, "next", cursor)
@@ -85,7 +86,7 @@ func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
 // accept, else "".
 func (h *Handler) cursor(digestID string, ids []string, next string) string {
 	ok := func(id string) bool {
-		return Fanout.ValidateArgs(map[string]string{"digestId": digestID, "after": id}) == nil
+		return contract.Fanout.ValidateArgs(map[string]string{"digestId": digestID, "after": id}) == nil
 	}
 	if ok(next) {
 		return next
@@ -118,7 +119,7 @@ func upTo(ids []string, cursor string) []string {
 // the weekly digest after the page's after), its length and the start of
 // its SHA-256 find it in the users table.
 func (h *Handler) refuse(ctx context.Context, log *slog.Logger, digestID, after string, position int, id string, verr error) {
-	h.cfg.Metrics.Count(MetricUsersRefused, Fanout.Name, 1)
+	h.cfg.Metrics.Count(MetricUsersRefused, contract.Fanout.Name, 1)
 	sum := sha256.Sum256([]byte(id))
 	reason := verr.Error()
 	var v *engine.ValidationError

@@ -9,10 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -37,7 +38,7 @@ func (b *bulk) Send(_ context.Context, m queue.Message) error {
 	if err != nil {
 		return err
 	}
-	if env.Type == email.PartnerDigest.Name {
+	if env.Type == contract.PartnerDigest.Name {
 		b.digests[env.MessageID] = true // the digests themselves are not run here
 		return nil
 	}
@@ -64,7 +65,7 @@ type runWorld struct {
 func newRunWorld(t *testing.T, ids []string) *runWorld {
 	t.Helper()
 	s := &runWorld{t: t, dir: &directory{ids: slices.Sorted(slices.Values(ids))}, res: &testkit.Reserver{}, q: &bulk{digests: map[string]bool{}}}
-	reg, err := engine.NewRegistry(digest.Fanout, email.PartnerDigest)
+	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +82,14 @@ func newRunWorld(t *testing.T, ids []string) *runWorld {
 		c.Metrics = m
 	})
 	s.h.Metrics = metrics
-	s.h.Switches.Set(digest.Fanout.Name, true)
+	s.h.Switches.Set(contract.Fanout.Name, true)
 	return s
 }
 
 // tick sends the weekly tick of scheduled and returns its job id.
 func (s *runWorld) tick(scheduled string) string {
 	s.t.Helper()
-	body, err := engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-" + scheduled}.Encode()
+	body, err := engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-" + scheduled}.Encode()
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -101,11 +102,11 @@ func (s *runWorld) tick(scheduled string) string {
 
 func mustTickEnvelope(t *testing.T, scheduled string) engine.Envelope {
 	t.Helper()
-	reg, err := engine.NewRegistry(digest.Fanout, email.PartnerDigest)
+	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-1"})
+	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +201,10 @@ func (s *runWorld) reached(week string) map[string]bool {
 	s.t.Helper()
 	out := map[string]bool{}
 	for id, j := range s.res.Jobs() {
-		if j.Type != email.PartnerDigest.Name {
+		if j.Type != contract.PartnerDigest.Name {
 			continue
 		}
-		user := strings.TrimSuffix(strings.TrimPrefix(j.Key, email.PartnerDigest.KeyPrefix+":"), ":"+week)
+		user := strings.TrimSuffix(strings.TrimPrefix(j.Key, contract.PartnerDigest.KeyPrefix+":"), ":"+week)
 		if out[user] {
 			s.t.Fatalf("user %s has two digest jobs of %s", user, week)
 		}
@@ -249,10 +250,10 @@ func TestSwitchedOffMidWeekLosesNoPartner(t *testing.T) {
 	if n := len(s.reached("2026-W50")); n != digest.PageSize {
 		t.Fatalf("after page 1: %d digests, want %d", n, digest.PageSize)
 	}
-	s.h.Switches.Set(digest.Fanout.Name, false)
+	s.h.Switches.Set(contract.Fanout.Name, false)
 	s.drain()
 	parked := len(s.q.delayed)
-	s.h.Switches.Set(digest.Fanout.Name, true)
+	s.h.Switches.Set(contract.Fanout.Name, true)
 	s.wait()
 	s.drain()
 	if m := s.missed(users, "2026-W50"); len(m) != 0 {
@@ -317,7 +318,7 @@ func TestOddUserIDMidPageNeverEndsThePage(t *testing.T) {
 	if s.reached("2026-W50")[odd] || len(s.dead) != 0 {
 		t.Fatalf("the odd id got a digest, or something was dead-lettered: %v", s.dead)
 	}
-	if n := obstest.Count(s.h.Metrics.String(), digest.Fanout.Name, digest.MetricUsersRefused); n != 1 {
+	if n := obstest.Count(s.h.Metrics.String(), contract.Fanout.Name, digest.MetricUsersRefused); n != 1 {
 		t.Fatalf("%s = %d, want 1; metrics %s", digest.MetricUsersRefused, n, s.h.Metrics)
 	}
 	lines := 0
@@ -354,7 +355,7 @@ func TestOddUserIDAtAPageBoundaryIsNeverTheCursor(t *testing.T) {
 			if len(s.dead) != 0 {
 				t.Fatalf("dead letters %v", s.dead)
 			}
-			if n := obstest.Count(s.h.Metrics.String(), digest.Fanout.Name, digest.MetricUsersRefused); n != 1 {
+			if n := obstest.Count(s.h.Metrics.String(), contract.Fanout.Name, digest.MetricUsersRefused); n != 1 {
 				t.Fatalf("%s = %d, want 1", digest.MetricUsersRefused, n)
 			}
 		})
@@ -376,7 +377,7 @@ func TestAPageOfOddIDsIsReadOn(t *testing.T) {
 	if m := s.missed(users, "2026-W50"); len(m) != 0 || len(s.dead) != 0 {
 		t.Fatalf("missed %v, dead %v", m, s.dead)
 	}
-	if n := obstest.Count(s.h.Metrics.String(), digest.Fanout.Name, digest.MetricUsersRefused); n != digest.PageSize+20 {
+	if n := obstest.Count(s.h.Metrics.String(), contract.Fanout.Name, digest.MetricUsersRefused); n != digest.PageSize+20 {
 		t.Fatalf("%s = %d, want %d (each odd id once)", digest.MetricUsersRefused, n, digest.PageSize+20)
 	}
 }

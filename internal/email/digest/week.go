@@ -22,15 +22,3 @@ func Timezone(name string) (*time.Location, error) {
 	}
 	return loc, nil
 }
-
-// WeekOf is the digestId of a tick scheduled at at: the ISO 8601 week
-// ("2026-W50") of at in the schedule's time zone loc (UTC when nil).
-// Monday 09:00 in Sydney is Sunday 22:00 in UTC: in UTC it would be the
-// week before.
-func WeekOf(at time.Time, loc *time.Location) string {
-	if loc == nil {
-		loc = time.UTC
-	}
-	y, w := at.In(loc).ISOWeek()
-	return fmt.Sprintf("%04d-W%02d", y, w)
-}

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
-	"github.com/runstwice/runstwice/internal/jobtypes"
 )
 
 // A tick's digestId is the ISO week of its scheduled time in the
@@ -42,7 +42,7 @@ func TestTickWeekIsLabelledInTheSchedulesZone(t *testing.T) {
 			}
 			// The scheduler writes <aws.scheduler.scheduled-time> in UTC.
 			scheduled := local.UTC().Format(engine.TickTimeLayout)
-			env, err := jobtypes.RegistryIn(loc).TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+			env, err := contract.RegistryIn(loc).TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 				ScheduledTime: scheduled, CorrelationID: "exec-1"})
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +54,7 @@ func TestTickWeekIsLabelledInTheSchedulesZone(t *testing.T) {
 			// The same tick on the registry of UTC (what the API, jobctl
 			// and the other functions build) has the same job id: only
 			// the label is the zone's.
-			utc, err := jobtypes.Registry().TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+			utc, err := contract.Registry().TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 				ScheduledTime: scheduled, CorrelationID: "exec-1"})
 			if err != nil || utc.MessageID != env.MessageID {
 				t.Fatalf("job ids %s and %s (%v); the zone must not change a tick's job id", utc.MessageID, env.MessageID, err)
@@ -70,17 +70,17 @@ func TestFanoutInUTCPlus11SendsTheMondaysWeek(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := engine.NewRegistry(digest.FanoutIn(loc), email.PartnerDigest)
+	reg, err := engine.NewRegistry(contract.FanoutIn(loc), contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: digest.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-06T22:00:00Z", CorrelationID: "exec-1"}) // Monday 7 December, 09:00 AEDT
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t, 120)
-	w.drain(t, engine.Job{Envelope: env, Type: digest.FanoutIn(loc)}, false)
+	w.drain(t, engine.Job{Envelope: env, Type: contract.FanoutIn(loc)}, false)
 	w.check(t, 120, "Sydney") // check wants every digest keyed 2026-W50
 }
 
@@ -91,7 +91,7 @@ func TestTimezone(t *testing.T) {
 	if _, err := digest.Timezone("Mars/Olympus_Mons"); err == nil {
 		t.Fatal("an unknown zone was accepted")
 	}
-	if got := digest.WeekOf(time.Date(2026, 12, 6, 22, 0, 0, 0, time.UTC), nil); got != "2026-W49" {
+	if got := contract.WeekOf(time.Date(2026, 12, 6, 22, 0, 0, 0, time.UTC), nil); got != "2026-W49" {
 		t.Fatalf("WeekOf(Sunday 22:00 UTC, nil) = %s, want 2026-W49 (UTC)", got)
 	}
 }

@@ -5,14 +5,15 @@ package joblist_test
 import (
 	"context"
 	"errors"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/dev/jobstest"
-	"github.com/runstwice/runstwice/internal/email"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/joblist"
 )
 
 // world is the jobs fixture with the lister on its clock.
@@ -43,16 +44,16 @@ func TestList(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	start := w.Clock.Now()
-	a := w.Enqueue(t, email.Welcome.Name, "caller-a", "welcome:u-1") // Enqueued
+	a := w.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-1") // Enqueued
 	w.Clock.Advance(time.Minute)
-	b := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-2") // Failed
+	b := w.Failed(t, contract.Welcome.Name, "caller-a", "welcome:u-2") // Failed
 	w.Clock.Advance(time.Minute)
-	c := w.Enqueue(t, email.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
+	c := w.Enqueue(t, contract.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
 	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	w.Clock.Advance(time.Minute)
-	d := w.Enqueue(t, email.Welcome.Name, "caller-b", "welcome:u-4") // Processing
+	d := w.Enqueue(t, contract.Welcome.Name, "caller-b", "welcome:u-4") // Processing
 	if _, err := w.Markers.Lease(ctx, d.MarkerKey(), "w1", w.Clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,9 @@ func TestList(t *testing.T) {
 		f    joblist.Filter
 		want []string
 	}{
-		{"type", joblist.Filter{Type: email.PasswordReset.Name}, []string{c.ID}},
+		{"type", joblist.Filter{Type: contract.PasswordReset.Name}, []string{c.ID}},
 		{"state", joblist.Filter{State: jobs.StateFailed}, []string{b.ID}},
-		{"type and state", joblist.Filter{Type: email.Welcome.Name, State: jobs.StateEnqueued}, []string{a.ID}},
+		{"type and state", joblist.Filter{Type: contract.Welcome.Name, State: jobs.StateEnqueued}, []string{a.ID}},
 		{"since", joblist.Filter{Since: start.Add(2 * time.Minute)}, []string{d.ID, c.ID}},
 		{"since, exactly at a creation", joblist.Filter{Since: start.Add(time.Minute)}, []string{d.ID, c.ID, b.ID}},
 		{"nothing", joblist.Filter{Type: "email.none.v1"}, []string{}},
@@ -106,7 +107,7 @@ func TestList(t *testing.T) {
 func TestAttributes(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	j := w.Failed(t, email.Welcome.Name, "caller-a", "welcome:u-9")
+	j := w.Failed(t, contract.Welcome.Name, "caller-a", "welcome:u-9")
 	attrs, err := w.lister.Attributes(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/toggle"
 	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
@@ -27,18 +28,18 @@ func TestReadWithMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(stage, email.Welcome.Name)), Value: aws.String(v), Type: types.ParameterTypeString,
+		Name: aws.String(toggle.ParameterName(stage, contract.Welcome.Name)), Value: aws.String(v), Type: types.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := snapshot.Read(context.Background(), client, toggle.Path(stage),
-		map[string]bool{email.Welcome.Name: true, email.PartnerDigest.Name: false}, time.Now())
+		map[string]bool{contract.Welcome.Name: true, contract.PartnerDigest.Name: false}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var w snapshot.Entry
 	for _, e := range snap.Entries {
-		if e.Type == email.Welcome.Name {
+		if e.Type == contract.Welcome.Name {
 			w = e
 		}
 	}
