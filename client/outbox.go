@@ -12,9 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/outbox"
 )
 
 // OutboxJob is a job to enqueue inside a producer's own DynamoDB
@@ -57,7 +54,7 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 	if err != nil {
 		return types.TransactWriteItem{}, "", err
 	}
-	item := outbox.Attributes(it,
+	item := contract.OutboxAttributes(it,
 		func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} },
 		func(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} },
 		func(m map[string]types.AttributeValue) types.AttributeValue {
@@ -72,23 +69,23 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 var registry = sync.OnceValue(contract.Registry)
 
 // outboxItem builds and checks the item of job.
-func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {
+func outboxItem(job OutboxJob, now time.Time) (contract.OutboxItem, error) {
 	jt, err := registry().Lookup(job.Type)
 	if err != nil {
-		return outbox.Item{}, fmt.Errorf("client: %w", err)
+		return contract.OutboxItem{}, fmt.Errorf("client: %w", err)
 	}
 	raw, err := json.Marshal(job.Args)
 	if err != nil {
-		return outbox.Item{}, fmt.Errorf("client: encode args of %s: %w", job.Type, err)
+		return contract.OutboxItem{}, fmt.Errorf("client: encode args of %s: %w", job.Type, err)
 	}
 	var args map[string]string
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-		return outbox.Item{}, fmt.Errorf("client: args of %s must encode as a JSON object of strings", job.Type)
+		return contract.OutboxItem{}, fmt.Errorf("client: args of %s must encode as a JSON object of strings", job.Type)
 	}
 	o := job.Options
-	it := outbox.Item{
+	it := contract.OutboxItem{
 		Producer: job.Producer, IdempotencyKey: job.IdempotencyKey, Type: jt.Name, Args: args, Key: o.Key,
-		Policy: string(o.DuplicatePolicy), CorrelationID: o.CorrelationID, ExpiresAt: now.Add(outbox.Retention).Unix(),
+		Policy: string(o.DuplicatePolicy), CorrelationID: o.CorrelationID, ExpiresAt: now.Add(contract.OutboxRetention).Unix(),
 	}
 	if o.DelaySeconds != 0 {
 		d := o.DelaySeconds
@@ -98,13 +95,13 @@ func outboxItem(job OutboxJob, now time.Time) (outbox.Item, error) {
 		it.RunAt = o.RunAt.UTC().Format(time.RFC3339Nano)
 	}
 	if err := it.Check(it.PK()); err != nil {
-		return outbox.Item{}, fmt.Errorf("client: %w", err)
+		return contract.OutboxItem{}, fmt.Errorf("client: %w", err)
 	}
 	if it.CorrelationID != "" && !engine.ValidCorrelationID(it.CorrelationID) {
-		return outbox.Item{}, errors.New("client: CorrelationID must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
+		return contract.OutboxItem{}, errors.New("client: CorrelationID must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
 	}
-	if _, err := enqueue.DecodeBodyAt(jt, it.Body(), now); err != nil {
-		return outbox.Item{}, fmt.Errorf("client: %s: %w", job.Type, err)
+	if _, err := contract.DecodeBodyAt(jt, it.Body(), now); err != nil {
+		return contract.OutboxItem{}, fmt.Errorf("client: %s: %w", job.Type, err)
 	}
 	return it, nil
 }

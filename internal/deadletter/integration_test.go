@@ -87,7 +87,7 @@ func (w *world) enqueue(t *testing.T, env engine.Envelope) {
 	job := jobs.Job{ID: env.MessageID, Caller: "test", Type: env.Type, Key: env.Key, Queue: string(jt.Queue),
 		CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: time.Now(), RunAt: time.Now()}
 	ctx := context.Background()
-	if d, err := w.jobs.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+	if d, err := w.jobs.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("reserve: %v %v", d.Outcome, err)
 	}
 	w.send(t, jt.Queue, string(body), env)

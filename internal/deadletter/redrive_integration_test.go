@@ -103,7 +103,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	twin := engine.Envelope{MessageID: engine.NewMessageID()}
 	now := time.Now()
 	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
-		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
+		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != env.MessageID {
 		t.Fatalf("AllowAfterFailed enqueue of the redriven key = %v (%s), %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
 	}
@@ -231,7 +231,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	store.Now = func() time.Time { return time.Now().Add(jobs.DefaultPendingTimeout + time.Second) }
 	now := time.Now()
 	d, err := store.Reserve(ctx, jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-5",
-		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, jobs.AllowAfterFailed)
+		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Resume || d.Job.ID != env.MessageID {
 		t.Fatalf("enqueue of the key after the pending timeout = %v (%s), %v; want Resume of the redriven job", d.Outcome, d.Job.ID, err)
 	}

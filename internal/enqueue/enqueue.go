@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -27,7 +29,7 @@ import (
 func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, caller, typeName, corr string) (events.APIGatewayV2HTTPResponse, *Problem) {
 	jt, err := h.Registry.Lookup(typeName)
 	if err != nil {
-		detail := "unknown job type " + printable(typeName)
+		detail := "unknown job type " + contract.Printable(typeName)
 		if near, ok := h.Registry.Nearest(typeName); ok {
 			detail += "; did you mean " + near + "?"
 		} else {
@@ -50,13 +52,13 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
 	}
 	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
-	idemKey, err := idempotency.ParseKey(rawKey)
+	idemKey, err := contract.ParseKey(rawKey)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, validation("header "+HeaderIdempotencyKey,
-			strings.TrimPrefix(err.Error(), idempotency.ErrInvalidKey.Error()+": ")+
+			strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")+
 				"; send 1-255 printable ASCII characters that name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
 	}
-	in, err := DecodeBodyAt(jt, body, h.now())
+	in, err := contract.DecodeBodyAt(jt, body, h.now())
 	if err != nil {
 		var ve *engine.ValidationError
 		if errors.As(err, &ve) {
@@ -194,7 +196,7 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 // calls it under a held request lock, the outbox relay (EnqueueFor) without
 // one. It reports whether the answer was kept; if not, runOnce releases the
 // lock.
-func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt engine.JobType, in Body,
+func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt engine.JobType, in contract.Body,
 	caller, idemKey, fingerprint, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
 	now := h.now().UTC()
@@ -265,11 +267,11 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 // runAt is when the job of body in, enqueued at now, is due: its runAt (now
 // when that is past or less than RunNowWithin ahead), else now plus its
 // delaySeconds.
-func runAt(in Body, now time.Time) time.Time {
+func runAt(in contract.Body, now time.Time) time.Time {
 	if in.RunAt.IsZero() {
 		return now.Add(in.Delay)
 	}
-	if in.RunAt.Sub(now) < RunNowWithin {
+	if in.RunAt.Sub(now) < contract.RunNowWithin {
 		return now
 	}
 	return in.RunAt

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/idempotency"
@@ -115,7 +117,7 @@ func (w *world) Release(_ context.Context, lock idempotency.Lock) error {
 	return nil
 }
 
-func (w *world) Reserve(_ context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error) {
+func (w *world) Reserve(_ context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ppk := jobs.DedupPK(job.Caller, job.Type, job.Key)
@@ -129,7 +131,7 @@ func (w *world) Reserve(_ context.Context, job jobs.Job, policy jobs.DuplicatePo
 			return jobs.Decision{Outcome: jobs.Resume, Job: prev, Own: own}, nil
 		case own || prev.State.Active():
 			return jobs.Decision{Outcome: jobs.Duplicate, Job: prev, Own: own}, nil
-		case !policy.Allows(prev.State):
+		case !jobs.Allows(policy, prev.State):
 			return jobs.Decision{Outcome: jobs.Rejected, Job: prev}, nil
 		}
 	}

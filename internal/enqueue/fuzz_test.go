@@ -11,7 +11,6 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
-	"github.com/runstwice/runstwice/internal/jobs"
 )
 
 func fingerprintOf(t testing.TB, typ string, body []byte) string {
@@ -47,7 +46,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if err != nil {
 			return
 		}
-		req, err := enqueue.DecodeBody(jt, body)
+		req, err := contract.DecodeBody(jt, body)
 		if err != nil {
 			if _, ok := err.(*engine.ValidationError); !ok {
 				t.Fatalf("error %T %v is not a *engine.ValidationError", err, err)
@@ -57,10 +56,10 @@ func FuzzDecodeBody(f *testing.F) {
 		if err := jt.ValidateArgs(req.Args); err != nil {
 			t.Fatalf("accepted invalid args %v: %v", req.Args, err)
 		}
-		if !engine.ValidKey(req.Key) || req.Delay < 0 || req.Delay > enqueue.MaxDelaySeconds*time.Second {
+		if !engine.ValidKey(req.Key) || req.Delay < 0 || req.Delay > contract.MaxDelaySeconds*time.Second {
 			t.Fatalf("accepted %+v", req)
 		}
-		if _, ok := jobs.ParsePolicy(string(req.Policy)); !ok || req.Policy == "" {
+		if _, ok := contract.ParsePolicy(string(req.Policy)); !ok || req.Policy == "" {
 			t.Fatalf("accepted policy %q", req.Policy)
 		}
 		env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: jt.Name, Key: req.Key, CorrelationID: "c", Args: req.Args, EnqueuedAt: time.Now()}

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -65,7 +67,7 @@ type Idempotency interface {
 
 // Jobs is the jobs table; *jobs.Store is one.
 type Jobs interface {
-	Reserve(ctx context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error)
+	Reserve(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error)
 	Get(ctx context.Context, jobID string) (jobs.Job, error)
 	Cancel(ctx context.Context, jobID, caller string) (jobs.Job, error)
 	Promotion(job jobs.Job) idempotency.Companion
@@ -201,7 +203,7 @@ func requestJobID(req events.APIGatewayV2HTTPRequest) string {
 	}
 	caller, ok := Caller(req.RequestContext)
 	raw, _ := header(req.Headers, HeaderIdempotencyKey)
-	key, err := idempotency.ParseKey(raw)
+	key, err := contract.ParseKey(raw)
 	if !ok || err != nil {
 		return ""
 	}

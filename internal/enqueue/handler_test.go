@@ -127,7 +127,7 @@ func TestDedupActiveJob(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
 	first := mustBody(t, call(t, h, post(welcome, "k-1", welcomeU1)), http.StatusAccepted)
-	for _, policy := range jobs.Policies {
+	for _, policy := range contract.Policies {
 		body := `{"args":{"userId":"u-1"},"duplicatePolicy":"` + string(policy) + `"}`
 		dup := mustBody(t, call(t, h, post(welcome, "k-"+string(policy), body)), http.StatusOK)
 		if dup.JobID != first.JobID || !dup.Deduplicated {
@@ -142,14 +142,14 @@ func TestDedupActiveJob(t *testing.T) {
 func TestPolicyAfterTerminal(t *testing.T) {
 	tests := []struct {
 		prev   jobs.State
-		policy jobs.DuplicatePolicy
+		policy contract.DuplicatePolicy
 		want   int
 	}{
-		{jobs.StateFailed, jobs.AllowAfterFailed, http.StatusAccepted},
-		{jobs.StateFailed, jobs.RejectIfFailed, http.StatusConflict},
-		{jobs.StateSucceeded, jobs.RejectIfFailed, http.StatusAccepted},
-		{jobs.StateSucceeded, jobs.RejectAlways, http.StatusConflict},
-		{jobs.StateExpired, jobs.RejectAlways, http.StatusConflict},
+		{jobs.StateFailed, contract.AllowAfterFailed, http.StatusAccepted},
+		{jobs.StateFailed, contract.RejectIfFailed, http.StatusConflict},
+		{jobs.StateSucceeded, contract.RejectIfFailed, http.StatusAccepted},
+		{jobs.StateSucceeded, contract.RejectAlways, http.StatusConflict},
+		{jobs.StateExpired, contract.RejectAlways, http.StatusConflict},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.prev)+"/"+string(tt.policy), func(t *testing.T) {
@@ -319,11 +319,11 @@ func TestMalformedCatalog(t *testing.T) {
 
 func TestDecodeRequestDefaults(t *testing.T) {
 	jt, _ := contract.Registry().Lookup(contract.PartnerDigest.Name)
-	req, err := enqueue.DecodeBody(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
+	req, err := contract.DecodeBody(jt, []byte(`{"args":{"userId":"u-1","digestId":"2026-W48"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Key != "partner-digest:u-1:2026-W48" || req.Policy != jobs.AllowAfterFailed || req.Delay != 0 {
+	if req.Key != "partner-digest:u-1:2026-W48" || req.Policy != contract.AllowAfterFailed || req.Delay != 0 {
 		t.Fatalf("decoded %+v", req)
 	}
 }
@@ -331,7 +331,7 @@ func TestDecodeRequestDefaults(t *testing.T) {
 // failingJobs is a jobs table that is down.
 type failingJobs struct{ *world }
 
-func (failingJobs) Reserve(context.Context, jobs.Job, jobs.DuplicatePolicy) (jobs.Decision, error) {
+func (failingJobs) Reserve(context.Context, jobs.Job, contract.DuplicatePolicy) (jobs.Decision, error) {
 	return jobs.Decision{}, errQueueDown
 }
 

@@ -277,13 +277,13 @@ func TestIntegrationDuplicatePolicyMatrix(t *testing.T) {
 		}},
 		{jobs.StateExpired, 0, func(*testing.T, jobs.Job) { s.clock.Advance(jobs.QueueRetention + time.Hour) }},
 	}
-	want := map[jobs.DuplicatePolicy]map[jobs.State]int{
-		jobs.AllowAfterFailed: {jobs.StateSucceeded: 202, jobs.StateFailed: 202, jobs.StateExpired: 202},
-		jobs.RejectIfFailed:   {jobs.StateSucceeded: 202, jobs.StateFailed: 409, jobs.StateExpired: 202},
-		jobs.RejectAlways:     {jobs.StateSucceeded: 409, jobs.StateFailed: 409, jobs.StateExpired: 409},
+	want := map[contract.DuplicatePolicy]map[jobs.State]int{
+		contract.AllowAfterFailed: {jobs.StateSucceeded: 202, jobs.StateFailed: 202, jobs.StateExpired: 202},
+		contract.RejectIfFailed:   {jobs.StateSucceeded: 202, jobs.StateFailed: 409, jobs.StateExpired: 202},
+		contract.RejectAlways:     {jobs.StateSucceeded: 409, jobs.StateFailed: 409, jobs.StateExpired: 409},
 	}
 	n := 0
-	for _, policy := range jobs.Policies {
+	for _, policy := range contract.Policies {
 		for _, setup := range setups {
 			n++
 			t.Run(string(policy)+"/"+string(setup.state), func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -57,7 +59,7 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	log := h.logger(ctx).With("caller", r.Caller)
 	jt, err := h.Registry.Lookup(r.Type)
 	if err != nil {
-		return problemAnswer(newProblem(http.StatusNotFound, ProblemUnknownType, "unknown job type "+printable(r.Type)))
+		return problemAnswer(newProblem(http.StatusNotFound, ProblemUnknownType, "unknown job type "+contract.Printable(r.Type)))
 	}
 	log = log.With(obs.KeyType, jt.Name)
 	if p := scheduledOnly(jt); p != nil {
@@ -66,9 +68,9 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	if len(r.Body) > MaxBodyBytes {
 		return problemAnswer(newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the request is larger than %d bytes", MaxBodyBytes)))
 	}
-	idemKey, err := idempotency.ParseKey(r.IdempotencyKey)
+	idemKey, err := contract.ParseKey(r.IdempotencyKey)
 	if err != nil {
-		return problemAnswer(validation("idempotencyKey", strings.TrimPrefix(err.Error(), idempotency.ErrInvalidKey.Error()+": ")))
+		return problemAnswer(validation("idempotencyKey", strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")))
 	}
 	corr := r.CorrelationID
 	switch {
@@ -77,7 +79,7 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	case !engine.ValidCorrelationID(corr):
 		return problemAnswer(validation("correlationId", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'"))
 	}
-	in, err := DecodeBodyAt(jt, r.Body, h.now())
+	in, err := contract.DecodeBodyAt(jt, r.Body, h.now())
 	if err != nil {
 		var ve *engine.ValidationError
 		if errors.As(err, &ve) {

@@ -44,7 +44,7 @@ func TestRunAtRules(t *testing.T) {
 		{"with delaySeconds 0", `{"args":{"userId":"u-1"},"runAt":"2026-12-03T09:00:00Z","delaySeconds":0}`, time.Time{}, "together with delaySeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := enqueue.DecodeBodyAt(jt, []byte(tc.body), now)
+			b, err := contract.DecodeBodyAt(jt, []byte(tc.body), now)
 			if !tc.want.IsZero() {
 				if err != nil || !b.RunAt.Equal(tc.want) || b.RunAt.Location() != time.UTC || b.Delay != 0 {
 					t.Fatalf("got %+v, %v; want runAt %s in UTC", b, err, tc.want)

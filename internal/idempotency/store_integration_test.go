@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 
@@ -125,7 +127,7 @@ func TestCompleteWithCompanion(t *testing.T) {
 	if in, _ := s.Begin(ctx, "caller-a", "k", "fp"); in.Outcome != idempotency.InFlight {
 		t.Fatalf("after failed transaction = %v; want still in flight", in.Outcome)
 	}
-	if d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+	if d, err := js.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("reserve = %+v, %v", d, err)
 	}
 	counter.Reset()
@@ -184,7 +186,7 @@ func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
 	}
 	now := time.Now()
 	job := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
-	d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed)
+	d, err := js.Reserve(ctx, job, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved || lost.Lost() != 2 {
 		t.Fatalf("Reserve with its response lost = %+v, %v; want Reserved (its own write), not a resume", d.Outcome, err)
 	}

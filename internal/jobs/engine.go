@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 )
 
@@ -57,7 +59,7 @@ func noRecordIsFine(err error) error {
 // Reserver is what a tick's record needs of the job store: Store's Reserve
 // and Promote (a test's fake has the same methods).
 type Reserver interface {
-	Reserve(ctx context.Context, job Job, policy DuplicatePolicy) (Decision, error)
+	Reserve(ctx context.Context, job Job, policy contract.DuplicatePolicy) (Decision, error)
 	Promote(ctx context.Context, job Job) error
 }
 
@@ -72,7 +74,7 @@ type engineTicks struct{ s Reserver }
 func (t engineTicks) RecordTick(ctx context.Context, tj engine.TickJob) (engine.TickDecision, error) {
 	job := Job{ID: tj.ID, Caller: tj.Caller, Type: tj.Type, Key: tj.Key, Queue: tj.Queue,
 		CorrelationID: tj.CorrelationID, TraceID: tj.TraceID, Message: tj.Message, CreatedAt: tj.At, RunAt: tj.At}
-	d, err := t.s.Reserve(ctx, job, AllowAfterFailed)
+	d, err := t.s.Reserve(ctx, job, contract.AllowAfterFailed)
 	switch {
 	case err != nil:
 		return engine.TickDecision{}, err

@@ -26,53 +26,21 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
-// DuplicatePolicy decides whether a new job may be created under a key whose
-// last job is terminal. While that job is active no policy creates a second
-// one.
-type DuplicatePolicy string
-
-// The duplicate policies.
-const (
-	// AllowAfterFailed (the default) allows a new job after any terminal
-	// state: Succeeded, Failed, Cancelled or Expired.
-	AllowAfterFailed DuplicatePolicy = "AllowAfterFailed"
-	// RejectIfFailed rejects a new job after Failed, allows it after the
-	// other terminal states.
-	RejectIfFailed DuplicatePolicy = "RejectIfFailed"
-	// RejectAlways rejects a new job after any terminal state.
-	RejectAlways DuplicatePolicy = "RejectAlways"
-)
-
-// Policies lists the duplicate policies (declared as contract.Queues is: the
-// constants, then the list of all).
-var Policies = []DuplicatePolicy{AllowAfterFailed, RejectIfFailed, RejectAlways}
-
-// ParsePolicy returns the policy named s; "" is AllowAfterFailed. ok is false
-// for any other name.
-func ParsePolicy(s string) (DuplicatePolicy, bool) {
-	switch p := DuplicatePolicy(s); p {
-	case "":
-		return AllowAfterFailed, true
-	case AllowAfterFailed, RejectIfFailed, RejectAlways:
-		return p, true
-	}
-	return "", false
-}
-
-// Allows reports whether p lets a new job be created when the key's last job
+// Allows reports whether policy p lets a new job be created when the key's last job
 // is in state prev. It is false for every active state.
-func (p DuplicatePolicy) Allows(prev State) bool {
+func Allows(p contract.DuplicatePolicy, prev State) bool {
 	if !prev.Terminal() {
 		return false
 	}
 	switch p {
-	case RejectAlways:
+	case contract.RejectAlways:
 		return false
-	case RejectIfFailed:
+	case contract.RejectIfFailed:
 		return prev != StateFailed
 	}
 	return true

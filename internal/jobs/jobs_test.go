@@ -5,18 +5,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/internal/marker"
 )
 
 func TestPolicyAllows(t *testing.T) {
-	want := map[DuplicatePolicy]map[State]bool{
-		AllowAfterFailed: {StateSucceeded: true, StateFailed: true, StateCancelled: true, StateExpired: true},
-		RejectIfFailed:   {StateSucceeded: true, StateCancelled: true, StateExpired: true},
-		RejectAlways:     {},
+	want := map[contract.DuplicatePolicy]map[State]bool{
+		contract.AllowAfterFailed: {StateSucceeded: true, StateFailed: true, StateCancelled: true, StateExpired: true},
+		contract.RejectIfFailed:   {StateSucceeded: true, StateCancelled: true, StateExpired: true},
+		contract.RejectAlways:     {},
 	}
-	for _, p := range Policies {
+	for _, p := range contract.Policies {
 		for _, s := range States {
-			if got := p.Allows(s); got != want[p][s] {
+			if got := Allows(p, s); got != want[p][s] {
 				t.Errorf("%s.Allows(%s) = %v; want %v", p, s, got, want[p][s])
 			}
 		}
@@ -26,18 +28,18 @@ func TestPolicyAllows(t *testing.T) {
 func TestParsePolicy(t *testing.T) {
 	tests := []struct {
 		in   string
-		want DuplicatePolicy
+		want contract.DuplicatePolicy
 		ok   bool
 	}{
-		{"", AllowAfterFailed, true},
-		{"AllowAfterFailed", AllowAfterFailed, true},
-		{"RejectIfFailed", RejectIfFailed, true},
-		{"RejectAlways", RejectAlways, true},
+		{"", contract.AllowAfterFailed, true},
+		{"AllowAfterFailed", contract.AllowAfterFailed, true},
+		{"RejectIfFailed", contract.RejectIfFailed, true},
+		{"RejectAlways", contract.RejectAlways, true},
 		{"rejectalways", "", false},
 		{"Never", "", false},
 	}
 	for _, tt := range tests {
-		got, ok := ParsePolicy(tt.in)
+		got, ok := contract.ParsePolicy(tt.in)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("ParsePolicy(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
 		}

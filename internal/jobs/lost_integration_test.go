@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,7 +47,7 @@ func (w lostWorld) enqueued(t *testing.T, key string, now time.Time) jobs.Job {
 	job := jobs.Job{ID: engine.DeriveMessageID("caller-a", key), Caller: "caller-a", Type: "email.welcome.v1",
 		Key: "welcome:" + key, Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
 	ctx := context.Background()
-	if d, err := w.direct.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+	if d, err := w.direct.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("Reserve = %+v, %v", d, err)
 	}
 	if err := w.direct.Promote(ctx, job); err != nil {

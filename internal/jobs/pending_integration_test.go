@@ -40,7 +40,7 @@ func TestLateResumeAgesFromItsSend(t *testing.T) {
 			if tc.own {
 				retry.ID, retry.Message = j.ID, j.Message
 			}
-			d, err := f.Store.Reserve(ctx, retry, jobs.AllowAfterFailed)
+			d, err := f.Store.Reserve(ctx, retry, contract.AllowAfterFailed)
 			if err != nil || d.Outcome != jobs.Resume || d.Job.ID != j.ID {
 				t.Fatalf("late retry = %v (%s), %v; want a resume of %s, which sends it", d.Outcome, d.Job.State, err, j.ID)
 			}
@@ -56,13 +56,13 @@ func TestLateResumeAgesFromItsSend(t *testing.T) {
 				t.Fatalf("2 h after the late send: %s, runAt %s; want Enqueued, runAt %s", got.State, got.RunAt, sentAt)
 			}
 			twin := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-late", 0)
-			if d, err := f.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+			if d, err := f.Store.Reserve(ctx, twin, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 				t.Fatalf("a new request for the key = %v, %v; want a duplicate of %s", d.Outcome, err, j.ID)
 			}
 			// The key lives as long as the job from its send: past the
 			// first life the reservation gave record and pointer.
 			f.Clock.Advance(jobs.TerminalRetention + 2*time.Hour)
-			if d, err := f.Store.Reserve(ctx, twin, jobs.RejectAlways); err != nil || d.Job.ID != j.ID {
+			if d, err := f.Store.Reserve(ctx, twin, contract.RejectAlways); err != nil || d.Job.ID != j.ID {
 				t.Fatalf("after the reservation's first life: %v (%s), %v; want the key still naming %s", d.Outcome, d.Job.ID, err, j.ID)
 			}
 			// It expires from its send, not before.

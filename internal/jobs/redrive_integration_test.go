@@ -54,7 +54,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}
 	w.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
-	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
+	if d, err := w.Store.Reserve(ctx, twin, contract.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
 		t.Fatalf("enqueue of the same key while redriven (pending) = %v %s, %v; want the redriven job", d.Outcome, d.Job.ID, err)
 	}
 	if err := w.lifecycle.Settle(ctx, j.ID, true); err != nil {
@@ -63,7 +63,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 	if got := w.Get(t, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("after Settle(sent): %s; want Enqueued", got.State)
 	}
-	if d, err := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+	if d, err := w.Store.Reserve(ctx, twin, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("enqueue of the same key after the redrive = %v %s, %v; want Duplicate of the redriven job", d.Outcome, d.Job.ID, err)
 	}
 	// It lives like a new record: not Expired long after its first run time,
@@ -72,7 +72,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 	if got := w.Get(t, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("%s after most of the queue retention; want Enqueued", got.State)
 	}
-	if d, _ := w.Store.Reserve(ctx, twin, jobs.AllowAfterFailed); d.Outcome != jobs.Duplicate {
+	if d, _ := w.Store.Reserve(ctx, twin, contract.AllowAfterFailed); d.Outcome != jobs.Duplicate {
 		t.Fatalf("twin admitted late in the redriven job's life: %v", d.Outcome)
 	}
 	// A second Reactivate (a rerun) writes nothing and is no error.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -29,7 +31,7 @@ const maxReserveAttempts = 3
 // Cost: a new job is one transaction and no read. When the key is taken, the
 // failed transaction returns the pointer that blocked it, and one
 // BatchGetItem reads that job's record and marker to decide.
-func (s *Store) Reserve(ctx context.Context, job Job, policy DuplicatePolicy) (Decision, error) {
+func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicatePolicy) (Decision, error) {
 	job.stored, job.State = StatePending, StatePending
 	job.CreatedAt = job.CreatedAt.UTC().Truncate(time.Millisecond)
 	job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
@@ -115,7 +117,7 @@ func nilIfNotFound(err error) error {
 
 // decide returns the decision when the key's last job prev settles it, or
 // decided=false when a new job may be reserved.
-func (s *Store) decide(prev, job Job, policy DuplicatePolicy) (d Decision, decided bool) {
+func (s *Store) decide(prev, job Job, policy contract.DuplicatePolicy) (d Decision, decided bool) {
 	switch {
 	case prev.State == StatePending:
 		if wait := prev.UpdatedAt.Add(s.pendingTimeout()).Sub(s.now()); wait > 0 {
@@ -124,7 +126,7 @@ func (s *Store) decide(prev, job Job, policy DuplicatePolicy) (d Decision, decid
 		return Decision{Outcome: Resume, Job: prev}, true
 	case prev.State.Active():
 		return Decision{Outcome: Duplicate, Job: prev}, true
-	case !policy.Allows(prev.State):
+	case !Allows(policy, prev.State):
 		return Decision{Outcome: Rejected, Job: prev}, true
 	}
 	return Decision{}, false

@@ -21,7 +21,7 @@ func TestReserveLifecycle(t *testing.T) {
 	ctx := context.Background()
 	j := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-1", 0)
 
-	d, err := f.Store.Reserve(ctx, j, jobs.AllowAfterFailed)
+	d, err := f.Store.Reserve(ctx, j, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("Reserve = %v, %v; want reserved", d.Outcome, err)
 	}
@@ -34,16 +34,16 @@ func TestReserveLifecycle(t *testing.T) {
 	f.Clock.Advance(time.Millisecond)
 	retry := j
 	retry.CreatedAt, retry.RunAt = f.Clock.Now(), f.Clock.Now()
-	if d, err := f.Store.Reserve(ctx, retry, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
+	if d, err := f.Store.Reserve(ctx, retry, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || !d.Own {
 		t.Fatalf("own retry = %+v, %v; want own resume", d, err)
 	}
 	// Another request for the key waits while the job is fresh, then resumes it.
 	other := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-1", 0)
-	if d, err := f.Store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
+	if d, err := f.Store.Reserve(ctx, other, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Busy || d.RetryAfter <= 0 {
 		t.Fatalf("other while pending = %+v, %v; want busy", d, err)
 	}
 	f.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
-	if d, err := f.Store.Reserve(ctx, other, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
+	if d, err := f.Store.Reserve(ctx, other, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
 		t.Fatalf("other after timeout = %+v, %v; want resume of %s", d, err, j.ID)
 	}
 	if err := f.Store.Promote(ctx, j); err != nil {
@@ -52,7 +52,7 @@ func TestReserveLifecycle(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("after promote: %s", got.State)
 	}
-	if d, err := f.Store.Reserve(ctx, other, jobs.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
+	if d, err := f.Store.Reserve(ctx, other, contract.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("duplicate = %+v, %v", d, err)
 	}
 	// A lease makes it Processing, a claim Succeeded.
@@ -68,10 +68,10 @@ func TestReserveLifecycle(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
 		t.Fatalf("claimed: %s", got.State)
 	}
-	if d, _ := f.Store.Reserve(ctx, other, jobs.RejectAlways); d.Outcome != jobs.Rejected || d.Job.ID != j.ID {
+	if d, _ := f.Store.Reserve(ctx, other, contract.RejectAlways); d.Outcome != jobs.Rejected || d.Job.ID != j.ID {
 		t.Fatalf("RejectAlways after success = %+v", d)
 	}
-	d, err = f.Store.Reserve(ctx, other, jobs.RejectIfFailed)
+	d, err = f.Store.Reserve(ctx, other, contract.RejectIfFailed)
 	if err != nil || d.Outcome != jobs.Reserved || d.Job.ID != other.ID {
 		t.Fatalf("RejectIfFailed after success = %+v, %v", d, err)
 	}
@@ -118,7 +118,7 @@ func TestExpired(t *testing.T) {
 	if got, err := f.Store.Get(ctx, j.ID); err != nil || got.State != jobs.StateExpired {
 		t.Fatalf("after retention: %+v, %v", got, err)
 	}
-	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-3", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-3", 0), contract.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Expired = %v", d.Outcome)
 	}
 }
@@ -133,7 +133,7 @@ func TestReserveConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			outcomes[i], errs[i] = f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-4", 0), jobs.AllowAfterFailed)
+			outcomes[i], errs[i] = f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-4", 0), contract.AllowAfterFailed)
 		})
 	}
 	wg.Wait()
@@ -170,7 +170,7 @@ func TestReserveCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Counter.Reset()
-	if d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-5", 0), jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
+	if d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-5", 0), contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Duplicate {
 		t.Fatalf("dedup hit = %+v, %v", d, err)
 	}
 	t.Logf("AWS calls for a dedup hit: %s", f.Counter)
@@ -197,7 +197,7 @@ func TestParkedJobNeverExpiresIntoATwin(t *testing.T) {
 	if err != nil || got.State != jobs.StateParked || got.LastOutcome != jobs.OutcomeParked {
 		t.Fatalf("after weeks parked: %+v, %v; want Parked", got, err)
 	}
-	d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-park", 0), jobs.AllowAfterFailed)
+	d, err := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-park", 0), contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("a second enqueue of a parked key = %+v, %v; want a duplicate of the parked job", d, err)
 	}
@@ -233,10 +233,10 @@ func TestCancel(t *testing.T) {
 	}
 	// Cancelled is terminal: a new job may follow under AllowAfterFailed
 	// and RejectIfFailed, not under RejectAlways.
-	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectAlways); d.Outcome != jobs.Rejected {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), contract.RejectAlways); d.Outcome != jobs.Rejected {
 		t.Fatalf("RejectAlways after Cancelled = %v", d.Outcome)
 	}
-	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), jobs.RejectIfFailed); d.Outcome != jobs.Reserved {
+	if d, _ := f.Store.Reserve(ctx, f.Job(contract.Welcome.Name, "caller-a", "welcome:u-cancel", 0), contract.RejectIfFailed); d.Outcome != jobs.Reserved {
 		t.Fatalf("RejectIfFailed after Cancelled = %v", d.Outcome)
 	}
 
@@ -307,7 +307,7 @@ func TestMarkUnclaimed(t *testing.T) {
 	}
 
 	cancelled := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-unclaimed-cancelled", 0)
-	if _, err := f.Store.Reserve(ctx, cancelled, jobs.AllowAfterFailed); err != nil {
+	if _, err := f.Store.Reserve(ctx, cancelled, contract.AllowAfterFailed); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Store.Cancel(ctx, cancelled.ID, "caller-a"); err != nil {

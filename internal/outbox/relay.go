@@ -1,3 +1,22 @@
+// Package outbox is the transactional outbox of runstwice: a producer whose
+// own state lives in DynamoDB adds one Put on the outbox table to its own
+// TransactWriteItems, so the job exists if and only if its change commits.
+// The table's stream (NEW_IMAGE) feeds the relay (functions/outbox), which
+// enqueues each item exactly as the HTTP API would, for caller
+// outbox:<producer> with the item's Idempotency-Key: the same job id, dedup,
+// duplicate policy and scheduling. See docs/storage.md for the item format.
+//
+// The rules:
+//   - An item is relayed at least once (a stream record can be delivered
+//     twice, a producer can write an item twice); the job id derived from
+//     (caller, idempotency key) makes every relay of it one job.
+//   - An item that breaks a rule never blocks its shard: it is recorded as a
+//     dead letter with its reason (source "outbox") and counted, and the
+//     relay goes on.
+//   - A transient failure (the jobs table or the queue unreachable) is a
+//     batch item failure: the shard is retried from that record on.
+//   - REMOVE records (the item's TTL expiry, or its producer deleting it)
+//     are ignored.
 package outbox
 
 import (
@@ -11,6 +30,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -76,7 +96,7 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 		return nil // REMOVE: the item expired or was deleted; nothing to relay
 	}
 	image := Values(rec.Change.NewImage)
-	it, err := Decode(image)
+	it, err := contract.DecodeOutboxItem(image)
 	if err != nil {
 		return r.deadLetter(ctx, log, rec, it, err.Error())
 	}
@@ -109,7 +129,7 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 
 // deadLetter records the record's item as a dead letter with its reason,
 // counts it and logs the alert; a failure to record it is transient.
-func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it Item, reason string) error {
+func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it contract.OutboxItem, reason string) error {
 	body, _ := json.Marshal(Plain(Values(rec.Change.NewImage)))
 	dl := deadletter.Record{ID: "outbox:" + rec.EventID, Type: deadletter.UnknownType, Body: string(body),
 		Reason: reason, SourceQueue: SourceOutbox, ReceiveCount: 1, Status: deadletter.StatusDead, CorrelationID: it.CorrelationID}
@@ -137,29 +157,29 @@ func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.Dyn
 // LetterID is the id of the dead letter of a bad outbox item whose job id
 // is jobID: "outbox:<jobId>", apart from the job's own letters (keyed by the
 // job id), and the same for every bad rewrite of the item.
-func LetterID(jobID string) string { return CallerPrefix + jobID }
+func LetterID(jobID string) string { return contract.OutboxCallerPrefix + jobID }
 
 // Values converts a stream record's image to the relay's values.
-func Values(image map[string]events.DynamoDBAttributeValue) map[string]Value {
-	out := make(map[string]Value, len(image))
+func Values(image map[string]events.DynamoDBAttributeValue) map[string]contract.OutboxValue {
+	out := make(map[string]contract.OutboxValue, len(image))
 	for k, v := range image {
 		out[k] = value(v)
 	}
 	return out
 }
 
-func value(v events.DynamoDBAttributeValue) Value {
+func value(v events.DynamoDBAttributeValue) contract.OutboxValue {
 	switch v.DataType() {
 	case events.DataTypeString:
 		s := v.String()
-		return Value{S: &s}
+		return contract.OutboxValue{S: &s}
 	case events.DataTypeNumber:
 		n := v.Number()
-		return Value{N: &n}
+		return contract.OutboxValue{N: &n}
 	case events.DataTypeMap:
-		return Value{M: Values(v.Map())}
+		return contract.OutboxValue{M: Values(v.Map())}
 	}
-	return Value{Bad: dataTypeName(v.DataType())}
+	return contract.OutboxValue{Bad: dataTypeName(v.DataType())}
 }
 
 func dataTypeName(t events.DynamoDBDataType) string {
@@ -174,7 +194,7 @@ func dataTypeName(t events.DynamoDBDataType) string {
 
 // Plain is an image as plain JSON values (strings, numbers as text, maps),
 // for a dead letter's body.
-func Plain(vals map[string]Value) map[string]any {
+func Plain(vals map[string]contract.OutboxValue) map[string]any {
 	out := make(map[string]any, len(vals))
 	for k, v := range vals {
 		switch {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -130,7 +131,7 @@ func TestRelayEventNames(t *testing.T) {
 // The relay and the API agree on the job id: the one an item will have is
 // the API's derivation for caller outbox:<producer> and the item's key.
 func TestItemJobIDIsTheAPIs(t *testing.T) {
-	it, err := outbox.Decode(outbox.Values(image("signup", "k-7", "u-7")))
+	it, err := contract.DecodeOutboxItem(outbox.Values(image("signup", "k-7", "u-7")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -60,7 +62,7 @@ func (r *Reserver) step() error {
 func dedupKey(j jobs.Job) string { return jobs.DedupPK(j.Caller, j.Type, j.Key) }
 
 // Reserve implements runner.TickJobs.
-func (r *Reserver) Reserve(_ context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error) {
+func (r *Reserver) Reserve(_ context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.step(); err != nil {
@@ -77,7 +79,7 @@ func (r *Reserver) Reserve(_ context.Context, job jobs.Job, policy jobs.Duplicat
 		switch {
 		case prev.State.Active():
 			return jobs.Decision{Outcome: jobs.Duplicate, Job: prev}, nil
-		case !policy.Allows(prev.State):
+		case !jobs.Allows(policy, prev.State):
 			return jobs.Decision{Outcome: jobs.Rejected, Job: prev}, nil
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/internal/outbox"
 )
 
 // Caller is the caller every request of a campaign names (X-Caller).
@@ -199,7 +198,7 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			// No HTTP request: no twins, front faults or cancel (the
 			// producer's job is not the campaign's caller's to cancel).
 			j.Source, j.Twins, j.Front, j.Cancel = viaOutbox, 0, frontNone, false
-			j.JobID = engine.DeriveMessageID(outbox.CallerPrefix+Producer, key)
+			j.JobID = engine.DeriveMessageID(contract.OutboxCallerPrefix+Producer, key)
 			j.Rewrite = orng.Float64() < mix.Rewrite
 			j.Refuse = orng.Float64() < mix.Refuse
 		}

@@ -11,12 +11,12 @@ import (
 	"sync"
 
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/outbox"
 )
 
 // truth is what the campaign reads back once the stack is quiet: the
@@ -99,7 +99,7 @@ func (c *campaign) readJob(ctx context.Context, id, caller string) (client.Job, 
 func callerOf(j plannedJob) string {
 	switch j.Source {
 	case viaOutbox:
-		return outbox.CallerPrefix + Producer
+		return contract.OutboxCallerPrefix + Producer
 	case viaFanout:
 		return digest.Caller
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
+
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -214,7 +216,7 @@ func TestIdempotencyWritesFindTheirOwnItem(t *testing.T) {
 			k := next("k")
 			r := begin(t, direct, k)
 			job := newJob("caller-a", k)
-			if d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+			if d, err := js.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 				t.Fatalf("Reserve = %+v, %v", d, err)
 			}
 			if err := s.Complete(ctx, r.Lock, idempotency.Response{Status: 202, Body: "{}"}, js.Promotion(job)); err != nil {
@@ -256,7 +258,7 @@ func TestJobWritesFindTheirOwnItem(t *testing.T) {
 	reserved := func(t *testing.T) jobs.Job {
 		t.Helper()
 		job := newJob("caller-a", next("k"))
-		if d, err := direct.Reserve(context.Background(), job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+		if d, err := direct.Reserve(context.Background(), job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 			t.Fatalf("Reserve = %+v, %v", d, err)
 		}
 		if err := direct.Promote(context.Background(), job); err != nil {
@@ -283,13 +285,13 @@ func TestJobWritesFindTheirOwnItem(t *testing.T) {
 	l.each([]write{
 		{"Reserve", "TransactWriteItems", func(ctx context.Context, t *testing.T) {
 			job := newJob("caller-a", next("k"))
-			if d, err := js.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+			if d, err := js.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 				t.Fatalf("Reserve = %+v, %v; want Reserved (its own write)", d.Outcome, err)
 			}
 		}},
 		{"Promote", "UpdateItem", func(ctx context.Context, t *testing.T) {
 			job := newJob("caller-a", next("k"))
-			if _, err := direct.Reserve(ctx, job, jobs.AllowAfterFailed); err != nil {
+			if _, err := direct.Reserve(ctx, job, contract.AllowAfterFailed); err != nil {
 				t.Fatal(err)
 			}
 			if err := js.Promote(ctx, job); err != nil || state(t, job.ID) != jobs.StateEnqueued {

@@ -84,7 +84,7 @@ func (w *World) Reserve(t *testing.T, j jobs.Job) jobs.Job {
 // and returns the job reserved.
 func Reserve(t *testing.T, store *jobs.Store, j jobs.Job) jobs.Job {
 	t.Helper()
-	d, err := store.Reserve(context.Background(), j, jobs.AllowAfterFailed)
+	d, err := store.Reserve(context.Background(), j, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("reserve %s: %v %v", j.Key, d.Outcome, err)
 	}

@@ -72,7 +72,7 @@ func reserve(t *testing.T, store *jobs.Store, id, typ, key string, created time.
 	ctx := context.Background()
 	j := jobs.Job{ID: id, Caller: "arn:aws:iam::123456789012:user/local-user", Type: typ, Key: key, Queue: "default",
 		CorrelationID: "corr-" + id, Message: "{}", CreatedAt: created, RunAt: created}
-	d, err := store.Reserve(ctx, j, jobs.AllowAfterFailed)
+	d, err := store.Reserve(ctx, j, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
 		t.Fatalf("reserve %s: %v %v", id, d.Outcome, err)
 	}

@@ -63,7 +63,7 @@ type Directory interface {
 // Jobs reserves and promotes the jobs the fan-out enqueues, as the enqueue
 // function does (jobs.Store).
 type Jobs interface {
-	Reserve(ctx context.Context, job jobs.Job, policy jobs.DuplicatePolicy) (jobs.Decision, error)
+	Reserve(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error)
 	Promote(ctx context.Context, job jobs.Job) error
 }
 
@@ -159,7 +159,7 @@ func (h *Handler) enqueue(ctx context.Context, jt engine.JobType, args map[strin
 		ID: env.MessageID, Caller: Caller, Type: jt.Name, Key: key, Queue: string(jt.Queue), CorrelationID: corr,
 		Message: string(body), CreatedAt: now, RunAt: now,
 	}
-	d, err := h.cfg.Jobs.Reserve(ctx, job, jobs.RejectAlways)
+	d, err := h.cfg.Jobs.Reserve(ctx, job, contract.RejectAlways)
 	if err != nil {
 		return fmt.Errorf("digest: reserve %s: %w", key, err)
 	}
