@@ -21,7 +21,7 @@ const (
 )
 
 // Backoff postpones the next delivery of records SQS is to retry
-// (internal/queue.Visibility): each change hides its record for its timeout
+// (internal/sqsqueue.Visibility): each change hides its record for its timeout
 // from now, instead of the queue's fixed visibility timeout. The runner
 // calls it at most once per batch, with every record of the batch that
 // backs off.

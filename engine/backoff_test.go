@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -80,11 +79,11 @@ func TestBackoffBounds(t *testing.T) {
 // visibility is a Backoff that records every call.
 type visibility struct {
 	mu    sync.Mutex
-	calls [][]queue.VisibilityChange
+	calls [][]engine.VisibilityChange
 	err   error
 }
 
-func (v *visibility) ChangeVisibility(_ context.Context, changes []queue.VisibilityChange) error {
+func (v *visibility) ChangeVisibility(_ context.Context, changes []engine.VisibilityChange) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls = append(v.calls, slices.Clone(changes))

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -47,7 +46,7 @@ func (hungJobs) MarkUnclaimed(ctx context.Context, _, _ string) error {
 // while, as DynamoDB does under load.
 type throttledClaims struct{ enginetest.Traced }
 
-func (throttledClaims) Claim(ctx context.Context, _ marker.Key, _ string, _ time.Time) (bool, error) {
+func (throttledClaims) Claim(ctx context.Context, _ engine.Key, _ string, _ time.Time) (bool, error) {
 	select {
 	case <-ctx.Done():
 		return false, ctx.Err()
@@ -181,7 +180,7 @@ func TestPanickingHandlerFailsOnlyItsRecord(t *testing.T) {
 			t.Fatalf("the panicking record's lease was not released: %+v", rec)
 		case receive == 5:
 			f, marked := h.Jobs.Failure(bad.MessageID)
-			if !marked || f.Class != "panic" || rec.State != marker.StateFailed {
+			if !marked || f.Class != "panic" || rec.State != engine.StateFailed {
 				t.Fatalf("final attempt of a panic: failure %+v (%v), marker %+v; want Failed with class panic", f, marked, rec)
 			}
 		}
@@ -197,18 +196,18 @@ func TestPanickingHandlerFailsOnlyItsRecord(t *testing.T) {
 func TestDisabledCopyOfASettledJobIsNotParked(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		settle func(context.Context, *memstore.Store, marker.Key) error
+		settle func(context.Context, *memstore.Store, engine.Key) error
 		want   string
 	}{
-		{"done", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
+		{"done", func(ctx context.Context, m *memstore.Store, k engine.Key) error {
 			_, err := m.Claim(ctx, k, "", time.Time{})
 			return err
 		}, "duplicate"},
-		{"cancelled, its record update lost", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
+		{"cancelled, its record update lost", func(ctx context.Context, m *memstore.Store, k engine.Key) error {
 			_, err := m.Tombstone(ctx, k, time.Time{})
 			return err
 		}, "cancelled"},
-		{"failed", func(ctx context.Context, m *memstore.Store, k marker.Key) error {
+		{"failed", func(ctx context.Context, m *memstore.Store, k engine.Key) error {
 			return m.Fail(ctx, k, "", time.Time{})
 		}, "dead-lettered"},
 	} {
@@ -252,7 +251,7 @@ func TestFailedJobsOtherCopyDoesNotRun(t *testing.T) {
 	if failed := h.Run(t, testkit.Record(t, env, 5)); len(failed) != 1 {
 		t.Fatalf("final attempt: failures %v; want the record", failed)
 	}
-	if rec, ok := h.MarkerOf(env); !ok || rec.State != marker.StateFailed {
+	if rec, ok := h.MarkerOf(env); !ok || rec.State != engine.StateFailed {
 		t.Fatalf("marker after the final attempt = %+v (%v); want FAILED", rec, ok)
 	}
 	e.fail(nil) // SES is back; the other copy arrives

@@ -17,13 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // stack is the real AWS side of a runner on moto: a marker table, the work
@@ -33,7 +34,7 @@ type stack struct {
 	ddb     *dynamodb.Client
 	sqs     *sqs.Client
 	ssm     *ssm.Client
-	markers *marker.Dynamo
+	markers *dynamostore.Store
 	testenv.WorkQueues
 	stage string
 }
@@ -44,20 +45,20 @@ func newStack(t *testing.T) *stack {
 	s := &stack{counter: testenv.NewCallCounter(), stage: testenv.Name(t, "stage")}
 	cfg := moto.Config(s.counter.Option)
 	s.ddb, s.sqs, s.ssm = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	table := testenv.NewTable(t, s.ddb, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	s.markers = marker.NewDynamo(s.ddb, table)
+	table := testenv.NewTable(t, s.ddb, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	s.markers = dynamostore.New(s.ddb, table)
 	s.WorkQueues = testenv.CreateWorkQueues(t, s.sqs, testenv.Name(t, "q")+"-", 5)
 	return s
 }
 
 func (s *stack) runner(t *testing.T, reg *engine.Registry, handler engine.Handler) *engine.Runner {
 	t.Helper()
-	qs := queue.New(s.sqs, s.URLs(), s.DLQ.URL)
+	qs := sqsqueue.New(s.sqs, s.URLs(), s.DLQ.URL)
 	handlers := map[string]engine.Handler{}
 	for _, n := range reg.Names() {
 		handlers[n] = handler
 	}
-	src := toggle.NewSource(s.ssm, toggle.Path(s.stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	src := ssmswitch.New(s.ssm, contract.SwitchPath(s.stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	src.Logger = obs.NewLogger(io.Discard, "error")
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: handlers, Toggles: src, Markers: s.markers, Parker: qs, DeadLetterer: qs,
@@ -174,7 +175,7 @@ func TestCallsPerJob(t *testing.T) {
 func TestParkSendsDelayedCopy(t *testing.T) {
 	s := newStack(t)
 	if _, err := s.ssm.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(s.stage, notify.Name)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
+		Name: aws.String(contract.SwitchParameter(s.stage, notify.Name)), Value: aws.String("off"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,13 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
-func key(env engine.Envelope) marker.Key {
-	return marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+func key(env engine.Envelope) engine.Key {
+	return engine.Key{Handler: env.Type, MessageKey: env.MessageID}
 }
 
 // Seed invariant 1: an already-processed message does not send, claim or
@@ -374,7 +373,7 @@ func TestLeaseHeldByTwinRetries(t *testing.T) {
 
 type peekFails struct{ enginetest.Traced }
 
-func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
+func (peekFails) PeekBatch(context.Context, []engine.Key) (map[engine.Key]engine.Record, error) {
 	return nil, errors.New("throttled")
 }
 
@@ -403,7 +402,7 @@ type claimFails struct {
 	sawDeadline *atomic.Bool
 }
 
-func (c claimFails) Claim(ctx context.Context, k marker.Key, owner string, due time.Time) (bool, error) {
+func (c claimFails) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
 	if _, ok := ctx.Deadline(); ok {
 		c.sawDeadline.Store(true)
 	}
@@ -481,7 +480,7 @@ func TestHungClaimHasItsOwnDeadline(t *testing.T) {
 
 type hungClaims struct{ enginetest.Traced }
 
-func (hungClaims) Claim(ctx context.Context, _ marker.Key, _ string, _ time.Time) (bool, error) {
+func (hungClaims) Claim(ctx context.Context, _ engine.Key, _ string, _ time.Time) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
@@ -608,7 +607,7 @@ func TestClaimThenEffect(t *testing.T) {
 		t.Fatalf("dead letter reason %q; want the failed claimed effect recorded", r)
 	}
 	m, _ := h.MarkerOf(failing)
-	if m.State != marker.StateFailed || jobs.Derive(jobs.StateEnqueued, time.Now(), m, true, time.Now()) != jobs.StateFailed {
+	if m.State != engine.StateFailed || jobs.Derive(jobs.StateEnqueued, time.Now(), m, true, time.Now()) != jobs.StateFailed {
 		t.Fatalf("marker %+v; want FAILED, which reads Failed", m)
 	}
 	// A redelivery (the DLQ send of an earlier try failed) is dead-lettered

@@ -39,6 +39,6 @@ func ExampleNew() {
 	switches := ssmswitch.New(ssm.NewFromConfig(cfg), "/my-function/toggles", known)
 	switches.TTL = 30 * time.Second
 	_ = engine.Config{Registry: reg, Toggles: switches}
-	fmt.Println("the bundle's own functions read", ssmswitch.Path("prod"))
+	fmt.Println("the bundle's own functions read", contract.SwitchPath("prod"))
 	// Output: the bundle's own functions read /runstwice/prod/toggles
 }

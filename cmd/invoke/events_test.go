@@ -26,14 +26,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // expectFile is events/expect.json.
@@ -326,7 +326,7 @@ func setToggles(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Sta
 	t.Helper()
 	client := ssm.NewFromConfig(cfg)
 	for typ, v := range toggles {
-		name := toggle.ParameterName(st.Param("Stage"), typ)
+		name := contract.SwitchParameter(st.Param("Stage"), typ)
 		old, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
 		var missing *ssmtypes.ParameterNotFound
 		if err != nil && !errors.As(err, &missing) {
@@ -360,7 +360,7 @@ func checkJobs(t *testing.T, ctx context.Context, cfg aws.Config, st *stack.Stac
 	db := dynamodb.NewFromConfig(cfg)
 	jobsTable, _ := st.Physical("JobsTable")
 	markers, _ := st.Physical("MarkersTable")
-	store := jobs.NewStore(db, jobsTable.Name, marker.NewDynamo(db, markers.Name))
+	store := jobs.NewStore(db, jobsTable.Name, dynamostore.New(db, markers.Name))
 	for id, w := range want {
 		j, err := store.Get(ctx, id)
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // runOffline runs jobctl with an environment that has no AWS settings at
@@ -216,7 +216,7 @@ type countingSender struct {
 	times []time.Time
 }
 
-func (s *countingSender) Send(context.Context, queue.Message) error {
+func (s *countingSender) Send(context.Context, sqsqueue.Message) error {
 	s.times = append(s.times, s.clk.Now())
 	s.clk.t = s.clk.t.Add(s.cost)
 	return nil
@@ -249,7 +249,7 @@ func TestRateHolds(t *testing.T) {
 				if i == tc.n/2 {
 					clk.t = clk.t.Add(10 * time.Second) // an idle pause mid-run
 				}
-				if err := paced.Send(context.Background(), queue.Message{}); err != nil {
+				if err := paced.Send(context.Background(), sqsqueue.Message{}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // defaultRate is --rate when not given: sends a second.
@@ -181,7 +181,7 @@ func (a *app) redriver(sender deadletter.Sender, store *deadletter.Store) *deadl
 	db := dynamodb.NewFromConfig(a.cfg)
 	r := deadletter.NewRedriver(store, sender, a.reg)
 	r.Jobs = jobs.NewLifecycle(db, a.res.JobsTable)
-	r.Markers = marker.NewDynamo(db, a.res.MarkersTable)
+	r.Markers = marker.NewResetter(db, a.res.MarkersTable)
 	return r
 }
 
@@ -228,7 +228,7 @@ func (a *app) dlqRedrive(ctx context.Context, args []string) error {
 		if err := a.lookupQueueURLs(ctx, client); err != nil {
 			return err
 		}
-		sender = pacedSender{next: queue.New(client, a.res.Queues, ""), limiter: newLimiter(rate, a.clock())}
+		sender = pacedSender{next: sqsqueue.New(client, a.res.Queues, ""), limiter: newLimiter(rate, a.clock())}
 	}
 	r := a.redriver(sender, store)
 	verb := "redriving"

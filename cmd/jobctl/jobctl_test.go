@@ -21,7 +21,6 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // cli points jobctl at moto the way a user would: AWS_ENDPOINT_URL and the
@@ -67,7 +66,7 @@ func TestTogglesSetAndList(t *testing.T) {
 	// A typo an operator made by hand with the AWS CLI.
 	client := testenv.SSM(t)
 	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(stage, "email.partner-digets.v1")), Value: aws.String("true"), Type: ssmtypes.ParameterTypeString,
+		Name: aws.String(contract.SwitchParameter(stage, "email.partner-digets.v1")), Value: aws.String("true"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}

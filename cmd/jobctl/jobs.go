@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -20,14 +22,12 @@ import (
 
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 func (a *app) lister() *joblist.Lister {
 	client := dynamodb.NewFromConfig(a.cfg)
-	return joblist.NewLister(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
+	return joblist.NewLister(client, a.res.JobsTable, dynamostore.New(client, a.res.MarkersTable))
 }
 
 // jobArg parses the one job ID `jobs <cmd>` takes, connects, and returns
@@ -56,7 +56,7 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	markers := marker.NewDynamo(client, a.res.MarkersTable)
+	markers := dynamostore.New(client, a.res.MarkersTable)
 	j, err := jobs.NewStore(client, a.res.JobsTable, markers).Get(ctx, id)
 	if err == nil {
 		var attrs map[string]any
@@ -246,7 +246,7 @@ func (a *app) parseSince(s string) (time.Time, error) {
 // jobStore is the jobs table with its markers and the stage's one-time job
 // schedules (runstwice-<stage>-jobs), which cancel and run-now delete.
 func (a *app) jobStore(client *dynamodb.Client) *jobs.Store {
-	s := jobs.NewStore(client, a.res.JobsTable, marker.NewDynamo(client, a.res.MarkersTable))
+	s := jobs.NewStore(client, a.res.JobsTable, dynamostore.New(client, a.res.MarkersTable))
 	s.Schedules = schedule.New(scheduler.NewFromConfig(a.cfg), schedule.Config{Group: schedule.GroupName(a.stage)})
 	return s
 }
@@ -285,9 +285,9 @@ func (a *app) jobsRunNow(ctx context.Context, args []string) error {
 	if err := a.lookupQueueURLs(ctx, sqs.NewFromConfig(a.cfg)); err != nil {
 		return err
 	}
-	sender := queue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")
+	sender := sqsqueue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")
 	j, outcome, err := a.jobStore(client).RunNow(ctx, id, func(ctx context.Context, j jobs.Job) error {
-		return sender.Send(ctx, queue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+		return sender.Send(ctx, sqsqueue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
 	})
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):

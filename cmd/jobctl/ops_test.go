@@ -26,7 +26,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // stageWorld is a stage's tables and queues on moto (deadlettertest), named
@@ -383,7 +382,7 @@ func TestJobsCancel(t *testing.T) {
 	if s := w.State(t, active.MessageID); s != jobs.StateCancelled {
 		t.Fatalf("job reads %s after the cancel", s)
 	}
-	if m, ok, err := w.Markers.Peek(context.Background(), marker.Key{Handler: active.Type, MessageKey: active.MessageID}); err != nil || !ok || m.State != marker.StateCancelled {
+	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Handler: active.Type, MessageKey: active.MessageID}); err != nil || !ok || m.State != engine.StateCancelled {
 		t.Fatalf("marker %+v %v %v; want the tombstone a worker's peek sees", m, ok, err)
 	}
 	failed := w.letter(t, contract.Welcome.Name, "welcome:u-cancel-failed", "permanent: bounce", time.Now())

@@ -10,8 +10,8 @@ import (
 
 	smithytime "github.com/aws/smithy-go/time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/deadletter"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // clock is the time source of pacing and progress; tests give a fake one.
@@ -86,7 +86,7 @@ type pacedSender struct {
 	limiter *limiter
 }
 
-func (p pacedSender) Send(ctx context.Context, m queue.Message) error {
+func (p pacedSender) Send(ctx context.Context, m sqsqueue.Message) error {
 	if err := p.limiter.Wait(ctx); err != nil {
 		return err
 	}

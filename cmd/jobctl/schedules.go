@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,10 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/google/uuid"
 
-	"github.com/runstwice/runstwice/internal/queue"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/schedule"
-	"github.com/runstwice/runstwice/internal/toggle"
-	"github.com/runstwice/runstwice/internal/toggle/snapshot"
+	"github.com/runstwice/runstwice/internal/switchview"
 )
 
 const schedulesTriggerUsage = "schedules trigger NAME [--at TIME]"
@@ -58,7 +58,7 @@ func (a *app) schedulesList(ctx context.Context, args []string) error {
 		return err
 	}
 	now := a.now()
-	snap, err := snapshot.Read(ctx, ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), a.defaults(), now)
+	snap, err := switchview.Read(ctx, ssm.NewFromConfig(a.cfg), contract.SwitchPath(a.stage), a.defaults(), now)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = queue.New(client, a.res.Queues, "").Send(ctx, queue.Message{
+	err = sqsqueue.New(client, a.res.Queues, "").Send(ctx, sqsqueue.Message{
 		Queue: q, Body: body, Type: tick.Type, CorrelationID: tick.CorrelationID,
 	})
 	if err != nil {

@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/toggle"
-	"github.com/runstwice/runstwice/internal/toggle/snapshot"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/switchview"
 )
 
 // ttlNote is what jobctl can say of when a flip is seen: the TTL is the
@@ -69,7 +70,7 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	if err := a.connect(ctx); err != nil {
 		return err
 	}
-	snap, err := snapshot.Read(ctx, ssm.NewFromConfig(a.cfg), toggle.Path(a.stage), a.defaults(), a.now())
+	snap, err := switchview.Read(ctx, ssm.NewFromConfig(a.cfg), contract.SwitchPath(a.stage), a.defaults(), a.now())
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	}
 	unknown := []unknownRow{}
 	for name, v := range snap.Unknown {
-		u := unknownRow{Parameter: toggle.ParameterName(a.stage, name), Value: v}
+		u := unknownRow{Parameter: contract.SwitchParameter(a.stage, name), Value: v}
 		if near, ok := a.reg.Nearest(name); ok {
 			u.DidYouMean = near
 		}
@@ -124,8 +125,8 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *app) toggleRow(e snapshot.Entry, at time.Time) toggleRow {
-	r := toggleRow{Type: e.Type, Parameter: toggle.ParameterName(a.stage, e.Type), Readable: e.Readable, Problem: e.Problem,
+func (a *app) toggleRow(e switchview.Entry, at time.Time) toggleRow {
+	r := toggleRow{Type: e.Type, Parameter: contract.SwitchParameter(a.stage, e.Type), Readable: e.Readable, Problem: e.Problem,
 		Default: onOff(e.Default), Effective: onOff(e.Effective), Expired: e.Expired, Reason: e.Reason,
 		LastModifiedUser: e.LastModifiedUser}
 	if e.HasStored {
@@ -149,7 +150,7 @@ func (a *app) toggleRow(e snapshot.Entry, at time.Time) toggleRow {
 // which a deployed or local stack always has (the fail-closed types').
 func (a *app) warnNoParameters() {
 	a.warnf("no parameters under %s at %s: is the stage right? (a running stack has at least the fail-closed types' switches)",
-		toggle.Path(a.stage), a.endpointName())
+		contract.SwitchPath(a.stage), a.endpointName())
 }
 
 func dash(s string) string {
@@ -175,11 +176,11 @@ func (a *app) togglesSet(ctx context.Context, args []string) error {
 		return usagef("toggles set needs TYPE and on|off")
 	}
 	name, value := p.pos[0], p.pos[1]
-	enabled, ok := toggle.Parse(value)
+	enabled, ok := ssmswitch.Parse(value)
 	if !ok {
 		return usagef("value %q is not on or off (true/false, 1/0 also accepted)", value)
 	}
-	v := toggle.Value{Enabled: enabled, Reason: p.vals["reason"]}
+	v := ssmswitch.Value{Enabled: enabled, Reason: p.vals["reason"]}
 	if p.set["for"] {
 		d, err := parseDuration(p.vals["for"])
 		if err != nil || d <= 0 {
@@ -205,14 +206,14 @@ func (a *app) togglesSet(ctx context.Context, args []string) error {
 		return err
 	}
 	client := ssm.NewFromConfig(a.cfg)
-	existing, err := client.GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(toggle.Path(a.stage)), MaxResults: aws.Int32(1)})
+	existing, err := client.GetParametersByPath(ctx, &ssm.GetParametersByPathInput{Path: aws.String(contract.SwitchPath(a.stage)), MaxResults: aws.Int32(1)})
 	if err != nil {
-		return fmt.Errorf("read %s: %w", toggle.Path(a.stage), err)
+		return fmt.Errorf("read %s: %w", contract.SwitchPath(a.stage), err)
 	}
 	if len(existing.Parameters) == 0 {
 		a.warnNoParameters()
 	}
-	param := toggle.ParameterName(a.stage, jt.Name)
+	param := contract.SwitchParameter(a.stage, jt.Name)
 	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{
 		Name: aws.String(param), Value: aws.String(stored), Type: types.ParameterTypeString, Overwrite: aws.Bool(true),
 		Description: aws.String("runstwice kill switch for " + jt.Name),

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -26,9 +27,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -63,7 +62,7 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 	w := &viewsWorld{stageWorld: newStage(t), switches: &testkit.Switches{}}
 	idem := testenv.NewTable(t, w.DB, "idem", idempotency.AttrPK, "")
 	w.api = &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
-		Queue: queue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
+		Queue: sqsqueue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
 	w.run, err = engine.New(engine.Config{Registry: contract.Registry(), Handlers: map[string]engine.Handler{contract.Welcome.Name: w},
 		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
@@ -358,7 +357,7 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 				t.Errorf("updatedAt %q is not milliseconds, UTC (%v)", ref.UpdatedAt, err)
 			}
 			if tc.want.claimed {
-				m, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: contract.Welcome.Name, MessageKey: id})
+				m, ok, err := w.Markers.Peek(ctx, engine.Key{Handler: contract.Welcome.Name, MessageKey: id})
 				if err != nil || !ok || !updated.Equal(m.ProcessedAt.Truncate(time.Millisecond)) {
 					t.Errorf("updatedAt %s; want the claim's time %s (%v %v)", ref.UpdatedAt, m.ProcessedAt.Format(time.RFC3339Nano), ok, err)
 				}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -39,7 +39,7 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	markers := marker.NewDynamo(db, markersTable)
+	markers := dynamostore.New(db, markersTable)
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs:     jobs.NewRecorder(db, jobsTable),

@@ -82,7 +82,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	metrics := engine.DefaultMetrics()
 	reg := contract.RegistryIn(digestZone)
 
-	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), ssmswitch.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
 	mail := ses.New(sesv2.NewFromConfig(cfg), from)

@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -27,9 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -54,13 +54,13 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
-	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
+	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markersTable))
 	store.Schedules = schedules
 	return &enqueue.Handler{
 		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
 		Jobs:        store,
-		Queue:       queue.New(sqs.NewFromConfig(cfg), urls, ""),
+		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
 		Metrics:     obs.DefaultMetrics(),

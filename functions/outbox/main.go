@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,10 +25,8 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -51,14 +51,14 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
-	store := jobs.NewStore(db, jobsTable, marker.NewDynamo(db, markersTable))
+	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markersTable))
 	store.Schedules = schedules
 	// The API's own enqueue path under its request layer: what the relay
 	// decided for an item is stored under the item's key (EnqueueFor).
 	metrics := obs.DefaultMetrics()
 	api := &enqueue.Handler{
 		Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, idemTable), Jobs: store,
-		Queue: queue.New(sqs.NewFromConfig(cfg), urls, ""), Schedules: schedules, Logger: log, Metrics: metrics,
+		Queue: sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""), Schedules: schedules, Logger: log, Metrics: metrics,
 	}
 	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: metrics}, nil
 }

@@ -14,9 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -44,11 +42,11 @@ type Records interface {
 }
 
 // MarkerPeeker reads effect markers and marks a dead-lettered job's marker
-// FAILED, so no other copy of the job runs until a redrive (*marker.Dynamo
+// FAILED, so no other copy of the job runs until a redrive (*dynamostore.Store
 // is one).
 type MarkerPeeker interface {
-	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
-	Fail(ctx context.Context, k marker.Key, owner string, due time.Time) error
+	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
+	Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error
 }
 
 // JobFailer marks a job Failed, conditionally: it never overwrites a
@@ -98,11 +96,11 @@ type letter struct {
 	msg     events.SQSMessage
 	rec     Record
 	decoded bool
-	key     marker.Key
+	key     engine.Key
 	// due is the job's run time, when its envelope carries one.
 	due time.Time
 	// marker is the job's marker the batch peek found, when hasMarker.
-	marker    marker.Record
+	marker    engine.Record
 	hasMarker bool
 	class     string
 	// code is the scheduler's error code of a scheduler's letter.
@@ -116,7 +114,7 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	base := obs.WithRequest(ctx, c.cfg.Logger)
 	defer c.cfg.Metrics.Flush()
 	letters := make([]letter, len(ev.Records))
-	keys := make([]marker.Key, 0, len(ev.Records))
+	keys := make([]engine.Key, 0, len(ev.Records))
 	for i, msg := range ev.Records {
 		letters[i] = c.parse(msg, base)
 		if letters[i].decoded {
@@ -127,7 +125,7 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 	retry := func(l *letter) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: l.msg.MessageId})
 	}
-	var done map[marker.Key]marker.Record // the batch's markers, by key
+	var done map[engine.Key]engine.Record // the batch's markers, by key
 	if len(keys) > 0 {
 		var err error
 		if done, err = c.cfg.Markers.PeekBatch(ctx, keys); err != nil {
@@ -244,7 +242,7 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 	rec := &l.rec
 	// The trace the message carries (SQS keeps AWSTraceHeader when it moves
 	// a message to the DLQ, and the worker sends its own with a letter).
-	if trace := obs.TraceRoot(queue.RecordTraceHeader(msg)); trace != "" {
+	if trace := obs.TraceRoot(engine.RecordTraceHeader(msg)); trace != "" {
 		l.log = l.log.With(obs.KeyTraceID, trace)
 	}
 	if sl, ok := schedule.LetterOf(stringAttrs(msg)); ok {
@@ -301,7 +299,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 		return
 	}
 	l.decoded = true
-	l.key, l.due = marker.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
+	l.key, l.due = engine.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
 	rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
 	if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 		rec.Type = env.Type

@@ -20,7 +20,6 @@ import (
 
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/testkit"
@@ -67,7 +66,7 @@ func (h *harness) failedClass(jobID string) string {
 
 type peekFails struct{ *memstore.Store }
 
-func (peekFails) PeekBatch(context.Context, []marker.Key) (map[marker.Key]marker.Record, error) {
+func (peekFails) PeekBatch(context.Context, []engine.Key) (map[engine.Key]engine.Record, error) {
 	return nil, errors.New("throttled")
 }
 
@@ -231,7 +230,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.run(t, moved(t, env, 6)); len(f) != 0 {
@@ -250,7 +249,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()
@@ -350,24 +349,24 @@ func TestLetterLinesCarryKeyAndTrace(t *testing.T) {
 func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		before     func(*memstore.Store, marker.Key)
-		wantState  marker.State // "" for no marker
+		before     func(*memstore.Store, engine.Key)
+		wantState  engine.State // "" for no marker
 		wantRetry  bool
 		wantFailed bool // the job record marked Failed
 	}{
-		{"no marker", func(*memstore.Store, marker.Key) {}, marker.StateFailed, false, true},
-		{"a crashed worker's expired lease", func(m *memstore.Store, k marker.Key) {
+		{"no marker", func(*memstore.Store, engine.Key) {}, engine.StateFailed, false, true},
+		{"a crashed worker's expired lease", func(m *memstore.Store, k engine.Key) {
 			_, _ = m.Lease(context.Background(), k, "crashed", time.Now().Add(-time.Second))
-		}, marker.StateFailed, false, true},
-		{"another copy is running", func(m *memstore.Store, k marker.Key) {
+		}, engine.StateFailed, false, true},
+		{"another copy is running", func(m *memstore.Store, k engine.Key) {
 			_, _ = m.Lease(context.Background(), k, "twin", time.Now().Add(time.Minute))
-		}, marker.StateLeased, true, false},
-		{"cancelled", func(m *memstore.Store, k marker.Key) { _, _ = m.Tombstone(context.Background(), k, time.Time{}) }, marker.StateCancelled, false, true},
+		}, engine.StateLeased, true, false},
+		{"cancelled", func(m *memstore.Store, k engine.Key) { _, _ = m.Tombstone(context.Background(), k, time.Time{}) }, engine.StateCancelled, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			env := envelope(contract.Welcome.Name)
-			k := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+			k := engine.Key{Handler: env.Type, MessageKey: env.MessageID}
 			tc.before(h.markers, k)
 			failed := h.run(t, moved(t, env, 6))
 			if (len(failed) == 1) != tc.wantRetry {
@@ -399,7 +398,7 @@ func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
 	// The operator redrives it meanwhile: the letter reads redriven and the
 	// FAILED marker is cleared.
 	h.records.setStatus(env.MessageID, deadletter.StatusRedriven)
-	if err := h.markers.ResetFailed(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+	if err := h.markers.ResetFailed(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
 		t.Fatal(err)
 	}
 	h.jobs.Err = nil
@@ -409,7 +408,7 @@ func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
 	if h.failedClass(env.MessageID) != "" {
 		t.Fatal("the retry marked a redriven job Failed")
 	}
-	if _, ok, _ := h.markers.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok {
+	if _, ok, _ := h.markers.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); ok {
 		t.Fatal("the retry marked a redriven job's marker FAILED")
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,9 +25,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -58,10 +58,10 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.consumer = c
-	w.redriver = deadletter.NewRedriver(w.store, queue.New(w.SQS, w.URLs(), ""), contract.Registry())
+	w.redriver = deadletter.NewRedriver(w.store, sqsqueue.New(w.SQS, w.URLs(), ""), contract.Registry())
 	// As jobctl wires it: the dlq function marks a dead letter's marker
 	// FAILED, and the redrive clears it.
-	w.redriver.Markers = w.Markers
+	w.redriver.Markers = marker.NewResetter(w.DB, w.Markers.Table())
 	return w
 }
 
@@ -259,7 +259,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(ok.sent) != 1 || ok.sent[0].ID != env.MessageID {
 		t.Fatalf("redriven job sent %d mails", len(ok.sent))
 	}
-	if m, ok, err := w.Markers.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil || !ok || !m.Processed() {
+	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil || !ok || !m.Processed() {
 		t.Fatalf("marker after a successful redrive: %+v %v %v; want claimed", m, ok, err)
 	}
 	// A claimed marker is Succeeded whatever the record says.
@@ -337,7 +337,7 @@ func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
-	if _, err := w.Markers.Claim(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := w.Markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

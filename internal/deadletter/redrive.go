@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
@@ -16,9 +15,9 @@ import (
 // names no registered type. It stays in the table for a person to read.
 var ErrNotRedrivable = errors.New("deadletter: not redrivable")
 
-// Sender sends job messages to the work queues; *queue.Sender is one.
+// Sender sends job messages to the work queues; *sqsqueue.Sender is one.
 type Sender interface {
-	Send(ctx context.Context, m queue.Message) error
+	Send(ctx context.Context, m sqsqueue.Message) error
 }
 
 // RedriveStore is what the redriver needs of the table (*Store is one).
@@ -40,9 +39,9 @@ type JobLifecycle interface {
 
 // FailedMarkers clears the marker of a claim-then-effect job whose effect
 // failed after its claim, so a redrive runs the effect again
-// (*marker.Dynamo is one).
+// (*dynamostore.Store is one).
 type FailedMarkers interface {
-	ResetFailed(ctx context.Context, k marker.Key) error
+	ResetFailed(ctx context.Context, k engine.Key) error
 }
 
 // Redriver sends stored envelopes back to their type's queue under the same
@@ -196,7 +195,7 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 		return out, nil
 	}
 	if r.Markers != nil {
-		if err := r.Markers.ResetFailed(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+		if err := r.Markers.ResetFailed(ctx, engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
 			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		}
 	}
@@ -212,7 +211,7 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		}
 	}
-	err = r.sender.Send(ctx, queue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID})
+	err = r.sender.Send(ctx, sqsqueue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID})
 	if err != nil {
 		err = fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		if rv.Found {

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,8 +21,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // opsWorld is what an operator's redrive touches, on moto
@@ -34,8 +35,8 @@ func newOpsWorld(t *testing.T) *opsWorld {
 	t.Helper()
 	w := &opsWorld{World: deadlettertest.New(t, deadlettertest.Unique(t))}
 	w.lifecycle = jobs.NewLifecycle(w.DB, w.Names.Jobs)
-	w.redriver = deadletter.NewRedriver(w.Letters, queue.New(w.SQS, w.URLs(), ""), contract.Registry())
-	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, w.Markers
+	w.redriver = deadletter.NewRedriver(w.Letters, sqsqueue.New(w.SQS, w.URLs(), ""), contract.Registry())
+	w.redriver.Jobs, w.redriver.Markers = w.lifecycle, marker.NewResetter(w.DB, w.Names.Markers)
 	return w
 }
 
@@ -70,9 +71,9 @@ func (w *opsWorld) wantQueuedOnce(t *testing.T, env engine.Envelope) {
 func (w *opsWorld) putFailedMarker(t *testing.T, env engine.Envelope) {
 	t.Helper()
 	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
-		marker.AttrHandler:    marker.PartitionKey(marker.Key{Handler: env.Type, MessageKey: env.MessageID}),
-		marker.AttrMessageKey: env.MessageID, marker.AttrState: "FAILED",
-		marker.AttrExpiresAt: time.Now().Add(time.Hour).Unix(),
+		dynamostore.AttrHandler:    dynamostore.PartitionKey(engine.Key{Handler: env.Type, MessageKey: env.MessageID}),
+		dynamostore.AttrMessageKey: env.MessageID, dynamostore.AttrState: "FAILED",
+		dynamostore.AttrExpiresAt: time.Now().Add(time.Hour).Unix(),
 	})
 }
 
@@ -96,7 +97,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("job after redrive: %s; want Enqueued", got)
 	}
-	if _, ok, err := w.Markers.Peek(ctx, marker.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
+	if _, ok, err := w.Markers.Peek(ctx, engine.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
 	w.wantQueuedOnce(t, env)
@@ -181,7 +182,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Fatalf("job %s after dry runs; want Failed", got)
 		}
 	}
-	if _, ok, _ := w.Markers.Peek(ctx, marker.Key{Handler: a.Type, MessageKey: a.MessageID}); !ok {
+	if _, ok, _ := w.Markers.Peek(ctx, engine.Key{Handler: a.Type, MessageKey: a.MessageID}); !ok {
 		t.Fatal("a dry run cleared a FAILED marker")
 	}
 	if got := w.queued(t); len(got) != 0 {
@@ -192,7 +193,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 // downSQS fails every send, as an SQS outage would.
 type downSQS struct{}
 
-func (downSQS) Send(context.Context, queue.Message) error {
+func (downSQS) Send(context.Context, sqsqueue.Message) error {
 	return errors.New("sqs: service unavailable")
 }
 
@@ -205,7 +206,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	ctx := context.Background()
 	env := w.failedJob(t, "caller-a", "welcome:u-5", "permanent: bounced")
 	failing := deadletter.NewRedriver(w.Letters, downSQS{}, contract.Registry())
-	failing.Jobs, failing.Markers = w.lifecycle, w.Markers
+	failing.Jobs, failing.Markers = w.lifecycle, marker.NewResetter(w.DB, w.Names.Markers)
 	if _, err := failing.Redrive(ctx, env.MessageID); err == nil {
 		t.Fatal("a redrive whose send failed reported success")
 	}
@@ -307,7 +308,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != contract.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
 		t.Fatalf("stored letter %+v, %v; want the tick's job, type and schedule", rec, err)
 	}
-	key := marker.Key{Handler: env.Type, MessageKey: env.MessageID}
+	key := engine.Key{Handler: env.Type, MessageKey: env.MessageID}
 	if m, ok, _ := w.Markers.Peek(ctx, key); !ok || !m.Settled() {
 		t.Fatalf("marker %+v (%v); want FAILED", m, ok)
 	}

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func TestFilterMatch(t *testing.T) {
@@ -94,7 +93,7 @@ func (f *fakeLifecycle) Settle(_ context.Context, _ string, sent bool) error {
 
 type fakeResetter struct{ trace *enginetest.Trace }
 
-func (f fakeResetter) ResetFailed(context.Context, marker.Key) error {
+func (f fakeResetter) ResetFailed(context.Context, engine.Key) error {
 	f.trace.Add("reset-marker")
 	return nil
 }
@@ -104,7 +103,7 @@ type fakeSender struct {
 	err   error
 }
 
-func (f fakeSender) Send(context.Context, queue.Message) error {
+func (f fakeSender) Send(context.Context, sqsqueue.Message) error {
 	f.trace.Add("send")
 	return f.err
 }

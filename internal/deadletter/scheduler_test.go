@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -142,9 +142,9 @@ func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 }
 
 // sends records what a redrive sends.
-type sends struct{ msgs []queue.Message }
+type sends struct{ msgs []sqsqueue.Message }
 
-func (s *sends) Send(_ context.Context, m queue.Message) error {
+func (s *sends) Send(_ context.Context, m sqsqueue.Message) error {
 	s.msgs = append(s.msgs, m)
 	return nil
 }

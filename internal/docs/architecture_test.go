@@ -18,10 +18,11 @@ var floors = []struct {
 }{
 	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs"}},
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
-	{"adapters", []string{"aws/", "internal/killpoint"}},
-	{"mechanisms", []string{"engine", "engine/", "internal/jobs", "internal/jobs/", "internal/marker", "internal/queue",
-		"internal/toggle", "internal/toggle/", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",
-		"internal/contract", "internal/envvar"}},
+	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
+		"internal/switchview", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",
+		"internal/contract", "internal/envvar", "internal/killpoint"}},
+	{"adapters", []string{"aws/"}},
+	{"engine", []string{"engine", "engine/"}},
 	{"foundations", []string{"internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function"}},
 }
 
@@ -99,7 +100,7 @@ func TestNoProductTestKitImportsTheEmulationWing(t *testing.T) {
 func TestFloorsPlaceWhatTheyMust(t *testing.T) {
 	for pkg, want := range map[string]string{
 		"internal/email/digest": "use cases", "aws/dynamostore": "adapters",
-		"engine/enginetest": "mechanisms", "internal/marker": "mechanisms", "internal/contract": "mechanisms",
+		"engine/enginetest": "engine", "internal/marker": "bundle mechanisms", "internal/contract": "bundle mechanisms",
 		"internal/dev/moto": "wiring", "client": "wiring", "functions/email": "wiring",
 	} {
 		if i := floorOf(pkg); i < 0 || floors[i].name != want {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -37,7 +38,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 const mailFrom = "noreply@runstwice.test"
@@ -188,7 +188,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			stage := testenv.Name(t, "stage")
 			for name, v := range tc.params {
 				if _, err := s.ssm.PutParameter(context.Background(), &ssm.PutParameterInput{
-					Name: aws.String(toggle.ParameterName(stage, name)), Value: aws.String(v), Type: ssmtypes.ParameterTypeString,
+					Name: aws.String(contract.SwitchParameter(stage, name)), Value: aws.String(v), Type: ssmtypes.ParameterTypeString,
 				}); err != nil {
 					t.Fatal(err)
 				}
@@ -197,7 +197,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			if tc.down {
 				client = ssm.NewFromConfig(moto.Config(fmt.Sprintf("http://127.0.0.1:%d", deadPort), testenv.Region))
 			}
-			src := toggle.NewSource(client, toggle.Path(stage), known)
+			src := ssmswitch.New(client, contract.SwitchPath(stage), known)
 			src.Logger = obs.NewLogger(io.Discard, "error")
 			addr := strings.ToLower(testenv.Name(t, "digest")) + "@example.com"
 			id := "u-" + strings.ToLower(testenv.Name(t, "d"))

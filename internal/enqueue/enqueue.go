@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/engine"
@@ -20,7 +21,6 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -281,13 +281,13 @@ func runAt(in contract.Body, now time.Time) time.Time {
 // with a delay, when it is due within jobs.MaxQueueDelay of now; else a
 // one-time schedule, which sends it to its queue when it is due. The delay
 // is measured now, after the lock and the reservation, and the queue sends
-// it rounded up to whole seconds (queue.DelaySeconds), as the scheduler
+// it rounded up to whole seconds (sqsqueue.DelaySeconds), as the scheduler
 // path rounds its at() up: the job never runs before its runAt. What
 // failed is named in the error for the 503's detail.
 func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
 	wait := max(job.RunAt.Sub(h.now()), 0)
 	if wait <= jobs.MaxQueueDelay {
-		return "the job queue", h.Queue.Send(ctx, queue.Message{
+		return "the job queue", h.Queue.Send(ctx, sqsqueue.Message{
 			Queue: engine.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
 			TraceHeader: sqsTraceHeader(job.TraceID),
 		})

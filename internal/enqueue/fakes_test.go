@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -25,11 +25,11 @@ type world struct {
 	requests map[string]*fakeRequest
 	jobs     map[string]jobs.Job
 	pointers map[string]string
-	sent     []queue.Message
+	sent     []sqsqueue.Message
 	sendErr  error
 	// onSend runs after a message was sent (outside the world's lock): what
 	// happens to the job between its send and its promotion.
-	onSend func(queue.Message)
+	onSend func(sqsqueue.Message)
 	owners int
 	// schedules are the one-time schedules created, by job id;
 	// scheduleErr fails every create, deleteErr every delete; onCreate
@@ -192,7 +192,7 @@ func (w *world) Cancel(_ context.Context, id, caller string) (jobs.Job, error) {
 	return j, nil
 }
 
-func (w *world) Send(_ context.Context, m queue.Message) error {
+func (w *world) Send(_ context.Context, m sqsqueue.Message) error {
 	w.mu.Lock()
 	if w.sendErr != nil {
 		w.mu.Unlock()
@@ -270,10 +270,10 @@ func (w *world) setState(id string, s jobs.State) {
 	w.jobs[id] = j
 }
 
-func (w *world) messages() []queue.Message {
+func (w *world) messages() []sqsqueue.Message {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]queue.Message(nil), w.sent...)
+	return append([]sqsqueue.Message(nil), w.sent...)
 }
 
 var errQueueDown = errors.New("queue down")

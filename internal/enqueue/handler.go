@@ -40,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/engine"
@@ -50,7 +51,6 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -78,9 +78,9 @@ type Jobs interface {
 	DropSchedule(ctx context.Context, job jobs.Job) error
 }
 
-// Queue sends job messages; *queue.Sender is one.
+// Queue sends job messages; *sqsqueue.Sender is one.
 type Queue interface {
-	Send(ctx context.Context, m queue.Message) error
+	Send(ctx context.Context, m sqsqueue.Message) error
 }
 
 // Schedules creates the one-time schedules of jobs due later than SQS can

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -27,9 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -37,14 +37,14 @@ import (
 // client and a settable clock.
 type stack struct {
 	h       *enqueue.Handler
-	queue   *queue.Sender
+	queue   *sqsqueue.Sender
 	counter *testenv.CallCounter
 	sqs     *sqs.Client
 	urls    map[engine.Queue]string
 	jobs    *jobs.Store
 	rec     *jobs.Recorder
 	idem    *idempotency.Store
-	markers *marker.Dynamo
+	markers *dynamostore.Store
 	clock   *enginetest.Clock
 	// sched is the jobs' scheduler, scheduler its client.
 	sched     *schedule.Scheduler
@@ -63,21 +63,21 @@ func newStack(t *testing.T) *stack {
 	db, sq := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	idemTable := testenv.NewTable(t, db, "idem", idempotency.AttrPK, "")
 	jobsTable := testenv.NewTable(t, db, "jobs", jobs.AttrPK, "")
-	markersTable := testenv.NewTable(t, db, "markers", marker.AttrHandler, marker.AttrMessageKey)
+	markersTable := testenv.NewTable(t, db, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	wq := testenv.CreateWorkQueues(t, sq, testenv.Name(t, "q")+"-", 0)
 	urls := wq.URLs()
 	dlq := testenv.NewQueue(t, sq, "dlq", nil)
 	sc := scheduler.NewFromConfig(cfg)
 	sched := testenv.NewJobScheduler(t, sc, "jobs", wq, dlq.ARN)
 	clock := enginetest.NewClock(time.Now().UTC())
-	m := marker.NewDynamo(db, markersTable)
+	m := dynamostore.New(db, markersTable)
 	m.Now = clock.Now
 	js := jobs.NewStore(db, jobsTable, m)
 	js.Now = clock.Now
 	js.Schedules = sched
 	is := idempotency.NewStore(db, idemTable)
 	is.Now = clock.Now
-	q := queue.New(sq, urls, "")
+	q := sqsqueue.New(sq, urls, "")
 	h := &enqueue.Handler{
 		Registry: contract.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
@@ -322,7 +322,7 @@ func TestIntegrationDuplicatePolicyMatrix(t *testing.T) {
 // crashingQueue sends, then dies before the handler can store anything.
 type crashingQueue struct{ enqueue.Queue }
 
-func (q crashingQueue) Send(ctx context.Context, m queue.Message) error {
+func (q crashingQueue) Send(ctx context.Context, m sqsqueue.Message) error {
 	if err := q.Queue.Send(ctx, m); err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func TestIntegrationCrashBetweenSendAndStore(t *testing.T) {
 func TestIntegrationSQSDown(t *testing.T) {
 	s := newStack(t)
 	down := moto.Config("http://127.0.0.1:1", testenv.Region)
-	s.h.Queue = queue.New(sqs.NewFromConfig(down), s.urls, "")
+	s.h.Queue = sqsqueue.New(sqs.NewFromConfig(down), s.urls, "")
 	req := post(welcome, "sqs-down", welcomeU1)
 	checkProblem(t, call(t, s.h, req), http.StatusServiceUnavailable)
 	if j, err := s.jobs.Get(context.Background(), engine.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
@@ -382,7 +382,7 @@ func TestIntegrationMalformedCatalog(t *testing.T) {
 func TestIntegrationKeyReusedForAnotherJob(t *testing.T) {
 	s := newStack(t)
 	down := moto.Config("http://127.0.0.1:1", testenv.Region)
-	s.h.Queue = queue.New(sqs.NewFromConfig(down), s.urls, "")
+	s.h.Queue = sqsqueue.New(sqs.NewFromConfig(down), s.urls, "")
 	checkProblem(t, call(t, s.h, post(welcome, "reused", welcomeU1)), http.StatusServiceUnavailable)
 	s.h.Queue = s.queue
 	checkProblem(t, call(t, s.h, post(welcome, "reused", `{"args":{"userId":"u-2"}}`)), http.StatusUnprocessableEntity)

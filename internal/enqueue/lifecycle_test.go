@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // The caller is the principal, not the credentials' session: two sessions
@@ -138,7 +138,7 @@ func TestErrorsAUserCanActOn(t *testing.T) {
 func TestPromotionLostToACancelStoresTheTrueState(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
-	w.onSend = func(m queue.Message) {
+	w.onSend = func(m sqsqueue.Message) {
 		env, err := engine.Decode([]byte(m.Body))
 		if err != nil {
 			t.Error(err)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // TestAuditRelayRetriedAfterACrashIsNotRefusedForTheLocksLife: the relay
@@ -35,7 +35,7 @@ func TestAuditRelayRetriedAfterACrashIsNotRefusedForTheLocksLife(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
 	body := `{"args":{"userId":"u-1"}}`
-	w.onSend = func(queue.Message) { panic("the relay's Lambda timed out") }
+	w.onSend = func(sqsqueue.Message) { panic("the relay's Lambda timed out") }
 	func() {
 		defer func() { _ = recover() }()
 		relay(h, "signup-7", body)

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 func runAtBody(at string) string {
@@ -191,17 +191,17 @@ func TestDelayNeverRunsEarly(t *testing.T) {
 			// reservation and the send do.
 			h.Now = func() time.Time { w.advance(30 * time.Millisecond); return w.Now() }
 			var sentAt time.Time
-			w.onSend = func(queue.Message) { sentAt = w.Now() }
+			w.onSend = func(sqsqueue.Message) { sentAt = w.Now() }
 			b := mustBody(t, call(t, h, post(welcome, "k", fmt.Sprintf(`{"args":{"userId":"u-1"},"delaySeconds":%d}`, delay))), http.StatusAccepted)
 			j, _ := w.Get(context.Background(), b.JobID)
 			msgs := w.messages()
 			if len(msgs) != 1 {
 				t.Fatalf("%d messages, want 1", len(msgs))
 			}
-			visible := sentAt.Add(time.Duration(queue.DelaySeconds(msgs[0].Delay)) * time.Second)
+			visible := sentAt.Add(time.Duration(sqsqueue.DelaySeconds(msgs[0].Delay)) * time.Second)
 			if visible.Before(j.RunAt) {
 				t.Fatalf("sent at %s with DelaySeconds %d: visible at %s, before its runAt %s",
-					sentAt.Format(time.StampMilli), queue.DelaySeconds(msgs[0].Delay), visible.Format(time.StampMilli), j.RunAt.Format(time.StampMilli))
+					sentAt.Format(time.StampMilli), sqsqueue.DelaySeconds(msgs[0].Delay), visible.Format(time.StampMilli), j.RunAt.Format(time.StampMilli))
 			}
 			if late := visible.Sub(j.RunAt); late >= time.Second {
 				t.Errorf("visible %v after its runAt; want less than a second", late)

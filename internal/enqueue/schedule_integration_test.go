@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -22,7 +23,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -175,7 +175,7 @@ func TestIntegrationRunNow(t *testing.T) {
 	ctx := context.Background()
 	b := mustBody(t, call(t, s.h, post(welcome, "now-1", runAtBody(`"`+s.clock.Now().Add(2*time.Hour).Format(time.RFC3339)+`"`))), http.StatusAccepted)
 	send := func(ctx context.Context, j jobs.Job) error {
-		return s.queue.Send(ctx, queue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+		return s.queue.Send(ctx, sqsqueue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
 	}
 	j, outcome, err := s.jobs.RunNow(ctx, b.JobID, send)
 	if err != nil || outcome != jobs.RunNowSent || j.State != jobs.StateEnqueued {

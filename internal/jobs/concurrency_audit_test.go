@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // lockedSchedules is schedules safe for concurrent callers.
@@ -79,7 +79,7 @@ func TestAuditConcurrentCancelRunNowAndSweep(t *testing.T) {
 			if err == nil {
 				t.Fatalf("round %d: a copy of the cancelled job got its lease: its effect runs", i)
 			}
-			if !errors.Is(err, marker.ErrCancelled) {
+			if !errors.Is(err, engine.ErrCancelled) {
 				t.Fatalf("round %d: lease of a copy: %v; want ErrCancelled", i, err)
 			}
 		}

@@ -15,7 +15,7 @@
 // State is derived, not copied: the record is written at enqueue, when a job
 // is parked, when it fails, when it is cancelled or redriven, and when a
 // handler reports that no work was needed; everything else comes from the
-// job's effect marker (marker.Key{Handler: type, MessageKey: jobId}). The
+// job's effect marker (engine.Key{Handler: type, MessageKey: jobId}). The
 // whole lifecycle is one state machine: Transition (what a write may do to a
 // stored state) and Derive (what a caller sees).
 package jobs
@@ -28,7 +28,6 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // Allows reports whether policy p lets a new job be created when the key's last job
@@ -169,7 +168,7 @@ func (j Job) Due() time.Time {
 }
 
 // MarkerKey is the key of the job's effect marker.
-func (j Job) MarkerKey() marker.Key { return marker.Key{Handler: j.Type, MessageKey: j.ID} }
+func (j Job) MarkerKey() engine.Key { return engine.Key{Handler: j.Type, MessageKey: j.ID} }
 
 // ErrNotFound is returned (wrapped) when a job does not exist or its record
 // has expired (or, to a caller, when it is another caller's job).

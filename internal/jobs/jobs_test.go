@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 func TestPolicyAllows(t *testing.T) {
@@ -50,18 +49,18 @@ func TestParsePolicy(t *testing.T) {
 // the run time and the marker.
 func TestDerive(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	none := marker.Record{}
-	done := marker.Record{State: marker.StateDone}
-	failed := marker.Record{State: marker.StateFailed}
-	tomb := marker.Record{State: marker.StateCancelled}
-	leased := marker.Record{State: marker.StateLeased, LeaseUntil: now.Add(time.Minute)}
-	lapsed := marker.Record{State: marker.StateLeased, LeaseUntil: now.Add(-time.Minute)}
+	none := engine.Record{}
+	done := engine.Record{State: engine.StateDone}
+	failed := engine.Record{State: engine.StateFailed}
+	tomb := engine.Record{State: engine.StateCancelled}
+	leased := engine.Record{State: engine.StateLeased, LeaseUntil: now.Add(time.Minute)}
+	lapsed := engine.Record{State: engine.StateLeased, LeaseUntil: now.Add(-time.Minute)}
 	old := now.Add(-QueueRetention - time.Hour)
 	tests := []struct {
 		name   string
 		stored State
 		runAt  time.Time
-		m      marker.Record
+		m      engine.Record
 		want   State
 	}{
 		{"enqueued", StateEnqueued, now, none, StateEnqueued},

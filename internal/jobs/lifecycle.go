@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // The outcomes a record's lastOutcome names.
@@ -218,11 +217,11 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey(), rec.Due())
 	if err != nil {
 		switch {
-		case errors.Is(err, marker.ErrProcessed):
+		case errors.Is(err, engine.ErrProcessed):
 			j.State = StateSucceeded
-		case errors.Is(err, marker.ErrFailed):
+		case errors.Is(err, engine.ErrFailed):
 			j.State = StateFailed
-		case errors.Is(err, marker.ErrLeaseHeld):
+		case errors.Is(err, engine.ErrLeaseHeld):
 			j.State = StateProcessing
 		default:
 			return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // State is a job's state as a caller sees it.
@@ -167,19 +167,19 @@ func Sources(ev Event) []State {
 //     it (its message is sent then, and its runAt moves to that send);
 //   - Scheduled whose runAt has passed: Enqueued;
 //   - otherwise the record's state (Pending, Enqueued, Scheduled).
-func Derive(stored State, runAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
+func Derive(stored State, runAt time.Time, m engine.Record, hasMarker bool, now time.Time) State {
 	return derive(stored, runAt, runAt.Add(QueueRetention), m, hasMarker, now)
 }
 
 // derive is Derive with the instant goneAt from which the job's message can
 // no longer be in its queue (Job.GoneAt).
-func derive(stored State, runAt, goneAt time.Time, m marker.Record, hasMarker bool, now time.Time) State {
+func derive(stored State, runAt, goneAt time.Time, m engine.Record, hasMarker bool, now time.Time) State {
 	switch {
-	case stored == StateCancelled || (hasMarker && m.State == marker.StateCancelled):
+	case stored == StateCancelled || (hasMarker && m.State == engine.StateCancelled):
 		return StateCancelled
 	case hasMarker && m.Processed(), stored == StateSucceeded:
 		return StateSucceeded
-	case stored == StateFailed || (hasMarker && m.State == marker.StateFailed):
+	case stored == StateFailed || (hasMarker && m.State == engine.StateFailed):
 		return StateFailed
 	case hasMarker && m.LeaseActive(now):
 		return StateProcessing

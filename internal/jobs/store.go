@@ -9,9 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/lifetime"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
@@ -26,13 +27,13 @@ type DynamoAPI interface {
 }
 
 // Markers is what the store needs of the effect markers: reads (the derived
-// states come from them) and the tombstone a cancel writes. *marker.Dynamo is
+// states come from them) and the tombstone a cancel writes. *dynamostore.Store is
 // one.
 type Markers interface {
 	Table() string
-	Peek(ctx context.Context, k marker.Key) (marker.Record, bool, error)
-	Decode(av map[string]types.AttributeValue) (marker.Record, bool, error)
-	Tombstone(ctx context.Context, k marker.Key, due time.Time) (marker.Record, error)
+	Peek(ctx context.Context, k engine.Key) (engine.Record, bool, error)
+	Decode(av map[string]types.AttributeValue) (engine.Record, bool, error)
+	Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error)
 }
 
 // Attribute names of the jobs table.
@@ -217,7 +218,7 @@ func (s *Store) Get(ctx context.Context, jobID string) (Job, error) {
 }
 
 // read returns job jobID's record as stored (before View) and its marker.
-func (s *Store) read(ctx context.Context, jobID string) (j Job, m marker.Record, has bool, err error) {
+func (s *Store) read(ctx context.Context, jobID string) (j Job, m engine.Record, has bool, err error) {
 	var r record
 	ok, err := s.getItem(ctx, JobPK(jobID), &r)
 	if err != nil {
@@ -246,7 +247,7 @@ func (s *Store) find(ctx context.Context, jobID, jobType string) (Job, bool, err
 		}
 		return j, true, nil
 	}
-	mk := marker.KeyAV(marker.Key{Handler: jobType, MessageKey: jobID})
+	mk := dynamostore.KeyAV(engine.Key{Handler: jobType, MessageKey: jobID})
 	req := map[string]types.KeysAndAttributes{
 		s.table:           {Keys: []map[string]types.AttributeValue{keyAV(JobPK(jobID))}, ConsistentRead: aws.Bool(true)},
 		s.markers.Table(): {Keys: []map[string]types.AttributeValue{mk}, ConsistentRead: aws.Bool(true)},
@@ -254,7 +255,7 @@ func (s *Store) find(ctx context.Context, jobID, jobType string) (Job, bool, err
 	var (
 		rec      record
 		found    bool
-		m        marker.Record
+		m        engine.Record
 		hasMark  bool
 		attempts int
 	)
@@ -285,4 +286,4 @@ func (s *Store) find(ctx context.Context, jobID, jobType string) (Job, bool, err
 }
 
 // view is View at the store's clock.
-func (s *Store) view(j Job, m marker.Record, has bool) Job { return View(j, m, has, s.now()) }
+func (s *Store) view(j Job, m engine.Record, has bool) Job { return View(j, m, has, s.now()) }

@@ -13,7 +13,6 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 func TestReserveLifecycle(t *testing.T) {
@@ -225,7 +224,7 @@ func TestCancel(t *testing.T) {
 		}
 	}
 	m, ok, _ := f.Markers.Peek(ctx, j.MarkerKey())
-	if !ok || m.State != marker.StateCancelled {
+	if !ok || m.State != engine.StateCancelled {
 		t.Fatalf("marker after cancel = %+v; want a tombstone", m)
 	}
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateCancelled || got.LastOutcome != jobs.OutcomeCancelled {

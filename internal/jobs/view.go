@@ -6,8 +6,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // ParkedThenRanReason is the lastReason of a job whose last recorded outcome
@@ -31,9 +31,9 @@ const ParkedThenRanReason = "it was parked while its kill switch was off, and we
 //     for Processing, the run time for a Scheduled job that reads Enqueued,
 //     the end of the queue's retention for Expired;
 //   - every time in milliseconds, UTC (the record's precision).
-func View(j Job, m marker.Record, hasMarker bool, now time.Time) Job {
+func View(j Job, m engine.Record, hasMarker bool, now time.Time) Job {
 	j.State = derive(j.stored, j.RunAt, j.GoneAt(), m, hasMarker, now)
-	worked := hasMarker && m.State != marker.StateCancelled
+	worked := hasMarker && m.State != engine.StateCancelled
 	if (worked || j.LastOutcome == OutcomeParked) && j.Attempts == 0 {
 		j.Attempts = 1
 	}
@@ -51,10 +51,10 @@ func View(j Job, m marker.Record, hasMarker bool, now time.Time) Job {
 
 // reachedAt is when j's derived state began, as far as something other
 // than the record's own updatedAt says (zero: nothing does).
-func reachedAt(j Job, m marker.Record, hasMarker bool) time.Time {
+func reachedAt(j Job, m engine.Record, hasMarker bool) time.Time {
 	switch j.State {
 	case StateSucceeded, StateFailed, StateCancelled:
-		if hasMarker && m.State != marker.StateLeased {
+		if hasMarker && m.State != engine.StateLeased {
 			return m.ProcessedAt
 		}
 	case StateProcessing:

@@ -6,8 +6,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // record decodes a stored job record with the given attributes over a
@@ -45,11 +45,11 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 	ms := func(d time.Duration) int64 { return later(d).UnixMilli() }
 	// A claim's processedAt is kept to the nanosecond (RFC 3339 text).
 	claimedAt := later(5*time.Second + 123_456_789)
-	done := marker.Record{State: marker.StateDone, ProcessedAt: claimedAt}
+	done := engine.Record{State: engine.StateDone, ProcessedAt: claimedAt}
 	for _, tc := range []struct {
 		name        string
 		attrs       map[string]any
-		m           *marker.Record
+		m           *engine.Record
 		now         time.Time
 		state       jobs.State
 		attempts    int
@@ -67,10 +67,10 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 		{name: "succeeded", m: &done, state: jobs.StateSucceeded, attempts: 1, updatedAt: claimedAt.Truncate(time.Millisecond)},
 		{name: "no-op: its reason written after the claim", attrs: map[string]any{"lastOutcome": "noop", "lastReason": "no mail needed: user not found", "updatedAt": ms(6 * time.Second)},
 			m: &done, state: jobs.StateSucceeded, attempts: 1, reason: "no mail needed: user not found", updatedAt: later(6 * time.Second), lastOutcome: "noop"},
-		{name: "processing", m: &marker.Record{State: marker.StateLeased, LeasedAt: later(3 * time.Second), LeaseUntil: later(time.Hour)},
+		{name: "processing", m: &engine.Record{State: engine.StateLeased, LeasedAt: later(3 * time.Second), LeaseUntil: later(time.Hour)},
 			now: later(4 * time.Second), state: jobs.StateProcessing, attempts: 1, updatedAt: later(3 * time.Second)},
 		{name: "cancelled: a tombstone is no delivery", attrs: map[string]any{"state": "Cancelled", "lastOutcome": "cancelled", "lastReason": "cancelled by its caller", "updatedAt": ms(2 * time.Second)},
-			m: &marker.Record{State: marker.StateCancelled, ProcessedAt: later(2*time.Second - time.Millisecond)}, state: jobs.StateCancelled,
+			m: &engine.Record{State: engine.StateCancelled, ProcessedAt: later(2*time.Second - time.Millisecond)}, state: jobs.StateCancelled,
 			reason: "cancelled by its caller", updatedAt: later(2 * time.Second), lastOutcome: "cancelled"},
 		{name: "failed", attrs: map[string]any{"state": "Failed", "attempts": 5, "lastOutcome": "dead-lettered", "lastReason": "exceeded maxReceiveCount", "updatedAt": ms(time.Minute), "failedAt": ms(time.Minute)},
 			state: jobs.StateFailed, attempts: 5, reason: "exceeded maxReceiveCount", updatedAt: later(time.Minute), lastOutcome: "dead-lettered"},
@@ -80,7 +80,7 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := record(t, created, tc.attrs)
-			var m marker.Record
+			var m engine.Record
 			if tc.m != nil {
 				m = *tc.m
 			}

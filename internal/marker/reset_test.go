@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/marker"
 )
@@ -20,32 +22,32 @@ import (
 // marker, or none, is left as it is, without an error.
 func TestResetFailed(t *testing.T) {
 	client := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	d := marker.NewDynamo(client, table)
+	table := testenv.NewTable(t, client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	d := dynamostore.New(client, table)
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour).Unix()
-	failed := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-failed"}
+	failed := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-failed"}
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		marker.AttrHandler:    &types.AttributeValueMemberS{Value: marker.PartitionKey(failed)},
-		marker.AttrMessageKey: &types.AttributeValueMemberS{Value: failed.MessageKey},
-		marker.AttrState:      &types.AttributeValueMemberS{Value: "FAILED"},
-		marker.AttrExpiresAt:  &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
+		dynamostore.AttrHandler:    &types.AttributeValueMemberS{Value: dynamostore.PartitionKey(failed)},
+		dynamostore.AttrMessageKey: &types.AttributeValueMemberS{Value: failed.MessageKey},
+		dynamostore.AttrState:      &types.AttributeValueMemberS{Value: "FAILED"},
+		dynamostore.AttrExpiresAt:  &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	done := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-done"}
+	done := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-done"}
 	if _, err := d.Claim(ctx, done, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	leased := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-leased"}
+	leased := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-leased"}
 	if _, err := d.Lease(ctx, leased, "worker-1", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	none := marker.Key{Handler: "test.claim-first.v1", MessageKey: "job-none"}
+	none := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-none"}
 
 	for range 2 { // twice: the second run finds nothing to do
-		for _, k := range []marker.Key{failed, done, leased, none} {
-			if err := d.ResetFailed(ctx, k); err != nil {
+		for _, k := range []engine.Key{failed, done, leased, none} {
+			if err := marker.NewResetter(client, table).ResetFailed(ctx, k); err != nil {
 				t.Fatalf("ResetFailed(%s): %v", k.MessageKey, err)
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
@@ -76,8 +75,8 @@ func (h *Harness) Count(jobType, metric string) int {
 }
 
 // MarkerOf returns the marker of env's job.
-func (h *Harness) MarkerOf(env engine.Envelope) (marker.Record, bool) {
-	r, ok, _ := h.Markers.Store.Peek(context.Background(), marker.Key{Handler: env.Type, MessageKey: env.MessageID})
+func (h *Harness) MarkerOf(env engine.Envelope) (engine.Record, bool) {
+	r, ok, _ := h.Markers.Store.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID})
 	return r, ok
 }
 

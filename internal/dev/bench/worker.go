@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
@@ -51,7 +51,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 		})
 		r, err := engine.New(engine.Config{
 			Registry: reg, Handlers: map[string]engine.Handler{jt.Name: effect},
-			Toggles: &testkit.Switches{}, Markers: marker.NewDynamo(db, table), Parker: &testkit.Queues{},
+			Toggles: &testkit.Switches{}, Markers: dynamostore.New(db, table), Parker: &testkit.Queues{},
 			Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
 		})
 		if err != nil {
@@ -111,12 +111,12 @@ func createMarkers(ctx context.Context, db *dynamodb.Client, table string) error
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(marker.AttrHandler), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(marker.AttrMessageKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(dynamostore.AttrHandler), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(dynamostore.AttrMessageKey), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(marker.AttrHandler), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(marker.AttrMessageKey), KeyType: types.KeyTypeRange},
+			{AttributeName: aws.String(dynamostore.AttrHandler), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(dynamostore.AttrMessageKey), KeyType: types.KeyTypeRange},
 		},
 	})
 	if err != nil {

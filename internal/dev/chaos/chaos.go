@@ -30,13 +30,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -171,7 +171,7 @@ type campaign struct {
 	db       *dynamodb.Client // the campaign's own clients, made once
 	producer *dynamodb.Client // its writes as a producer, through the faults
 	sqs      *sqs.Client
-	sender   *queue.Sender
+	sender   *sqsqueue.Sender
 	faults   *faults.Injector
 	obs      *observer
 	witness  *witness
@@ -301,7 +301,7 @@ func (c *campaign) startStack(ctx context.Context) error {
 	producer := moto.Config(c.stack.FunctionEndpoint(), moto.Region)
 	producer.Retryer = nil
 	c.producer = dynamodb.NewFromConfig(producer)
-	c.sender = queue.New(c.sqs, c.res.Queues, "")
+	c.sender = sqsqueue.New(c.sqs, c.res.Queues, "")
 	c.front = newFront(http.DefaultTransport)
 	c.api, err = client.New(c.stack.APIURL, client.WithCaller(Caller),
 		client.WithHTTPClient(&http.Client{Transport: c.front, Timeout: time.Minute}),

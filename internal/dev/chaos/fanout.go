@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -21,7 +22,6 @@ import (
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/email/digest"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -106,7 +106,7 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 				return
 			}
 			sent := time.Now()
-			if errs[i] = c.sender.Send(ctx, queue.Message{Queue: contract.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
+			if errs[i] = c.sender.Send(ctx, sqsqueue.Message{Queue: contract.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
 				return
 			}
 			c.mu.Lock()

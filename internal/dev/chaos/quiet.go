@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
 
 	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // quietChecks is how many checks in a row, a second apart, must find the
@@ -52,7 +52,7 @@ func (c *campaign) redrive(ctx context.Context) (int, error) {
 	store := deadletter.NewStore(c.db, c.res.DeadLetters)
 	r := deadletter.NewRedriver(store, c.sender, contract.Registry())
 	r.Jobs = jobs.NewLifecycle(c.db, c.res.Jobs)
-	r.Markers = marker.NewDynamo(c.db, c.res.Markers)
+	r.Markers = marker.NewResetter(c.db, c.res.Markers)
 	letters, err := store.Select(ctx, deadletter.Filter{Status: deadletter.StatusDead})
 	if err != nil {
 		return 0, fmt.Errorf("chaos: redrive: %w", err)

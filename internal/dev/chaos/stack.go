@@ -18,7 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // resources are the tables and queues the campaign reads and writes.
@@ -56,7 +55,7 @@ func resolve(st *stack.Stack) (resources, error) {
 // operator's jobctl would).
 func (c *campaign) toggle(ctx context.Context, jobType string, on bool) error {
 	_, err := ssm.NewFromConfig(c.aws).PutParameter(ctx, &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(devstack.Stage, jobType)), Value: aws.String(fmt.Sprint(on)),
+		Name: aws.String(contract.SwitchParameter(devstack.Stage, jobType)), Value: aws.String(fmt.Sprint(on)),
 		Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true),
 	})
 	if err != nil {

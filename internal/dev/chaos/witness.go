@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // send is one SES v2 SendEmail a function made that reached SES.
@@ -97,7 +97,7 @@ func claimedJob(body []byte) string {
 			State       struct{ S string } `json:"state"`
 		}
 	}
-	if json.Unmarshal(body, &in) != nil || in.Item.HandlerName.S == "" || in.Item.State.S != string(marker.StateDone) {
+	if json.Unmarshal(body, &in) != nil || in.Item.HandlerName.S == "" || in.Item.State.S != string(engine.StateDone) {
 		return ""
 	}
 	return in.Item.MessageKey.S

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -20,7 +21,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // Names are a world's table names; its work queues are named QueuePrefix
@@ -48,7 +48,7 @@ type World struct {
 	testenv.WorkQueues
 	Jobs     *jobs.Store
 	Recorder *jobs.Recorder
-	Markers  *marker.Dynamo
+	Markers  *dynamostore.Store
 	Letters  *deadletter.Store
 }
 
@@ -59,10 +59,10 @@ func New(t *testing.T, names Names) *World {
 	cfg := testenv.Moto(t).Config(w.Counter.Option)
 	w.DB, w.SQS = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	testenv.CreateTable(t, w.DB, names.Jobs, jobs.AttrPK, "")
-	testenv.CreateTable(t, w.DB, names.Markers, marker.AttrHandler, marker.AttrMessageKey)
+	testenv.CreateTable(t, w.DB, names.Markers, dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	testenv.CreateTable(t, w.DB, names.DeadLetters, deadletter.AttrPK, "")
 	w.WorkQueues = testenv.CreateWorkQueues(t, w.SQS, names.QueuePrefix, 0)
-	w.Markers = marker.NewDynamo(w.DB, names.Markers)
+	w.Markers = dynamostore.New(w.DB, names.Markers)
 	w.Jobs = jobs.NewStore(w.DB, names.Jobs, w.Markers)
 	w.Recorder = jobs.NewRecorder(w.DB, names.Jobs)
 	w.Letters = deadletter.NewStore(w.DB, names.DeadLetters)

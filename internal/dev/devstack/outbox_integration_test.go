@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -32,10 +34,8 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // TestOutboxThroughTheStream runs the producer's transaction, the table's
@@ -74,11 +74,11 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	}
 	db, q := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	urls := map[engine.Queue]string{contract.QueueCritical: name("CriticalQueue"), contract.QueueDefault: name("DefaultQueue"), contract.QueueBulk: name("BulkQueue")}
-	store := jobs.NewStore(db, name("JobsTable"), marker.NewDynamo(db, name("MarkersTable")))
+	store := jobs.NewStore(db, name("JobsTable"), dynamostore.New(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
 		Enqueuer: &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
-			Jobs: store, Queue: queue.New(q, urls, "")},
+			Jobs: store, Queue: sqsqueue.New(q, urls, "")},
 		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard),
 	}
 	// The relay's process dies once, in the middle of the batch that holds

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -29,9 +29,9 @@ type SchedulerAPI interface {
 	DeleteSchedule(ctx context.Context, in *scheduler.DeleteScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error)
 }
 
-// Sender sends a fired schedule's input to its queue (queue.Sender).
+// Sender sends a fired schedule's input to its queue (sqsqueue.Sender).
 type Sender interface {
-	Send(ctx context.Context, m queue.Message) error
+	Send(ctx context.Context, m sqsqueue.Message) error
 }
 
 // DeadLetterSender sends what the emulator could not deliver to a
@@ -90,7 +90,7 @@ type seenSchedule struct {
 
 // NewScheduler returns the emulator of the stack's schedules, sending
 // through sqs to the stack's work queues.
-func NewScheduler(client SchedulerAPI, sqs queue.SQSAPI, st *stack.Stack, logger *slog.Logger) *Scheduler {
+func NewScheduler(client SchedulerAPI, sqs sqsqueue.API, st *stack.Stack, logger *slog.Logger) *Scheduler {
 	urls, arns := map[engine.Queue]string{}, map[string]engine.Queue{}
 	for _, q := range contract.Queues {
 		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
@@ -101,7 +101,7 @@ func NewScheduler(client SchedulerAPI, sqs queue.SQSAPI, st *stack.Stack, logger
 	if p, ok := st.Physical("DeadLetterQueue"); ok {
 		dlqs[p.ARN] = p.URL
 	}
-	return &Scheduler{Client: client, Sender: queue.New(sqs, urls, ""), Queues: arns, Logger: logger, DeadLetters: sqs, DLQURLs: dlqs}
+	return &Scheduler{Client: client, Sender: sqsqueue.New(sqs, urls, ""), Queues: arns, Logger: logger, DeadLetters: sqs, DLQURLs: dlqs}
 }
 
 // Run fires due schedules every Poll until ctx ends.
@@ -216,7 +216,7 @@ func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time
 	} else if env, err := engine.Decode([]byte(body)); err == nil {
 		jobType = env.Type
 	}
-	if err := s.Sender.Send(ctx, queue.Message{Queue: q, Body: body}); err != nil {
+	if err := s.Sender.Send(ctx, sqsqueue.Message{Queue: q, Body: body}); err != nil {
 		var api smithy.APIError
 		if errors.As(err, &api) && api.ErrorFault() != smithy.FaultServer && !strings.Contains(api.ErrorCode(), "Throttl") && ctx.Err() == nil {
 			// Refused (no such queue, access denied, a key it may not use):

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -19,7 +20,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -45,7 +45,7 @@ func newEmulatorWorld(t *testing.T) *emulatorWorld {
 	for q, v := range w.queues.Queues {
 		arns[v.ARN] = q
 	}
-	w.emu = &Scheduler{Client: w.client, Sender: queue.New(sqsClient, w.queues.URLs(), ""), Queues: arns}
+	w.emu = &Scheduler{Client: w.client, Sender: sqsqueue.New(sqsClient, w.queues.URLs(), ""), Queues: arns}
 	return w
 }
 
@@ -172,7 +172,7 @@ func TestEmulatorDeadLettersWhatItsTargetRefuses(t *testing.T) {
 	w.emu.DeadLetters, w.emu.DLQURLs = sqsClient, map[string]string{dlq.ARN: dlq.URL}
 	// gone is a work queue as far as the emulator knows, then deleted.
 	w.emu.Queues[gone.ARN] = "gone"
-	w.emu.Sender = queue.New(sqsClient, map[engine.Queue]string{"gone": gone.URL}, "")
+	w.emu.Sender = sqsqueue.New(sqsClient, map[engine.Queue]string{"gone": gone.URL}, "")
 	if _, err := sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(gone.URL)}); err != nil {
 		t.Fatal(err)
 	}

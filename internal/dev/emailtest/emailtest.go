@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,9 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -35,7 +35,7 @@ type World struct {
 	SQS     *sqs.Client
 	// MarkersTable and UsersTable are the tables' names.
 	MarkersTable, UsersTable string
-	Markers                  *marker.Dynamo
+	Markers                  *dynamostore.Store
 	testenv.WorkQueues
 	Logs, Metrics *testkit.Buffer
 }
@@ -46,9 +46,9 @@ func New(t *testing.T) *World {
 	w := &World{Counter: testenv.NewCallCounter(), Logs: &testkit.Buffer{}, Metrics: &testkit.Buffer{}}
 	cfg := testenv.Moto(t).Config(w.Counter.Option)
 	w.DB, w.SQS = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	w.MarkersTable = testenv.NewTable(t, w.DB, "markers", marker.AttrHandler, marker.AttrMessageKey)
+	w.MarkersTable = testenv.NewTable(t, w.DB, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	w.UsersTable = testenv.NewTable(t, w.DB, "users", users.AttrUserID, "")
-	w.Markers = marker.NewDynamo(w.DB, w.MarkersTable)
+	w.Markers = dynamostore.New(w.DB, w.MarkersTable)
 	w.WorkQueues = testenv.CreateWorkQueues(t, w.SQS, testenv.Name(t, "q")+"-", MaxReceives)
 	return w
 }
@@ -73,7 +73,7 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := queue.New(w.SQS, w.URLs(), w.DLQ.URL)
+	q := sqsqueue.New(w.SQS, w.URLs(), w.DLQ.URL)
 	return testkit.Build(t, engine.Config{
 		Registry: contract.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,

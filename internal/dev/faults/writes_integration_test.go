@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/marker"
 
 	"github.com/runstwice/runstwice/engine"
 
@@ -29,7 +31,6 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // lossy is a DynamoDB client whose calls pass a fault-injecting proxy in
@@ -105,10 +106,10 @@ func next(prefix string) string { seq++; return prefix + "-" + strconv.Itoa(seq)
 // item it wrote itself and reports success.
 func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
-	table := testenv.NewTable(t, l.direct, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	m, direct := marker.NewDynamo(l.client, table), marker.NewDynamo(l.direct, table)
+	table := testenv.NewTable(t, l.direct, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	m, direct := dynamostore.New(l.client, table), dynamostore.New(l.direct, table)
 	until := time.Now().Add(time.Minute)
-	state := func(t *testing.T, k marker.Key) marker.State {
+	state := func(t *testing.T, k engine.Key) engine.State {
 		t.Helper()
 		rec, ok, err := direct.Peek(context.Background(), k)
 		if err != nil {
@@ -119,11 +120,11 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 		}
 		return rec.State
 	}
-	key := func() marker.Key { return marker.Key{Handler: "email.welcome.v1", MessageKey: next("job")} }
+	key := func() engine.Key { return engine.Key{Handler: "email.welcome.v1", MessageKey: next("job")} }
 	l.each([]write{
 		{"Lease", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := m.Lease(ctx, k, "w1", until); err != nil || state(t, k) != marker.StateLeased {
+			if _, err := m.Lease(ctx, k, "w1", until); err != nil || state(t, k) != engine.StateLeased {
 				t.Fatalf("Lease = %v, marker %s; want the lease", err, state(t, k))
 			}
 		}},
@@ -132,13 +133,13 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 			if _, err := direct.Lease(ctx, k, "w1", until); err != nil {
 				t.Fatal(err)
 			}
-			if won, err := m.Claim(ctx, k, "w1", time.Time{}); !won || err != nil || state(t, k) != marker.StateDone {
+			if won, err := m.Claim(ctx, k, "w1", time.Time{}); !won || err != nil || state(t, k) != engine.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
 		{"Claim without owner", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if won, err := m.Claim(ctx, k, "", time.Time{}); !won || err != nil || state(t, k) != marker.StateDone {
+			if won, err := m.Claim(ctx, k, "", time.Time{}); !won || err != nil || state(t, k) != engine.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
@@ -147,13 +148,13 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 			if _, err := direct.Claim(ctx, k, "w1", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Fail(ctx, k, "w1", time.Time{}); err != nil || state(t, k) != marker.StateFailed {
+			if err := m.Fail(ctx, k, "w1", time.Time{}); err != nil || state(t, k) != engine.StateFailed {
 				t.Fatalf("Fail = %v, marker %s; want FAILED", err, state(t, k))
 			}
 		}},
 		{"Tombstone", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := m.Tombstone(ctx, k, time.Time{}); err != nil || state(t, k) != marker.StateCancelled {
+			if _, err := m.Tombstone(ctx, k, time.Time{}); err != nil || state(t, k) != engine.StateCancelled {
 				t.Fatalf("Tombstone = %v, marker %s; want CANCELLED", err, state(t, k))
 			}
 		}},
@@ -174,7 +175,7 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 			if err := direct.Fail(ctx, k, "w1", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.ResetFailed(ctx, k); err != nil || state(t, k) != "" {
+			if err := marker.NewResetter(l.client, table).ResetFailed(ctx, k); err != nil || state(t, k) != "" {
 				t.Fatalf("ResetFailed = %v, marker %s; want none", err, state(t, k))
 			}
 		}},
@@ -250,9 +251,9 @@ func newJob(caller, idemKey string) jobs.Job {
 func TestJobWritesFindTheirOwnItem(t *testing.T) {
 	l := newLossy(t)
 	table := testenv.NewTable(t, l.direct, "jobs", jobs.AttrPK, "")
-	markers := testenv.NewTable(t, l.direct, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	js := jobs.NewStore(l.client, table, marker.NewDynamo(l.client, markers))
-	direct := jobs.NewStore(l.direct, table, marker.NewDynamo(l.direct, markers))
+	markers := testenv.NewTable(t, l.direct, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	js := jobs.NewStore(l.client, table, dynamostore.New(l.client, markers))
+	direct := jobs.NewStore(l.direct, table, dynamostore.New(l.direct, markers))
 	rec, lc := jobs.NewRecorder(l.client, table), jobs.NewLifecycle(l.client, table)
 	directRec := jobs.NewRecorder(l.direct, table)
 	reserved := func(t *testing.T) jobs.Job {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // World is a jobs table and a markers table with their stores, on one clock.
@@ -26,7 +26,7 @@ type World struct {
 	MarkersTable string
 	Store        *jobs.Store
 	Recorder     *jobs.Recorder
-	Markers      *marker.Dynamo
+	Markers      *dynamostore.Store
 	Clock        *enginetest.Clock
 	Counter      *testenv.CallCounter
 }
@@ -37,8 +37,8 @@ func New(t *testing.T) *World {
 	w := &World{Counter: testenv.NewCallCounter(), Clock: enginetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
 	w.Client = testenv.DynamoDB(t, w.Counter.Option)
 	w.JobsTable = testenv.NewTable(t, w.Client, "jobs", jobs.AttrPK, "")
-	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	w.Markers = marker.NewDynamo(w.Client, w.MarkersTable)
+	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	w.Markers = dynamostore.New(w.Client, w.MarkersTable)
 	w.Markers.Now = w.Clock.Now
 	w.Store = jobs.NewStore(w.Client, w.JobsTable, w.Markers)
 	w.Store.Now = w.Clock.Now

@@ -16,7 +16,7 @@ import (
 
 // The IAM derivation: every AWS call in runstwice goes through a small
 // interface in the consuming package that declares the SDK method with the
-// SDK signature (e.g. marker.DynamoAPI). deriveActions lists a function's
+// SDK signature (e.g. dynamostore.API). deriveActions lists a function's
 // in-module packages (go list -deps), parses them (no build) and collects
 // the interface methods whose first non-context parameter is
 // *<svc>.<Op>Input, for the services the function's own main package builds

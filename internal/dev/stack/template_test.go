@@ -11,10 +11,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // findings collects what a check of the template finds.
@@ -43,7 +43,7 @@ var wantFunctions = []struct {
 		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
 		"ALLOW_FEDERATED_USERS", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
-		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
+		"sqs:ChangeMessageVisibility": "sqsqueue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the API's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the API's",
 	}},
@@ -63,7 +63,7 @@ var wantFunctions = []struct {
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
 	}, unused: map[string]string{
 		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
-		"sqs:ChangeMessageVisibility": "queue.Visibility is the e-mail worker's back-off",
+		"sqs:ChangeMessageVisibility": "sqsqueue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
 	}},
@@ -79,8 +79,8 @@ var wantTables = []struct {
 	{id: "IdempotencyTable", hash: "pk", ttl: true},
 	{id: "JobsTable", hash: "pk", ttl: true},
 	// The key internal/marker writes: the hash key holds
-	// marker.PartitionKey, one value per job, the range key the job id.
-	{id: "MarkersTable", hash: marker.AttrHandler, rang: marker.AttrMessageKey, ttl: true},
+	// dynamostore.PartitionKey, one value per job, the range key the job id.
+	{id: "MarkersTable", hash: dynamostore.AttrHandler, rang: dynamostore.AttrMessageKey, ttl: true},
 	{id: "DeadLettersTable", hash: "pk", ttl: true},
 	{id: "UsersTable", hash: "userId"},
 	{id: "OutboxTable", hash: "pk", ttl: true, stream: "NEW_IMAGE"},

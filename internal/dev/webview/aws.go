@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/switchview"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -26,10 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
-	"github.com/runstwice/runstwice/internal/toggle"
-	"github.com/runstwice/runstwice/internal/toggle/snapshot"
 )
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
@@ -94,7 +93,7 @@ func (s *Schedules) List(ctx context.Context) ([]Schedule, error) {
 // JobsDynamoAPI is the part of the DynamoDB client JobsTable uses.
 type JobsDynamoAPI interface {
 	jobs.DynamoAPI
-	marker.DynamoAPI
+	dynamostore.API
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
@@ -110,7 +109,7 @@ type JobsTable struct {
 // NewJobsTable returns the lister of jobsTable, whose markers are in
 // markersTable.
 func NewJobsTable(client JobsDynamoAPI, jobsTable, markersTable string) *JobsTable {
-	return &JobsTable{client: client, table: jobsTable, store: jobs.NewStore(client, jobsTable, marker.NewDynamo(client, markersTable))}
+	return &JobsTable{client: client, table: jobsTable, store: jobs.NewStore(client, jobsTable, dynamostore.New(client, markersTable))}
 }
 
 // deriveConcurrency bounds the parallel Gets of Recent.
@@ -262,7 +261,7 @@ func (d *DeadLettersTable) Recent(ctx context.Context, n int) ([]DeadLetter, err
 
 // SSMAPI is the part of the SSM client SSMSwitches uses.
 type SSMAPI interface {
-	snapshot.SSMAPI
+	switchview.SSMAPI
 	PutParameter(ctx context.Context, in *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
 }
 
@@ -287,7 +286,7 @@ func NewSSMSwitches(client SSMAPI, stage string, reg *engine.Registry) *SSMSwitc
 // List returns every registered switch by type name, then any parameter
 // under the path that names no registered type.
 func (s *SSMSwitches) List(ctx context.Context) ([]Switch, error) {
-	snap, err := snapshot.Read(ctx, s.client, toggle.Path(s.stage), s.defaults, time.Now())
+	snap, err := switchview.Read(ctx, s.client, contract.SwitchPath(s.stage), s.defaults, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("webview: %w", err)
 	}
@@ -314,7 +313,7 @@ func (s *SSMSwitches) Set(ctx context.Context, jobType string, enabled bool) err
 	if enabled {
 		value = "on"
 	}
-	name := toggle.ParameterName(s.stage, jobType)
+	name := contract.SwitchParameter(s.stage, jobType)
 	_, err := s.client.PutParameter(ctx, &ssm.PutParameterInput{
 		Name: aws.String(name), Value: aws.String(value), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true),
 	})

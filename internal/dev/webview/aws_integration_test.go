@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,8 +25,6 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // local is the template's resources provisioned for stage local on a wiped
@@ -85,7 +85,7 @@ func reserve(t *testing.T, store *jobs.Store, id, typ, key string, created time.
 func TestIntegrationJobsTableListsDerivedStatesNewestFirst(t *testing.T) {
 	l := provisionLocal(t)
 	ctx := context.Background()
-	markers := marker.NewDynamo(l.db, l.table("MarkersTable"))
+	markers := dynamostore.New(l.db, l.table("MarkersTable"))
 	store := jobs.NewStore(l.db, l.table("JobsTable"), markers)
 	now := time.Now().UTC()
 	done := reserve(t, store, "job-done", "email.welcome.v1", "welcome:u-1", now.Add(-4*time.Minute))
@@ -227,7 +227,7 @@ func TestIntegrationSSMSwitches(t *testing.T) {
 		t.Fatalf("digest after Set on: %+v", d)
 	}
 	// What a worker reads agrees.
-	workers := toggle.NewSource(l.ssm, toggle.Path("local"), nil)
+	workers := ssmswitch.New(l.ssm, contract.SwitchPath("local"), nil)
 	if workers.IsJobEnabled(ctx, "email.welcome.v1", true) || !workers.IsJobEnabled(ctx, "email.partner-digest.v1", false) {
 		t.Fatal("workers do not see the switches as set")
 	}
@@ -236,7 +236,7 @@ func TestIntegrationSSMSwitches(t *testing.T) {
 		t.Fatalf("Set of an unregistered type: %v; want ErrUnknownType", err)
 	}
 	if _, err := l.ssm.PutParameter(ctx, &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName("local", "email.welcom.v1")), Value: aws.String("on"), Type: ssmtypes.ParameterTypeString,
+		Name: aws.String(contract.SwitchParameter("local", "email.welcom.v1")), Value: aws.String("on"), Type: ssmtypes.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}

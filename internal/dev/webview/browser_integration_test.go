@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
@@ -34,10 +36,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 // update rewrites the screenshot the README shows:
@@ -85,8 +84,8 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 	return &enqueue.Handler{
 		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
-		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], marker.NewDynamo(l.db, env["MARKERS_TABLE"])),
-		Queue: queue.New(sqs.NewFromConfig(l.cfg), map[engine.Queue]string{
+		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], dynamostore.New(l.db, env["MARKERS_TABLE"])),
+		Queue: sqsqueue.New(sqs.NewFromConfig(l.cfg), map[engine.Queue]string{
 			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
 			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
 			contract.QueueBulk:     env["QUEUE_URL_BULK"],
@@ -139,8 +138,8 @@ func TestIntegrationBrowser(t *testing.T) {
 	welcome := enqueueJob(t, h, "email.welcome.v1", "k-welcome", `{"args":{"userId":"u-demo-1"}}`)
 	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}`)
 	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-bad","countryCode":"BD"}}`)
-	markers := marker.NewDynamo(l.db, l.table("MarkersTable"))
-	if _, err := markers.Claim(ctx, marker.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, "", time.Time{}); err != nil {
+	markers := dynamostore.New(l.db, l.table("MarkersTable"))
+	if _, err := markers.Claim(ctx, engine.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {
@@ -226,7 +225,7 @@ func TestIntegrationBrowser(t *testing.T) {
 	if loc, err := chromedp.Run(cctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/_local/?refresh=0#switches") {
 		t.Errorf("redirected to %s (%v); want the page, reload still off", loc, err)
 	}
-	p, err := l.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(toggle.ParameterName("local", "email.welcome.v1"))})
+	p, err := l.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(contract.SwitchParameter("local", "email.welcome.v1"))})
 	if err != nil || aws.ToString(p.Parameter.Value) != "off" {
 		t.Fatalf("stored switch after the flip: %v %v", p, err)
 	}

@@ -31,13 +31,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // ScheduleName is the recurring schedule that ticks the fan-out
@@ -67,9 +67,9 @@ type Jobs interface {
 	Promote(ctx context.Context, job jobs.Job) error
 }
 
-// Sender sends their messages (queue.Sender).
+// Sender sends their messages (sqsqueue.Sender).
 type Sender interface {
-	Send(ctx context.Context, m queue.Message) error
+	Send(ctx context.Context, m sqsqueue.Message) error
 }
 
 // Config wires the fan-out's handler. Directory, Jobs and Queue are
@@ -173,9 +173,9 @@ func (h *Handler) enqueue(ctx context.Context, jt engine.JobType, args map[strin
 		return fmt.Errorf("digest: reserve %s: unknown decision %v", key, d.Outcome)
 	}
 	j := d.Job
-	if err := h.cfg.Queue.Send(ctx, queue.Message{
+	if err := h.cfg.Queue.Send(ctx, sqsqueue.Message{
 		Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
-		TraceHeader: queue.TraceHeader(ctx),
+		TraceHeader: engine.TraceHeader(ctx),
 	}); err != nil {
 		return fmt.Errorf("digest: send %s: %w", key, err)
 	}

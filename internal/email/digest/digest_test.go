@@ -10,11 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email/digest"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -56,12 +56,12 @@ func (d *directory) WeeklyDigestPage(_ context.Context, after string, limit int)
 // its n-th send.
 type sender struct {
 	mu    sync.Mutex
-	sent  []queue.Message
+	sent  []sqsqueue.Message
 	crash int
 	calls int
 }
 
-func (s *sender) Send(_ context.Context, m queue.Message) error {
+func (s *sender) Send(_ context.Context, m sqsqueue.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -145,7 +145,7 @@ func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 	return runs
 }
 
-func (s *sender) snapshot() []queue.Message {
+func (s *sender) snapshot() []sqsqueue.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.sent)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -27,9 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -89,9 +89,9 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	}
 	dlq, _ := st.Physical("DeadLetterQueue")
 	w.bulk, w.dlq = urls[contract.QueueBulk], dlq.URL
-	markers := marker.NewDynamo(w.db, name("MarkersTable"))
+	markers := dynamostore.New(w.db, name("MarkersTable"))
 	w.store = jobs.NewStore(w.db, name("JobsTable"), markers)
-	q := queue.New(w.sqs, urls, dlq.URL)
+	q := sqsqueue.New(w.sqs, urls, dlq.URL)
 	handlers, err := email.Handlers(email.Config{Users: users.New(w.db, name("UsersTable")), Sender: w.mail, BaseURL: "http://127.0.0.1:3000"})
 	if err != nil {
 		t.Fatal(err)

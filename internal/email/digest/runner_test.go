@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,7 +19,6 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/queue"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -31,7 +31,7 @@ type bulk struct {
 	digests map[string]bool     // the digest job ids sent
 }
 
-func (b *bulk) Send(_ context.Context, m queue.Message) error {
+func (b *bulk) Send(_ context.Context, m sqsqueue.Message) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	env, err := engine.Decode([]byte(m.Body))

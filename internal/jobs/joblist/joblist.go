@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // ListAPI is the part of the DynamoDB client a Lister uses.
@@ -30,9 +30,9 @@ type ListAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-// BatchPeeker reads many effect markers at once; *marker.Dynamo is one.
+// BatchPeeker reads many effect markers at once; *dynamostore.Store is one.
 type BatchPeeker interface {
-	PeekBatch(ctx context.Context, keys []marker.Key) (map[marker.Key]marker.Record, error)
+	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
 }
 
 // Lister reads the jobs table for operators (`jobctl jobs list` and `jobs
@@ -128,9 +128,9 @@ func (l *Lister) List(ctx context.Context, f Filter) ([]Summary, error) {
 // view reads the markers of the records and returns each job as jobs.View
 // shows it.
 func (l *Lister) view(ctx context.Context, records []jobs.Job, now time.Time) ([]Summary, error) {
-	markers := map[marker.Key]marker.Record{}
+	markers := map[engine.Key]engine.Record{}
 	if l.markers != nil && len(records) > 0 {
-		keys := make([]marker.Key, len(records))
+		keys := make([]engine.Key, len(records))
 		for i, j := range records {
 			keys[i] = j.MarkerKey()
 		}

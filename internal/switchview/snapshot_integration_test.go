@@ -1,12 +1,13 @@
 //go:build integration
 
-package snapshot_test
+package switchview_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,8 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/toggle"
-	"github.com/runstwice/runstwice/internal/toggle/snapshot"
+	"github.com/runstwice/runstwice/internal/switchview"
 )
 
 // TestReadWithMetadata reads a time-boxed value and SSM's record of who set
@@ -23,21 +23,21 @@ import (
 func TestReadWithMetadata(t *testing.T) {
 	client := testenv.SSM(t)
 	stage := testenv.Name(t, "meta")
-	v, err := toggle.Value{Enabled: false, Until: time.Now().Add(time.Hour), Reason: "SES incident 4711"}.Encode()
+	v, err := ssmswitch.Value{Enabled: false, Until: time.Now().Add(time.Hour), Reason: "SES incident 4711"}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{
-		Name: aws.String(toggle.ParameterName(stage, contract.Welcome.Name)), Value: aws.String(v), Type: types.ParameterTypeString,
+		Name: aws.String(contract.SwitchParameter(stage, contract.Welcome.Name)), Value: aws.String(v), Type: types.ParameterTypeString,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := snapshot.Read(context.Background(), client, toggle.Path(stage),
+	snap, err := switchview.Read(context.Background(), client, contract.SwitchPath(stage),
 		map[string]bool{contract.Welcome.Name: true, contract.PartnerDigest.Name: false}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var w snapshot.Entry
+	var w switchview.Entry
 	for _, e := range snap.Entries {
 		if e.Type == contract.Welcome.Name {
 			w = e

@@ -1,9 +1,18 @@
-// Package queue is the one sender of job messages: to the work queues (a new
-// job, a parked job, a redriven dead letter) and to the dead-letter queue (a
-// permanent failure). Every message it sends carries the message attributes
-// type and correlationId, so queues can be inspected and filtered without
-// decoding bodies.
-package queue
+// Package sqsqueue is the engine's Parker, DeadLetterer and Backoff on SQS.
+//
+// The Sender parks a job whose switch is off by re-sending its body to its
+// work queue with a delay under the same messageId (so it neither runs nor
+// burns its receive count), and dead-letters a job that can never succeed
+// by sending it straight to the dead-letter queue with its reason in the
+// message attributes. The Visibility postpones transient retries with
+// ChangeMessageVisibilityBatch; when SQS refuses some entries it returns
+// an *engine.VisibilityError naming those records only. The function's role needs sqs:SendMessage
+// on the queues and sqs:ChangeMessageVisibility on the work queues.
+//
+// Every message it sends carries the message attributes type and
+// correlationId, so queues can be inspected and filtered without decoding
+// bodies.
+package sqsqueue
 
 import (
 	"context"
@@ -20,15 +29,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// MaxDelay is SQS's largest DelaySeconds: a longer delay is sent as this.
-const MaxDelay = engine.MaxDelay
-
 // DelaySeconds is d as SQS DelaySeconds: whole seconds, rounded up, so a
 // message never becomes visible before it is due (a delay of 0.4 s is 1 s,
 // never 0), between 0 and MaxDelay. Every message the sender sends (a new
 // job, a park, a fan-out's job, a redrive) goes through it.
 func DelaySeconds(d time.Duration) int32 {
-	d = min(max(d, 0), MaxDelay)
+	d = min(max(d, 0), engine.MaxDelay)
 	return int32((d + time.Second - 1) / time.Second)
 }
 
@@ -36,7 +42,7 @@ func DelaySeconds(d time.Duration) int32 {
 const MaxReason = 1024
 
 // SQSAPI is the part of the SQS client the sender uses.
-type SQSAPI interface {
+type API interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
@@ -57,14 +63,14 @@ type Message struct {
 
 // Sender sends job messages. Its zero value is not usable; call New.
 type Sender struct {
-	client SQSAPI
+	client API
 	urls   map[engine.Queue]string
 	dlqURL string
 }
 
 // New returns a sender to the work queues at urls and the dead-letter queue
 // at dlqURL ("" for a sender that never dead-letters, such as enqueue's).
-func New(client SQSAPI, urls map[engine.Queue]string, dlqURL string) *Sender {
+func New(client API, urls map[engine.Queue]string, dlqURL string) *Sender {
 	return &Sender{client: client, urls: urls, dlqURL: dlqURL}
 }
 
@@ -128,7 +134,7 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 // its queue after delay: it neither runs nor burns its receive count.
 func (s *Sender) Park(ctx context.Context, queue engine.Queue, env engine.Envelope, body string, delay time.Duration) error {
 	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay,
-		TraceHeader: TraceHeader(ctx)})
+		TraceHeader: engine.TraceHeader(ctx)})
 	if err != nil {
 		return fmt.Errorf("park %s: %w", env.MessageID, err)
 	}
@@ -148,7 +154,7 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 	}
 	attrs := map[string]types.MessageAttributeValue{
 		engine.AttrReason:       stringAttr(reason),
-		engine.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(ReceiveCount(msg)))},
+		engine.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(engine.ReceiveCount(msg)))},
 	}
 	if msg.EventSourceARN != "" {
 		attrs[engine.AttrSourceQueue] = stringAttr(msg.EventSourceARN)
@@ -170,21 +176,3 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 	}
 	return nil
 }
-
-// WithTraceHeader returns ctx carrying the X-Ray trace header of the job
-// being handled, so the messages sent for it (a park) keep the trace
-// (engine.WithTraceHeader).
-func WithTraceHeader(ctx context.Context, header string) context.Context {
-	return engine.WithTraceHeader(ctx, header)
-}
-
-// TraceHeader returns the trace header WithTraceHeader put in ctx, or "".
-func TraceHeader(ctx context.Context) string { return engine.TraceHeader(ctx) }
-
-// RecordTraceHeader returns the X-Ray trace header an SQS record carries
-// (the AWSTraceHeader system attribute), or "".
-func RecordTraceHeader(msg events.SQSMessage) string { return engine.RecordTraceHeader(msg) }
-
-// ReceiveCount is the SQS receive count of a delivery (1 for the first, and
-// for a record that does not say).
-func ReceiveCount(msg events.SQSMessage) int { return engine.ReceiveCount(msg) }

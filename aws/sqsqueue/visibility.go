@@ -1,4 +1,4 @@
-package queue
+package sqsqueue
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -19,9 +18,6 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
-// MaxVisibility is SQS's largest visibility timeout (12 hours).
-const MaxVisibility = engine.MaxVisibility
-
 // maxBatchEntries is how many entries one SQS batch call takes.
 const maxBatchEntries = 10
 
@@ -30,9 +26,6 @@ const maxBatchEntries = 10
 type VisibilityAPI interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
-
-// VisibilityChange postpones one received record (engine.VisibilityChange).
-type VisibilityChange = engine.VisibilityChange
 
 // Visibility changes the visibility timeout of records a worker received
 // from the work queues, so that a retry comes back when it is asked to
@@ -64,8 +57,8 @@ func NewVisibility(client VisibilityAPI, urls map[engine.Queue]string) *Visibili
 // made, else an *engine.VisibilityError naming each record whose change
 // failed, by message id, with SQS's error code (never its message): those
 // records keep the visibility timeout they had, the others are changed.
-func (v *Visibility) ChangeVisibility(ctx context.Context, changes []VisibilityChange) error {
-	byQueue := map[string][]VisibilityChange{}
+func (v *Visibility) ChangeVisibility(ctx context.Context, changes []engine.VisibilityChange) error {
+	byQueue := map[string][]engine.VisibilityChange{}
 	var order []string
 	for _, c := range changes {
 		arn := c.Message.EventSourceARN
@@ -91,7 +84,7 @@ func (v *Visibility) ChangeVisibility(ctx context.Context, changes []VisibilityC
 				// its own call, so the others are made.
 				refused, retry = map[string]error{}, nil
 				for _, c := range batch {
-					one, _, _ := v.change(ctx, u, []VisibilityChange{c})
+					one, _, _ := v.change(ctx, u, []engine.VisibilityChange{c})
 					maps.Copy(refused, one)
 				}
 			}
@@ -120,14 +113,14 @@ func (v *Visibility) ChangeVisibility(ctx context.Context, changes []VisibilityC
 // entries refused as a whole for what an entry asked (moto refuses the
 // whole call for one entry past 12 h), which each entry on its own call
 // tells apart.
-func (v *Visibility) change(ctx context.Context, queueURL string, batch []VisibilityChange) (refused map[string]error, retry []VisibilityChange, split bool) {
+func (v *Visibility) change(ctx context.Context, queueURL string, batch []engine.VisibilityChange) (refused map[string]error, retry []engine.VisibilityChange, split bool) {
 	refused = map[string]error{}
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
 	for i, c := range batch {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
 			Id:                aws.String(strconv.Itoa(i)),
 			ReceiptHandle:     aws.String(c.Message.ReceiptHandle),
-			VisibilityTimeout: VisibilitySeconds(c.Timeout),
+			VisibilityTimeout: engine.VisibilitySeconds(c.Timeout),
 		}
 	}
 	out, err := v.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
@@ -183,6 +176,3 @@ func (e *entryError) Error() string {
 // Redacted marks the text as ours (obs.Redact keeps it): a code, no
 // provider message.
 func (e *entryError) Redacted() bool { return true }
-
-// VisibilitySeconds is d as an SQS visibility timeout (engine.VisibilitySeconds).
-func VisibilitySeconds(d time.Duration) int32 { return engine.VisibilitySeconds(d) }

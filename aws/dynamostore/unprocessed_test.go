@@ -1,4 +1,4 @@
-package marker_test
+package dynamostore_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // throttlingBatch is a DynamoAPI whose BatchGetItem answers only the first key
 // of each call and returns the rest as UnprocessedKeys, as DynamoDB does under
 // load. moto never does, so this small fake of our port covers the loop.
 type throttlingBatch struct {
-	marker.DynamoAPI
+	dynamostore.API
 	calls int
 	seen  []string
 }
@@ -30,10 +31,10 @@ func (f *throttlingBatch) BatchGetItem(_ context.Context, in *dynamodb.BatchGetI
 			panic("peek without a consistent read")
 		}
 		first := ka.Keys[0]
-		f.seen = append(f.seen, first[marker.AttrMessageKey].(*types.AttributeValueMemberS).Value)
+		f.seen = append(f.seen, first[dynamostore.AttrMessageKey].(*types.AttributeValueMemberS).Value)
 		item := map[string]types.AttributeValue{
-			marker.AttrHandler: first[marker.AttrHandler], marker.AttrMessageKey: first[marker.AttrMessageKey],
-			marker.AttrState: &types.AttributeValueMemberS{Value: string(marker.StateDone)},
+			dynamostore.AttrHandler: first[dynamostore.AttrHandler], dynamostore.AttrMessageKey: first[dynamostore.AttrMessageKey],
+			dynamostore.AttrState: &types.AttributeValueMemberS{Value: string(engine.StateDone)},
 		}
 		out.Responses[table] = append(out.Responses[table], item)
 		if len(ka.Keys) > 1 {
@@ -45,8 +46,8 @@ func (f *throttlingBatch) BatchGetItem(_ context.Context, in *dynamodb.BatchGetI
 
 func TestPeekBatchFollowsUnprocessedKeys(t *testing.T) {
 	f := &throttlingBatch{}
-	d := marker.NewDynamo(f, "markers")
-	keys := []marker.Key{{Handler: "h", MessageKey: "a"}, {Handler: "h", MessageKey: "b"}, {Handler: "h", MessageKey: "c"}}
+	d := dynamostore.New(f, "markers")
+	keys := []engine.Key{{Handler: "h", MessageKey: "a"}, {Handler: "h", MessageKey: "b"}, {Handler: "h", MessageKey: "c"}}
 	got, err := d.PeekBatch(context.Background(), keys)
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +59,10 @@ func TestPeekBatchFollowsUnprocessedKeys(t *testing.T) {
 
 func TestPeekBatchGivesUpOnEndlessUnprocessedKeys(t *testing.T) {
 	f := &throttlingBatch{}
-	d := marker.NewDynamo(f, "markers")
-	var keys []marker.Key
+	d := dynamostore.New(f, "markers")
+	var keys []engine.Key
 	for i := range 20 {
-		keys = append(keys, marker.Key{Handler: "h", MessageKey: string(rune('a' + i))})
+		keys = append(keys, engine.Key{Handler: "h", MessageKey: string(rune('a' + i))})
 	}
 	if _, err := d.PeekBatch(context.Background(), keys); err == nil {
 		t.Fatal("PeekBatch kept retrying forever or hid that keys stayed unprocessed")

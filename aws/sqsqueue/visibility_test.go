@@ -1,4 +1,4 @@
-package queue
+package sqsqueue
 
 import (
 	"context"
@@ -46,8 +46,8 @@ func (b *batchAPI) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Chang
 
 const workARN = "arn:aws:sqs:us-east-1:123456789012:runstwice-test-default"
 
-func change(id string) VisibilityChange {
-	return VisibilityChange{Message: events.SQSMessage{MessageId: id, ReceiptHandle: "rh-" + id, EventSourceARN: workARN}, Timeout: time.Minute}
+func change(id string) engine.VisibilityChange {
+	return engine.VisibilityChange{Message: events.SQSMessage{MessageId: id, ReceiptHandle: "rh-" + id, EventSourceARN: workARN}, Timeout: time.Minute}
 }
 
 // One refused entry of a batch does not drop the others: the error names
@@ -67,7 +67,7 @@ func TestOneRefusedEntryDoesNotDropTheOthers(t *testing.T) {
 		return "", false
 	}}
 	v := NewVisibility(api, map[engine.Queue]string{contract.QueueDefault: "http://sqs.local/123456789012/runstwice-test-default"})
-	err := v.ChangeVisibility(context.Background(), []VisibilityChange{change("a"), change("b"), change("c"), change("d")})
+	err := v.ChangeVisibility(context.Background(), []engine.VisibilityChange{change("a"), change("b"), change("c"), change("d")})
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error %v; want an *engine.VisibilityError", err)
@@ -92,7 +92,7 @@ func TestOneRefusedEntryDoesNotDropTheOthers(t *testing.T) {
 func TestFailedCallNamesEveryRecord(t *testing.T) {
 	api := &batchAPI{answer: func(int, string) (string, bool) { return "", false }, err: errors.New("AccessDenied")}
 	v := NewVisibility(api, map[engine.Queue]string{contract.QueueDefault: "http://sqs.local/123456789012/runstwice-test-default"})
-	err := v.ChangeVisibility(context.Background(), []VisibilityChange{change("a"), change("b"),
+	err := v.ChangeVisibility(context.Background(), []engine.VisibilityChange{change("a"), change("b"),
 		{Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) || len(ve.Failed) != 3 || !strings.Contains(ve.Failed["x"].Error(), "elsewhere") {

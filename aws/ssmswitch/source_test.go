@@ -1,4 +1,4 @@
-package toggle
+package ssmswitch
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )
@@ -77,7 +78,7 @@ func (c *clock) Now() time.Time          { return c.t }
 func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
 // param is the parameter of typ's switch in stage "test".
-func param(typ string) string { return ParameterName("test", typ) }
+func param(typ string) string { return "/runstwice/test/toggles/" + typ }
 
 // sourceOf returns a source of stage "test" on a fake SSM that holds value
 // for typ's switch.
@@ -90,7 +91,7 @@ func sourceOf(typ, value string) (*Source, *clock, *fakeSSM) {
 func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	var metrics bytes.Buffer
-	s := NewSource(f, Path("test"), known)
+	s := New(f, contract.SwitchPath("test"), known)
 	s.Now = c.Now
 	s.Metrics = obs.NewMetrics(&metrics)
 	s.Logger = obs.NewLogger(&bytes.Buffer{}, "error")
@@ -98,7 +99,7 @@ func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 }
 
 func TestParameterName(t *testing.T) {
-	if got := ParameterName("test", digest); got != "/runstwice/test/toggles/email.partner-digest.v1" {
+	if got := contract.SwitchParameter("test", digest); got != "/runstwice/test/toggles/email.partner-digest.v1" {
 		t.Fatalf("ParameterName = %q", got)
 	}
 }
@@ -134,7 +135,7 @@ func TestFailClosed(t *testing.T) {
 		{"SSM unreachable", map[string]string{param(digest): "true"}, errors.New("dial tcp: connection refused"), false},
 		{"explicitly off", map[string]string{param(digest): "off"}, nil, false},
 		{"explicitly on", map[string]string{param(digest): "ON"}, nil, true},
-		{"other stage's toggle", map[string]string{ParameterName("prod", digest): "true"}, nil, false},
+		{"other stage's toggle", map[string]string{contract.SwitchParameter("prod", digest): "true"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := newSource(&fakeSSM{params: tc.params, err: tc.err})

@@ -1,4 +1,4 @@
-package queue
+package sqsqueue
 
 import (
 	"context"
@@ -43,8 +43,8 @@ func TestDelaysRoundUp(t *testing.T) {
 		{time.Second + time.Millisecond, 2},
 		{1999 * time.Millisecond, 2},
 		{899*time.Second + time.Millisecond, 900},
-		{MaxDelay, 900},
-		{MaxDelay + time.Second, 900},
+		{engine.MaxDelay, 900},
+		{engine.MaxDelay + time.Second, 900},
 	} {
 		t.Run(tc.delay.String(), func(t *testing.T) {
 			if got := DelaySeconds(tc.delay); got != tc.want {

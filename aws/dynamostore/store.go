@@ -1,10 +1,35 @@
-package marker
+// Package dynamostore is the engine.Store on a DynamoDB table: the markers
+// of a function built on the engine.
+//
+// The rules:
+//   - Claim is a conditional put. A failed condition means "already
+//     processed" and is success, not an error.
+//   - A lease is a conditional write with an owner and an expiry (the Lambda
+//     deadline), so a concurrent twin does not run the effect at the same
+//     time and a crashed holder never blocks forever.
+//   - Completion, failure and release are conditional on the owner: a holder
+//     whose lease expired can never overwrite a newer holder's work.
+//   - A write whose response was lost and that the SDK retried finds its own
+//     item: the retry is a success, never a conflict with itself.
+//   - A cancelled job's marker is a tombstone: peeks see it and the job is
+//     skipped like an already-processed one.
+//   - Reads treat an item past its expiresAt as absent; they never trust TTL
+//     deletion, which can lag by days.
+//
+// The table has the string hash key HandlerName, which holds
+// "<job type>#<job id>" (one partition per job, so no type's markers share
+// a hot key), the string range key MessageKey (the job id), and TTL on the
+// number attribute expiresAt. Reads ignore an item past its expiresAt
+// rather than trust TTL deletion, which can lag by days. The function's
+// role needs dynamodb:GetItem, BatchGetItem, PutItem and DeleteItem on it.
+package dynamostore
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,15 +38,31 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithytime "github.com/aws/smithy-go/time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
-// DynamoAPI is the part of the DynamoDB client the store uses.
+// Attribute names of a marker item. HandlerName and MessageKey are the table's
+// hash and range keys; HandlerName holds PartitionKey, one value per job, so
+// no job type's markers share a partition (a hot key past about 1,000 writes
+// a second), and MessageKey the job's message key.
+const (
+	AttrHandler     = "HandlerName"
+	AttrMessageKey  = "MessageKey"
+	AttrState       = "state"
+	AttrOwner       = "owner"
+	AttrLeaseUntil  = "leaseUntil"
+	AttrLeasedAt    = "leasedAt"
+	AttrProcessedAt = "processedAt"
+	AttrExpiresAt   = "expiresAt"
+)
+
+// API is the part of the DynamoDB client the store uses.
 // Like every store, it declares its own SDK methods on purpose: the
 // template's IAM test derives each function's actions from these interfaces
 // (internal/dev/stack/iam_test.go).
-type DynamoAPI interface {
+type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -31,8 +72,8 @@ type DynamoAPI interface {
 // Dynamo is the marker store on a DynamoDB table with hash key HandlerName
 // (PartitionKey: "<handler>#<message key>") and range key MessageKey (both
 // strings) and TTL on expiresAt.
-type Dynamo struct {
-	client DynamoAPI
+type Store struct {
+	client API
 	table  string
 	// Retention is how long a settled marker lives (DefaultRetention if 0).
 	Retention time.Duration
@@ -41,22 +82,24 @@ type Dynamo struct {
 }
 
 // NewDynamo returns a store on table.
-func NewDynamo(client DynamoAPI, table string) *Dynamo {
-	return &Dynamo{client: client, table: table}
+func New(client API, table string) *Store {
+	return &Store{client: client, table: table}
 }
 
 // Table is the table's name.
-func (d *Dynamo) Table() string { return d.table }
+func (d *Store) Table() string { return d.table }
 
-func (d *Dynamo) retention() time.Duration { return ddb.DurationOr(d.Retention, DefaultRetention) }
+func (d *Store) retention() time.Duration {
+	return ddb.DurationOr(d.Retention, engine.DefaultRetention)
+}
 
 // until is when a marker settled at now, of a job due at due, expires: its
 // retention after the later of the two, and never before the job's last
 // delivery (lifetime.Until).
-func (d *Dynamo) until(now, due time.Time) time.Time { return lifetime.Until(now, due, d.retention()) }
+func (d *Store) until(now, due time.Time) time.Time { return lifetime.Until(now, due, d.retention()) }
 
 // KeyAV is the table key of k.
-func KeyAV(k Key) map[string]types.AttributeValue {
+func KeyAV(k engine.Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		AttrHandler:    &types.AttributeValueMemberS{Value: PartitionKey(k)},
 		AttrMessageKey: &types.AttributeValueMemberS{Value: k.MessageKey},
@@ -65,14 +108,14 @@ func KeyAV(k Key) map[string]types.AttributeValue {
 
 // Peek reads one marker with a consistent read. ok is false when there is none
 // (or it has expired).
-func (d *Dynamo) Peek(ctx context.Context, k Key) (Record, bool, error) {
+func (d *Store) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
 		Key:            KeyAV(k),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Record{}, false, fmt.Errorf("marker: peek %s/%s: %w", k.Handler, k.MessageKey, err)
+		return engine.Record{}, false, fmt.Errorf("marker: peek %s/%s: %w", k.Handler, k.MessageKey, err)
 	}
 	return d.Decode(out.Item)
 }
@@ -83,9 +126,9 @@ const maxBatchGet = 100
 // PeekBatch reads many markers with consistent reads, one BatchGetItem per 100
 // keys, following UnprocessedKeys with backoff. The result holds only the
 // markers that exist (and have not expired).
-func (d *Dynamo) PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, error) {
-	found := make(map[Key]Record, len(keys))
-	seen := make(map[Key]bool, len(keys))
+func (d *Store) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
+	found := make(map[engine.Key]engine.Record, len(keys))
+	seen := make(map[engine.Key]bool, len(keys))
 	for start := 0; start < len(keys); start += maxBatchGet {
 		chunk := make([]map[string]types.AttributeValue, 0, maxBatchGet)
 		for _, k := range keys[start:min(start+maxBatchGet, len(keys))] {
@@ -130,7 +173,7 @@ func backoff(attempt int) time.Duration {
 }
 
 // Conditions shared by the writes.
-func stateIs(s State) expression.ConditionBuilder {
+func stateIs(s engine.State) expression.ConditionBuilder {
 	return expression.Name(AttrState).Equal(expression.Value(s))
 }
 
@@ -146,10 +189,10 @@ func absentOrExpired(now time.Time) expression.ConditionBuilder {
 // there is no marker, when the previous lease expired, or when owner already
 // holds it. Otherwise it returns the marker found with ErrProcessed,
 // ErrCancelled, ErrFailed or ErrLeaseHeld: a failed lease doubles as a peek.
-func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error) {
+func (d *Store) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(d.retention())}
-	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Or(
+	rec := engine.Record{Key: k, State: engine.StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(d.retention())}
+	cond := absentOrExpired(now).Or(stateIs(engine.StateLeased).And(expression.Or(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
 		ownedBy(owner),
 	)))
@@ -164,27 +207,27 @@ func (d *Dynamo) Lease(ctx context.Context, k Key, owner string, until time.Time
 // returns false and nil when the marker is already settled, and
 // ErrLeaseLost when another worker took the lease over. A claim whose
 // response was lost and that the SDK retried finds its own marker and wins.
-func (d *Dynamo) Claim(ctx context.Context, k Key, owner string, due time.Time) (bool, error) {
+func (d *Store) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
 	now := ddb.Now(d.Now)
 	cond := absentOrExpired(now)
 	if owner == "" {
 		owner = "claim:" + token()
 	} else {
-		cond = cond.Or(stateIs(StateLeased).And(ownedBy(owner)))
+		cond = cond.Or(stateIs(engine.StateLeased).And(ownedBy(owner)))
 	}
-	rec := Record{Key: k, State: StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+	rec := engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("marker: claim %s/%s: %w", k.Handler, k.MessageKey, err)
 	case !failed:
 		return true, nil
-	case old.State == StateDone && old.Owner == owner:
+	case old.State == engine.StateDone && old.Owner == owner:
 		return true, nil // this very claim, retried after its response was lost
 	case old.Settled():
 		return false, nil
 	}
-	return false, ErrLeaseLost
+	return false, engine.ErrLeaseLost
 }
 
 // Fail records that k's job failed and was dead-lettered: StateFailed, which
@@ -195,19 +238,19 @@ func (d *Dynamo) Claim(ctx context.Context, k Key, owner string, due time.Time) 
 // there is no marker or only an expired lease. A marker that is already
 // FAILED is success. Otherwise it returns ErrLeaseLost: the job is done,
 // cancelled, or another worker holds it.
-func (d *Dynamo) Fail(ctx context.Context, k Key, owner string, due time.Time) error {
+func (d *Store) Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
-	cond := absentOrExpired(now).Or(stateIs(StateLeased).And(expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
+	rec := engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+	cond := absentOrExpired(now).Or(stateIs(engine.StateLeased).And(expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	if owner != "" {
-		cond = ownedBy(owner).And(expression.Or(stateIs(StateDone), stateIs(StateLeased)))
+		cond = ownedBy(owner).And(expression.Or(stateIs(engine.StateDone), stateIs(engine.StateLeased)))
 	}
-	_, failed, err := d.put(ctx, rec, cond.Or(stateIs(StateFailed)))
+	_, failed, err := d.put(ctx, rec, cond.Or(stateIs(engine.StateFailed)))
 	switch {
 	case err != nil:
 		return fmt.Errorf("marker: fail %s/%s: %w", k.Handler, k.MessageKey, err)
 	case failed:
-		return ErrLeaseLost
+		return engine.ErrLeaseLost
 	}
 	return nil
 }
@@ -218,21 +261,21 @@ func (d *Dynamo) Fail(ctx context.Context, k Key, owner string, due time.Time) e
 // ErrFailed or ErrLeaseHeld (the job is running). due is the job's run
 // time: the tombstone outlives the last copy of the job that can still be
 // delivered (its one-time schedule's firing, however far ahead).
-func (d *Dynamo) Tombstone(ctx context.Context, k Key, due time.Time) (Record, error) {
+func (d *Store) Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error) {
 	now := ddb.Now(d.Now)
-	rec := Record{Key: k, State: StateCancelled, ProcessedAt: now, ExpiresAt: d.until(now, due)}
-	cond := absentOrExpired(now).Or(stateIs(StateCancelled)).Or(stateIs(StateLeased).And(
+	rec := engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+	cond := absentOrExpired(now).Or(stateIs(engine.StateCancelled)).Or(stateIs(engine.StateLeased).And(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	return d.take(ctx, rec, cond, "cancel")
 }
 
 // take writes rec under cond and returns it; when the condition fails it
 // returns the marker found with the error that marker means (settledErr).
-func (d *Dynamo) take(ctx context.Context, rec Record, cond expression.ConditionBuilder, op string) (Record, error) {
+func (d *Store) take(ctx context.Context, rec engine.Record, cond expression.ConditionBuilder, op string) (engine.Record, error) {
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
-		return Record{}, fmt.Errorf("marker: %s %s/%s: %w", op, rec.Key.Handler, rec.Key.MessageKey, err)
+		return engine.Record{}, fmt.Errorf("marker: %s %s/%s: %w", op, rec.Key.Handler, rec.Key.MessageKey, err)
 	case failed:
 		return old, settledErr(old)
 	}
@@ -242,8 +285,8 @@ func (d *Dynamo) take(ctx context.Context, rec Record, cond expression.Condition
 // Release gives up owner's lease on k so a retry need not wait for it to
 // expire. It deletes the marker only while owner still holds the lease; if
 // not, there is nothing of owner's to release and it returns nil.
-func (d *Dynamo) Release(ctx context.Context, k Key, owner string) error {
-	in, err := ddb.DeleteInput(d.table, KeyAV(k), stateIs(StateLeased).And(ownedBy(owner)))
+func (d *Store) Release(ctx context.Context, k engine.Key, owner string) error {
+	in, err := ddb.DeleteInput(d.table, KeyAV(k), stateIs(engine.StateLeased).And(ownedBy(owner)))
 	if err != nil {
 		return fmt.Errorf("marker: release: %w", err)
 	}
@@ -256,19 +299,19 @@ func (d *Dynamo) Release(ctx context.Context, k Key, owner string) error {
 
 // item is a marker as stored.
 type item struct {
-	HandlerName string `dynamodbav:"HandlerName"` // PartitionKey
-	MessageKey  string `dynamodbav:"MessageKey"`
-	State       State  `dynamodbav:"state"`
-	Owner       string `dynamodbav:"owner,omitempty"`
-	LeaseUntil  int64  `dynamodbav:"leaseUntil,omitempty"` // epoch milliseconds
-	LeasedAt    int64  `dynamodbav:"leasedAt,omitempty"`   // epoch milliseconds
-	ProcessedAt string `dynamodbav:"processedAt,omitempty"`
-	ExpiresAt   int64  `dynamodbav:"expiresAt"` // epoch seconds (TTL)
+	HandlerName string       `dynamodbav:"HandlerName"` // PartitionKey
+	MessageKey  string       `dynamodbav:"MessageKey"`
+	State       engine.State `dynamodbav:"state"`
+	Owner       string       `dynamodbav:"owner,omitempty"`
+	LeaseUntil  int64        `dynamodbav:"leaseUntil,omitempty"` // epoch milliseconds
+	LeasedAt    int64        `dynamodbav:"leasedAt,omitempty"`   // epoch milliseconds
+	ProcessedAt string       `dynamodbav:"processedAt,omitempty"`
+	ExpiresAt   int64        `dynamodbav:"expiresAt"` // epoch seconds (TTL)
 }
 
 // put writes rec under cond. failed reports a failed condition, with the
 // item that failed it (read when the service did not return it).
-func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionBuilder) (old Record, failed bool, err error) {
+func (d *Store) put(ctx context.Context, rec engine.Record, cond expression.ConditionBuilder) (old engine.Record, failed bool, err error) {
 	it := item{
 		HandlerName: PartitionKey(rec.Key), MessageKey: rec.Key.MessageKey, State: rec.State, Owner: rec.Owner,
 		ExpiresAt: rec.ExpiresAt.Unix(),
@@ -284,11 +327,11 @@ func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionB
 	}
 	p, err := ddb.Put(d.table, it, cond, true)
 	if err != nil {
-		return Record{}, false, err
+		return engine.Record{}, false, err
 	}
 	_, err = d.client.PutItem(ctx, ddb.PutInput(p))
 	if err == nil || !ddb.IsConditionFailed(err) {
-		return Record{}, false, err
+		return engine.Record{}, false, err
 	}
 	if av := ddb.OldItem(err); av != nil {
 		old, _, err = d.Decode(av)
@@ -299,18 +342,18 @@ func (d *Dynamo) put(ctx context.Context, rec Record, cond expression.ConditionB
 }
 
 // Decode decodes a marker item; ok is false for no item or an expired one.
-func (d *Dynamo) Decode(av map[string]types.AttributeValue) (Record, bool, error) {
+func (d *Store) Decode(av map[string]types.AttributeValue) (engine.Record, bool, error) {
 	var it item
 	ok, err := ddb.DecodeLive(av, ddb.Now(d.Now), &it)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("marker: %w", err)
+		return engine.Record{}, false, fmt.Errorf("marker: %w", err)
 	}
 	if !ok {
-		return Record{}, false, nil
+		return engine.Record{}, false, nil
 	}
-	r := Record{Key: keyOf(it.HandlerName, it.MessageKey), State: it.State, Owner: it.Owner}
+	r := engine.Record{Key: keyOf(it.HandlerName, it.MessageKey), State: it.State, Owner: it.Owner}
 	if r.State == "" { // a marker written by a plain claim from another tool
-		r.State = StateDone
+		r.State = engine.StateDone
 	}
 	if it.ExpiresAt > 0 {
 		r.ExpiresAt = time.Unix(it.ExpiresAt, 0)
@@ -333,3 +376,16 @@ func token() string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return hex.EncodeToString(b)
 }
+
+// PartitionKey is the value of k's hash key (AttrHandler):
+// "<handler>#<message key>", one per job.
+func PartitionKey(k engine.Key) string { return k.Handler + "#" + k.MessageKey }
+
+// keyOf is the key of a marker item from its two key attributes: the handler
+// is the hash key without "#<message key>".
+func keyOf(partition, messageKey string) engine.Key {
+	return engine.Key{Handler: strings.TrimSuffix(partition, "#"+messageKey), MessageKey: messageKey}
+}
+
+// settledErr is the error a write that must not overwrite old returns.
+func settledErr(old engine.Record) error { return old.Conflict() }

@@ -1,11 +1,12 @@
-package marker_test
+package dynamostore_test
 
 import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // TestPartitionKeyIsOnePerJob: the markers table's hash key has one value
@@ -13,28 +14,28 @@ import (
 // marker ever written: a hot partition); the range key is the job id; an
 // item decodes back to its key, also when the job id holds a "#".
 func TestPartitionKeyIsOnePerJob(t *testing.T) {
-	keys := []marker.Key{
+	keys := []engine.Key{
 		{Handler: "email.welcome.v1", MessageKey: "job-1"},
 		{Handler: "email.welcome.v1", MessageKey: "job-2"},
 		{Handler: "email.partner-digest.v1", MessageKey: "job-1"},
 		{Handler: "email.welcome.v1", MessageKey: "odd#id#"},
 	}
-	seen := map[string]marker.Key{}
-	d := marker.NewDynamo(nil, "markers")
+	seen := map[string]engine.Key{}
+	d := dynamostore.New(nil, "markers")
 	for _, k := range keys {
-		av := marker.KeyAV(k)
-		hash := av[marker.AttrHandler].(*types.AttributeValueMemberS).Value
-		if want := k.Handler + "#" + k.MessageKey; hash != want || marker.PartitionKey(k) != want {
-			t.Fatalf("hash key of %+v = %q (PartitionKey %q); want %q", k, hash, marker.PartitionKey(k), want)
+		av := dynamostore.KeyAV(k)
+		hash := av[dynamostore.AttrHandler].(*types.AttributeValueMemberS).Value
+		if want := k.Handler + "#" + k.MessageKey; hash != want || dynamostore.PartitionKey(k) != want {
+			t.Fatalf("hash key of %+v = %q (PartitionKey %q); want %q", k, hash, dynamostore.PartitionKey(k), want)
 		}
-		if rng := av[marker.AttrMessageKey].(*types.AttributeValueMemberS).Value; rng != k.MessageKey {
+		if rng := av[dynamostore.AttrMessageKey].(*types.AttributeValueMemberS).Value; rng != k.MessageKey {
 			t.Fatalf("range key of %+v = %q; want the job id", k, rng)
 		}
 		if other, dup := seen[hash]; dup {
 			t.Fatalf("%+v and %+v share the partition %q", k, other, hash)
 		}
 		seen[hash] = k
-		av[marker.AttrState] = &types.AttributeValueMemberS{Value: string(marker.StateDone)}
+		av[dynamostore.AttrState] = &types.AttributeValueMemberS{Value: string(engine.StateDone)}
 		rec, ok, err := d.Decode(av)
 		if err != nil || !ok || rec.Key != k {
 			t.Fatalf("Decode of %+v's item = %+v, %v, %v; want its key back", k, rec.Key, ok, err)

@@ -1,6 +1,6 @@
 //go:build integration
 
-package marker_test
+package dynamostore_test
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // TestDynamoPeekBatchIsOneCall checks the cost rule: the peeks of a whole SQS
@@ -21,12 +22,12 @@ import (
 func TestDynamoPeekBatchIsOneCall(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	client := testenv.DynamoDB(t, counter.Option)
-	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	d := marker.NewDynamo(client, table)
+	table := testenv.NewTable(t, client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	d := dynamostore.New(client, table)
 	ctx := context.Background()
-	keys := make([]marker.Key, 10)
+	keys := make([]engine.Key, 10)
 	for i := range keys {
-		keys[i] = marker.Key{Handler: "email.welcome.v1", MessageKey: testenv.Name(t, "m")}
+		keys[i] = engine.Key{Handler: "email.welcome.v1", MessageKey: testenv.Name(t, "m")}
 	}
 	for _, k := range keys[:4] {
 		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
@@ -52,12 +53,12 @@ func TestDynamoPeekBatchIsOneCall(t *testing.T) {
 // the job id as its range key.
 func TestDynamoStoresOnePartitionPerJob(t *testing.T) {
 	client := testenv.DynamoDB(t)
-	table := testenv.NewTable(t, client, "markers", marker.AttrHandler, marker.AttrMessageKey)
-	d := marker.NewDynamo(client, table)
+	table := testenv.NewTable(t, client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
+	d := dynamostore.New(client, table)
 	ctx := context.Background()
 	want := map[string]string{}
 	for _, id := range []string{"job-1", "job-2"} {
-		k := marker.Key{Handler: "email.welcome.v1", MessageKey: id}
+		k := engine.Key{Handler: "email.welcome.v1", MessageKey: id}
 		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestDynamoStoresOnePartitionPerJob(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, it := range out.Items {
-		got[it[marker.AttrHandler].(*types.AttributeValueMemberS).Value] = it[marker.AttrMessageKey].(*types.AttributeValueMemberS).Value
+		got[it[dynamostore.AttrHandler].(*types.AttributeValueMemberS).Value] = it[dynamostore.AttrMessageKey].(*types.AttributeValueMemberS).Value
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("stored keys (hash → range) %v; want %v", got, want)

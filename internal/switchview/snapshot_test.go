@@ -1,4 +1,4 @@
-package snapshot
+package switchview
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // fakeSSM holds parameters under one path, on one page.
@@ -62,7 +62,7 @@ func TestRead(t *testing.T) {
 	}}
 	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 	defaults := map[string]bool{welcome: true, digest: false}
-	snap, err := Read(context.Background(), f, toggle.Path("test"), defaults, now)
+	snap, err := Read(context.Background(), f, contract.SwitchPath("test"), defaults, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestRead(t *testing.T) {
 		t.Fatalf("unknown = %v", snap.Unknown)
 	}
 	// Ten seconds later the time-boxed value has expired: the default is back.
-	snap, err = Read(context.Background(), f, toggle.Path("test"), defaults, now.Add(10*time.Second))
+	snap, err = Read(context.Background(), f, contract.SwitchPath("test"), defaults, now.Add(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestRead(t *testing.T) {
 		t.Fatalf("welcome after its expiry %+v; want expired and on (its default)", w)
 	}
 	f.err = errors.New("AccessDenied")
-	if _, err := Read(context.Background(), f, toggle.Path("test"), defaults, now); err == nil {
+	if _, err := Read(context.Background(), f, contract.SwitchPath("test"), defaults, now); err == nil {
 		t.Fatal("Read must return SSM errors to the operator")
 	}
 }

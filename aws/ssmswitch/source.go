@@ -1,7 +1,18 @@
-// Package toggle is the kill switch: one SSM parameter per job type under
-// /runstwice/<stage>/toggles/<type>, read with one GetParametersByPath per TTL
-// per Lambda container, so a flip takes effect within the TTL with no deploy
-// and SSM's request limit is never approached.
+// Package ssmswitch is the engine.Switch on SSM Parameter Store: one
+// parameter per job type, <path>/<job type>, whose value "true"/"on" or
+// "false"/"off" turns the type on or off (an expiry and a reason may
+// follow; see the bundle's operations guide).
+//
+// The parameters under path are read in one GetParametersByPath call and
+// cached for the Source's TTL. A read that fails (denied, throttled,
+// unreachable, or out of time under the caller's context) keeps the values
+// of the last read that succeeded, for another TTL before it asks again; a
+// source that has never read (a cold start during an outage) answers each
+// type's EnabledByDefault, so a type that is off by default never runs on
+// a guess. A kept value with an expiry still reverts to the default once
+// it has passed, and a missing or unreadable value is the default. Read
+// failures are logged and counted (ToggleReadFailed). The function's role
+// needs ssm:GetParametersByPath on the path.
 //
 // The rules, so that a fail-closed type can never start by accident:
 //   - a missing parameter gives the registry default;
@@ -15,7 +26,7 @@
 //     SSM outage still expires on time;
 //   - a parameter that names no registered type (a typo) is logged and
 //     counted as UnknownToggle.
-package toggle
+package ssmswitch
 
 import (
 	"context"
@@ -39,13 +50,6 @@ import (
 // DefaultTTL is how long values read from SSM are trusted.
 const DefaultTTL = 30 * time.Second
 
-// Path returns the parameter path of a stage's toggles, without a trailing
-// slash: "/runstwice/<stage>/toggles".
-func Path(stage string) string { return "/runstwice/" + stage + "/toggles" }
-
-// ParameterName returns the parameter that switches jobType in stage.
-func ParameterName(stage, jobType string) string { return Path(stage) + "/" + jobType }
-
 // Parse reads a toggle value: true/false, on/off, 1/0, yes/no, enabled/
 // disabled, case-insensitive and trimmed. ok is false for anything else.
 func Parse(raw string) (enabled, ok bool) {
@@ -59,14 +63,14 @@ func Parse(raw string) (enabled, ok bool) {
 }
 
 // SSMAPI is the part of the SSM client the source uses.
-type SSMAPI interface {
+type API interface {
 	GetParametersByPath(ctx context.Context, in *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
 }
 
 // Source reads toggles from SSM Parameter Store and caches them. It is safe
 // for concurrent use; concurrent refreshes collapse into one call.
 type Source struct {
-	client SSMAPI
+	client API
 	path   string
 	known  func(string) bool
 
@@ -87,10 +91,10 @@ type Source struct {
 	lastErr   error
 }
 
-// NewSource returns a source for the toggles under path (see Path). known
+// New returns a source for the switches under path. known
 // reports whether a type name is registered; parameters naming anything else
 // are flagged as unknown.
-func NewSource(client SSMAPI, path string, known func(string) bool) *Source {
+func New(client API, path string, known func(string) bool) *Source {
 	return &Source{client: client, path: strings.TrimSuffix(path, "/"), known: known}
 }
 
@@ -218,9 +222,9 @@ func (s *Source) read(ctx context.Context) (map[string]string, error) {
 	return ReadAll(ctx, s.client, s.path)
 }
 
-// ReadAll fetches the raw value of every parameter directly under path (see
-// Path), by name relative to it, following pagination.
-func ReadAll(ctx context.Context, client SSMAPI, path string) (map[string]string, error) {
+// ReadAll fetches the raw value of every parameter directly under path, by
+// name relative to it, following pagination.
+func ReadAll(ctx context.Context, client API, path string) (map[string]string, error) {
 	path = strings.TrimSuffix(path, "/")
 	values := map[string]string{}
 	in := &ssm.GetParametersByPathInput{Path: aws.String(path), Recursive: aws.Bool(false), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(10)}

@@ -1,6 +1,6 @@
 //go:build integration
 
-package queue_test
+package sqsqueue_test
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
-	"github.com/runstwice/runstwice/internal/queue"
 )
 
 // What the sender puts on the wire: the body unchanged, the type and
@@ -29,11 +29,11 @@ func TestSender(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", nil)
 	dlq := testenv.NewQueue(t, client, "dlq", nil)
-	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
+	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
 	ctx := context.Background()
 
 	const trace = "Root=1-5759e988-bd862e3fe1be46a994272793"
-	if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: `{"v":1}`, Type: "email.welcome.v1", CorrelationID: "c-1", TraceHeader: trace}); err != nil {
+	if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: `{"v":1}`, Type: "email.welcome.v1", CorrelationID: "c-1", TraceHeader: trace}); err != nil {
 		t.Fatal(err)
 	}
 	got := testenv.Receive(t, client, work.URL, time.Second)
@@ -70,7 +70,7 @@ func TestSender(t *testing.T) {
 		aws.ToString(got[0].Body) != "(empty body)" {
 		t.Fatalf("dead letter %+v %v", got[0], a)
 	}
-	if err := s.Send(ctx, queue.Message{Queue: contract.QueueBulk, Body: "x"}); err == nil {
+	if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueBulk, Body: "x"}); err == nil {
 		t.Fatal("sent to a queue with no URL")
 	}
 }
@@ -82,10 +82,10 @@ func TestChangeVisibility(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	counted := sqs.NewFromConfig(testenv.Moto(t).Config(counter.Option))
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
 	ctx := context.Background()
 	for _, body := range []string{"soon", "late"} {
-		if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+		if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,12 +98,12 @@ func TestChangeVisibility(t *testing.T) {
 		got = append(got, more...)
 	}
 	timeouts := map[string]time.Duration{"soon": 0, "late": 30 * time.Second}
-	var changes []queue.VisibilityChange
+	var changes []engine.VisibilityChange
 	for _, m := range got {
 		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
-		changes = append(changes, queue.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
+		changes = append(changes, engine.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
 	}
-	v := queue.NewVisibility(counted, map[engine.Queue]string{contract.QueueDefault: work.URL})
+	v := sqsqueue.NewVisibility(counted, map[engine.Queue]string{contract.QueueDefault: work.URL})
 	if err := v.ChangeVisibility(ctx, changes); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestChangeVisibility(t *testing.T) {
 	// handle: both named, neither silent.
 	stale := changes[0]
 	stale.Message.ReceiptHandle = "not-a-receipt-handle"
-	err := v.ChangeVisibility(ctx, []queue.VisibilityChange{stale, {Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
+	err := v.ChangeVisibility(ctx, []engine.VisibilityChange{stale, {Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
 	if err == nil || !strings.Contains(err.Error(), "elsewhere") || !strings.Contains(err.Error(), stale.Message.MessageId) {
 		t.Fatalf("error %v; want both refusals named", err)
 	}
@@ -136,11 +136,11 @@ func TestChangeVisibility(t *testing.T) {
 func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := queue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
 	ctx := context.Background()
 	bodies := []string{"short", "twelve-hours", "max-backoff"}
 	for _, body := range bodies {
-		if err := s.Send(ctx, queue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+		if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,16 +152,16 @@ func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 		}
 		got = append(got, more...)
 	}
-	timeouts := map[string]time.Duration{"short": 30 * time.Second, "twelve-hours": queue.MaxVisibility, "max-backoff": engine.MaxBackoff}
-	var changes []queue.VisibilityChange
+	timeouts := map[string]time.Duration{"short": 30 * time.Second, "twelve-hours": engine.MaxVisibility, "max-backoff": engine.MaxBackoff}
+	var changes []engine.VisibilityChange
 	ids := map[string]string{}
 	for _, m := range got {
 		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
-		changes = append(changes, queue.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
+		changes = append(changes, engine.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
 		ids[aws.ToString(m.Body)] = rec.MessageId
 	}
 	time.Sleep(10 * time.Millisecond) // moto counts from the send: let a little time pass
-	err := queue.NewVisibility(client, map[engine.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
+	err := sqsqueue.NewVisibility(client, map[engine.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) || len(ve.Failed) != 1 || ve.Failed[ids["twelve-hours"]] == nil {
 		t.Fatalf("error %v; want only the 12 h change (%s) refused", err, ids["twelve-hours"])

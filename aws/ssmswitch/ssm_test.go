@@ -1,6 +1,6 @@
 //go:build integration
 
-package toggle_test
+package ssmswitch_test
 
 import (
 	"bytes"
@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
-	"github.com/runstwice/runstwice/internal/toggle"
 )
 
 func put(t *testing.T, client *ssm.Client, name, value string) {
@@ -38,10 +38,10 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	client := testenv.SSM(t, counter.Option)
 	stage := testenv.Name(t, "flip")
 	reg := contract.Registry()
-	put(t, client, toggle.ParameterName(stage, contract.PartnerDigest.Name), "false")
+	put(t, client, contract.SwitchParameter(stage, contract.PartnerDigest.Name), "false")
 
 	now := time.Unix(1_800_000_000, 0)
-	src := toggle.NewSource(client, toggle.Path(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	src := ssmswitch.New(client, contract.SwitchPath(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	src.Now = func() time.Time { return now }
 	src.TTL = 30 * time.Second
 	ctx := context.Background()
@@ -50,7 +50,7 @@ func TestFlipSeenAfterTTL(t *testing.T) {
 	if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
 		t.Fatal("digest enabled while its parameter is false")
 	}
-	put(t, client, toggle.ParameterName(stage, contract.PartnerDigest.Name), "true")
+	put(t, client, contract.SwitchParameter(stage, contract.PartnerDigest.Name), "true")
 	now = now.Add(29 * time.Second)
 	for range 50 {
 		if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
@@ -77,7 +77,7 @@ func TestUnreachableStaysClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := moto.Config("http://127.0.0.1:"+itoa(port), testenv.Region)
-	src := toggle.NewSource(ssm.NewFromConfig(cfg), toggle.Path("local"), nil)
+	src := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath("local"), nil)
 	var metrics bytes.Buffer
 	src.Metrics = obs.NewMetrics(&metrics)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

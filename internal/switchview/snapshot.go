@@ -3,7 +3,7 @@
 // changed it last (SSM's DescribeParameters, which only operators call: the
 // workers' role is never granted it, so this package is never linked into a
 // function).
-package snapshot
+package switchview
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/internal/toggle"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 )
 
 // SSMAPI is the part of the SSM client Read uses: the values, and who last
 // changed each parameter, and when.
 type SSMAPI interface {
-	toggle.SSMAPI
+	ssmswitch.API
 	DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, optFns ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
 }
 
@@ -61,12 +61,12 @@ type Snapshot struct {
 	Parameters int
 }
 
-// Read fetches the toggles under path (see toggle.Path) now and evaluates
+// Read fetches the toggles under path (see contract.SwitchPath) now and evaluates
 // them at now for the given types and defaults, with who changed each last.
 // It returns SSM errors: an operator must see them.
 func Read(ctx context.Context, client SSMAPI, path string, defaults map[string]bool, now time.Time) (Snapshot, error) {
 	path = strings.TrimSuffix(path, "/")
-	values, err := toggle.ReadAll(ctx, client, path)
+	values, err := ssmswitch.ReadAll(ctx, client, path)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -86,7 +86,7 @@ func Read(ctx context.Context, client SSMAPI, path string, defaults map[string]b
 		e := Entry{Type: n, Default: defaults[n], Effective: defaults[n]}
 		e.Stored, e.HasStored = values[n]
 		if e.HasStored {
-			v, err := toggle.ParseValue(e.Stored)
+			v, err := ssmswitch.ParseValue(e.Stored)
 			if e.Readable = err == nil; e.Readable {
 				e.Enabled, e.Until, e.Reason = v.Enabled, v.Until, v.Reason
 				e.Expired, e.Effective = v.Expired(now), v.Effective(e.Default, now)
