@@ -64,18 +64,18 @@ var outcomes = map[kind]struct {
 	// A record that ended without an outcome (its goroutine died) is
 	// retried, never deleted.
 	kindPending:      {"retry", slog.LevelError, nil, true, false},
-	kindSucceeded:    {"succeeded", slog.LevelInfo, []string{obs.JobsSucceeded}, false, false},
-	kindNoop:         {"noop", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
-	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{obs.JobsDuplicate}, false, false},
-	kindParked:       {"parked", slog.LevelWarn, []string{obs.JobsSkipped, obs.JobsParked}, false, false},
-	kindSnoozed:      {"snoozed", slog.LevelInfo, []string{obs.JobsSnoozed}, false, false},
-	kindSkipped:      {"skipped", slog.LevelInfo, []string{obs.JobsSucceeded, obs.JobsSkipped}, false, false},
-	kindCancelled:    {"cancelled", slog.LevelInfo, []string{obs.JobsSkipped}, false, false},
-	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{obs.JobsFailed}, false, true},
-	kindFailed:       {"retry", slog.LevelWarn, []string{obs.JobsFailed}, true, false},
+	kindSucceeded:    {"succeeded", slog.LevelInfo, []string{JobsSucceeded}, false, false},
+	kindNoop:         {"noop", slog.LevelInfo, []string{JobsSucceeded, JobsSkipped}, false, false},
+	kindDuplicate:    {"duplicate", slog.LevelInfo, []string{JobsDuplicate}, false, false},
+	kindParked:       {"parked", slog.LevelWarn, []string{JobsSkipped, JobsParked}, false, false},
+	kindSnoozed:      {"snoozed", slog.LevelInfo, []string{JobsSnoozed}, false, false},
+	kindSkipped:      {"skipped", slog.LevelInfo, []string{JobsSucceeded, JobsSkipped}, false, false},
+	kindCancelled:    {"cancelled", slog.LevelInfo, []string{JobsSkipped}, false, false},
+	kindDeadLettered: {"dead-lettered", slog.LevelError, []string{JobsFailed}, false, true},
+	kindFailed:       {"retry", slog.LevelWarn, []string{JobsFailed}, true, false},
 	kindBusy:         {"retry", slog.LevelInfo, nil, true, false},
 	kindInterrupted:  {"retry", slog.LevelWarn, nil, true, false},
-	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{obs.JobsSucceeded, obs.ClaimFailed}, false, false},
+	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{JobsSucceeded, ClaimFailed}, false, false},
 }
 
 // outcome is a record's fate, with why.
@@ -117,7 +117,7 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 		r.cfg.Metrics.Count(m, it.metricType(), 1)
 	}
 	if it.out.kind == kindNoop {
-		r.cfg.Metrics.CountReason(obs.JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
+		r.cfg.Metrics.CountReason(JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
 	}
 	if o.retry {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})

@@ -122,7 +122,7 @@ type Config struct {
 	// 0).
 	ClaimAttempts int
 	Logger        *slog.Logger
-	Metrics       *obs.Metrics
+	Metrics       *Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// AtStep, when set, is called at each step boundary of the batch and

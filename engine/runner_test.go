@@ -40,7 +40,7 @@ func TestAlreadyProcessedDoesNothing(t *testing.T) {
 	if got := h.Trace.String(); got != "peek" {
 		t.Errorf("already-processed message did more than peek; trace: %s", got)
 	}
-	if h.Count(notify.Name, obs.JobsDuplicate) != 1 {
+	if h.Count(notify.Name, engine.JobsDuplicate) != 1 {
 		t.Errorf("want a JobsDuplicate metric; got %s", h.Metrics)
 	}
 }
@@ -96,7 +96,7 @@ func TestFinalAttemptMarksFailedWithRealAttempts(t *testing.T) {
 	if !ok || f.Attempts != 5 || f.Class != "transient" || !strings.Contains(f.Reason, "final attempt (5)") {
 		t.Fatalf("final attempt marked %+v, %v; want Failed with 5 attempts", f, ok)
 	}
-	if h.Count(notify.Name, obs.JobsFailed) != 1 || h.Outcomes()[env.MessageID] != "failed" {
+	if h.Count(notify.Name, engine.JobsFailed) != 1 || h.Outcomes()[env.MessageID] != "failed" {
 		t.Errorf("want JobsFailed and outcome failed; got %s / %v", h.Metrics, h.Outcomes())
 	}
 }
@@ -124,7 +124,7 @@ func TestDeadlineIsRetryNotFailure(t *testing.T) {
 			if h.Trace.Has("mark-failed") || h.Queues.DeadCount() != 0 {
 				t.Fatalf("a deadline marked the job failed or dead; trace %s", h.Trace)
 			}
-			if strings.Contains(h.Metrics.String(), obs.JobsFailed) {
+			if strings.Contains(h.Metrics.String(), engine.JobsFailed) {
 				t.Fatalf("a deadline counted as a failure: %s", h.Metrics)
 			}
 		})
@@ -242,7 +242,7 @@ func TestDisabledJobIsParkedNotLost(t *testing.T) {
 			if got := h.Trace.String(); got != "peek mark-parked park" {
 				t.Fatalf("trace %q; want the peek, the record marked Parked, then the message parked, and nothing else", got)
 			}
-			if h.Jobs.Parks(tc.env.MessageID) != 1 || h.Count(tc.env.Type, obs.JobsParked) != 1 || h.Count(tc.env.Type, obs.JobsSkipped) != 1 {
+			if h.Jobs.Parks(tc.env.MessageID) != 1 || h.Count(tc.env.Type, engine.JobsParked) != 1 || h.Count(tc.env.Type, engine.JobsSkipped) != 1 {
 				t.Errorf("parks %d, metrics %s", h.Jobs.Parks(tc.env.MessageID), h.Metrics)
 			}
 		})
@@ -320,7 +320,7 @@ func TestNoOpRecordsItsReason(t *testing.T) {
 	if o, r := h.Jobs.Outcome(env.MessageID); o != jobs.OutcomeNoop || r != "no mail needed: user not found" {
 		t.Fatalf("recorded %q %q; want the no-op and its reason", o, r)
 	}
-	if h.Count(notify.Name, obs.JobsSkipped) != 1 || h.Outcomes()[env.MessageID] != "noop" {
+	if h.Count(notify.Name, engine.JobsSkipped) != 1 || h.Outcomes()[env.MessageID] != "noop" {
 		t.Fatalf("metrics %s outcomes %v", h.Metrics, h.Outcomes())
 	}
 	if !strings.Contains(h.Metrics.String(), `"JobsNoop":1`) || !strings.Contains(h.Metrics.String(), `"reason":"other"`) {
@@ -344,7 +344,7 @@ func TestNoOpIsCountedByItsKind(t *testing.T) {
 	var n int
 	for _, l := range obstest.Lines(h.Metrics.String()) {
 		if l["reason"] == "user-not-found" && l["type"] == notify.Name {
-			v, _ := l[obs.JobsNoop].(float64)
+			v, _ := l[engine.JobsNoop].(float64)
 			n += int(v)
 		}
 	}
@@ -366,7 +366,7 @@ func TestLeaseHeldByTwinRetries(t *testing.T) {
 	if h.Trace.Has("load") || h.Trace.Has("release") || h.Trace.Has("mark-failed") {
 		t.Fatalf("ran, released the twin's lease or failed the job; trace: %s", h.Trace)
 	}
-	if strings.Contains(h.Metrics.String(), obs.JobsFailed) {
+	if strings.Contains(h.Metrics.String(), engine.JobsFailed) {
 		t.Fatal("a busy lease counted as a failure")
 	}
 }
@@ -425,8 +425,8 @@ func TestClaimFailureAfterEffect(t *testing.T) {
 		metric    string
 		unclaimed bool
 	}{
-		{"a retry within the invocation succeeds", 2, "succeeded", obs.JobsSucceeded, false},
-		{"every try fails", 10, "claim-failed", obs.ClaimFailed, true},
+		{"a retry within the invocation succeeds", 2, "succeeded", engine.JobsSucceeded, false},
+		{"every try fails", 10, "claim-failed", engine.ClaimFailed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int32
@@ -694,7 +694,7 @@ func TestTwinClaimedFirstCountsAsDuplicate(t *testing.T) {
 	if failed := h.Run(t, testkit.Record(t, notifyJob(), 1)); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
-	if h.Count(notify.Name, obs.JobsDuplicate) != 1 || h.Count(notify.Name, obs.JobsSucceeded) != 0 {
+	if h.Count(notify.Name, engine.JobsDuplicate) != 1 || h.Count(notify.Name, engine.JobsSucceeded) != 0 {
 		t.Fatalf("metrics %s; want the twin's claim counted as a duplicate", h.Metrics)
 	}
 }
@@ -703,7 +703,7 @@ func TestInvalidArgsKeepTheTypeDimension(t *testing.T) {
 	h, _ := newHarness(t, nil)
 	body, _ := testkit.Envelope(notify.Name, map[string]string{"userId": "a@b.c"}).Encode()
 	h.Run(t, testkit.RawRecord(string(body), 1))
-	if obstest.Count(h.Metrics.String(), notify.Name, obs.JobsFailed) != 1 {
+	if obstest.Count(h.Metrics.String(), notify.Name, engine.JobsFailed) != 1 {
 		t.Fatalf("metrics %s; want JobsFailed under the job's type", h.Metrics)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -32,13 +31,13 @@ func TestSnoozeResendsACopyAndSpendsNoReceive(t *testing.T) {
 		reasonHas string
 	}{
 		{"a send slot", engine.Snooze(2300*time.Millisecond, "no send slot of the SES rate before the deadline"), 1,
-			3 * time.Second, "peek lease load release park", "snoozed", obs.JobsSnoozed, false, "no send slot"},
+			3 * time.Second, "peek lease load release park", "snoozed", engine.JobsSnoozed, false, "no send slot"},
 		{"on the final attempt", engine.Snooze(4*time.Second, "no send slot"), 5,
-			4 * time.Second, "peek lease load release park", "snoozed", obs.JobsSnoozed, false, "no send slot"},
+			4 * time.Second, "peek lease load release park", "snoozed", engine.JobsSnoozed, false, "no send slot"},
 		{"wrapped, no delay", fmt.Errorf("email: send: %w", engine.Snooze(0, "no send slot")), 2,
-			time.Second, "peek lease load release park", "snoozed", obs.JobsSnoozed, false, "no send slot"},
+			time.Second, "peek lease load release park", "snoozed", engine.JobsSnoozed, false, "no send slot"},
 		{"a daily quota parks", engine.SnoozeParked(20*time.Minute, "SES's daily sending quota is used up"), 3,
-			engine.MaxDelay, "peek lease load release mark-parked record-outcome park", "parked", obs.JobsParked, true, "daily sending quota"},
+			engine.MaxDelay, "peek lease load release mark-parked record-outcome park", "parked", engine.JobsParked, true, "daily sending quota"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := &visibility{}
@@ -65,7 +64,7 @@ func TestSnoozeResendsACopyAndSpendsNoReceive(t *testing.T) {
 			if !strings.Contains(h.Logs.String(), tc.reasonHas) {
 				t.Errorf("the outcome line does not say why (%q): %s", tc.reasonHas, h.Logs)
 			}
-			if h.Count(notify.Name, tc.metric) != 1 || h.Count(notify.Name, obs.JobsFailed) != 0 {
+			if h.Count(notify.Name, tc.metric) != 1 || h.Count(notify.Name, engine.JobsFailed) != 0 {
 				t.Errorf("metrics %s; want one %s and no JobsFailed", h.Metrics, tc.metric)
 			}
 			if rec, ok := h.MarkerOf(env); ok {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -53,10 +52,10 @@ func TestSkipNeverParks(t *testing.T) {
 	if h.Jobs.Parks(env.MessageID) != 0 {
 		t.Fatal("the record was marked parked")
 	}
-	if n := h.Count(weekly.Name, obs.JobsSkipped); n != 1 {
+	if n := h.Count(weekly.Name, engine.JobsSkipped); n != 1 {
 		t.Fatalf("JobsSkipped %v, want 1 (the redelivery is a duplicate); metrics %s", n, h.Metrics)
 	}
-	if n := h.Count(weekly.Name, obs.JobsParked); n != 0 {
+	if n := h.Count(weekly.Name, engine.JobsParked); n != 0 {
 		t.Fatalf("JobsParked %v, want 0", n)
 	}
 
@@ -92,7 +91,7 @@ func TestOnlyATickSkips(t *testing.T) {
 	if o, _ := h.Jobs.Outcome(page.MessageID); o == jobs.OutcomeSkipped || h.Jobs.Parks(page.MessageID) != 1 {
 		t.Fatalf("recorded outcome %q, parks %d; want the record marked parked once, never skipped", o, h.Jobs.Parks(page.MessageID))
 	}
-	if n := h.Count(weekly.Name, obs.JobsParked); n != 1 {
+	if n := h.Count(weekly.Name, engine.JobsParked); n != 1 {
 		t.Fatalf("JobsParked %v, want 1; metrics %s", n, h.Metrics)
 	}
 

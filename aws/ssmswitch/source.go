@@ -44,6 +44,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -80,7 +81,7 @@ type Source struct {
 	Logger *slog.Logger
 	// Metrics counts UnknownToggle, UnreadableToggle and ToggleReadFailed (the function
 	// flushes it at the end of each invocation).
-	Metrics *obs.Metrics
+	Metrics *engine.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 
@@ -156,7 +157,7 @@ func (s *Source) current(ctx context.Context) map[string]parsed {
 		kind := ReadFailure(err)
 		s.logger().Warn("toggles unreadable; keeping the last values read, else the defaults",
 			"error", err, "failure", kind, "path", s.path, "haveLastValues", s.loaded)
-		s.Metrics.Count(obs.ToggleReadFailed, kind, 1)
+		s.Metrics.Count(engine.ToggleReadFailed, kind, 1)
 		return s.values
 	}
 	values := make(map[string]parsed, len(raw))
@@ -170,12 +171,12 @@ func (s *Source) current(ctx context.Context) map[string]parsed {
 		if err := values[name].err; err != nil {
 			s.logger().Warn("toggle value unreadable; the registry default applies",
 				obs.KeyType, name, "value", clip(raw[name]), "parameter", s.path+"/"+name, obs.KeyError, err)
-			s.Metrics.Count(obs.UnreadableToggle, name, 1)
+			s.Metrics.Count(engine.UnreadableToggle, name, 1)
 		}
 	}
 	for _, name := range s.unknown(raw) {
 		s.logger().Warn("toggle parameter names no registered job type (typo?)", "parameter", s.path+"/"+name)
-		s.Metrics.Count(obs.UnknownToggle, name, 1)
+		s.Metrics.Count(engine.UnknownToggle, name, 1)
 	}
 	return s.values
 }

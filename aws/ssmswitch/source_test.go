@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
@@ -93,7 +94,7 @@ func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 	var metrics bytes.Buffer
 	s := New(f, contract.SwitchPath("test"), known)
 	s.Now = c.Now
-	s.Metrics = obs.NewMetrics(&metrics)
+	s.Metrics = engine.NewMetrics(&metrics, obs.Namespace)
 	s.Logger = obs.NewLogger(&bytes.Buffer{}, "error")
 	return s, c, &metrics
 }
@@ -158,7 +159,7 @@ func TestUnknownToggleCounted(t *testing.T) {
 	s, _, metrics := newSource(f)
 	s.IsJobEnabled(context.Background(), digest, false)
 	s.Metrics.Flush()
-	if obstest.Count(metrics.String(), "email.partner-digets.v1", obs.UnknownToggle) != 1 {
+	if obstest.Count(metrics.String(), "email.partner-digets.v1", engine.UnknownToggle) != 1 {
 		t.Fatalf("want an UnknownToggle metric for the typo; got %s", metrics.String())
 	}
 }
@@ -258,17 +259,17 @@ func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
 	}}
 	s, c, metrics := newSource(f)
 	ctx := context.Background()
-	if n := countWhileOff(t, s, metrics, 50, digest, obs.UnreadableToggle); n != 1 {
+	if n := countWhileOff(t, s, metrics, 50, digest, engine.UnreadableToggle); n != 1 {
 		t.Fatalf("UnreadableToggle = %d after 50 checks in one TTL; want 1:\n%s", n, metrics)
 	}
-	if n := obstest.Count(metrics.String(), welcome, obs.UnreadableToggle); n != 0 {
+	if n := obstest.Count(metrics.String(), welcome, engine.UnreadableToggle); n != 0 {
 		t.Fatalf("a readable value counted as unreadable:\n%s", metrics)
 	}
 	metrics.Reset()
 	c.Advance(DefaultTTL)
 	s.IsJobEnabled(ctx, digest, false)
 	s.Metrics.Flush()
-	if n := obstest.Count(metrics.String(), digest, obs.UnreadableToggle); n != 1 {
+	if n := obstest.Count(metrics.String(), digest, engine.UnreadableToggle); n != 1 {
 		t.Fatalf("UnreadableToggle = %d after the next refresh; want 1 again:\n%s", n, metrics)
 	}
 }
@@ -419,14 +420,14 @@ func TestToggleReadFailedCounted(t *testing.T) {
 			f := &fakeSSM{params: map[string]string{param(digest): "true"}, err: tc.err}
 			s, c, metrics := newSource(f)
 			ctx := context.Background()
-			if n := countWhileOff(t, s, metrics, 20, tc.kind, obs.ToggleReadFailed); n != 1 {
+			if n := countWhileOff(t, s, metrics, 20, tc.kind, engine.ToggleReadFailed); n != 1 {
 				t.Fatalf("ToggleReadFailed{type=%s} = %d after 20 checks in one TTL; want 1:\n%s", tc.kind, n, metrics)
 			}
 			metrics.Reset()
 			c.Advance(DefaultTTL)
 			s.IsJobEnabled(ctx, digest, false)
 			s.Metrics.Flush()
-			if n := obstest.Count(metrics.String(), tc.kind, obs.ToggleReadFailed); n != 1 {
+			if n := obstest.Count(metrics.String(), tc.kind, engine.ToggleReadFailed); n != 1 {
 				t.Fatalf("ToggleReadFailed = %d after the next failed refresh; want 1 again:\n%s", n, metrics)
 			}
 			metrics.Reset()
@@ -436,7 +437,7 @@ func TestToggleReadFailedCounted(t *testing.T) {
 				t.Fatal("the switch read once SSM answers again is not used")
 			}
 			s.Metrics.Flush()
-			if strings.Contains(metrics.String(), obs.ToggleReadFailed) {
+			if strings.Contains(metrics.String(), engine.ToggleReadFailed) {
 				t.Fatalf("a read that worked counted ToggleReadFailed:\n%s", metrics)
 			}
 		})

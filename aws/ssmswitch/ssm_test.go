@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -79,7 +80,7 @@ func TestUnreachableStaysClosed(t *testing.T) {
 	cfg := moto.Config("http://127.0.0.1:"+itoa(port), testenv.Region)
 	src := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath("local"), nil)
 	var metrics bytes.Buffer
-	src.Metrics = obs.NewMetrics(&metrics)
+	src.Metrics = engine.NewMetrics(&metrics, obs.Namespace)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if src.IsJobEnabled(ctx, contract.PartnerDigest.Name, false) {
@@ -89,7 +90,7 @@ func TestUnreachableStaysClosed(t *testing.T) {
 		t.Fatal("fail-open type disabled with SSM unreachable")
 	}
 	src.Metrics.Flush()
-	if n := obstest.Count(metrics.String(), "unreachable", obs.ToggleReadFailed); n != 1 {
+	if n := obstest.Count(metrics.String(), "unreachable", engine.ToggleReadFailed); n != 1 {
 		t.Fatalf("ToggleReadFailed{type=unreachable} = %d; want 1 (one refresh):\n%s", n, metrics.String())
 	}
 }

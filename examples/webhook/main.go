@@ -113,6 +113,6 @@ func build(ctx context.Context) (*engine.Runner, error) {
 		Toggles:  ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
 		Markers:  dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
 		Parker:   queues, DeadLetterer: queues,
-		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics(),
+		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics("webhook-example"),
 	})
 }

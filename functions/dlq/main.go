@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -43,6 +44,6 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs:     jobs.NewRecorder(db, jobsTable),
-		Registry: contract.Registry(), Logger: log, Metrics: obs.DefaultMetrics(),
+		Registry: contract.Registry(), Logger: log, Metrics: engine.DefaultMetrics(obs.Namespace),
 	})
 }

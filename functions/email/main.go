@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/obs"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -79,7 +80,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	metrics := engine.DefaultMetrics()
+	metrics := engine.DefaultMetrics(obs.Namespace)
 	reg := contract.RegistryIn(digestZone)
 
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -63,7 +64,7 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
-		Metrics:     obs.DefaultMetrics(),
+		Metrics:     engine.DefaultMetrics(obs.Namespace),
 		// A federated user names itself: refused unless the stack says
 		// otherwise (template parameter AllowFederatedUsers).
 		AllowFederatedUsers: allowFederated,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,7 +56,7 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	store.Schedules = schedules
 	// The API's own enqueue path under its request layer: what the relay
 	// decided for an item is stored under the item's key (EnqueueFor).
-	metrics := obs.DefaultMetrics()
+	metrics := engine.DefaultMetrics(obs.Namespace)
 	api := &enqueue.Handler{
 		Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, idemTable), Jobs: store,
 		Queue: sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""), Schedules: schedules, Logger: log, Metrics: metrics,

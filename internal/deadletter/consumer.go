@@ -64,7 +64,7 @@ type Config struct {
 	// Registry names the known types (required).
 	Registry *engine.Registry
 	Logger   *slog.Logger
-	Metrics  *obs.Metrics
+	Metrics  *engine.Metrics
 }
 
 // Consumer handles batches from the dead-letter queue. It is safe for
@@ -178,7 +178,7 @@ func (c *Consumer) record(ctx context.Context, l *letter) error {
 	// stored: a failure below retries the record, and the retry finds it
 	// stored (isNew false), so counting later would lose the alert.
 	if isNew {
-		c.cfg.Metrics.Count(obs.DeadLetters, l.rec.Type, 1)
+		c.cfg.Metrics.Count(engine.DeadLetters, l.rec.Type, 1)
 		log.Error("dead letter: job failed and needs a person", "alert", true, "hint", "jobctl dlq redrive "+l.rec.ID)
 	}
 	if !isNew && saved.Status != l.rec.Status {

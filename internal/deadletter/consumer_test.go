@@ -87,7 +87,7 @@ func newHarness(t *testing.T, mutate func(*deadletter.Config)) *harness {
 	}
 	h.c = testkit.Build(t, deadletter.Config{
 		Records: h.records, Markers: h.markers, Jobs: h.jobs, Registry: contract.Registry(),
-		Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics),
+		Logger: obs.NewLogger(h.logs, "debug"), Metrics: engine.NewMetrics(h.metrics, obs.Namespace),
 	}, mutate, deadletter.NewConsumer)
 	return h
 }
@@ -185,7 +185,7 @@ func TestConsumerRecordsEachKind(t *testing.T) {
 			if got := h.failedClass(tc.wantID); got != tc.wantJobFailed {
 				t.Errorf("job marked %q; want %q", got, tc.wantJobFailed)
 			}
-			if obstest.Count(h.metrics.String(), tc.wantType, obs.DeadLetters) != 1 {
+			if obstest.Count(h.metrics.String(), tc.wantType, engine.DeadLetters) != 1 {
 				want := tc.wantType + " DeadLetters=1"
 				t.Errorf("metrics %s; want %s", h.metrics, want)
 			}
@@ -259,7 +259,7 @@ func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	if rec := h.records.recs[env.MessageID]; rec.Status != deadletter.StatusDead {
 		t.Fatalf("status %q; want dead", rec.Status)
 	}
-	if obstest.Count(h.metrics.String(), env.Type, obs.DeadLetters) != 1 || h.failedClass(env.MessageID) == "" {
+	if obstest.Count(h.metrics.String(), env.Type, engine.DeadLetters) != 1 || h.failedClass(env.MessageID) == "" {
 		t.Fatalf("not counted or job not marked Failed: metrics %s", h.metrics)
 	}
 }
@@ -277,7 +277,7 @@ func TestDeadLetterCountedOnceAcrossRetries(t *testing.T) {
 	if f := h.run(t, msg); len(f) != 0 {
 		t.Fatalf("failures %v", f)
 	}
-	if n := obstest.Count(h.metrics.String(), contract.Welcome.Name, obs.DeadLetters); n != 1 {
+	if n := obstest.Count(h.metrics.String(), contract.Welcome.Name, engine.DeadLetters); n != 1 {
 		t.Fatalf("DeadLetters counted %d times; want 1", n)
 	}
 }

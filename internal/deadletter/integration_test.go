@@ -52,7 +52,7 @@ func newWorld(t *testing.T) *world {
 	w.store = deadletter.NewStore(w.DB, deadLetters)
 	c, err := deadletter.NewConsumer(deadletter.Config{
 		Records: w.store, Markers: w.Markers, Jobs: jobs.NewRecorder(w.DB, jobsTable), Registry: contract.Registry(),
-		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: obs.NewMetrics(w.dlqMetrics),
+		Logger: obs.NewLogger(w.dlqLogs, "debug"), Metrics: engine.NewMetrics(w.dlqMetrics, obs.Namespace),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ type Pacing struct {
 	// pause) waits before it is looked at again (engine.MaxDelay if 0).
 	QuotaWait time.Duration
 	// Metrics counts SesDailyQuota and SesSendingPaused (optional).
-	Metrics *obs.Metrics
+	Metrics *engine.Metrics
 	// Random returns a value in [0, n): a snooze's jitter (rand.Int64N if
 	// nil).
 	Random func(n int64) int64

@@ -57,7 +57,7 @@ func (c *countedSlots) Reserve(ctx context.Context, n int, start, latest time.Ti
 	return c.Slots.Reserve(ctx, n, start, latest)
 }
 
-func paced(t *testing.T, next email.Sender, slots email.Slots, metrics *obs.Metrics) *email.Paced {
+func paced(t *testing.T, next email.Sender, slots email.Slots, metrics *engine.Metrics) *email.Paced {
 	t.Helper()
 	p, err := email.NewPaced(next, email.Pacing{Slots: slots, QuotaWait: 15 * time.Minute, Metrics: metrics, Random: func(int64) int64 { return 0 }})
 	if err != nil {
@@ -166,7 +166,7 @@ func TestPacedParksWhatSESRefusesForItsQuota(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ses := &clockSES{err: tc.err}
 				buf := &testkit.Buffer{}
-				metrics := obs.NewMetrics(buf)
+				metrics := engine.NewMetrics(buf, obs.Namespace)
 				p := paced(t, ses, sendrate.NewMemory(1), metrics)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()

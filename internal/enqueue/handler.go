@@ -102,7 +102,7 @@ type Handler struct {
 	// Logger receives one line per request (obs.DefaultLogger() if nil).
 	Logger *slog.Logger
 	// Metrics counts ScheduleQuotaExceeded (nil: not counted).
-	Metrics *obs.Metrics
+	Metrics *engine.Metrics
 	// AllowFederatedUsers accepts STS federated users
 	// (arn:aws:sts::<acct>:federated-user/<name>) as callers, each name one
 	// caller. Off (the default), they are refused with 403: the name is

@@ -31,7 +31,7 @@ func TestScheduleQuotaIsNotARetryLoop(t *testing.T) {
 	var logs, metrics bytes.Buffer
 	h := newHandler(w)
 	h.Logger = obs.NewLogger(&logs, "info")
-	h.Metrics = obs.NewMetrics(&metrics)
+	h.Metrics = engine.NewMetrics(&metrics, obs.Namespace)
 	h.Metrics.Stage = "test"
 	w.scheduleErr = fmt.Errorf("schedule: create j: %w: %w", schedule.ErrQuotaExceeded,
 		&types.ServiceQuotaExceededException{Message: aws.String("quota of schedules reached for account 111122223333")})

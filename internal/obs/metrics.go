@@ -1,50 +1,18 @@
 package obs
 
-import (
-	"encoding/json"
-	"io"
-	"maps"
-	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
-)
-
-// Namespace is the CloudWatch namespace of every runstwice metric.
+// Namespace is the CloudWatch namespace of every runstwice metric (the
+// engine's Metrics writes under the namespace it is given).
 const Namespace = "runstwice"
 
-// The metric names. Job metrics have the dimensions stage and type.
+// The metric names of the bundle's own use cases, beside the engine's
+// (engine.JobsSucceeded, …), with the dimensions stage and type.
 const (
-	JobsSucceeded    = "JobsSucceeded"
-	JobsDuplicate    = "JobsDuplicate"
-	JobsSkipped      = "JobsSkipped"
-	JobsParked       = "JobsParked"
-	JobsFailed       = "JobsFailed"
-	DeadLetters      = "DeadLetters"
-	ClaimFailed      = "ClaimFailed"
-	UnknownToggle    = "UnknownToggle"
-	UnreadableToggle = "UnreadableToggle"
-	// ToggleReadFailed is counted when the kill switches could not be read
-	// at all (denied, throttled, unreachable); its type dimension is the
-	// failure (the AWS error code, or "unreachable"), not a job type.
-	ToggleReadFailed = "ToggleReadFailed"
-	// ColdStart is counted once per execution environment, with the
-	// dimensions stage and function.
-	ColdStart = "ColdStart"
-	// JobsNoop counts the jobs that succeeded without work, with the
-	// dimensions stage, type and reason (CountReason): "user-not-found"
-	// for most of a type's jobs means the users directory is the wrong one.
-	JobsNoop = "JobsNoop"
 	// ScheduleQuotaExceeded counts the enqueues refused because the
 	// account's EventBridge Scheduler schedule quota is reached (a job due
 	// later than 15 minutes could not get its schedule), with the
 	// dimensions stage and type: any is worth an alarm, since every such
 	// job is refused until an operator acts.
 	ScheduleQuotaExceeded = "ScheduleQuotaExceeded"
-	// JobsSnoozed counts the jobs re-sent with a delay because they must
-	// wait (for a send slot of the SES rate), without spending a receive.
-	JobsSnoozed = "JobsSnoozed"
 	// SesDailyQuota counts the mails SES refused because the account's
 	// daily sending quota is used up (their jobs park until it resets), and
 	// SesSendingPaused those refused because SES paused the account's (or
@@ -52,145 +20,3 @@ const (
 	SesDailyQuota    = "SesDailyQuota"
 	SesSendingPaused = "SesSendingPaused"
 )
-
-// Metrics counts metrics during an invocation and writes them as EMF
-// documents on Flush. It is safe for concurrent use; a nil *Metrics discards
-// everything.
-type Metrics struct {
-	// Stage and Function are the values of the stage and function
-	// dimensions.
-	Stage    string
-	Function string
-
-	mu     sync.Mutex
-	w      io.Writer
-	now    func() time.Time
-	counts map[string]map[string]int // type → metric → count
-	// byReason counts the metrics with a reason dimension: type → reason →
-	// metric → count.
-	byReason map[string]map[string]map[string]int
-}
-
-// coldStart is true until the first flush of this process.
-var coldStart atomic.Bool
-
-func init() { coldStart.Store(true) }
-
-// NewMetrics returns metrics written to w.
-func NewMetrics(w io.Writer) *Metrics {
-	return &Metrics{w: w, now: time.Now, counts: map[string]map[string]int{}, byReason: map[string]map[string]map[string]int{}}
-}
-
-// DefaultMetrics is what functions use: metrics on stdout (where CloudWatch
-// Logs turns EMF documents into metrics) for $STAGE and
-// $AWS_LAMBDA_FUNCTION_NAME.
-func DefaultMetrics() *Metrics {
-	m := NewMetrics(os.Stdout)
-	m.Stage, m.Function = os.Getenv("STAGE"), os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
-	return m
-}
-
-// Count adds n to the metric name for a job type, to be written on Flush.
-func (m *Metrics) Count(name, jobType string, n int) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := m.counts[jobType]
-	if c == nil {
-		c = map[string]int{}
-		m.counts[jobType] = c
-	}
-	c[name] += n
-}
-
-// CountReason adds n to the metric name for a job type and a reason (a
-// short, fixed name such as "user-not-found", never free text), written on
-// Flush with the dimensions stage, type and reason.
-func (m *Metrics) CountReason(name, jobType, reason string, n int) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.byReason[jobType] == nil {
-		m.byReason[jobType] = map[string]map[string]int{}
-	}
-	c := m.byReason[jobType][reason]
-	if c == nil {
-		c = map[string]int{}
-		m.byReason[jobType][reason] = c
-	}
-	c[name] += n
-}
-
-// emfMetric is one metric definition of an EMF document.
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
-
-// Flush writes what was counted since the last flush, one EMF document per
-// job type (and the process's first flush also writes ColdStart), and resets
-// the counts. Call it once at the end of every invocation.
-func (m *Metrics) Flush() {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	stage := m.Stage
-	if stage == "" {
-		stage = "unknown"
-	}
-	ts := m.now().UnixMilli()
-	if m.Function != "" && coldStart.CompareAndSwap(true, false) {
-		m.write(ts, []string{KeyStage, KeyFunction}, map[string]any{KeyStage: stage, KeyFunction: m.Function}, map[string]int{ColdStart: 1})
-	}
-	types := make([]string, 0, len(m.counts))
-	for t := range m.counts {
-		types = append(types, t)
-	}
-	slices.Sort(types)
-	for _, t := range types {
-		m.write(ts, []string{KeyStage, KeyType}, map[string]any{KeyStage: stage, KeyType: t}, m.counts[t])
-	}
-	for _, t := range slices.Sorted(maps.Keys(m.byReason)) {
-		for _, r := range slices.Sorted(maps.Keys(m.byReason[t])) {
-			m.write(ts, []string{KeyStage, KeyType, KeyReason}, map[string]any{KeyStage: stage, KeyType: t, KeyReason: r}, m.byReason[t][r])
-		}
-	}
-	clear(m.counts)
-	clear(m.byReason)
-}
-
-func (m *Metrics) write(ts int64, dims []string, doc map[string]any, counts map[string]int) {
-	names := make([]string, 0, len(counts))
-	for n := range counts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	d := emfDirective{Namespace: Namespace, Dimensions: [][]string{dims}}
-	for _, n := range names {
-		d.Metrics = append(d.Metrics, emfMetric{Name: n, Unit: "Count"})
-		doc[n] = counts[n]
-	}
-	doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{d}}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return
-	}
-	_, _ = m.w.Write(append(b, '\n'))
-}

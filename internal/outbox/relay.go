@@ -30,6 +30,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
@@ -58,7 +59,7 @@ type Relay struct {
 	Enqueuer    Enqueuer
 	DeadLetters DeadLetters
 	Logger      *slog.Logger
-	Metrics     *obs.Metrics
+	Metrics     *engine.Metrics
 }
 
 // Handle relays a batch of stream records in order. It never returns an
@@ -147,7 +148,7 @@ func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.Dyn
 		return fmt.Errorf("record the dead letter: %w", err)
 	}
 	if saved.New {
-		r.Metrics.Count(obs.DeadLetters, dl.Type, 1)
+		r.Metrics.Count(engine.DeadLetters, dl.Type, 1)
 		log.Error("dead letter: outbox item breaks a rule and needs a person", "alert", true, "deadLetterId", dl.ID,
 			obs.KeyReason, reason, "sourceQueue", SourceOutbox)
 	}

@@ -93,7 +93,7 @@ type harness struct {
 func newHarness() *harness {
 	h := &harness{api: &fakeAPI{}, letters: &fakeLetters{recs: map[string]deadletter.Record{}, ids: map[string]bool{}},
 		logs: &testkit.Buffer{}, metrics: &testkit.Buffer{}}
-	h.relay = &outbox.Relay{Enqueuer: h.api, DeadLetters: h.letters, Logger: obs.NewLogger(h.logs, "debug"), Metrics: obs.NewMetrics(h.metrics)}
+	h.relay = &outbox.Relay{Enqueuer: h.api, DeadLetters: h.letters, Logger: obs.NewLogger(h.logs, "debug"), Metrics: engine.NewMetrics(h.metrics, obs.Namespace)}
 	return h
 }
 
@@ -167,7 +167,7 @@ func TestPoisonItemAmongGoodOnes(t *testing.T) {
 	if !ok || dl.SourceQueue != outbox.SourceOutbox || !strings.Contains(dl.Reason, "args.email") || dl.JobID != jobID || dl.Type != "email.welcome.v1" {
 		t.Fatalf("dead letter %+v (%v); want the bad item with its reason, source outbox", dl, ok)
 	}
-	if n := obstest.Count(h.metrics.String(), "email.welcome.v1", obs.DeadLetters); n != 1 {
+	if n := obstest.Count(h.metrics.String(), "email.welcome.v1", engine.DeadLetters); n != 1 {
 		t.Fatalf("DeadLetters counted %d times; want 1", n)
 	}
 }

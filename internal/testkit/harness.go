@@ -42,7 +42,7 @@ func NewHarness(t testing.TB, registry *engine.Registry, handlers map[string]eng
 		Registry: registry, Handlers: handlers, Toggles: h.Switches, Markers: h.Markers,
 		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: jobs.ForEngine(h.Jobs),
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
-		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: obs.NewMetrics(h.Metrics),
+		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: engine.NewMetrics(h.Metrics, obs.Namespace),
 	}
 	h.Runner = Build(t, cfg, mutate, engine.New)
 	return h

@@ -63,7 +63,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 	p.r, err = engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
 		Toggles: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
-		Logger: obs.NewLogger(io.Discard, "info"), Metrics: obs.NewMetrics(io.Discard),
+		Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	})
 	return p, err
 }

@@ -79,7 +79,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	relay := &outbox.Relay{
 		Enqueuer: &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
 			Jobs: store, Queue: sqsqueue.New(q, urls, "")},
-		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard),
+		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	}
 	// The relay's process dies once, in the middle of the batch that holds
 	// the item "die": it relayed the records before it, then nothing.

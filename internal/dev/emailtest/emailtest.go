@@ -77,6 +77,6 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Co
 	return testkit.Build(t, engine.Config{
 		Registry: contract.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,
-		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: obs.NewMetrics(w.Metrics),
+		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: engine.NewMetrics(w.Metrics, obs.Namespace),
 	}, mutate, engine.New)
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -166,7 +167,7 @@ func checkMetricAlarms(t *Template) []string {
 			}
 		}
 	}
-	for _, metric := range []string{obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.SesDailyQuota, obs.SesSendingPaused} {
+	for _, metric := range []string{engine.DeadLetters, engine.ClaimFailed, engine.UnknownToggle, engine.UnreadableToggle, engine.ToggleReadFailed, obs.SesDailyQuota, obs.SesSendingPaused} {
 		if !found[metric] {
 			problems = append(problems, "missing alarm on "+obs.Namespace+"/"+metric+" of this stage")
 		}
@@ -374,8 +375,8 @@ func checkDashboard(t *Template) []string {
 	if strings.Count(body, "{"+obs.Namespace+",") != len(dashboardSearch.FindAllString(body, -1)) {
 		bad("Dashboard: a metric of %s is shown other than through a SEARCH with the stage filter", obs.Namespace)
 	}
-	for _, metric := range []string{obs.JobsSucceeded, obs.JobsDuplicate, obs.JobsSkipped, obs.JobsParked, obs.JobsFailed, obs.JobsSnoozed,
-		obs.DeadLetters, obs.ClaimFailed, obs.UnknownToggle, obs.UnreadableToggle, obs.ToggleReadFailed, obs.ColdStart,
+	for _, metric := range []string{engine.JobsSucceeded, engine.JobsDuplicate, engine.JobsSkipped, engine.JobsParked, engine.JobsFailed, engine.JobsSnoozed,
+		engine.DeadLetters, engine.ClaimFailed, engine.UnknownToggle, engine.UnreadableToggle, engine.ToggleReadFailed, engine.ColdStart,
 		obs.SesDailyQuota, obs.SesSendingPaused} {
 		if !shown[metric] {
 			bad("Dashboard: %s/%s is not shown", obs.Namespace, metric)

@@ -104,7 +104,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	w.worker, err = engine.New(engine.Config{
 		Registry: contract.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
 		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
-		Logger: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard),
+		Logger: obs.NewLogger(io.Discard, "error"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func newRunWorld(t *testing.T, ids []string) *runWorld {
 	// One Metrics for the runner and the handler, as functions/email
 	// wires them: the runner flushes it after each batch.
 	metrics := &testkit.Buffer{}
-	m := obs.NewMetrics(metrics)
+	m := engine.NewMetrics(metrics, obs.Namespace)
 	hs, err := digest.Handlers(digest.Config{Directory: s.dir, Jobs: s.res, Queue: s.q, Metrics: m})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package obs
+package engine
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 type emfDoc struct {
@@ -40,7 +42,7 @@ func docs(t *testing.T, out string) []map[string]any {
 func TestFlushWritesOneDocumentPerType(t *testing.T) {
 	coldStart.Store(false)
 	var buf bytes.Buffer
-	m := NewMetrics(&buf)
+	m := NewMetrics(&buf, "runstwice")
 	m.Stage = "prod"
 	m.now = func() time.Time { return time.UnixMilli(1700000000000) }
 	m.Count(JobsSucceeded, "email.welcome.v1", 2)
@@ -60,7 +62,7 @@ func TestFlushWritesOneDocumentPerType(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := got.AWS.CloudWatchMetrics
-	if got.AWS.Timestamp != 1700000000000 || len(d) != 1 || d[0].Namespace != Namespace ||
+	if got.AWS.Timestamp != 1700000000000 || len(d) != 1 || d[0].Namespace != "runstwice" ||
 		strings.Join(d[0].Dimensions[0], ",") != "stage,type" || len(d[0].Metrics) != 2 ||
 		got.Type != "email.welcome.v1" || got.Stage != "prod" {
 		t.Fatalf("EMF document = %s", lines[1])
@@ -79,12 +81,12 @@ func TestFlushWritesOneDocumentPerType(t *testing.T) {
 func TestColdStartOncePerProcess(t *testing.T) {
 	coldStart.Store(true)
 	var buf bytes.Buffer
-	m := NewMetrics(&buf)
+	m := NewMetrics(&buf, "runstwice")
 	m.Stage, m.Function = "dev", "runstwice-dev-email"
 	m.Flush()
 	m.Flush()
 	all := docs(t, buf.String())
-	if len(all) != 1 || all[0][ColdStart] != float64(1) || all[0][KeyFunction] != "runstwice-dev-email" {
+	if len(all) != 1 || all[0][ColdStart] != float64(1) || all[0][obs.KeyFunction] != "runstwice-dev-email" {
 		t.Fatalf("cold start documents = %s", buf.String())
 	}
 }
@@ -98,7 +100,7 @@ func TestNilMetricsDiscards(t *testing.T) {
 func TestFlushQuotesOddNames(t *testing.T) {
 	coldStart.Store(false)
 	var buf bytes.Buffer
-	m := NewMetrics(&buf)
+	m := NewMetrics(&buf, "runstwice")
 	m.Count(UnknownToggle, "we\"ird\x00é", 1)
 	m.Flush()
 	if all := docs(t, buf.String()); all[0]["type"] != "we\"ird\x00é" {
@@ -111,7 +113,7 @@ func TestFlushQuotesOddNames(t *testing.T) {
 func TestCountReasonAddsTheReasonDimension(t *testing.T) {
 	coldStart.Store(false)
 	var buf bytes.Buffer
-	m := NewMetrics(&buf)
+	m := NewMetrics(&buf, "runstwice")
 	m.Stage = "prod"
 	m.CountReason(JobsNoop, "email.welcome.v1", "user-not-found", 1)
 	m.CountReason(JobsNoop, "email.welcome.v1", "user-not-found", 2)
@@ -128,7 +130,7 @@ func TestCountReasonAddsTheReasonDimension(t *testing.T) {
 	if dims := strings.Join(got.AWS.CloudWatchMetrics[0].Dimensions[0], ","); dims != "stage,type,reason" {
 		t.Fatalf("dimensions %s; want stage,type,reason", dims)
 	}
-	if all[1][KeyReason] != "user-not-found" || all[1][JobsNoop] != float64(3) || all[0][KeyReason] != "other" {
+	if all[1][obs.KeyReason] != "user-not-found" || all[1][JobsNoop] != float64(3) || all[0][obs.KeyReason] != "other" {
 		t.Fatalf("documents %v", all)
 	}
 	buf.Reset()
