@@ -66,7 +66,7 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	r, err := engine.New(engine.Config{Registry: reg, Toggles: on{}, Markers: store{}, Parker: noPark{},
+	r, err := engine.New(engine.Config{Registry: reg, Switch: on{}, Markers: store{}, Parker: noPark{},
 		Logger: engine.NewLogger(io.Discard, "error"),
 		Handlers: map[string]engine.Handler{ping.Name: engine.Typed(func(_ context.Context, j engine.Job, a pingArgs) error {
 			fmt.Println("pinged", a.Target, j.Envelope.MessageID)

@@ -275,7 +275,7 @@ type panicOnClaim struct {
 }
 
 func (p panicOnClaim) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
-	if k.MessageKey == p.jobID {
+	if k.JobID == p.jobID {
 		panic("store adapter bug")
 	}
 	return p.Store.Claim(ctx, k, owner, due)

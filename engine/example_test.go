@@ -54,7 +54,7 @@ func newRunner(h engine.Handler, sw switches) *engine.Runner {
 	}
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: h},
-		Toggles: sw, Markers: memstore.New(), Parker: queues{}, DeadLetterer: queues{},
+		Switch: sw, Markers: memstore.New(), Parker: queues{}, DeadLetterer: queues{},
 		Logger: engine.NewLogger(io.Discard, "error"),
 	})
 	if err != nil {
@@ -146,7 +146,7 @@ func ExampleTyped() {
 		ID string `arg:"id"`
 	}
 	reg, _ := engine.NewRegistry(invoice)
-	_, err := engine.New(engine.Config{Registry: reg, Toggles: switches{}, Markers: memstore.New(), Parker: queues{},
+	_, err := engine.New(engine.Config{Registry: reg, Switch: switches{}, Markers: memstore.New(), Parker: queues{},
 		Handlers: map[string]engine.Handler{invoice.Name: engine.Typed(func(context.Context, engine.Job, wrongArgs) error { return nil })}})
 	fmt.Println(err != nil)
 	// Output:
@@ -195,7 +195,7 @@ func ExampleDeriveMessageID() {
 func ExampleConfig_atStep() {
 	reg, _ := engine.NewRegistry(invoice)
 	r, _ := engine.New(engine.Config{
-		Registry: reg, Toggles: switches{}, Markers: memstore.New(), Parker: queues{},
+		Registry: reg, Switch: switches{}, Markers: memstore.New(), Parker: queues{},
 		Handlers: map[string]engine.Handler{invoice.Name: engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })},
 		Logger:   engine.NewLogger(io.Discard, "error"),
 		AtStep:   func(s engine.Step) { fmt.Println(s) },

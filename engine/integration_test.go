@@ -61,7 +61,7 @@ func (s *stack) runner(t *testing.T, reg *engine.Registry, handler engine.Handle
 	src := ssmswitch.New(s.ssm, contract.SwitchPath(s.stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	src.Logger = obs.NewLogger(io.Discard, "error")
 	r, err := engine.New(engine.Config{
-		Registry: reg, Handlers: handlers, Toggles: src, Markers: s.markers, Parker: qs, DeadLetterer: qs,
+		Registry: reg, Handlers: handlers, Switch: src, Markers: s.markers, Parker: qs, DeadLetterer: qs,
 		ParkDelay: 2 * time.Second, Logger: obs.NewLogger(io.Discard, "error"),
 	})
 	if err != nil {

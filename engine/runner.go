@@ -82,7 +82,7 @@ type Config struct {
 	// Handlers maps a type name to its Handler. A registered type with no
 	// handler in this function is a permanent failure.
 	Handlers map[string]Handler
-	Toggles  Switch
+	Switch   Switch
 	Markers  Store
 	Parker   Parker
 	// DeadLetterer receives permanent failures. Without one they stay batch
@@ -164,8 +164,8 @@ func New(cfg Config) (*Runner, error) {
 	switch {
 	case cfg.Registry == nil:
 		return nil, errors.New("runner: Registry is required")
-	case cfg.Toggles == nil:
-		return nil, errors.New("runner: Toggles is required")
+	case cfg.Switch == nil:
+		return nil, errors.New("runner: Switch is required")
 	case cfg.Markers == nil:
 		return nil, errors.New("runner: Markers is required")
 	case cfg.Parker == nil:
@@ -276,7 +276,7 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		// disabled record is peeked too, so a late copy of a job that is
 		// done or cancelled is dropped instead of parked again and again
 		// (its marker expires in 30 days; a switch can stay off longer).
-		it.disabled = !r.cfg.Toggles.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault)
+		it.disabled = !r.cfg.Switch.IsJobEnabled(ctx, it.typ.Name, it.typ.EnabledByDefault)
 		toPeek = append(toPeek, it)
 	}
 	r.at(StepAfterDecode)
@@ -392,7 +392,7 @@ func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		return false
 	}
 	it.env = env
-	it.key = Key{Handler: env.Type, MessageKey: env.MessageID}
+	it.key = Key{Type: env.Type, JobID: env.MessageID}
 	return true
 }
 

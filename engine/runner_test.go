@@ -23,7 +23,7 @@ import (
 )
 
 func key(env engine.Envelope) engine.Key {
-	return engine.Key{Handler: env.Type, MessageKey: env.MessageID}
+	return engine.Key{Type: env.Type, JobID: env.MessageID}
 }
 
 // Seed invariant 1: an already-processed message does not send, claim or
@@ -633,11 +633,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	q := &testkit.Queues{}
 	sw := &testkit.Switches{}
 	for name, cfg := range map[string]engine.Config{
-		"no registry": {Toggles: sw, Markers: enginetest.Traced{}, Parker: q},
+		"no registry": {Switch: sw, Markers: enginetest.Traced{}, Parker: q},
 		"no toggles":  {Registry: reg, Markers: enginetest.Traced{}, Parker: q},
-		"no markers":  {Registry: reg, Toggles: sw, Parker: q},
-		"no parker":   {Registry: reg, Toggles: sw, Markers: enginetest.Traced{}},
-		"handler for unknown type": {Registry: reg, Toggles: sw, Markers: enginetest.Traced{}, Parker: q,
+		"no markers":  {Registry: reg, Switch: sw, Parker: q},
+		"no parker":   {Registry: reg, Switch: sw, Markers: enginetest.Traced{}},
+		"handler for unknown type": {Registry: reg, Switch: sw, Markers: enginetest.Traced{}, Parker: q,
 			Handlers: map[string]engine.Handler{"test.nope.v1": engine.HandlerFunc(nil)}},
 	} {
 		if _, err := engine.New(cfg); err == nil {

@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Key names one marker: the handler (the job type) and the message key (the
-// job's messageId).
+// Key names one marker: the job's type and its id (the envelope's
+// messageId). A store lays them out as it likes (dynamostore: the hash key
+// "<type>#<job id>" and the range key the job id).
 type Key struct {
-	Handler    string
-	MessageKey string
+	// Type is the job type's name, e.g. "email.welcome.v1".
+	Type string
+	// JobID is the job's id (Envelope.MessageID).
+	JobID string
 }
 
 // State is the state of a marker.

@@ -63,7 +63,7 @@ func TestTypedIsCheckedAgainstTheDeclaration(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := engine.New(engine.Config{Registry: registry(t, true), Handlers: map[string]engine.Handler{notify.Name: tc.handler},
-				Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: &testkit.Queues{}})
+				Switch: &testkit.Switches{}, Markers: memstore.New(), Parker: &testkit.Queues{}})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("New = %v; want it accepted", err)

@@ -15,20 +15,20 @@ import (
 // item decodes back to its key, also when the job id holds a "#".
 func TestPartitionKeyIsOnePerJob(t *testing.T) {
 	keys := []engine.Key{
-		{Handler: "email.welcome.v1", MessageKey: "job-1"},
-		{Handler: "email.welcome.v1", MessageKey: "job-2"},
-		{Handler: "email.partner-digest.v1", MessageKey: "job-1"},
-		{Handler: "email.welcome.v1", MessageKey: "odd#id#"},
+		{Type: "email.welcome.v1", JobID: "job-1"},
+		{Type: "email.welcome.v1", JobID: "job-2"},
+		{Type: "email.partner-digest.v1", JobID: "job-1"},
+		{Type: "email.welcome.v1", JobID: "odd#id#"},
 	}
 	seen := map[string]engine.Key{}
 	d := dynamostore.New(nil, "markers")
 	for _, k := range keys {
 		av := dynamostore.KeyAV(k)
 		hash := av[dynamostore.AttrHandler].(*types.AttributeValueMemberS).Value
-		if want := k.Handler + "#" + k.MessageKey; hash != want || dynamostore.PartitionKey(k) != want {
+		if want := k.Type + "#" + k.JobID; hash != want || dynamostore.PartitionKey(k) != want {
 			t.Fatalf("hash key of %+v = %q (PartitionKey %q); want %q", k, hash, dynamostore.PartitionKey(k), want)
 		}
-		if rng := av[dynamostore.AttrMessageKey].(*types.AttributeValueMemberS).Value; rng != k.MessageKey {
+		if rng := av[dynamostore.AttrMessageKey].(*types.AttributeValueMemberS).Value; rng != k.JobID {
 			t.Fatalf("range key of %+v = %q; want the job id", k, rng)
 		}
 		if other, dup := seen[hash]; dup {

@@ -69,9 +69,9 @@ type API interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-// Dynamo is the marker store on a DynamoDB table with hash key HandlerName
-// (PartitionKey: "<handler>#<message key>") and range key MessageKey (both
-// strings) and TTL on expiresAt.
+// Store is the marker store on a DynamoDB table with hash key HandlerName
+// (PartitionKey: "<job type>#<job id>") and range key MessageKey (the job
+// id; both strings) and TTL on expiresAt.
 type Store struct {
 	client API
 	table  string
@@ -102,7 +102,7 @@ func (d *Store) until(now, due time.Time) time.Time { return lifetime.Until(now,
 func KeyAV(k engine.Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		AttrHandler:    &types.AttributeValueMemberS{Value: PartitionKey(k)},
-		AttrMessageKey: &types.AttributeValueMemberS{Value: k.MessageKey},
+		AttrMessageKey: &types.AttributeValueMemberS{Value: k.JobID},
 	}
 }
 
@@ -115,7 +115,7 @@ func (d *Store) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, er
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return engine.Record{}, false, fmt.Errorf("marker: peek %s/%s: %w", k.Handler, k.MessageKey, err)
+		return engine.Record{}, false, fmt.Errorf("marker: peek %s/%s: %w", k.Type, k.JobID, err)
 	}
 	return d.Decode(out.Item)
 }
@@ -219,7 +219,7 @@ func (d *Store) Claim(ctx context.Context, k engine.Key, owner string, due time.
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("marker: claim %s/%s: %w", k.Handler, k.MessageKey, err)
+		return false, fmt.Errorf("marker: claim %s/%s: %w", k.Type, k.JobID, err)
 	case !failed:
 		return true, nil
 	case old.State == engine.StateDone && old.Owner == owner:
@@ -248,7 +248,7 @@ func (d *Store) Fail(ctx context.Context, k engine.Key, owner string, due time.T
 	_, failed, err := d.put(ctx, rec, cond.Or(stateIs(engine.StateFailed)))
 	switch {
 	case err != nil:
-		return fmt.Errorf("marker: fail %s/%s: %w", k.Handler, k.MessageKey, err)
+		return fmt.Errorf("marker: fail %s/%s: %w", k.Type, k.JobID, err)
 	case failed:
 		return engine.ErrLeaseLost
 	}
@@ -275,7 +275,7 @@ func (d *Store) take(ctx context.Context, rec engine.Record, cond expression.Con
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
-		return engine.Record{}, fmt.Errorf("marker: %s %s/%s: %w", op, rec.Key.Handler, rec.Key.MessageKey, err)
+		return engine.Record{}, fmt.Errorf("marker: %s %s/%s: %w", op, rec.Key.Type, rec.Key.JobID, err)
 	case failed:
 		return old, settledErr(old)
 	}
@@ -294,7 +294,7 @@ func (d *Store) Release(ctx context.Context, k engine.Key, owner string) error {
 	if err == nil || ddb.IsConditionFailed(err) {
 		return nil
 	}
-	return fmt.Errorf("marker: release %s/%s: %w", k.Handler, k.MessageKey, err)
+	return fmt.Errorf("marker: release %s/%s: %w", k.Type, k.JobID, err)
 }
 
 // item is a marker as stored.
@@ -313,7 +313,7 @@ type item struct {
 // item that failed it (read when the service did not return it).
 func (d *Store) put(ctx context.Context, rec engine.Record, cond expression.ConditionBuilder) (old engine.Record, failed bool, err error) {
 	it := item{
-		HandlerName: PartitionKey(rec.Key), MessageKey: rec.Key.MessageKey, State: rec.State, Owner: rec.Owner,
+		HandlerName: PartitionKey(rec.Key), MessageKey: rec.Key.JobID, State: rec.State, Owner: rec.Owner,
 		ExpiresAt: rec.ExpiresAt.Unix(),
 	}
 	if !rec.LeaseUntil.IsZero() {
@@ -379,12 +379,12 @@ func token() string {
 
 // PartitionKey is the value of k's hash key (AttrHandler):
 // "<handler>#<message key>", one per job.
-func PartitionKey(k engine.Key) string { return k.Handler + "#" + k.MessageKey }
+func PartitionKey(k engine.Key) string { return k.Type + "#" + k.JobID }
 
 // keyOf is the key of a marker item from its two key attributes: the handler
 // is the hash key without "#<message key>".
 func keyOf(partition, messageKey string) engine.Key {
-	return engine.Key{Handler: strings.TrimSuffix(partition, "#"+messageKey), MessageKey: messageKey}
+	return engine.Key{Type: strings.TrimSuffix(partition, "#"+messageKey), JobID: messageKey}
 }
 
 // settledErr is the error a write that must not overwrite old returns.

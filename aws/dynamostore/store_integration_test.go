@@ -27,7 +27,7 @@ func TestDynamoPeekBatchIsOneCall(t *testing.T) {
 	ctx := context.Background()
 	keys := make([]engine.Key, 10)
 	for i := range keys {
-		keys[i] = engine.Key{Handler: "email.welcome.v1", MessageKey: testenv.Name(t, "m")}
+		keys[i] = engine.Key{Type: "email.welcome.v1", JobID: testenv.Name(t, "m")}
 	}
 	for _, k := range keys[:4] {
 		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
@@ -58,7 +58,7 @@ func TestDynamoStoresOnePartitionPerJob(t *testing.T) {
 	ctx := context.Background()
 	want := map[string]string{}
 	for _, id := range []string{"job-1", "job-2"} {
-		k := engine.Key{Handler: "email.welcome.v1", MessageKey: id}
+		k := engine.Key{Type: "email.welcome.v1", JobID: id}
 		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
 			t.Fatal(err)
 		}

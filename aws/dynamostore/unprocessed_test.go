@@ -47,7 +47,7 @@ func (f *throttlingBatch) BatchGetItem(_ context.Context, in *dynamodb.BatchGetI
 func TestPeekBatchFollowsUnprocessedKeys(t *testing.T) {
 	f := &throttlingBatch{}
 	d := dynamostore.New(f, "markers")
-	keys := []engine.Key{{Handler: "h", MessageKey: "a"}, {Handler: "h", MessageKey: "b"}, {Handler: "h", MessageKey: "c"}}
+	keys := []engine.Key{{Type: "h", JobID: "a"}, {Type: "h", JobID: "b"}, {Type: "h", JobID: "c"}}
 	got, err := d.PeekBatch(context.Background(), keys)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestPeekBatchGivesUpOnEndlessUnprocessedKeys(t *testing.T) {
 	d := dynamostore.New(f, "markers")
 	var keys []engine.Key
 	for i := range 20 {
-		keys = append(keys, engine.Key{Handler: "h", MessageKey: string(rune('a' + i))})
+		keys = append(keys, engine.Key{Type: "h", JobID: string(rune('a' + i))})
 	}
 	if _, err := d.PeekBatch(context.Background(), keys); err == nil {
 		t.Fatal("PeekBatch kept retrying forever or hid that keys stayed unprocessed")

@@ -38,7 +38,7 @@ func ExampleNew() {
 	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
 	switches := ssmswitch.New(ssm.NewFromConfig(cfg), "/my-function/toggles", known)
 	switches.TTL = 30 * time.Second
-	_ = engine.Config{Registry: reg, Toggles: switches}
+	_ = engine.Config{Registry: reg, Switch: switches}
 	fmt.Println("the bundle's own functions read", contract.SwitchPath("prod"))
 	// Output: the bundle's own functions read /runstwice/prod/toggles
 }

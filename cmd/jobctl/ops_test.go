@@ -382,7 +382,7 @@ func TestJobsCancel(t *testing.T) {
 	if s := w.State(t, active.MessageID); s != jobs.StateCancelled {
 		t.Fatalf("job reads %s after the cancel", s)
 	}
-	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Handler: active.Type, MessageKey: active.MessageID}); err != nil || !ok || m.State != engine.StateCancelled {
+	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Type: active.Type, JobID: active.MessageID}); err != nil || !ok || m.State != engine.StateCancelled {
 		t.Fatalf("marker %+v %v %v; want the tombstone a worker's peek sees", m, ok, err)
 	}
 	failed := w.letter(t, contract.Welcome.Name, "welcome:u-cancel-failed", "permanent: bounce", time.Now())

@@ -65,7 +65,7 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 		Queue: sqsqueue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
 	w.run, err = engine.New(engine.Config{Registry: contract.Registry(), Handlers: map[string]engine.Handler{contract.Welcome.Name: w},
-		Toggles: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
+		Switch: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
 		Logger: obs.NewLogger(io.Discard, "error")})
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 				t.Errorf("updatedAt %q is not milliseconds, UTC (%v)", ref.UpdatedAt, err)
 			}
 			if tc.want.claimed {
-				m, ok, err := w.Markers.Peek(ctx, engine.Key{Handler: contract.Welcome.Name, MessageKey: id})
+				m, ok, err := w.Markers.Peek(ctx, engine.Key{Type: contract.Welcome.Name, JobID: id})
 				if err != nil || !ok || !updated.Equal(m.ProcessedAt.Truncate(time.Millisecond)) {
 					t.Errorf("updatedAt %s; want the claim's time %s (%v %v)", ref.UpdatedAt, m.ProcessedAt.Format(time.RFC3339Nano), ok, err)
 				}

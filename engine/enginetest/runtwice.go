@@ -152,7 +152,7 @@ func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
 	on.Set(c.Type.Name, true)
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
-		Toggles: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
+		Switch: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
 		Parker: &Queues{}, DeadLetterer: &Queues{},
 		Logger: engine.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})

@@ -45,7 +45,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 	ctx := context.Background()
 	var seq atomic.Int64
 	key := func() engine.Key {
-		return engine.Key{Handler: "email.welcome.v1", MessageKey: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
+		return engine.Key{Type: "email.welcome.v1", JobID: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
 	}
 	_, canCancel := newStore(t, NewClock(time.Now())).(Canceller)
 	setup := func(t *testing.T) (under, *Clock) {
@@ -432,7 +432,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		clock.Advance(time.Minute)
 		for _, k := range []engine.Key{none, crashed} {
 			if err := s.Fail(ctx, k, "", time.Time{}); err != nil {
-				t.Fatalf("unowned fail of %s: %v", k.MessageKey, err)
+				t.Fatalf("unowned fail of %s: %v", k.JobID, err)
 			}
 			if r, _, _ := s.Peek(ctx, k); r.State != engine.StateFailed {
 				t.Fatalf("after an unowned fail: %+v; want FAILED", r)

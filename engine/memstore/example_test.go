@@ -14,7 +14,7 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 	s := memstore.New()
-	k := engine.Key{Handler: "billing.invoice-ready.v1", MessageKey: "job-1"}
+	k := engine.Key{Type: "billing.invoice-ready.v1", JobID: "job-1"}
 	_, err := s.Lease(ctx, k, "worker-a", time.Now().Add(time.Minute))
 	fmt.Println("a leases:", err)
 	_, err = s.Lease(ctx, k, "worker-b", time.Now().Add(time.Minute))

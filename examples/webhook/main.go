@@ -110,7 +110,7 @@ func build(ctx context.Context) (*engine.Runner, error) {
 	return engine.New(engine.Config{
 		Registry: reg,
 		Handlers: map[string]engine.Handler{Deliver.Name: engine.Typed(hook.Deliver)},
-		Toggles:  ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
+		Switch:   ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
 		Markers:  dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
 		Parker:   queues, DeadLetterer: queues,
 		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics("webhook-example"),

@@ -126,7 +126,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	}
 	maps.Copy(handlers, sweeps)
 	runcfg := engine.Config{
-		Registry: reg, Handlers: handlers, Toggles: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
+		Registry: reg, Handlers: handlers, Switch: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
 		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
 		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
 		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,

@@ -299,7 +299,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 		return
 	}
 	l.decoded = true
-	l.key, l.due = engine.Key{Handler: env.Type, MessageKey: env.MessageID}, env.RunAt
+	l.key, l.due = engine.Key{Type: env.Type, JobID: env.MessageID}, env.RunAt
 	rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
 	if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 		rec.Type = env.Type

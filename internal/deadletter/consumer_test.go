@@ -230,7 +230,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.run(t, moved(t, env, 6)); len(f) != 0 {
@@ -249,7 +249,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()
@@ -366,7 +366,7 @@ func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			env := envelope(contract.Welcome.Name)
-			k := engine.Key{Handler: env.Type, MessageKey: env.MessageID}
+			k := engine.Key{Type: env.Type, JobID: env.MessageID}
 			tc.before(h.markers, k)
 			failed := h.run(t, moved(t, env, 6))
 			if (len(failed) == 1) != tc.wantRetry {
@@ -398,7 +398,7 @@ func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
 	// The operator redrives it meanwhile: the letter reads redriven and the
 	// FAILED marker is cleared.
 	h.records.setStatus(env.MessageID, deadletter.StatusRedriven)
-	if err := h.markers.ResetFailed(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+	if err := h.markers.ResetFailed(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}); err != nil {
 		t.Fatal(err)
 	}
 	h.jobs.Err = nil
@@ -408,7 +408,7 @@ func TestRetryAfterARedriveLeavesTheJobActive(t *testing.T) {
 	if h.failedClass(env.MessageID) != "" {
 		t.Fatal("the retry marked a redriven job Failed")
 	}
-	if _, ok, _ := h.markers.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); ok {
+	if _, ok, _ := h.markers.Peek(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}); ok {
 		t.Fatal("the retry marked a redriven job's marker FAILED")
 	}
 }

@@ -259,7 +259,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(ok.sent) != 1 || ok.sent[0].ID != env.MessageID {
 		t.Fatalf("redriven job sent %d mails", len(ok.sent))
 	}
-	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil || !ok || !m.Processed() {
+	if m, ok, err := w.Markers.Peek(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}); err != nil || !ok || !m.Processed() {
 		t.Fatalf("marker after a successful redrive: %+v %v %v; want claimed", m, ok, err)
 	}
 	// A claimed marker is Succeeded whatever the record says.
@@ -337,7 +337,7 @@ func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
-	if _, err := w.Markers.Claim(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := w.Markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

@@ -195,7 +195,7 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 		return out, nil
 	}
 	if r.Markers != nil {
-		if err := r.Markers.ResetFailed(ctx, engine.Key{Handler: env.Type, MessageKey: env.MessageID}); err != nil {
+		if err := r.Markers.ResetFailed(ctx, engine.Key{Type: env.Type, JobID: env.MessageID}); err != nil {
 			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		}
 	}

@@ -71,7 +71,7 @@ func (w *opsWorld) wantQueuedOnce(t *testing.T, env engine.Envelope) {
 func (w *opsWorld) putFailedMarker(t *testing.T, env engine.Envelope) {
 	t.Helper()
 	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
-		dynamostore.AttrHandler:    dynamostore.PartitionKey(engine.Key{Handler: env.Type, MessageKey: env.MessageID}),
+		dynamostore.AttrHandler:    dynamostore.PartitionKey(engine.Key{Type: env.Type, JobID: env.MessageID}),
 		dynamostore.AttrMessageKey: env.MessageID, dynamostore.AttrState: "FAILED",
 		dynamostore.AttrExpiresAt: time.Now().Add(time.Hour).Unix(),
 	})
@@ -97,7 +97,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
 		t.Fatalf("job after redrive: %s; want Enqueued", got)
 	}
-	if _, ok, err := w.Markers.Peek(ctx, engine.Key{Handler: env.Type, MessageKey: env.MessageID}); ok || err != nil {
+	if _, ok, err := w.Markers.Peek(ctx, engine.Key{Type: env.Type, JobID: env.MessageID}); ok || err != nil {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
 	w.wantQueuedOnce(t, env)
@@ -182,7 +182,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Fatalf("job %s after dry runs; want Failed", got)
 		}
 	}
-	if _, ok, _ := w.Markers.Peek(ctx, engine.Key{Handler: a.Type, MessageKey: a.MessageID}); !ok {
+	if _, ok, _ := w.Markers.Peek(ctx, engine.Key{Type: a.Type, JobID: a.MessageID}); !ok {
 		t.Fatal("a dry run cleared a FAILED marker")
 	}
 	if got := w.queued(t); len(got) != 0 {
@@ -308,7 +308,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != contract.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
 		t.Fatalf("stored letter %+v, %v; want the tick's job, type and schedule", rec, err)
 	}
-	key := engine.Key{Handler: env.Type, MessageKey: env.MessageID}
+	key := engine.Key{Type: env.Type, JobID: env.MessageID}
 	if m, ok, _ := w.Markers.Peek(ctx, key); !ok || !m.Settled() {
 		t.Fatalf("marker %+v (%v); want FAILED", m, ok)
 	}

@@ -35,7 +35,7 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, sendable(typ))
 			env := jobFor(typ, "u-123")
-			if _, err := h.markers.Store.Claim(context.Background(), engine.Key{Handler: typ, MessageKey: env.MessageID}, "", time.Time{}); err != nil {
+			if _, err := h.markers.Store.Claim(context.Background(), engine.Key{Type: typ, JobID: env.MessageID}, "", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.run(t, record(t, env, 2)); len(failed) != 0 {

@@ -76,7 +76,7 @@ func (s *stack) runner(t *testing.T, o runnerOpts) *engine.Runner {
 	}
 	return s.Worker(t, o.sender, func(c *engine.Config) {
 		if o.toggles != nil {
-			c.Toggles = o.toggles
+			c.Switch = o.toggles
 		}
 	})
 }

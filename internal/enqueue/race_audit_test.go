@@ -60,7 +60,7 @@ func TestAuditCancelRacingAScheduledEnqueueOnMoto(t *testing.T) {
 	if j, err := s.jobs.Get(ctx, id); err != nil || j.State != jobs.StateCancelled {
 		t.Fatalf("GET: %+v, %v; want Cancelled", j, err)
 	}
-	m, ok, err := s.markers.Peek(ctx, engine.Key{Handler: welcome, MessageKey: id})
+	m, ok, err := s.markers.Peek(ctx, engine.Key{Type: welcome, JobID: id})
 	if err != nil || !ok || m.State != engine.StateCancelled || m.ExpiresAt.Before(lifetime.LastDelivery(due)) {
 		t.Fatalf("tombstone %+v (%v, %v); want CANCELLED until at least %s", m, ok, err, lifetime.LastDelivery(due))
 	}
@@ -100,7 +100,7 @@ func TestAuditRelayedAgainAfterItsDedupJobEndedOnMoto(t *testing.T) {
 	if first.Status != http.StatusOK || first.JobID != a.JobID {
 		t.Fatalf("item B: %+v; want 200 onto %s", first, a.JobID)
 	}
-	k := engine.Key{Handler: welcome, MessageKey: a.JobID}
+	k := engine.Key{Type: welcome, JobID: a.JobID}
 	if _, err := s.markers.Lease(ctx, k, "w", s.clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@
 // State is derived, not copied: the record is written at enqueue, when a job
 // is parked, when it fails, when it is cancelled or redriven, and when a
 // handler reports that no work was needed; everything else comes from the
-// job's effect marker (engine.Key{Handler: type, MessageKey: jobId}). The
+// job's effect marker (engine.Key{Type: type, JobID: jobId}). The
 // whole lifecycle is one state machine: Transition (what a write may do to a
 // stored state) and Derive (what a caller sees).
 package jobs
@@ -168,7 +168,7 @@ func (j Job) Due() time.Time {
 }
 
 // MarkerKey is the key of the job's effect marker.
-func (j Job) MarkerKey() engine.Key { return engine.Key{Handler: j.Type, MessageKey: j.ID} }
+func (j Job) MarkerKey() engine.Key { return engine.Key{Type: j.Type, JobID: j.ID} }
 
 // ErrNotFound is returned (wrapped) when a job does not exist or its record
 // has expired (or, to a caller, when it is another caller's job).

@@ -247,7 +247,7 @@ func (s *Store) find(ctx context.Context, jobID, jobType string) (Job, bool, err
 		}
 		return j, true, nil
 	}
-	mk := dynamostore.KeyAV(engine.Key{Handler: jobType, MessageKey: jobID})
+	mk := dynamostore.KeyAV(engine.Key{Type: jobType, JobID: jobID})
 	req := map[string]types.KeysAndAttributes{
 		s.table:           {Keys: []map[string]types.AttributeValue{keyAV(JobPK(jobID))}, ConsistentRead: aws.Bool(true)},
 		s.markers.Table(): {Keys: []map[string]types.AttributeValue{mk}, ConsistentRead: aws.Bool(true)},

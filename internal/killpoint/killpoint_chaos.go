@@ -71,7 +71,7 @@ func At(step string) {
 func Wire(cfg *engine.Config) {
 	cfg.AtStep = func(s engine.Step) { At(string(s)) }
 	if Mutated(IgnoreSwitch) {
-		cfg.Toggles = allOn{}
+		cfg.Switch = allOn{}
 	}
 	if Mutated(NoClaim) || Mutated(NoPeek) || Mutated(NoLease) {
 		cfg.Markers = mutatedStore{cfg.Markers}

@@ -52,5 +52,5 @@ func (r *Resetter) ResetFailed(ctx context.Context, k engine.Key) error {
 	if err == nil || ddb.IsConditionFailed(err) {
 		return nil
 	}
-	return fmt.Errorf("marker: reset failed %s/%s: %w", k.Handler, k.MessageKey, err)
+	return fmt.Errorf("marker: reset failed %s/%s: %w", k.Type, k.JobID, err)
 }

@@ -26,29 +26,29 @@ func TestResetFailed(t *testing.T) {
 	d := dynamostore.New(client, table)
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour).Unix()
-	failed := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-failed"}
+	failed := engine.Key{Type: "test.claim-first.v1", JobID: "job-failed"}
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		dynamostore.AttrHandler:    &types.AttributeValueMemberS{Value: dynamostore.PartitionKey(failed)},
-		dynamostore.AttrMessageKey: &types.AttributeValueMemberS{Value: failed.MessageKey},
+		dynamostore.AttrMessageKey: &types.AttributeValueMemberS{Value: failed.JobID},
 		dynamostore.AttrState:      &types.AttributeValueMemberS{Value: "FAILED"},
 		dynamostore.AttrExpiresAt:  &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	done := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-done"}
+	done := engine.Key{Type: "test.claim-first.v1", JobID: "job-done"}
 	if _, err := d.Claim(ctx, done, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	leased := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-leased"}
+	leased := engine.Key{Type: "test.claim-first.v1", JobID: "job-leased"}
 	if _, err := d.Lease(ctx, leased, "worker-1", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	none := engine.Key{Handler: "test.claim-first.v1", MessageKey: "job-none"}
+	none := engine.Key{Type: "test.claim-first.v1", JobID: "job-none"}
 
 	for range 2 { // twice: the second run finds nothing to do
 		for _, k := range []engine.Key{failed, done, leased, none} {
 			if err := marker.NewResetter(client, table).ResetFailed(ctx, k); err != nil {
-				t.Fatalf("ResetFailed(%s): %v", k.MessageKey, err)
+				t.Fatalf("ResetFailed(%s): %v", k.JobID, err)
 			}
 		}
 	}

@@ -39,7 +39,7 @@ func NewHarness(t testing.TB, registry *engine.Registry, handlers map[string]eng
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
 	cfg := engine.Config{
-		Registry: registry, Handlers: handlers, Toggles: h.Switches, Markers: h.Markers,
+		Registry: registry, Handlers: handlers, Switch: h.Switches, Markers: h.Markers,
 		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: jobs.ForEngine(h.Jobs),
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: engine.NewMetrics(h.Metrics, obs.Namespace),
@@ -76,7 +76,7 @@ func (h *Harness) Count(jobType, metric string) int {
 
 // MarkerOf returns the marker of env's job.
 func (h *Harness) MarkerOf(env engine.Envelope) (engine.Record, bool) {
-	r, ok, _ := h.Markers.Store.Peek(context.Background(), engine.Key{Handler: env.Type, MessageKey: env.MessageID})
+	r, ok, _ := h.Markers.Store.Peek(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID})
 	return r, ok
 }
 

@@ -62,7 +62,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 	noop := engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
 	p.r, err = engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
-		Toggles: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
+		Switch: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
 		Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	})
 	return p, err

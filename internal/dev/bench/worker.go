@@ -51,7 +51,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 		})
 		r, err := engine.New(engine.Config{
 			Registry: reg, Handlers: map[string]engine.Handler{jt.Name: effect},
-			Toggles: &testkit.Switches{}, Markers: dynamostore.New(db, table), Parker: &testkit.Queues{},
+			Switch: &testkit.Switches{}, Markers: dynamostore.New(db, table), Parker: &testkit.Queues{},
 			Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 		})
 		if err != nil {

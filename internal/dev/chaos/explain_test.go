@@ -130,7 +130,7 @@ func TestLedgerExplainsTheRunnersDeadlineRetry(t *testing.T) {
 			})
 			q := &testkit.Queues{}
 			r, err := engine.New(engine.Config{Registry: reg, Handlers: map[string]engine.Handler{jt.Name: send},
-				Toggles: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
+				Switch: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
 				DeadlineMargin: 200 * time.Millisecond, Logger: obs.NewLogger(o, "info").With(obs.KeyFunction, "email")})
 			if err != nil {
 				t.Fatal(err)

@@ -75,7 +75,7 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Co
 	}
 	q := sqsqueue.New(w.SQS, w.URLs(), w.DLQ.URL)
 	return testkit.Build(t, engine.Config{
-		Registry: contract.Registry(), Handlers: handlers, Toggles: &testkit.Switches{}, Markers: w.Markers,
+		Registry: contract.Registry(), Handlers: handlers, Switch: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,
 		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: engine.NewMetrics(w.Metrics, obs.Namespace),
 	}, mutate, engine.New)

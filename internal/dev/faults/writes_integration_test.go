@@ -120,7 +120,7 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 		}
 		return rec.State
 	}
-	key := func() engine.Key { return engine.Key{Handler: "email.welcome.v1", MessageKey: next("job")} }
+	key := func() engine.Key { return engine.Key{Type: "email.welcome.v1", JobID: next("job")} }
 	l.each([]write{
 		{"Lease", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()

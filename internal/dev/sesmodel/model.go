@@ -172,7 +172,7 @@ func (w *world) container() (*engine.Runner, error) {
 		s = src.Settings
 	}
 	return engine.New(engine.Config{
-		Registry: w.reg, Handlers: handlers, Toggles: on{}, Markers: w.markers,
+		Registry: w.reg, Handlers: handlers, Switch: on{}, Markers: w.markers,
 		Parker: w.sqs, DeadLetterer: w.sqs, Jobs: jobs.ForEngine(w.records), Backoff: w.sqs,
 		ParkDelay: w.cfg.ParkDelay, MaxReceiveCount: s.MaxReceives, Concurrency: s.BatchConcurrency,
 		Logger: obs.NewLogger(io.Discard, "error"),

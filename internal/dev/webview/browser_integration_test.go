@@ -139,7 +139,7 @@ func TestIntegrationBrowser(t *testing.T) {
 	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}`)
 	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-bad","countryCode":"BD"}}`)
 	markers := dynamostore.New(l.db, l.table("MarkersTable"))
-	if _, err := markers.Claim(ctx, engine.Key{Handler: "email.partner-verification.v1", MessageKey: verify}, "", time.Time{}); err != nil {
+	if _, err := markers.Claim(ctx, engine.Key{Type: "email.partner-verification.v1", JobID: verify}, "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {

@@ -102,7 +102,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	}
 	handlers[contract.Fanout.Name] = fanout[contract.Fanout.Name]
 	w.worker, err = engine.New(engine.Config{
-		Registry: contract.Registry(), Handlers: handlers, Toggles: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
+		Registry: contract.Registry(), Handlers: handlers, Switch: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
 		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	})
