@@ -18,12 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/sigv4"
 )
 

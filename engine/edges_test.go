@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/engine/memstore"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/enginetest"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"

@@ -2,11 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"github.com/runstwice/runstwice/engine/memstore"
 	"strings"
 	"testing"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 

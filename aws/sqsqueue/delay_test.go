@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // sends is an SQSAPI that records every SendMessage.

@@ -21,12 +21,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runstwice/runstwice/engine"
 )
 
 // DelaySeconds is d as SQS DelaySeconds: whole seconds, rounded up, so a

@@ -3,9 +3,9 @@ package sqsqueue
 import (
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/runstwice/runstwice/engine"
 )
 
 // A message that reaches its queue from a schedule carries the attributes

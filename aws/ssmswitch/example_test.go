@@ -6,13 +6,12 @@ import (
 	"log"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // The kill switches of a function are the parameters under one path, one

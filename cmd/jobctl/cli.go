@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // Exit codes (also in usage and the package comment).

@@ -21,11 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/memstore"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/memstore"
 )
 
 // Case is one job to prove.

@@ -9,12 +9,11 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"

@@ -10,20 +10,17 @@ import (
 	"maps"
 	"os"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/obs"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/sendrate"
@@ -33,6 +30,8 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 	"github.com/runstwice/runstwice/internal/sweep"
 )

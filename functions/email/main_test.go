@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/internal/obs"
 )
 

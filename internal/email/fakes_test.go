@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/testkit"
 )

@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/engine/enginetest"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 )
 

@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -28,7 +25,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/dev/emailtest"
 	"github.com/runstwice/runstwice/internal/dev/moto"

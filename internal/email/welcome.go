@@ -3,9 +3,8 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // welcomeMail is email.welcome.v1 as mail: its declaration, its

@@ -7,10 +7,10 @@ import (
 	"mime"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // MaxBodyBytes is the largest accepted request body (docs/api.md).

@@ -10,13 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"

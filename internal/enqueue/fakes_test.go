@@ -7,11 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"

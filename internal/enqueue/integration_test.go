@@ -11,19 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/engine/enginetest"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/enqueue"

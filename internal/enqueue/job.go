@@ -6,10 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 )

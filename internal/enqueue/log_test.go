@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Media types of the responses.

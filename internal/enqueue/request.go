@@ -8,12 +8,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"

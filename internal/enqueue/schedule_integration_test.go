@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"

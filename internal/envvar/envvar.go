@@ -11,12 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // QueueURLEnv returns the environment variable that holds a work queue's URL:

@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"

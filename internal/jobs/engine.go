@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // RecordWriter is what the runner needs of the job records: Recorder's

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
 )

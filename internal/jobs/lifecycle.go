@@ -8,12 +8,11 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 )
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 )

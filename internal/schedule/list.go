@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
+	"github.com/runstwice/runstwice/engine"
 )
 
 // JobsGroup is the schedule group of a stage's one-time schedules (a job

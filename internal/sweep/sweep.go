@@ -16,9 +16,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/switchview"
 )

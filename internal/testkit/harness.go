@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/jobs"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 )

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

@@ -12,11 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

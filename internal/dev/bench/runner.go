@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )

@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine/memstore"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"

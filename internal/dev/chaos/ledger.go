@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
 )
 

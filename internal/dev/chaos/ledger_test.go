@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/faults"

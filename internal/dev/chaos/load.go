@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/runstwice/runstwice/client"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

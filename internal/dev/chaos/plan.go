@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/runstwice/runstwice/client"
 )
 
 // Caller is the caller every request of a campaign names (X-Caller).

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
-
 	smithytime "github.com/aws/smithy-go/time"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // quietChecks is how many checks in a row, a second apart, must find the

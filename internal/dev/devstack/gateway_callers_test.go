@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
 )

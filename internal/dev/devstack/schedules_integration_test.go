@@ -9,16 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/schedule"
 )

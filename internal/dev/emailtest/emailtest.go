@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"

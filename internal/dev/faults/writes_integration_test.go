@@ -10,17 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/marker"
-
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
@@ -31,6 +28,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // lossy is a DynamoDB client whose calls pass a fault-injecting proxy in

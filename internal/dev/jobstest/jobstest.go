@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 )

@@ -9,12 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/sendrate"
 	"github.com/runstwice/runstwice/internal/jobs"

@@ -9,9 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/sesmodel"
 	"github.com/runstwice/runstwice/internal/dev/stack"

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 

@@ -4,11 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 

@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/ssmswitch"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/testenv"

@@ -31,12 +31,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/google/uuid"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 

@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/runstwice/runstwice/internal/contract"
-
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // MetricUsersRefused counts, under the fan-out's type, the users of the
