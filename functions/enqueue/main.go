@@ -16,21 +16,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
-	"github.com/runstwice/runstwice/internal/idempotency"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/wiring"
 )
 
 // The three functions' mains have one form on purpose: each function is
@@ -41,31 +30,13 @@ func main() {
 
 func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	env := envvar.New(os.Getenv)
-	env.Required("STAGE")
-	idemTable := env.Required("IDEMPOTENCY_TABLE")
-	jobsTable := env.Required("JOBS_TABLE")
-	markersTable := env.Required("MARKERS_TABLE")
-	urls := env.QueueURLs()
+	// A federated user names itself: refused unless the stack says
+	// otherwise (template parameter AllowFederatedUsers).
 	allowFederated := env.Bool("ALLOW_FEDERATED_USERS", false)
-	sched := schedule.ConfigFrom(env)
-	cfg, err := env.Config(ctx)
+	h, _, err := wiring.Enqueue(ctx, env, log)
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(cfg)
-	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
-	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markersTable))
-	store.Schedules = schedules
-	return &enqueue.Handler{
-		Registry:    contract.Registry(),
-		Idempotency: idempotency.NewStore(db, idemTable),
-		Jobs:        store,
-		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
-		Schedules:   schedules,
-		Logger:      log,
-		Metrics:     engine.DefaultMetrics(obs.Namespace),
-		// A federated user names itself: refused unless the stack says
-		// otherwise (template parameter AllowFederatedUsers).
-		AllowFederatedUsers: allowFederated,
-	}, nil
+	h.AllowFederatedUsers = allowFederated
+	return h, nil
 }

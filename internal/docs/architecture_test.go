@@ -16,7 +16,7 @@ var floors = []struct {
 	name     string
 	packages []string
 }{
-	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs"}},
+	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs", "internal/wiring"}},
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
 		"internal/switchview", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",

@@ -89,7 +89,9 @@ func deriveActions(root, fnDir string) (derived, error) {
 					local = imp.Name.Name
 				}
 				imports[local] = p
-				if pkg == mainPath && strings.HasPrefix(p, sdkService) {
+				// The clients a function makes: in its main, or in the
+				// wiring its main calls.
+				if (pkg == mainPath || pkg == modulePath+"/internal/wiring") && strings.HasPrefix(p, sdkService) {
 					clients[strings.TrimPrefix(p, sdkService)] = true
 				}
 			}

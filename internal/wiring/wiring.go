@@ -1,0 +1,59 @@
+// Package wiring builds, from a function's environment, what more than one
+// of the bundle's Lambda functions runs: today the API's enqueue path,
+// which the enqueue function serves over HTTP and the outbox relay runs for
+// every item. A function's main reads its own variables, calls a builder
+// here, and hands the result to internal/function.
+package wiring
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/schedule"
+)
+
+// Enqueue builds the API's enqueue path from env: the request layer
+// (IDEMPOTENCY_TABLE), the job records with their markers and one-time
+// schedules (JOBS_TABLE, MARKERS_TABLE, the scheduler's variables) and the
+// work queues (QUEUE_URL_*). It reads every variable it needs before it
+// asks env for the AWS configuration, so the caller reads its own first
+// and every problem is named at once. It returns the DynamoDB client too,
+// for the caller's own tables.
+func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (*enqueue.Handler, *dynamodb.Client, error) {
+	env.Required("STAGE")
+	idemTable := env.Required("IDEMPOTENCY_TABLE")
+	jobsTable := env.Required("JOBS_TABLE")
+	markersTable := env.Required("MARKERS_TABLE")
+	urls := env.QueueURLs()
+	sched := schedule.ConfigFrom(env)
+	cfg, err := env.Config(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
+	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markersTable))
+	store.Schedules = schedules
+	return &enqueue.Handler{
+		Registry:    contract.Registry(),
+		Idempotency: idempotency.NewStore(db, idemTable),
+		Jobs:        store,
+		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
+		Schedules:   schedules,
+		Logger:      log,
+		Metrics:     engine.DefaultMetrics(obs.Namespace),
+	}, db, nil
+}
