@@ -22,7 +22,7 @@ func TestClientLinksNoWorker(t *testing.T) {
 	const mod = "github.com/runstwice/runstwice/"
 	forbidden := []string{
 		mod + "internal/email", mod + "internal/deadletter", mod + "internal/outbox", mod + "internal/enqueue",
-		mod + "internal/jobs", mod + "internal/queue", mod + "internal/schedule", mod + "internal/marker",
+		mod + "internal/jobs", mod + "internal/schedule", mod + "internal/marker",
 		"github.com/aws/aws-sdk-go-v2/service/sqs", "github.com/aws/aws-sdk-go-v2/service/sesv2",
 		"github.com/aws/aws-sdk-go-v2/service/scheduler", "github.com/aws/aws-sdk-go-v2/service/ssm",
 	}

@@ -81,7 +81,7 @@ type Store struct {
 	Now func() time.Time
 }
 
-// NewDynamo returns a store on table.
+// New returns a store on table.
 func New(client API, table string) *Store {
 	return &Store{client: client, table: table}
 }

@@ -45,7 +45,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 	ctx := context.Background()
 	var seq atomic.Int64
 	key := func() engine.Key {
-		return engine.Key{Type: "email.welcome.v1", JobID: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
+		return engine.Key{Type: "acme.widget-made.v1", JobID: fmt.Sprintf("m-%d-%d", time.Now().UnixNano(), seq.Add(1))}
 	}
 	_, canCancel := newStore(t, NewClock(time.Now())).(Canceller)
 	setup := func(t *testing.T) (under, *Clock) {

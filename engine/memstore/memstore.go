@@ -82,7 +82,7 @@ func (m *Store) PeekBatch(_ context.Context, keys []engine.Key) (map[engine.Key]
 }
 
 // Lease takes the lease on k for owner until the given time; see
-// Dynamo.Lease.
+// dynamostore.Store.Lease.
 func (m *Store) Lease(_ context.Context, k engine.Key, owner string, until time.Time) (rec engine.Record, err error) {
 	err = m.do(func(now time.Time) error {
 		if old, ok := m.live(k, now); ok && (old.State != engine.StateLeased || (old.Owner != owner && old.LeaseActive(now))) {
@@ -96,7 +96,7 @@ func (m *Store) Lease(_ context.Context, k engine.Key, owner string, until time.
 	return rec, err
 }
 
-// Claim records k as processed; see Dynamo.Claim.
+// Claim records k as processed; see dynamostore.Store.Claim.
 func (m *Store) Claim(_ context.Context, k engine.Key, owner string, due time.Time) (won bool, err error) {
 	err = m.do(func(now time.Time) error {
 		if old, ok := m.live(k, now); ok && !(owner != "" && old.Owner == owner && (old.State == engine.StateLeased || old.State == engine.StateDone)) {
@@ -112,7 +112,7 @@ func (m *Store) Claim(_ context.Context, k engine.Key, owner string, due time.Ti
 	return won, err
 }
 
-// Fail records that k's job failed; see Dynamo.Fail.
+// Fail records that k's job failed; see dynamostore.Store.Fail.
 func (m *Store) Fail(_ context.Context, k engine.Key, owner string, due time.Time) error {
 	return m.do(func(now time.Time) error {
 		old, ok := m.live(k, now)
@@ -133,7 +133,7 @@ func (m *Store) Fail(_ context.Context, k engine.Key, owner string, due time.Tim
 	})
 }
 
-// Tombstone marks k cancelled, its job due at due; see Dynamo.Tombstone.
+// Tombstone marks k cancelled, its job due at due; see dynamostore.Store.Tombstone.
 func (m *Store) Tombstone(_ context.Context, k engine.Key, due time.Time) (rec engine.Record, err error) {
 	err = m.do(func(now time.Time) error {
 		if old, ok := m.live(k, now); ok && old.State != engine.StateCancelled && (old.State != engine.StateLeased || old.LeaseActive(now)) {
@@ -158,7 +158,7 @@ func (m *Store) Release(_ context.Context, k engine.Key, owner string) error {
 }
 
 // ResetFailed deletes k when it is in engine.StateFailed (a redrive runs the effect
-// again); see Dynamo.ResetFailed.
+// again); see marker.Resetter in the bundle.
 func (m *Store) ResetFailed(_ context.Context, k engine.Key) error {
 	return m.do(func(time.Time) error {
 		if old, ok := m.items[k]; ok && old.State == engine.StateFailed {
