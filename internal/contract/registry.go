@@ -11,14 +11,20 @@ import (
 type Queue string
 
 // The work queues. Each has its own redrive policy to the dead-letter queue.
+// The e-mail function consumes critical, default and bulk; the webhook
+// function consumes webhooks.
 const (
 	QueueCritical Queue = "critical"
 	QueueDefault  Queue = "default"
 	QueueBulk     Queue = "bulk"
+	QueueWebhooks Queue = "webhooks"
 )
 
-// Queues lists the work queues in priority order.
-var Queues = []Queue{QueueCritical, QueueDefault, QueueBulk}
+// Queues lists the work queues: the e-mail function's in priority order,
+// then the webhook function's. Whatever needs every queue (the enqueue
+// API, the outbox relay, the dead-letter recorder, jobctl, the local
+// stack) ranges over this list.
+var Queues = []Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks}
 
 // Bias chooses the order of effect and claim for a job type.
 type Bias int

@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/sweep"
+	"github.com/runstwice/runstwice/internal/webhook"
 )
 
 // Types returns the declaration of every shipped job type.
@@ -22,7 +23,7 @@ func Types() []contract.JobType { return typesIn(time.UTC) }
 // typesIn is every shipped type, the weekly digest's tick labelled in
 // digestZone.
 func typesIn(digestZone *time.Location) []contract.JobType {
-	return slices.Concat(email.Types(), digest.TypesIn(digestZone), sweep.Types())
+	return slices.Concat(email.Types(), digest.TypesIn(digestZone), sweep.Types(), webhook.Types())
 }
 
 // Registry returns a registry of every shipped job type. The declarations

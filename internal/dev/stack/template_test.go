@@ -145,15 +145,6 @@ func sqsEvents(t *Template, fnID string) map[string]map[string]any {
 	return eventsOfType(t, fnID, "SQS")
 }
 
-// getAttID returns X of {"Fn::GetAtt": [X, attr]}.
-func getAttID(v any, attr string) string {
-	ga, _ := asMap(v)["Fn::GetAtt"].([]any)
-	if len(ga) == 2 && str(ga[1]) == attr {
-		return str(ga[0])
-	}
-	return ""
-}
-
 // checkFunctions: every function is Go on provided.al2023/arm64 built by
 // SAM's go1.x builder, with its fixed environment, and its directory exists.
 func checkFunctions(t *Template, root string) []string {
