@@ -40,6 +40,7 @@ type Receiver struct {
 
 	srv        *http.Server
 	mu         sync.Mutex
+	delay      func(Delivery) time.Duration
 	deliveries []Delivery
 	events     map[string]int // POSTs by key
 }
@@ -69,12 +70,29 @@ func (r *Receiver) take(w http.ResponseWriter, req *http.Request) {
 	d := Delivery{Key: key, Event: ev, Time: time.Now(), Duplicate: r.events[key] > 0}
 	r.events[key]++
 	r.deliveries = append(r.deliveries, d)
-	on := r.OnDelivery
+	on, delay := r.OnDelivery, r.delay
 	r.mu.Unlock()
 	if on != nil {
 		on(d)
 	}
+	if delay != nil {
+		select {
+		case <-time.After(delay(d)):
+		case <-req.Context().Done():
+			return // the sender is gone: nobody reads the answer
+		}
+	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// SetDelay makes the receiver wait delay(d), after recording a POST d,
+// before answering it (nil: answer at once): a slow receiver, or one a
+// test kills the function under while the event is taken but not yet
+// answered.
+func (r *Receiver) SetDelay(delay func(Delivery) time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delay = delay
 }
 
 // Events returns how many events the receiver holds under key: 1 once any
