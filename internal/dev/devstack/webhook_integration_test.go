@@ -168,7 +168,7 @@ func startHookStack(t *testing.T, chaos devstack.Chaos) *hookStack {
 // enqueue enqueues a webhook of eventID through the local API.
 func (h *hookStack) enqueue(t *testing.T, eventID string) string {
 	t.Helper()
-	res, err := h.api.Enqueue(context.Background(), webhook.Deliver.Name, map[string]string{"eventId": eventID}, client.EnqueueOptions{IdempotencyKey: "hook-" + eventID})
+	res, err := h.api.WebhookDeliver(context.Background(), client.WebhookDeliverArgs{EventID: eventID}, client.EnqueueOptions{IdempotencyKey: "hook-" + eventID})
 	if err != nil {
 		t.Fatal(err)
 	}
