@@ -76,7 +76,7 @@ template-check: venv
 	@echo "==> sam build (linux/arm64)"
 	GOFLAGS=$(LAMBDA_GOFLAGS) $(SAM) build --region $(SAM_REGION)
 
-## invoke: FN=enqueue|email|dlq|outbox EVENT=events/X.json [V=1] — run that function's
+## invoke: FN=<dir under functions/> EVENT=events/X.json [V=1] — run that function's
 ## bootstrap under aws-lambda-rie with the event and events/env.json against
 ## the local AWS endpoint (AWS_ENDPOINT_URL, else the running `make run`
 ## stack's) and print the response: the docker-free `sam local invoke`. It
@@ -86,7 +86,7 @@ EVENT ?=
 V ?=
 ENV_FILE ?= events/env.json
 invoke: $(RIE_STAMP)
-	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=enqueue|email|dlq|outbox EVENT=events/<file>.json [V=1]"; exit 2; }
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<dir under functions/, e.g. email> EVENT=events/<file>.json [V=1]"; exit 2; }
 	@$(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -env-file $(ENV_FILE) $(if $(V),-v)
 
 ## smoke: STACK=<stack name> USER=<test user id> — opt-in, never in CI: read the

@@ -12,12 +12,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// The job types the API ships with.
+// The job types the API ships with that a producer enqueues, each with a
+// typed method below; Enqueue sends any type.
 const (
 	TypePartnerVerification = "email.partner-verification.v1"
 	TypePasswordReset       = "email.password-reset.v1"
 	TypeWelcome             = "email.welcome.v1"
 	TypePartnerDigest       = "email.partner-digest.v1"
+	TypeWebhookDeliver      = "webhook.deliver.v1"
 )
 
 // PartnerVerificationArgs are the arguments of email.partner-verification.v1.
@@ -43,6 +45,12 @@ type WelcomeArgs struct {
 type PartnerDigestArgs struct {
 	UserID   string `json:"userId"`
 	DigestID string `json:"digestId"`
+}
+
+// WebhookDeliverArgs are the arguments of webhook.deliver.v1: the id of
+// the event to POST to the stack's webhook receiver.
+type WebhookDeliverArgs struct {
+	EventID string `json:"eventId"`
 }
 
 // DuplicatePolicy says whether a job may follow a finished job with the
@@ -232,6 +240,11 @@ func (c *Client) PasswordReset(ctx context.Context, args PasswordResetArgs, opts
 // Welcome enqueues email.welcome.v1.
 func (c *Client) Welcome(ctx context.Context, args WelcomeArgs, opts EnqueueOptions) (*Result, error) {
 	return c.Enqueue(ctx, TypeWelcome, args, opts)
+}
+
+// WebhookDeliver enqueues webhook.deliver.v1.
+func (c *Client) WebhookDeliver(ctx context.Context, args WebhookDeliverArgs, opts EnqueueOptions) (*Result, error) {
+	return c.Enqueue(ctx, TypeWebhookDeliver, args, opts)
 }
 
 // PartnerDigest enqueues email.partner-digest.v1.

@@ -46,7 +46,7 @@ func TestInvokeBesideARunningStack(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	functionsLog := &testkit.Buffer{}
 	mux := http.NewServeMux()
-	mux.Handle("POST "+devstack.FunctionOutputPath, devstack.FunctionOutput(lambdarie.Sinks{App: functionsLog}))
+	mux.Handle("POST "+devstack.FunctionOutputPath, devstack.FunctionOutput(lambdarie.Sinks{App: functionsLog}, []string{"enqueue", "email", "dlq", "outbox", "webhook"}))
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
 	stateDir := t.TempDir()

@@ -134,6 +134,12 @@ func TestEvents(t *testing.T) {
 	}
 	builds := &bootstraps{root: root, dir: t.TempDir(), bins: map[string]string{}}
 	cfg := srv.Config()
+	// The webhook function's receiver (WebhookUrl), as the local stack's.
+	receiver, err := devstack.StartReceiver("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer receiver.Close()
 	for _, name := range names {
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			want, ok := exp.Events[name]
@@ -143,7 +149,7 @@ func TestEvents(t *testing.T) {
 			ctx := context.Background()
 			// The local stack's parameters: moto's SES has no send rate.
 			st, err := stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{StackName: testenv.Name(t, "ev"),
-				Params: map[string]string{"SesMaxSendRate": strconv.Itoa(devstack.LocalSesMaxSendRate)}})
+				Params: map[string]string{"SesMaxSendRate": strconv.Itoa(devstack.LocalSesMaxSendRate), "WebhookUrl": receiver.URL}})
 			if err != nil {
 				t.Fatalf("provision: %v", err)
 			}

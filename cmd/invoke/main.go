@@ -55,7 +55,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	fn := fs.String("fn", "", "function directory under functions/ (enqueue, email, dlq, outbox)")
+	fn := fs.String("fn", "", "function directory under functions/ (e.g. email)")
 	eventPath := fs.String("event", "", "event file (events/<fn>-*.json)")
 	envFile := fs.String("env-file", "events/env.json", "sam local invoke --env-vars file overlaid on the template's environment")
 	tmplPath := fs.String("template", "template.yaml", "the SAM template")
@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *fn == "" || *eventPath == "" {
-		return errors.New("usage: invoke -fn enqueue|email|dlq|outbox -event events/<file>.json")
+		return errors.New("usage: invoke -fn <dir under functions/> -event events/<file>.json")
 	}
 	root, err := os.Getwd()
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/envvar"
 )
 
 // resources names the tables and queues jobctl works on.
@@ -43,18 +45,24 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 		}
 		return physical[logicalID]
 	}
+	queues := make(map[engine.Queue]string, len(contract.Queues))
+	for _, q := range contract.Queues {
+		queues[q] = pick(envvar.QueueURLEnv(q), QueueLogicalID(q))
+	}
 	return resources{
 		JobsTable:        pick("JOBS_TABLE", "JobsTable"),
 		MarkersTable:     pick("MARKERS_TABLE", "MarkersTable"),
 		DeadLettersTable: pick("DEAD_LETTERS_TABLE", "DeadLettersTable"),
 		UsersTable:       pick("USERS_TABLE", "UsersTable"),
 		OutboxTable:      pick("OUTBOX_TABLE", "OutboxTable"),
-		Queues: map[engine.Queue]string{
-			contract.QueueCritical: pick("QUEUE_URL_CRITICAL", "CriticalQueue"),
-			contract.QueueDefault:  pick("QUEUE_URL_DEFAULT", "DefaultQueue"),
-			contract.QueueBulk:     pick("QUEUE_URL_BULK", "BulkQueue"),
-		},
+		Queues:           queues,
 	}
+}
+
+// QueueLogicalID is a work queue's logical id in template.yaml: its name,
+// capitalised, and "Queue" (CriticalQueue, …, WebhooksQueue).
+func QueueLogicalID(q engine.Queue) string {
+	return strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"
 }
 
 // conventionalNames are the physical names template.yaml gives a stage's

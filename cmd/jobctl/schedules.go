@@ -181,5 +181,5 @@ func (a *app) queueOfARN(arn string) (engine.Queue, error) {
 			return q, nil
 		}
 	}
-	return "", errors.New("the schedule's target " + arn + " is not one of this stage's work queues (set QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK)")
+	return "", errors.New("the schedule's target " + arn + " is not one of this stage's work queues (set QUEUE_URL_<QUEUE> for each of " + fmt.Sprint(contract.Queues) + ")")
 }

@@ -3,27 +3,30 @@ package main
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 func TestBuild(t *testing.T) {
+	queues := testkit.WorkQueueEnv("http://q", "")
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
 		missing []string
 	}{
 		{"empty", map[string]string{}, []string{"STAGE", "DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL"}},
-		{"complete", map[string]string{
+		{"complete", testkit.With(map[string]string{
 			"STAGE": "local", "DEAD_LETTERS_TABLE": "d", "JOBS_TABLE": "j", "MARKERS_TABLE": "m",
-			"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
 			"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		}, nil},
+		}, queues), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, n := range []string{"STAGE", "DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK"} {
+			for _, n := range append([]string{"STAGE", "DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE"}, slices.Collect(maps.Keys(queues))...) {
 				t.Setenv(n, tc.env[n])
 			}
 			for n, v := range tc.env {

@@ -36,7 +36,12 @@ import (
 	"github.com/runstwice/runstwice/internal/sweep"
 )
 
-// The three functions' mains have one form on purpose: each function is
+// Consumes is the work queues this function is the worker of: its event
+// sources in template.yaml (the main test checks both agree). It sends only
+// to these (parked jobs, the digest fan-out's digests and pages).
+var Consumes = []engine.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk}
+
+// The functions' mains have one form on purpose: each function is
 // its own binary that only wires adapters, and internal/function starts it.
 func main() {
 	function.Main("email", build, func(h *engine.Runner) any { return h.Handle })
@@ -49,7 +54,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	usersTable := env.Required("USERS_TABLE")
 	jobsTable := env.Required("JOBS_TABLE")
 	scheduleGroup := env.Required("SCHEDULE_GROUP")
-	urls := env.QueueURLs()
+	urls := env.QueueURLsOf(Consumes...)
 	dlqURL := env.Required("DLQ_URL")
 	from := env.Required("MAIL_FROM")
 	baseURL := env.Required("APP_BASE_URL")

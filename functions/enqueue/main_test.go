@@ -7,16 +7,15 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 func TestBuildNeedsEveryVariable(t *testing.T) {
-	vars := map[string]string{
+	vars := testkit.With(map[string]string{
 		"STAGE": "dev", "IDEMPOTENCY_TABLE": "idem", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers",
-		"QUEUE_URL_CRITICAL": "http://q/critical", "QUEUE_URL_DEFAULT": "http://q/default", "QUEUE_URL_BULK": "http://q/bulk",
 		"SCHEDULE_GROUP": "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
-		"QUEUE_ARN_CRITICAL": "arn:aws:sqs:us-east-1:123456789012:critical", "QUEUE_ARN_DEFAULT": "arn:aws:sqs:us-east-1:123456789012:default",
-		"QUEUE_ARN_BULK": "arn:aws:sqs:us-east-1:123456789012:bulk", "DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq",
-	}
+		"DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq",
+	}, testkit.WorkQueueEnv("http://q", "arn:aws:sqs:us-east-1:123456789012"))
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -53,14 +52,12 @@ func TestAllowFederatedUsersFromTheEnvironment(t *testing.T) {
 		bad  bool
 	}{{"", false, false}, {"false", false, false}, {"true", true, false}, {"yes", false, true}} {
 		t.Run(tc.v, func(t *testing.T) {
-			for name, v := range map[string]string{
+			for name, v := range testkit.With(map[string]string{
 				"STAGE": "local", "IDEMPOTENCY_TABLE": "i", "JOBS_TABLE": "j", "MARKERS_TABLE": "m",
-				"QUEUE_URL_CRITICAL": "http://q/c", "QUEUE_URL_DEFAULT": "http://q/d", "QUEUE_URL_BULK": "http://q/b",
-				"SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s",
-				"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b", "DLQ_ARN": "arn:dlq",
+				"SCHEDULE_GROUP": "g", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s", "DLQ_ARN": "arn:dlq",
 				"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 				"ALLOW_FEDERATED_USERS": tc.v,
-			} {
+			}, testkit.WorkQueueEnv("http://q", "arn")) {
 				t.Setenv(name, v)
 			}
 			h, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestAuditRelayAsDeployedHasItsRequestLayer builds the outbox function
@@ -33,17 +34,15 @@ import (
 // table"), and relaying a valid item never panics: with its tables
 // unreachable it is a batch item failure, retried.
 func TestAuditRelayAsDeployedHasItsRequestLayer(t *testing.T) {
-	vars := map[string]string{
+	vars := testkit.With(map[string]string{
 		"STAGE": "dev", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers", "DEAD_LETTERS_TABLE": "letters",
-		"IDEMPOTENCY_TABLE":  "idem", // what a fixed template passes; today's build ignores it
-		"QUEUE_URL_CRITICAL": "http://127.0.0.1:1/critical", "QUEUE_URL_DEFAULT": "http://127.0.0.1:1/default", "QUEUE_URL_BULK": "http://127.0.0.1:1/bulk",
-		"SCHEDULE_GROUP": "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
-		"QUEUE_ARN_CRITICAL": "arn:aws:sqs:us-east-1:123456789012:critical", "QUEUE_ARN_DEFAULT": "arn:aws:sqs:us-east-1:123456789012:default",
-		"QUEUE_ARN_BULK": "arn:aws:sqs:us-east-1:123456789012:bulk", "DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq",
+		"IDEMPOTENCY_TABLE": "idem", // what a fixed template passes; today's build ignores it
+		"SCHEDULE_GROUP":    "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+		"DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:dlq",
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		// Nothing listens here: every AWS call fails at once.
 		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_MAX_ATTEMPTS": "1",
-	}
+	}, testkit.WorkQueueEnv("http://127.0.0.1:1", "arn:aws:sqs:us-east-1:123456789012"))
 	for k, v := range vars {
 		t.Setenv(k, v)
 	}

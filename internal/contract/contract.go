@@ -13,15 +13,21 @@ import (
 )
 
 // The bundle's work queues. Each has its own redrive policy to the
-// dead-letter queue and its own event source on a worker.
+// dead-letter queue and its own event source on a worker: the e-mail
+// function consumes critical, default and bulk; the webhook function
+// consumes webhooks.
 const (
 	QueueCritical engine.Queue = "critical"
 	QueueDefault  engine.Queue = "default"
 	QueueBulk     engine.Queue = "bulk"
+	QueueWebhooks engine.Queue = "webhooks"
 )
 
-// Queues lists the bundle's work queues in priority order.
-var Queues = []engine.Queue{QueueCritical, QueueDefault, QueueBulk}
+// Queues lists the bundle's work queues: the e-mail function's in priority
+// order, then the webhook function's. Whatever needs every queue (the
+// enqueue API, the outbox relay, the dead-letter recorder, jobctl, the
+// local stack) ranges over this list.
+var Queues = []engine.Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks}
 
 // The argument formats of the bundle's types beside engine.FormatID.
 var (

@@ -12,8 +12,8 @@ import (
 // The declarations of every job type runstwice ships, one place for all of
 // them: the enqueue API, the producer's client, the outbox relay, jobctl
 // and the workers build their registry from Types, and a handler package
-// (internal/email, internal/email/digest, internal/sweep) serves the types
-// by these values. A declaration carries no handler, so a producer that
+// (internal/email, internal/email/digest, internal/sweep, internal/webhook)
+// serves the types by these values. A declaration carries no handler, so a producer that
 // validates against it links no worker.
 
 // PartnerVerification is email.partner-verification.v1: the mail that asks a
@@ -145,6 +145,24 @@ var ScheduleSweep = engine.JobType{
 	},
 }
 
+// WebhookDeliver is webhook.deliver.v1: one event POSTed to the stack's
+// webhook receiver (WebhookUrl), by its id. The receiver dedups by the
+// Idempotency-Key, which is the job id, so effect then claim (a crash
+// between the POST and the claim repeats the POST under the same key) is
+// right, and a lease keeps a concurrent twin from posting at the same time.
+// It runs on its own queue and its own function (functions/webhook,
+// internal/webhook).
+var WebhookDeliver = engine.JobType{
+	Name:             "webhook.deliver.v1",
+	Args:             []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+	Queue:            QueueWebhooks,
+	EnabledByDefault: true,
+	Bias:             engine.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "webhook",
+	KeyArgs:          []string{"eventId"},
+}
+
 // WeekOf is the digestId of a tick scheduled at at: the ISO 8601 week
 // ("2026-W50") of at in the schedule's time zone loc (UTC when nil).
 // Monday 09:00 in Sydney is Sunday 22:00 in UTC: in UTC it would be the
@@ -164,7 +182,7 @@ func Types() []engine.JobType { return TypesIn(time.UTC) }
 // TypesIn is Types with the weekly digest's tick labelled in digestZone
 // (FanoutIn).
 func TypesIn(digestZone *time.Location) []engine.JobType {
-	out := []engine.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep}
+	out := []engine.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep, WebhookDeliver}
 	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }

@@ -112,6 +112,29 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 	}
 }
 
+// TestRedriveSendsAWebhookToItsQueue: a webhook job's dead letter is
+// redriven to the webhooks queue, its type's, not to the e-mail queues,
+// and the job is active again.
+func TestRedriveSendsAWebhookToItsQueue(t *testing.T) {
+	w := newOpsWorld(t)
+	env := w.DeadLetter(t, w.EnqueueWith(t, contract.WebhookDeliver.Name, "caller-a", "webhook:evt-9",
+		map[string]string{"eventId": "evt-9"}, contract.WebhookDeliver.Queue), "permanent: the receiver refused the event: HTTP 410", time.Now())
+	res, err := w.redriver.Redrive(context.Background(), env.MessageID)
+	if err != nil || res.Outcome != deadletter.Redrove || res.Queue != contract.QueueWebhooks {
+		t.Fatalf("redrive = %+v, %v; want redriven to webhooks", res, err)
+	}
+	body, _ := env.Encode()
+	if got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueWebhooks].URL, 0); len(got) != 1 || aws.ToString(got[0].Body) != string(body) {
+		t.Fatalf("webhooks queue holds %d messages; want the letter's body once", len(got))
+	}
+	if got := w.queued(t); len(got) != 0 {
+		t.Fatalf("the default queue holds %q; want nothing", got)
+	}
+	if got := w.State(t, env.MessageID); got != jobs.StateEnqueued {
+		t.Fatalf("job after redrive: %s; want Enqueued", got)
+	}
+}
+
 // TestRedriveSupersededLeftAloneUnlessForced: a newer job took the key; the
 // letter is reported superseded and nothing is sent or written, until
 // --force, which redrives it and leaves the key with the newer job.

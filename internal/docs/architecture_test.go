@@ -2,6 +2,7 @@ package docs
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -9,13 +10,16 @@ import (
 // module is the module's import path.
 const module = "github.com/runstwice/runstwice/"
 
+// floor is one floor of the house: its name and the packages on it.
+type floor struct {
+	name     string
+	packages []string
+}
+
 // floors are the house's floors (docs/architecture.md), top first: a
 // package may import its own floor and the floors below it, never one
 // above. A prefix ending in "/" places every package under it.
-var floors = []struct {
-	name     string
-	packages []string
-}{
+var floors = []floor{
 	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs", "internal/wiring"}},
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
@@ -24,6 +28,22 @@ var floors = []struct {
 	{"adapters", []string{"aws/"}},
 	{"engine", []string{"engine", "engine/"}},
 	{"foundations", []string{"internal/lifetime", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function"}},
+}
+
+// floorIn is floorOf, with the use cases derived too: a package that a
+// function's main imports (in pkgs) and that has no floor of its own is a
+// use case, so a new job type's package (its handler, on its own
+// function) needs no line in floors.
+func floorIn(pkg string, pkgs map[string][]string) int {
+	if i := floorOf(pkg); i >= 0 {
+		return i
+	}
+	for fn, imps := range pkgs {
+		if strings.HasPrefix(fn, "functions/") && slices.Contains(imps, pkg) {
+			return slices.IndexFunc(floors, func(f floor) bool { return f.name == "use cases" })
+		}
+	}
+	return -1
 }
 
 // floorOf is the index of pkg's floor in floors (0 is the top), or -1.
@@ -65,14 +85,15 @@ func packageImports(t *testing.T) map[string][]string {
 // No package imports one on a floor above its own, and every package has a
 // floor (a new one must be placed, here and in docs/architecture.md).
 func TestNoPackageImportsAFloorAbove(t *testing.T) {
-	for pkg, imps := range packageImports(t) {
-		from := floorOf(pkg)
+	pkgs := packageImports(t)
+	for pkg, imps := range pkgs {
+		from := floorIn(pkg, pkgs)
 		if from < 0 {
 			t.Errorf("%s has no floor: place it in floors and in docs/architecture.md", pkg)
 			continue
 		}
 		for _, imp := range imps {
-			if to := floorOf(imp); to >= 0 && to < from {
+			if to := floorIn(imp, pkgs); to >= 0 && to < from {
 				t.Errorf("%s (%s) imports %s, a floor above (%s)", pkg, floors[from].name, imp, floors[to].name)
 			}
 		}
@@ -109,6 +130,13 @@ func TestFloorsPlaceWhatTheyMust(t *testing.T) {
 	}
 	if floorOf("internal/newthing") >= 0 || floorOf("enginex") >= 0 {
 		t.Error("an unplaced package got a floor")
+	}
+	mains := map[string][]string{"functions/newfn": {"internal/newthing"}}
+	if i := floorIn("internal/newthing", mains); i < 0 || floors[i].name != "use cases" {
+		t.Errorf("a package a function's main imports is on floor %d, not the use cases", i)
+	}
+	if floorIn("internal/otherthing", mains) >= 0 {
+		t.Error("a package no function's main imports got a floor")
 	}
 	if up, down := floorOf("internal/contract"), floorOf("internal/email"); up <= down {
 		t.Error("contract is not below email")

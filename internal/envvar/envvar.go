@@ -19,12 +19,12 @@ import (
 )
 
 // QueueURLEnv returns the environment variable that holds a work queue's URL:
-// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK.
+// QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, QUEUE_URL_WEBHOOKS
+// (QUEUE_URL_ and the queue's name, upper case).
 func QueueURLEnv(q engine.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
 
 // QueueARNEnv returns the environment variable that holds a work queue's
-// ARN (a schedule's target): QUEUE_ARN_CRITICAL, QUEUE_ARN_DEFAULT,
-// QUEUE_ARN_BULK.
+// ARN (a schedule's target): QUEUE_ARN_ and the queue's name, upper case.
 func QueueARNEnv(q engine.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
 
 // Env reads configuration from environment variables. It is the one place
@@ -107,16 +107,23 @@ func positive[T int | time.Duration](e *Env, name string, def T, parse func(stri
 	return n
 }
 
-// QueueURLs returns the URLs of the three work queues, each required.
-func (e *Env) QueueURLs() map[engine.Queue]string { return e.perQueue(QueueURLEnv) }
+// QueueURLs returns the URLs of every work queue (contract.Queues), each
+// required.
+func (e *Env) QueueURLs() map[engine.Queue]string { return e.perQueue(QueueURLEnv, contract.Queues) }
 
-// QueueARNs returns the ARNs of the three work queues, each required.
-func (e *Env) QueueARNs() map[engine.Queue]string { return e.perQueue(QueueARNEnv) }
+// QueueURLsOf returns the URLs of the given work queues only, each
+// required: a worker's, which sends only to the queues it consumes.
+func (e *Env) QueueURLsOf(queues ...engine.Queue) map[engine.Queue]string {
+	return e.perQueue(QueueURLEnv, queues)
+}
 
-// perQueue reads the required variable name(q) of every work queue q.
-func (e *Env) perQueue(name func(engine.Queue) string) map[engine.Queue]string {
-	out := make(map[engine.Queue]string, len(contract.Queues))
-	for _, q := range contract.Queues {
+// QueueARNs returns the ARNs of every work queue, each required.
+func (e *Env) QueueARNs() map[engine.Queue]string { return e.perQueue(QueueARNEnv, contract.Queues) }
+
+// perQueue reads the required variable name(q) of every queue q.
+func (e *Env) perQueue(name func(engine.Queue) string, queues []engine.Queue) map[engine.Queue]string {
+	out := make(map[engine.Queue]string, len(queues))
+	for _, q := range queues {
 		out[q] = e.Required(name(q))
 	}
 	return out

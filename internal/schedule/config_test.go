@@ -7,19 +7,19 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // ConfigFrom reads every variable the one-time schedules need, and a
 // missing one is a start-up error naming it.
 func TestConfigFrom(t *testing.T) {
-	vars := map[string]string{
+	vars := testkit.With(map[string]string{
 		"SCHEDULE_GROUP": "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/s", "DLQ_ARN": "arn:aws:sqs:us-east-1:1:dlq",
-		"QUEUE_ARN_CRITICAL": "arn:c", "QUEUE_ARN_DEFAULT": "arn:d", "QUEUE_ARN_BULK": "arn:b",
-	}
+	}, testkit.WorkQueueEnv("http://q", "arn"))
 	env := envvar.New(func(k string) string { return vars[k] })
 	c := schedule.ConfigFrom(env)
 	if err := env.Err(); err != nil || c.Group != "runstwice-dev-jobs" || c.RoleARN != vars["SCHEDULER_ROLE_ARN"] ||
-		c.DLQARN != vars["DLQ_ARN"] || c.QueueARNs[contract.QueueBulk] != "arn:b" {
+		c.DLQARN != vars["DLQ_ARN"] || c.QueueARNs[contract.QueueBulk] != "arn:bulk" {
 		t.Fatalf("config %+v, %v", c, err)
 	}
 	delete(vars, "DLQ_ARN")

@@ -36,7 +36,11 @@ func resolve(st *stack.Stack) (resources, error) {
 		}
 		*dst = p.Name
 	}
-	for id, q := range map[string]engine.Queue{"CriticalQueue": contract.QueueCritical, "DefaultQueue": contract.QueueDefault, "BulkQueue": contract.QueueBulk, "DeadLetterQueue": ""} {
+	ids := map[string]engine.Queue{"DeadLetterQueue": ""}
+	for q, id := range st.Template().WorkQueueIDs() {
+		ids[id] = q
+	}
+	for id, q := range ids {
 		p, ok := st.Physical(id)
 		if !ok || p.URL == "" {
 			return r, fmt.Errorf("chaos: the stack has no queue %s", id)

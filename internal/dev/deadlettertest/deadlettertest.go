@@ -73,15 +73,21 @@ func New(t *testing.T, names Names) *World {
 // does.
 func (w *World) Enqueue(t *testing.T, typ, caller, key string) engine.Envelope {
 	t.Helper()
+	return w.EnqueueWith(t, typ, caller, key, map[string]string{"userId": "u-1"}, contract.QueueDefault)
+}
+
+// EnqueueWith is Enqueue of a job with these args on queue q.
+func (w *World) EnqueueWith(t *testing.T, typ, caller, key string, args map[string]string, q engine.Queue) engine.Envelope {
+	t.Helper()
 	now := time.Now()
 	env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: typ, Key: key,
-		CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now.UTC()}
+		CorrelationID: "corr-" + key, Args: args, EnqueuedAt: now.UTC()}
 	body, err := env.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	jobstest.Enqueue(t, w.Jobs, jobs.Job{ID: env.MessageID, Caller: caller, Type: typ, Key: key,
-		Queue: string(contract.QueueDefault), CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now})
+		Queue: string(q), CorrelationID: env.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now})
 	return env
 }
 
@@ -89,7 +95,14 @@ func (w *World) Enqueue(t *testing.T, typ, caller, key string) engine.Envelope {
 // reason, last seen at seen, as the dlq function does.
 func (w *World) Letter(t *testing.T, typ, caller, key, reason string, seen time.Time) engine.Envelope {
 	t.Helper()
-	env := w.Enqueue(t, typ, caller, key)
+	return w.DeadLetter(t, w.Enqueue(t, typ, caller, key), reason, seen)
+}
+
+// DeadLetter marks env's job Failed and stores its dead letter with
+// reason, last seen at seen, as the dlq function does.
+func (w *World) DeadLetter(t *testing.T, env engine.Envelope, reason string, seen time.Time) engine.Envelope {
+	t.Helper()
+	typ := env.Type
 	ctx := context.Background()
 	if err := w.Recorder.MarkFailed(ctx, env.MessageID, jobs.Failure{Class: deadletter.ClassPermanent}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,7 +41,7 @@ func Backlog(ctx context.Context, client *sqs.Client, urls []string) (int, error
 // a job waits while the workers have it.
 func (l *Local) WorkQueueURLs() []string {
 	var urls []string
-	for _, id := range []string{"CriticalQueue", "DefaultQueue", "BulkQueue", "DeadLetterQueue"} {
+	for _, id := range append(slices.Sorted(maps.Values(l.Stack.Template().WorkQueueIDs())), "DeadLetterQueue") {
 		if p, ok := l.Stack.Physical(id); ok && p.URL != "" {
 			urls = append(urls, p.URL)
 		}

@@ -20,9 +20,11 @@ const FunctionOutputPath = ViewPath + "function-output"
 const maxForwarded = 16 << 20
 
 // FunctionOutput is the handler of FunctionOutputPath: it sorts the body
-// into sinks, as a function of the stack named by ?fn. It answers only
-// loopback clients and same-origin or non-browser requests, like the view.
-func FunctionOutput(sinks lambdarie.Sinks) http.Handler {
+// into sinks, as a function of the stack named by ?fn, one of functions
+// (directories under functions/: FunctionDirs of the template). It answers
+// only loopback clients and same-origin or non-browser requests, like the
+// view.
+func FunctionOutput(sinks lambdarie.Sinks, functions []string) http.Handler {
 	csrf := http.NewCrossOriginProtection()
 	return csrf.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)

@@ -16,7 +16,7 @@ import (
 // of another site, is refused.
 func TestFunctionOutputIsSortedLikeTheStacks(t *testing.T) {
 	app, emulator := &testkit.Buffer{}, &testkit.Buffer{}
-	srv := httptest.NewServer(FunctionOutput(lambdarie.Sinks{App: app, Emulator: emulator}))
+	srv := httptest.NewServer(FunctionOutput(lambdarie.Sinks{App: app, Emulator: emulator}, []string{"email", "webhook"}))
 	defer srv.Close()
 	post := func(fn string, hdr map[string]string, body string) int {
 		t.Helper()

@@ -1,8 +1,8 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +45,9 @@ type Options struct {
 	MotoPort int
 	// APIAddr is where the API is served (127.0.0.1:3000).
 	APIAddr string
+	// WebhookAddr is where the local webhook receiver listens, the webhook
+	// function's WEBHOOK_URL (127.0.0.1:0, a free port, when empty).
+	WebhookAddr string
 	// APIConcurrency is how many enqueue invocations run at once, each in
 	// an instance of its own (DefaultAPIConcurrency when zero).
 	APIConcurrency int
@@ -119,12 +121,10 @@ type Local struct {
 	logs     []*os.File
 	runLog   *slog.Logger // the run marks in functions.log
 	mailbox  Mailbox
+	webhooks *Receiver
 	wrote    bool // stack.json and env are ours to remove
 	stopOnce sync.Once
 }
-
-// functions are the bundle's functions, by directory under functions/.
-var functions = []string{"enqueue", "email", "dlq", "outbox"}
 
 // Start brings the whole bundle up and returns once it serves requests. The
 // stack runs until Stop. It checks what it needs first (its state directory,
@@ -200,6 +200,10 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	l.runLog.Info(RunStartedMsg, "pid", os.Getpid(), "api", "http://"+apiListener.Addr().String(), "stateDir", opts.StateDir)
 	report := NewReporter(out)
 	l.mailbox.OnMail = report.Mail
+	if l.webhooks, err = StartReceiver(cmp.Or(opts.WebhookAddr, "127.0.0.1:0")); err != nil {
+		return nil, err
+	}
+	l.webhooks.OnDelivery = report.Webhook
 	sinks.App = report.OutcomeWriter(sinks.App)
 	sinks = opts.Chaos.appLog(sinks)
 
@@ -234,7 +238,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 
 	// 2. Every resource of the template, the same names, keys, TTLs,
 	// redrive policies and toggle parameters that deploy to AWS.
-	tmpl, err := l.provision(ctx, cfg, opts, step, out)
+	tmpl, err := l.provision(ctx, cfg, opts, step, out, map[string]string{"WebhookUrl": l.webhooks.URL})
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +262,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		return nil, err
 	}
 	bins := map[string]string{}
-	for _, fn := range functions {
+	for _, fn := range FunctionDirs(tmpl) {
 		step(4, "building functions/%s", fn)
 		if bins[fn], err = lambdarie.Build(ctx, opts.Root, "functions/"+fn, filepath.Join(opts.StateDir, "build", fn, "bootstrap"), opts.Chaos.BuildTags...); err != nil {
 			return nil, err
@@ -364,37 +368,6 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	return l, nil
 }
 
-// provision creates the template's resources and writes resources.json.
-func (l *Local) provision(ctx context.Context, cfg aws.Config, opts Options, step func(int, string, ...any), out io.Writer) (*stack.Template, error) {
-	tmpl, err := stack.Load(filepath.Join(opts.Root, "template.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	// moto's SES has no send rate: the local functions send as fast as
-	// they can unless faults throttle them (e.g. ses:SendEmail:throttle(2/s)).
-	params := map[string]string{"Stage": Stage, "SesMaxSendRate": strconv.Itoa(LocalSesMaxSendRate)}
-	if opts.ParkDelay > 0 {
-		params["ParkDelaySeconds"] = strconv.Itoa(int(opts.ParkDelay / time.Second))
-	}
-	if opts.ToggleTTL > 0 {
-		params["ToggleTtl"] = opts.ToggleTTL.String()
-	}
-	if opts.AllowFederatedUsers {
-		params["AllowFederatedUsers"] = "true"
-	}
-	step(2, "provisioning template.yaml (stage %s)", Stage)
-	if l.Stack, err = stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{Params: params}); err != nil {
-		return nil, err
-	}
-	refs := l.Stack.Refs()
-	ids := stack.SortedIDs(refs)
-	for i, id := range ids {
-		fmt.Fprintf(out, "      %2d of %d  %-22s %s\n", i+1, len(ids), id, refs[id])
-	}
-	b, _ := json.MarshalIndent(refs, "", "  ")
-	return tmpl, os.WriteFile(filepath.Join(opts.StateDir, ResourcesFile), append(b, '\n'), 0o644)
-}
-
 // FunctionEndpoint is the AWS endpoint the functions use: the proxy in front
 // of the emulator, through which a chaos campaign's own writes meet the same
 // faults ("" on AWS).
@@ -438,6 +411,7 @@ func (l *Local) Stop() {
 		}
 		wg.Wait()
 		l.proxy.Close()
+		l.webhooks.Close()
 		if l.moto != nil {
 			l.moto.Stop()
 		}

@@ -31,7 +31,7 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, si
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage"), Logger: logger}))
-	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks))
+	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks, FunctionDirs(st.Template())))
 	mux.Handle("/", api)
 	return mux, nil
 }

@@ -20,16 +20,6 @@ const (
 	typeKey   = "AWS::KMS::Key"
 )
 
-// subString returns the template string of v when v is a plain string or a
-// !Sub without variables ("" otherwise).
-func subString(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	s, _ := asMap(v)["Fn::Sub"].(string)
-	return s
-}
-
 // statements returns the statements of a policy document.
 func statements(doc any) []map[string]any {
 	var out []map[string]any

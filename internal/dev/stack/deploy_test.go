@@ -21,7 +21,15 @@ import (
 // example.com placeholder, and for those a stage other than dev and local
 // must set (requiredOutsideDev).
 var realValues = map[string]string{"MailFrom": "no-reply@mail.runstwice.dev", "AppBaseUrl": "https://app.runstwice.dev",
-	"AlarmEmail": "oncall@runstwice.dev"}
+	"AlarmEmail": "oncall@runstwice.dev", "WebhookUrl": "https://hooks.runstwice.dev/events"}
+
+// realValuesBut is stage with every real value but name's.
+func realValuesBut(stage, name string) map[string]string {
+	out := map[string]string{"Stage": stage}
+	maps.Copy(out, realValues)
+	delete(out, name)
+	return out
+}
 
 // requiredOutsideDev are the parameters whose default (empty) is fine in dev
 // and local but refused elsewhere: AlarmEmail, or the alarms page nobody.
@@ -111,14 +119,14 @@ func checkRules(t *Template) []string {
 		params := prodParams(nil)
 		delete(params, name) // back to its default
 		cases = append(cases, want{"prod keeps the " + name + " placeholder", params, []string{name}})
-		cases = append(cases, want{"staging keeps the " + name + " placeholder", map[string]string{"Stage": "staging", "AlarmEmail": realValues["AlarmEmail"]}, []string{name}})
+		cases = append(cases, want{"staging keeps the " + name + " placeholder", realValuesBut("staging", name), []string{name}})
 	}
 	for _, name := range requiredOutsideDev {
 		params := prodParams(nil)
 		delete(params, name)
 		cases = append(cases, want{"prod without " + name, params, []string{name}},
-			want{"staging without " + name, map[string]string{"Stage": "staging", "MailFrom": realValues["MailFrom"], "AppBaseUrl": realValues["AppBaseUrl"]}, []string{name}},
-			want{"dev without " + name, map[string]string{"Stage": "dev", "MailFrom": realValues["MailFrom"], "AppBaseUrl": realValues["AppBaseUrl"]}, nil})
+			want{"staging without " + name, realValuesBut("staging", name), []string{name}},
+			want{"dev without " + name, realValuesBut("dev", name), nil})
 	}
 	for _, c := range cases {
 		got, err := ruleOutcome(t, c.params)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
@@ -89,7 +91,11 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 	}
 
 	dlq, _ := st.Physical("DeadLetterQueue")
-	for _, id := range []string{"CriticalQueue", "DefaultQueue", "BulkQueue"} {
+	workIDs := slices.Sorted(maps.Values(tmpl.WorkQueueIDs()))
+	if len(workIDs) != len(contract.Queues) {
+		t.Fatalf("work queues %v in the template; want one per contract queue %v", workIDs, contract.Queues)
+	}
+	for _, id := range workIDs {
 		t.Run(id, func(t *testing.T) {
 			p, _ := st.Physical(id)
 			out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
@@ -116,7 +122,7 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 		})
 	}
 
-	// The DLQ accepts letters from exactly the three work queues: the ARNs
+	// The DLQ accepts letters from exactly the work queues: the ARNs
 	// the template builds from their names are the queues' real ARNs (moto
 	// does not keep RedriveAllowPolicy, so this reads what was sent).
 	allow, err := st.Resolve(tmpl.Resources["DeadLetterQueue"].Properties["RedriveAllowPolicy"])
@@ -124,7 +130,7 @@ func TestProvisionCreatesTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var workARNs []string
-	for _, id := range []string{"CriticalQueue", "DefaultQueue", "BulkQueue"} {
+	for _, id := range workIDs {
 		p, _ := st.Physical(id)
 		workARNs = append(workARNs, p.ARN)
 	}

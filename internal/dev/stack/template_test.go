@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/envvar"
 )
 
 // findings collects what a check of the template finds.
@@ -38,34 +40,47 @@ var wantFunctions = []struct {
 	// that the function never calls, so its role does not get them.
 	unused map[string]string
 }{
-	{dir: "functions/enqueue", id: "EnqueueFunction", env: []string{
-		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
-		"ALLOW_FEDERATED_USERS", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
-	}, unused: map[string]string{
+	{dir: "functions/enqueue", id: "EnqueueFunction", env: withQueues(true, contract.Queues,
+		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "ALLOW_FEDERATED_USERS", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "DLQ_ARN",
+	), unused: map[string]string{
 		"sqs:ChangeMessageVisibility": "sqsqueue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the API's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the API's",
 	}},
-	{dir: "functions/email", id: "EmailFunction", env: []string{
-		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK", "DLQ_URL",
+	{dir: "functions/email", id: "EmailFunction", env: withQueues(false, []engine.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk},
+		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
 		"SES_MAX_SEND_RATE", "SES_CONFIGURATION_SET", "SCHEDULE_GROUP", "PARTNER_DIGEST_TIMEZONE",
-	}},
-	{dir: "functions/dlq", id: "DlqFunction", env: []string{
-		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
-	}, unused: map[string]string{
+	)},
+	{dir: "functions/dlq", id: "DlqFunction", env: withQueues(false, contract.Queues,
+		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE",
+	), unused: map[string]string{
 		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the consumer's",
 		"dynamodb:DeleteItem": "marker release is the e-mail worker's",
 	}},
-	{dir: "functions/outbox", id: "OutboxFunction", env: []string{
-		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "QUEUE_URL_CRITICAL", "QUEUE_URL_DEFAULT", "QUEUE_URL_BULK",
-		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "QUEUE_ARN_CRITICAL", "QUEUE_ARN_DEFAULT", "QUEUE_ARN_BULK", "DLQ_ARN",
-	}, unused: map[string]string{
+	{dir: "functions/outbox", id: "OutboxFunction", env: withQueues(true, contract.Queues,
+		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "DLQ_ARN",
+	), unused: map[string]string{
 		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the relay's",
 		"sqs:ChangeMessageVisibility": "sqsqueue.Visibility is the e-mail worker's back-off",
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
 	}},
+	{dir: "functions/webhook", id: "WebhookFunction", env: withQueues(false, []engine.Queue{contract.QueueWebhooks},
+		"MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "WEBHOOK_URL",
+	)},
+}
+
+// withQueues is vars with QUEUE_URL_<Q> of every queue q, and with arns
+// QUEUE_ARN_<Q> too: a function's environment without a list of queues.
+func withQueues(arns bool, queues []engine.Queue, vars ...string) []string {
+	for _, q := range queues {
+		vars = append(vars, envvar.QueueURLEnv(q))
+		if arns {
+			vars = append(vars, envvar.QueueARNEnv(q))
+		}
+	}
+	return vars
 }
 
 // wantTables is the storage contract (docs/deploy.md, Data).
@@ -143,15 +158,6 @@ func eventsOfType(t *Template, fnID, typ string) map[string]map[string]any {
 // sqsEvents returns function fnID's SQS event sources.
 func sqsEvents(t *Template, fnID string) map[string]map[string]any {
 	return eventsOfType(t, fnID, "SQS")
-}
-
-// getAttID returns X of {"Fn::GetAtt": [X, attr]}.
-func getAttID(v any, attr string) string {
-	ga, _ := asMap(v)["Fn::GetAtt"].([]any)
-	if len(ga) == 2 && str(ga[1]) == attr {
-		return str(ga[0])
-	}
-	return ""
 }
 
 // checkFunctions: every function is Go on provided.al2023/arm64 built by
