@@ -39,6 +39,16 @@ type Case struct {
 	// Effects reports how often the job's effect happened so far (e.g. the
 	// mails a fake sender sent for that job id).
 	Effects func(jobID string) int
+	// ExactlyOnce makes the kit strict: every scenario, the crash between
+	// effect and claim included, must show exactly one effect. Without it
+	// that crash may show two (the runner repeats an effect whose claim it
+	// never wrote: duplicates over loss), so a handler that is not
+	// idempotent on its own passes. Set it for a handler that must be: one
+	// whose effect carries a key its provider dedups by (the job id as an
+	// Idempotency-Key), or that checks before it acts. It is for
+	// effect-then-claim types: under claim-then-effect the crash between
+	// claim and effect loses the effect by design, which strict mode fails.
+	ExactlyOnce bool
 }
 
 // A scenario is one way a job is delivered, and the effects it may cause.
@@ -71,10 +81,12 @@ var scenarios = []scenario{
 }
 
 // RunTwice runs every scenario as a subtest and fails the one whose effect
-// count is wrong: exactly one effect, or at most two where a crash fell
-// between effect and claim (duplicates over loss). Under claim-then-effect a
+// count is wrong. What it allows, plainly: exactly one effect in every
+// scenario but one; where the process dies between effect and claim, one
+// or two (duplicates over loss: a counter with no idempotency of its own
+// passes), or exactly one with Case.ExactlyOnce. Under claim-then-effect a
 // crash between claim and effect loses the effect instead (loss over
-// duplicates), which that scenario then allows.
+// duplicates), which that scenario then allows, unless ExactlyOnce.
 func RunTwice(t *testing.T, c Case) {
 	t.Helper()
 	for _, sc := range scenarios {
@@ -107,7 +119,10 @@ func check(c Case, sc scenario) error {
 		return fmt.Errorf("enginetest: %w", err)
 	}
 	lo, hi := 1, sc.maxEffects
-	if c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim {
+	switch {
+	case c.ExactlyOnce:
+		hi = 1
+	case c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim:
 		lo, hi = 0, 1 // the crash fell between claim and effect: lost, never repeated
 	}
 	args := c.Args

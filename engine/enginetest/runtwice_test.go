@@ -55,3 +55,45 @@ func TestCheckNamesTheFailingCase(t *testing.T) {
 		t.Fatalf("Check = %v; want the sequence case named", err)
 	}
 }
+
+// keyed is a handler whose effect is idempotent on its own: the provider
+// dedups by the job id, so a repeat of the call is no second effect.
+type keyed struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (k *keyed) Handle(_ context.Context, job engine.Job) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.seen[job.Envelope.MessageID] = true
+	return nil
+}
+
+func (k *keyed) count(id string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seen[id] {
+		return 1
+	}
+	return 0
+}
+
+// Strict mode fails a bare counter (its effect repeats after a crash
+// between effect and claim, which the default mode allows) and passes a
+// handler keyed by the job id.
+func TestExactlyOnceFailsACounterAndPassesAKeyedHandler(t *testing.T) {
+	counter := &effects{n: map[string]int{}, times: 1}
+	lenient := enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: counter, Effects: counter.count}
+	if err := enginetest.Check(lenient); err != nil {
+		t.Fatalf("the default mode refused a counter: %v", err)
+	}
+	strict := lenient
+	strict.ExactlyOnce = true
+	err := enginetest.Check(strict)
+	if err == nil || !strings.Contains(err.Error(), "crash after effect, before claim, then redelivery: the effect happened 2 times; want exactly 1") {
+		t.Fatalf("strict Check of a counter = %v; want the crash between effect and claim named", err)
+	}
+	k := &keyed{seen: map[string]bool{}}
+	enginetest.RunTwice(t, enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: k, Effects: k.count, ExactlyOnce: true})
+}
