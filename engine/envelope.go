@@ -170,3 +170,25 @@ func DeriveMessageID(caller, idempotencyKey string) string {
 
 // NewMessageID returns a fresh random job id.
 func NewMessageID() string { return uuid.NewString() }
+
+// NewEnvelope returns the envelope of a new job of type t with args, ready
+// to Encode and send: a fresh job id (NewMessageID), the type's natural key
+// (DeriveKey), the job id as its correlation id, enqueued now. It checks
+// args against t and the envelope's own fields, so a job that could never
+// run is refused here rather than dead-lettered later. Set MessageID to
+// DeriveMessageID(caller, idempotencyKey) afterwards for a job that must
+// be the same one however often it is produced.
+func NewEnvelope(t JobType, args map[string]string) (Envelope, error) {
+	if err := t.ValidateArgs(args); err != nil {
+		return Envelope{}, err
+	}
+	id := NewMessageID()
+	env := Envelope{
+		V: Version, MessageID: id, Type: t.Name, Key: t.DeriveKey(args), CorrelationID: id,
+		Args: args, EnqueuedAt: time.Now().UTC().Truncate(time.Millisecond),
+	}
+	if err := env.Check(); err != nil {
+		return Envelope{}, err
+	}
+	return env, nil
+}
