@@ -28,7 +28,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
-.PHONY: run test fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model
+.PHONY: run test jobctl fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -40,6 +40,12 @@ run: venv $(RIE_STAMP)
 	@echo "==> building the local stack"
 	@$(GO) build -o $(BIN)/devstack ./cmd/devstack
 	@$(BIN)/devstack $(ARGS)
+
+## jobctl: the on-call CLI, built into ./bin/jobctl (run it as bin/jobctl, so
+## its exit codes are its own; `go run` turns every failure into 1).
+jobctl:
+	@$(GO) build -o $(BIN)/jobctl ./cmd/jobctl
+	@echo "==> $(BIN)/jobctl"
 
 ## test: everything CI runs (format, vet, template checks, unit and integration tests).
 test: fmt-check vet template-check integration

@@ -145,8 +145,8 @@ Enqueue a verification mail for the demo user u-demo-1:
 %s Then, in another terminal:
 
   curl -s %s/v1/jobs/JOB_ID                # the job
-  go run ./cmd/jobctl toggles list
-  go run ./cmd/jobctl dlq list
+  make jobctl; bin/jobctl toggles list
+  bin/jobctl dlq list
 
 (jobctl finds this stack by itself; for other AWS tools, . %s sets
 their AWS_ENDPOINT_URL, region and credentials — make run itself ignores them.)

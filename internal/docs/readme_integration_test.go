@@ -54,11 +54,14 @@ func startREADMEStack(t *testing.T) *readmeStack {
 		t.Fatal(err)
 	}
 	s := &readmeStack{t: t, root: root, dir: t.TempDir(), out: &testkit.Buffer{}}
-	s.jobctl = filepath.Join(s.dir, "jobctl")
-	build := exec.Command("go", "build", "-o", s.jobctl, "./cmd/jobctl")
+	// The README's bin/jobctl is what `make jobctl` builds: the test builds
+	// it the same way, into a directory of its own.
+	bin := filepath.Join(s.dir, "bin")
+	s.jobctl = filepath.Join(bin, "jobctl")
+	build := exec.Command("make", "--no-print-directory", "jobctl", "BIN="+bin)
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/jobctl: %v\n%s", err, b)
+		t.Fatalf("make jobctl: %v\n%s", err, b)
 	}
 	for i := range s.ports {
 		if s.ports[i], err = moto.FreePort(); err != nil {
@@ -83,15 +86,15 @@ type result struct {
 }
 
 // run runs one README command the way a user would from the checkout:
-// curl as its HTTP request, `go run ./cmd/jobctl` as the built jobctl
+// curl as its HTTP request, `bin/jobctl` as the jobctl `make jobctl` built
 // (which finds the stack through .devstack/stack.json), grep as grep.
 func (s *readmeStack) run(cmd string) (result, error) {
 	w := words(strings.ReplaceAll(cmd, localapi.DefaultURL, s.local.APIURL))
 	switch {
 	case w[0] == "curl":
 		return curl(w[1:])
-	case len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./cmd/jobctl":
-		return s.exec(s.jobctl, w[3:]...)
+	case w[0] == "bin/jobctl":
+		return s.exec(s.jobctl, w[1:]...)
 	case w[0] == "grep":
 		return s.exec("grep", w[1:]...)
 	}
@@ -156,7 +159,7 @@ func curl(args []string) (result, error) {
 // curl, jobctl and grep, with no placeholder left to fill in (JOB_ID, ID).
 func runnable(cmd string) bool {
 	w := words(cmd)
-	if len(w) == 0 || !(w[0] == "curl" || w[0] == "grep" || len(w) > 2 && w[0] == "go" && w[2] == "./cmd/jobctl") {
+	if len(w) == 0 || !(w[0] == "curl" || w[0] == "grep" || w[0] == "bin/jobctl") {
 		return false
 	}
 	return !slices.ContainsFunc(w, func(s string) bool { return s == "JOB_ID" || s == "ID" || strings.Contains(s, "<") })
@@ -270,7 +273,7 @@ func TestREADMECommands(t *testing.T) {
 // mended address, under its job id, which reads Succeeded; the password
 // reset was dropped, its job Failed, no mail sent for it.
 func (s *readmeStack) deadLetters(t *testing.T) {
-	res, err := s.run("go run ./cmd/jobctl dlq list --status all --json")
+	res, err := s.run("bin/jobctl dlq list --status all --json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +361,7 @@ func (s *readmeStack) demoSignup(t *testing.T, steps []step) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job %s of the mail to %s reads %v; want Succeeded", to[0].JobID, address, job)
 		}
-		res, err := s.run("go run ./cmd/jobctl jobs get " + to[0].JobID + " --json")
+		res, err := s.run("bin/jobctl jobs get " + to[0].JobID + " --json")
 		if err != nil {
 			t.Fatal(err)
 		}
