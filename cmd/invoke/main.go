@@ -120,6 +120,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	beside := running != nil && running.Endpoint == endpoint
+	apiURL := localapi.DefaultURL
+	if beside {
+		apiURL = running.APIURL
+	}
+	atAddresses(env, endpoint, apiURL)
 	env["AWS_ENDPOINT_URL"] = endpoint
 	if beside {
 		fmt.Fprintf(stderr, "invoke: the local stack (pid %d) is running on %s: this invocation uses its resources (%s-*)%s; its lines go to the stack's functions.log and its mail shows in the stack's output and view\n",
@@ -175,6 +180,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s\n", body)
 	return invokeErr
+}
+
+// envFileEndpoint and envFileAPI are the addresses events/env.json is
+// written for: a local stack on its default ports.
+const (
+	envFileEndpoint = "http://127.0.0.1:5000"
+	envFileAPI      = localapi.DefaultURL
+)
+
+// atAddresses rewrites the env file's addresses of the default local stack
+// to the ones this invocation runs against: the AWS endpoint (a queue
+// URL, say) and the running stack's API (the links its mails carry), as
+// .devstack/stack.json names them, so a stack on other ports (make run
+// ARGS="--moto-port 5001") gets its own.
+func atAddresses(env map[string]string, endpoint, apiURL string) {
+	for k, v := range env {
+		switch {
+		case strings.HasPrefix(v, envFileEndpoint+"/") || v == envFileEndpoint:
+			env[k] = strings.TrimSuffix(endpoint, "/") + strings.TrimPrefix(v, envFileEndpoint)
+		case strings.HasPrefix(v, envFileAPI+"/") || v == envFileAPI:
+			env[k] = strings.TrimSuffix(apiURL, "/") + strings.TrimPrefix(v, envFileAPI)
+		}
+	}
 }
 
 // findEndpoint picks the AWS endpoint: the flag, else $AWS_ENDPOINT_URL,
