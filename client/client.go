@@ -188,6 +188,7 @@ func regionOf(host string) string {
 // call is one logical API call, tried up to maxAttempts times.
 type call struct {
 	method, path string
+	query        string // the encoded query string, "" for none
 	body         []byte
 	header       http.Header
 }
@@ -262,6 +263,7 @@ func (c *Client) once(ctx context.Context, k call) (reply, error) {
 	u := *c.endpoint
 	u.Path = c.endpoint.Path + k.path
 	u.RawPath = ""
+	u.RawQuery = k.query
 	req, err := http.NewRequestWithContext(ctx, k.method, u.String(), bytes.NewReader(k.body))
 	if err != nil {
 		return reply{}, &permanent{err}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,55 @@ func TestAgainstTheLocalStack(t *testing.T) {
 	t.Run("a retry after an injected 5xx yields one job", func(t *testing.T) { retryAfterInjected5xx(t, l) })
 	t.Run("two sessions of one role are one caller", func(t *testing.T) { sessionsOfOneRole(t, l) })
 	t.Run("cancel", func(t *testing.T) { cancel(t, l) })
+	t.Run("a signed caller lists its own jobs, a page at a time", func(t *testing.T) { listOwnJobs(t, l) })
+}
+
+// listOwnJobs: GET /v1/jobs through the gateway, signed, from the jobs
+// table's index: the caller's jobs newest first, paged, another caller's
+// never; a bad filter is a 400.
+func listOwnJobs(t *testing.T, l *devstack.Local) {
+	ctx := context.Background()
+	me, other := signedAs(t, l, devstack.LocalIdentities[1]), signedAs(t, l, devstack.LocalIdentities[3])
+	var mine []string
+	for i := range 3 {
+		res, err := me.Welcome(ctx, client.WelcomeArgs{UserID: fmt.Sprintf("u-list-%d", i)}, client.EnqueueOptions{Key: unique(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append([]string{res.JobID}, mine...)
+		if _, err := other.Welcome(ctx, client.WelcomeArgs{UserID: "u-demo-2"}, client.EnqueueOptions{Key: unique(t)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // distinct creation times
+	}
+	first, err := me.ListJobs(ctx, client.ListOptions{Limit: 2})
+	if err != nil || len(first.Jobs) != 2 || first.Next == "" {
+		t.Fatalf("first page: %+v, %v; want 2 jobs and a next", first, err)
+	}
+	var got []string
+	for j, err := range me.Jobs(ctx, client.ListOptions{Limit: 2, Type: client.TypeWelcome}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, j.JobID)
+	}
+	// The caller may have other welcomes from earlier subtests: its three
+	// new ones come first, newest first, and none of the other's.
+	if len(got) < 3 || got[0] != mine[0] || got[1] != mine[1] || got[2] != mine[2] {
+		t.Fatalf("listed %v; want %v first", got, mine)
+	}
+	for j, err := range other.Jobs(ctx, client.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(mine, j.JobID) {
+			t.Fatalf("another caller lists %s", j.JobID)
+		}
+	}
+	var p *client.Problem
+	if _, err := me.ListJobs(ctx, client.ListOptions{State: "Bogus"}); !errors.As(err, &p) || p.Status != http.StatusBadRequest {
+		t.Fatalf("a bad state filter: %v; want 400", err)
+	}
 }
 
 // signedAs is a client of the local stack signing as a local identity.

@@ -16,9 +16,11 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
+	"github.com/runstwice/runstwice/internal/jobs/mine"
 	"github.com/runstwice/runstwice/internal/wiring"
 )
 
@@ -33,10 +35,13 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	// A federated user names itself: refused unless the stack says
 	// otherwise (template parameter AllowFederatedUsers).
 	allowFederated := env.Bool("ALLOW_FEDERATED_USERS", false)
-	h, _, err := wiring.Enqueue(ctx, env, log)
+	jobsTable, markersTable := env.Required("JOBS_TABLE"), env.Required("MARKERS_TABLE")
+	h, db, err := wiring.Enqueue(ctx, env, log)
 	if err != nil {
 		return nil, err
 	}
 	h.AllowFederatedUsers = allowFederated
+	// GET /v1/jobs: the caller's jobs from the jobs table's byCaller index.
+	h.List = mine.NewLister(db, jobsTable, dynamostore.New(db, markersTable))
 	return h, nil
 }

@@ -1,8 +1,11 @@
 package enqueue_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -276,3 +279,38 @@ func (w *world) messages() []sqsqueue.Message {
 }
 
 var errQueueDown = errors.New("queue down")
+
+// List is GET /v1/jobs on the fake: the caller's jobs, newest first; its
+// cursor is the caller and the index of the next job.
+func (w *world) List(_ context.Context, q jobs.ListQuery) (jobs.ListPage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var all []jobs.Job
+	for _, j := range w.jobs {
+		if j.Caller == q.Caller && (q.Type == "" || j.Type == q.Type) && (q.State == "" || j.State == q.State) {
+			all = append(all, j)
+		}
+	}
+	slices.SortFunc(all, func(a, b jobs.Job) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	from := 0
+	if q.Cursor != "" {
+		caller, at, ok := strings.Cut(q.Cursor, "|")
+		n, err := strconv.Atoi(at)
+		if !ok || err != nil || caller != q.Caller || n < 0 || n > len(all) {
+			return jobs.ListPage{}, jobs.ErrBadCursor
+		}
+		from = n
+	}
+	limit := cmp.Or(q.Limit, jobs.DefaultListLimit)
+	to := min(from+limit, len(all))
+	page := jobs.ListPage{Jobs: all[from:to]}
+	if to < len(all) {
+		page.Next = q.Caller + "|" + strconv.Itoa(to)
+	}
+	return page, nil
+}

@@ -76,6 +76,12 @@ type Jobs interface {
 	DropSchedule(ctx context.Context, job jobs.Job) error
 }
 
+// Lister lists a caller's own jobs, newest first; *mine.Lister
+// (internal/jobs/mine) is one.
+type Lister interface {
+	List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, error)
+}
+
 // Queue sends job messages; *sqsqueue.Sender is one.
 type Queue interface {
 	Send(ctx context.Context, m sqsqueue.Message) error
@@ -93,7 +99,9 @@ type Handler struct {
 	Registry    *engine.Registry
 	Idempotency Idempotency
 	Jobs        Jobs
-	Queue       Queue
+	// List serves GET /v1/jobs (nil: the route answers 503).
+	List  Lister
+	Queue Queue
 	// Schedules holds the jobs due later than 15 minutes (nil: such a job
 	// fails with 503, and nothing claims it is scheduled).
 	Schedules Schedules
@@ -193,6 +201,9 @@ func requestJobID(req events.APIGatewayV2HTTPRequest) string {
 	if !ok || rt.method == "" {
 		return ""
 	}
+	if rt.method == methodList {
+		return ""
+	}
 	if rt.method != http.MethodPost {
 		if isJobID(rt.param) {
 			return rt.param
@@ -243,6 +254,8 @@ func (h *Handler) serve(ctx context.Context, log *slog.Logger, req events.APIGat
 		return federatedRefused(corr)
 	}
 	switch rt.method {
+	case methodList:
+		return h.list(ctx, log, caller, req.QueryStringParameters, corr)
 	case http.MethodGet:
 		return h.get(ctx, log, caller, rt.param, corr)
 	case http.MethodDelete:

@@ -21,7 +21,7 @@ import (
 
 func newHandler(w *world) *enqueue.Handler {
 	return &enqueue.Handler{
-		Registry: contract.Registry(), Idempotency: w, Jobs: w, Queue: w, Schedules: w,
+		Registry: contract.Registry(), Idempotency: w, Jobs: w, List: w, Queue: w, Schedules: w,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: w.Now,
 	}
 }

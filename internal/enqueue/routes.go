@@ -11,7 +11,10 @@ import (
 const jobsPrefix = "/v1/jobs/"
 
 // routesList names the routes in problem details.
-const routesList = "POST /v1/jobs/{type}, GET /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}"
+const routesList = "POST /v1/jobs/{type}, GET /v1/jobs, GET /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}"
+
+// methodList is route.method of GET /v1/jobs, the caller's list.
+const methodList = "LIST"
 
 // route is a matched request route.
 type route struct {
@@ -23,7 +26,8 @@ type route struct {
 }
 
 // matchRoute matches the request against POST /v1/jobs/{type}, GET
-// /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}. ok is false for any other
+// /v1/jobs (route.method methodList), GET /v1/jobs/{jobId} and DELETE
+// /v1/jobs/{jobId}. ok is false for any other
 // path; route.method is "" for the right path with another method.
 func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
 	method := strings.ToUpper(req.RequestContext.HTTP.Method)
@@ -33,6 +37,12 @@ func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
 	}
 	if method == "" { // a hand-written event may carry only the route key
 		method, _, _ = strings.Cut(req.RouteKey, " ")
+	}
+	if list := strings.TrimSuffix(jobsPrefix, "/"); path == list || path == "/"+req.RequestContext.Stage+list {
+		if method != "GET" {
+			return route{allow: "GET"}, true
+		}
+		return route{method: methodList}, true
 	}
 	i := strings.Index(path, jobsPrefix)
 	if i < 0 || (i > 0 && path[:i] != "/"+req.RequestContext.Stage) {

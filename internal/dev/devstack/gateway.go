@@ -62,6 +62,7 @@ type Gateway struct {
 func NewGateway(fn Invoker) *Gateway {
 	return &Gateway{fn: fn, routes: []route{
 		{http.MethodPost, "/v1/jobs/", "type"},
+		{http.MethodGet, "/v1/jobs", ""},
 		{http.MethodGet, "/v1/jobs/", "jobId"},
 		{http.MethodDelete, "/v1/jobs/", "jobId"},
 	}}
@@ -70,6 +71,12 @@ func NewGateway(fn Invoker) *Gateway {
 func (g *Gateway) match(r *http.Request) (route, string, bool) {
 	for _, rt := range g.routes {
 		if r.Method != rt.method || !strings.HasPrefix(r.URL.Path, rt.prefix) {
+			continue
+		}
+		if rt.param == "" { // a route without a path parameter: the path itself
+			if r.URL.Path == rt.prefix {
+				return rt, "", true
+			}
 			continue
 		}
 		v := strings.TrimPrefix(r.URL.Path, rt.prefix)
@@ -150,20 +157,36 @@ func (g *Gateway) event(r *http.Request, rt route, param string, body []byte, ia
 		headers[traceHeader] = newTraceHeader(now)
 	}
 	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+	routeKey := rt.method + " " + rt.prefix + "{" + rt.param + "}"
+	var params map[string]string
+	if rt.param == "" {
+		routeKey = rt.method + " " + rt.prefix
+	} else {
+		params = map[string]string{rt.param: param}
+	}
+	// Like API Gateway, repeated query parameters are joined with commas.
+	var query map[string]string
+	for k, vs := range r.URL.Query() {
+		if query == nil {
+			query = map[string]string{}
+		}
+		query[k] = strings.Join(vs, ",")
+	}
 	ev := events.APIGatewayV2HTTPRequest{
-		Version:        "2.0",
-		RouteKey:       rt.method + " " + rt.prefix + "{" + rt.param + "}",
-		RawPath:        r.URL.Path,
-		RawQueryString: r.URL.RawQuery,
-		Headers:        headers,
-		PathParameters: map[string]string{rt.param: param},
+		Version:               "2.0",
+		RouteKey:              routeKey,
+		RawPath:               r.URL.Path,
+		RawQueryString:        r.URL.RawQuery,
+		Headers:               headers,
+		PathParameters:        params,
+		QueryStringParameters: query,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			AccountID:  LocalAccount,
 			APIID:      "local",
 			Stage:      "$default",
 			RequestID:  uuid.NewString(),
 			DomainName: r.Host,
-			RouteKey:   rt.method + " " + rt.prefix + "{" + rt.param + "}",
+			RouteKey:   routeKey,
 			Time:       now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
 			TimeEpoch:  now.UnixMilli(),
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: iam},

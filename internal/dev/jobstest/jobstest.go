@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
@@ -16,6 +18,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/mine"
 )
 
 // World is a jobs table and a markers table with their stores, on one clock.
@@ -35,7 +38,7 @@ func New(t *testing.T) *World {
 	t.Helper()
 	w := &World{Counter: testenv.NewCallCounter(), Clock: enginetest.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
 	w.Client = testenv.DynamoDB(t, w.Counter.Option)
-	w.JobsTable = testenv.NewTable(t, w.Client, "jobs", jobs.AttrPK, "")
+	w.JobsTable = NewJobsTable(t, w.Client)
 	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	w.Markers = dynamostore.New(w.Client, w.MarkersTable)
 	w.Markers.Now = w.Clock.Now
@@ -115,4 +118,33 @@ func Get(t *testing.T, store *jobs.Store, id string) jobs.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// NewJobsTable creates a jobs table as template.yaml declares it: hash key
+// pk and the index byCaller (hash key caller, range key createdAt, every
+// attribute projected) that GET /v1/jobs queries.
+func NewJobsTable(t *testing.T, client *dynamodb.Client) string {
+	t.Helper()
+	name := testenv.Name(t, "jobs")
+	_, err := client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(jobs.AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("caller"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("createdAt"), AttributeType: types.ScalarAttributeTypeN},
+		},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(jobs.AttrPK), KeyType: types.KeyTypeHash}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(mine.Index),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String("caller"), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String("createdAt"), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	return name
 }

@@ -361,10 +361,19 @@ func checkTables(t *Template) []string {
 		if keys["HASH"] != w.hash || keys["RANGE"] != w.rang {
 			bad("%s: keys %v, want hash %q range %q", w.id, keys, w.hash, w.rang)
 		}
+		// Every key is a string but the jobs index's range key, createdAt,
+		// the record's epoch milliseconds.
 		for _, a := range list(p["AttributeDefinitions"]) {
-			if str(asMap(a)["AttributeType"]) != "S" {
-				bad("%s: attribute %v is not a string", w.id, asMap(a)["AttributeName"])
+			want := "S"
+			if w.id == "JobsTable" && str(asMap(a)["AttributeName"]) == "createdAt" {
+				want = "N"
 			}
+			if got := str(asMap(a)["AttributeType"]); got != want {
+				bad("%s: attribute %v is of type %s, want %s", w.id, asMap(a)["AttributeName"], got, want)
+			}
+		}
+		if w.id == "JobsTable" {
+			problems = append(problems, checkCallerIndex(p)...)
 		}
 	}
 	for _, id := range t.IDs(TypeTable) {
@@ -373,6 +382,27 @@ func checkTables(t *Template) []string {
 		}
 	}
 	return problems.sorted()
+}
+
+// checkCallerIndex: the jobs table's index of GET /v1/jobs, byCaller,
+// with hash key caller, range key createdAt and every attribute projected
+// (the list reads the records from the index alone).
+func checkCallerIndex(p map[string]any) []string {
+	for _, g := range list(p["GlobalSecondaryIndexes"]) {
+		m := asMap(g)
+		if str(m["IndexName"]) != "byCaller" {
+			continue
+		}
+		keys := map[string]string{}
+		for _, k := range list(m["KeySchema"]) {
+			keys[str(asMap(k)["KeyType"])] = str(asMap(k)["AttributeName"])
+		}
+		if keys["HASH"] != "caller" || keys["RANGE"] != "createdAt" || str(asMap(m["Projection"])["ProjectionType"]) != "ALL" {
+			return []string{fmt.Sprintf("JobsTable: index byCaller has keys %v and projection %v; want hash caller, range createdAt, ALL", keys, m["Projection"])}
+		}
+		return nil
+	}
+	return []string{"JobsTable: no index byCaller (GET /v1/jobs queries it)"}
 }
 
 // checkToggles: one parameter, value false, per fail-closed registered type,
