@@ -178,7 +178,16 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	var top map[string]json.RawMessage
 	if err := dec.Decode(&top); err != nil {
-		return nil, errors.New("is not valid JSON")
+		// Say where, as the worker's reason does: the byte offset in the
+		// body, counted from 1, and what the parser found there.
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, fmt.Errorf("is not valid JSON: %s at byte %d", syn.Error(), syn.Offset+int64(len(body)-len(bytes.TrimLeft(body, " \t\r\n"))))
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("is not valid JSON: it ends early, at byte %d", len(body))
+		}
+		return nil, fmt.Errorf("is not valid JSON: %s", err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("has data after the JSON object")

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,21 @@ func TestFormatsMatchTheirPatterns(t *testing.T) {
 			if got, want := f.valid(s), f.pattern.MatchString(s); got != want {
 				t.Errorf("%s.Valid(%q) = %v; its pattern %s says %v", f.name, s, got, f.pattern, want)
 			}
+		}
+	}
+}
+
+// A body that is not JSON is refused with where it breaks, as the
+// worker's reason says where an envelope breaks.
+func TestBodyNotJSONSaysWhere(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"args":{"userId":"u-1"},}`: "at byte 26",
+		`  {"args": nope}`:           "at byte 13",
+		`{"args":{"userId":"u-1"}`:   "ends early, at byte 24",
+	} {
+		_, err := DecodeBodyAt(Welcome, []byte(body), time.Now())
+		if err == nil || !strings.Contains(err.Error(), "is not valid JSON") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want not valid JSON %s", body, err, want)
 		}
 	}
 }
