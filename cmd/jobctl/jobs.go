@@ -299,11 +299,15 @@ func (a *app) jobsRunNow(ctx context.Context, args []string) error {
 	if a.json {
 		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State, "outcome": outcome.String()})
 	}
-	switch outcome {
-	case jobs.RunNowSent:
+	switch {
+	case outcome == jobs.RunNowSent:
 		fmt.Fprintf(a.stdout, "job %s %s: its schedule is deleted and its message sent; it runs now\n", j.ID, j.Type)
-	case jobs.RunNowResent:
+	case outcome == jobs.RunNowResent && j.RunAt.Sub(j.CreatedAt) > engine.MaxDelay:
 		fmt.Fprintf(a.stdout, "job %s %s: it had no schedule left; its message is sent now under its id (it still runs once)\n", j.ID, j.Type)
+	case outcome == jobs.RunNowResent:
+		// Due within SQS's delay when it was made: it waited in its queue,
+		// never in a schedule.
+		fmt.Fprintf(a.stdout, "job %s %s: it waits in its queue with a delay (it never had a schedule); its message is sent again now under its id (it still runs once)\n", j.ID, j.Type)
 	default:
 		fmt.Fprintf(a.stdout, "job %s %s: already sent (by its schedule or an earlier run-now); nothing sent again\n", j.ID, j.Type)
 	}

@@ -100,4 +100,20 @@ func TestJobsRunNow(t *testing.T) {
 	if ids := w.queuedIDs(t); len(ids) != 0 {
 		t.Fatalf("queued %v; want nothing more", ids)
 	}
+
+	// A job due within SQS's delay never had a schedule: run-now says so,
+	// not that its schedule is gone.
+	now := time.Now().UTC()
+	soon := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-soon",
+		CorrelationID: "corr-soon", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now}
+	body, err := soon.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.Enqueue(t, w.Jobs, jobs.Job{ID: soon.MessageID, Caller: "caller-a", Type: soon.Type, Key: soon.Key,
+		Queue: string(contract.QueueDefault), CorrelationID: soon.CorrelationID, Message: string(body), CreatedAt: now, RunAt: now.Add(5 * time.Minute)})
+	code, out, stderr = w.cli("jobs", "run-now", soon.MessageID)
+	if code != exitOK || !strings.Contains(out, "never had a schedule") || strings.Contains(out, "no schedule left") {
+		t.Fatalf("run-now of a job delayed in its queue: exit %d %q %s; want it to say it never had a schedule", code, out, stderr)
+	}
 }
