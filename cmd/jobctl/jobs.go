@@ -202,10 +202,12 @@ func (a *app) jobsList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB ID\tTYPE\tSTATE\tKEY\tCREATED\tATTEMPTS\tLAST ERROR")
+	// OUTCOME and REASON tell a no-op or a skipped job from a real
+	// success ("-": none recorded).
+	fmt.Fprintln(tw, "JOB ID\tTYPE\tSTATE\tOUTCOME\tKEY\tCREATED\tATTEMPTS\tLAST ERROR\tREASON")
 	for _, j := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Type, j.State, shorten(j.Key, 40),
-			j.CreatedAt.Format(time.RFC3339), j.Attempts, dash(j.LastErrorClass))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Type, j.State, dash(j.LastOutcome), shorten(j.Key, 40),
+			j.CreatedAt.Format(time.RFC3339), j.Attempts, dash(j.LastErrorClass), dash(shorten(j.LastReason, 60)))
 	}
 	return tw.Flush()
 }

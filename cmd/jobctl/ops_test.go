@@ -276,6 +276,13 @@ func TestJobsListAndGet(t *testing.T) {
 			t.Errorf("jobs list %q: exit %d %s %s; want only %s", tc.args, code, out, stderr, tc.want)
 		}
 	}
+	// The table names each job's outcome and reason, so a no-op or a
+	// skipped job is not read as a real success.
+	code, out, _ = w.cli("jobs", "list")
+	if header := strings.SplitN(out, "\n", 3); code != exitOK || len(header) < 2 ||
+		!strings.Contains(header[1], "OUTCOME") || !strings.Contains(header[1], "REASON") {
+		t.Errorf("jobs list has no OUTCOME and REASON columns (exit %d):\n%s", code, out)
+	}
 	code, out, _ = w.cli("jobs", "get", failed)
 	for _, want := range []string{"state", "Failed (derived; stored: Failed)", "caller", "caller-a", "key", "welcome:u-9", "lastErrorClass", "failedAt", "expiresAt", "correlationId"} {
 		if code != exitOK || !strings.Contains(out, want) {
