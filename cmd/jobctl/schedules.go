@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -17,11 +18,12 @@ import (
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/switchview"
 )
 
-const schedulesTriggerUsage = "schedules trigger NAME [--at TIME]"
+const schedulesTriggerUsage = "schedules trigger NAME [--at TIME] [--again]"
 
 // scheduleRow is one schedule as `schedules list` shows it.
 type scheduleRow struct {
@@ -110,7 +112,7 @@ func (a *app) schedulesList(ctx context.Context, args []string) error {
 // minute), sent to its queue at once. Its job id comes from the name and the
 // time, so the same time twice is one job.
 func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"at": true})
+	p, err := parseArgs(args, map[string]bool{"at": true, "again": false})
 	if err != nil {
 		return err
 	}
@@ -118,6 +120,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 		return usagef("usage: jobctl %s", schedulesTriggerUsage)
 	}
 	name := p.pos[0]
+	again := p.set["again"]
 	at := a.now().UTC().Truncate(time.Minute)
 	if p.set["at"] {
 		if at, err = time.Parse(time.RFC3339, p.vals["at"]); err != nil {
@@ -135,6 +138,30 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("read schedule %s: %w", name, err)
+	}
+	// A time already ticked is one job: sending it again does nothing. Say
+	// what that job did, and make a new run of the time only on purpose
+	// (--again: the first second after it whose tick has no job).
+	store := a.jobStore(dynamodb.NewFromConfig(a.cfg))
+	for tries := 0; ; tries++ {
+		prev, err := store.Get(ctx, engine.TickMessageID(name, at))
+		if errors.Is(err, jobs.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read the tick's job: %w", err)
+		}
+		if !again {
+			return refusedf("the tick of %s for %s is already job %s, %s%s; sending it again would do nothing.\n"+
+				"To run that time again on purpose, add --again (it ticks the first free second after it, a new job of the same period), or choose another --at",
+				name, at.Format(time.RFC3339), prev.ID, prev.State, outcomeNote(prev))
+		}
+		if tries == 60 {
+			return refusedf("the 60 seconds after %s have all been ticked; choose another --at", at.Format(time.RFC3339))
+		}
+		fmt.Fprintf(a.stderr, "the tick of %s for %s is already job %s (%s%s); ticking %s instead\n",
+			name, at.Format(time.RFC3339), prev.ID, prev.State, outcomeNote(prev), at.Add(time.Second).Format(time.RFC3339))
+		at = at.Add(time.Second)
 	}
 	s := schedule.Schedule{Name: name, Group: group, ARN: aws.ToString(got.Arn)}
 	if got.Target != nil {
@@ -182,4 +209,17 @@ func (a *app) queueOfARN(arn string) (engine.Queue, error) {
 		}
 	}
 	return "", errors.New("the schedule's target " + arn + " is not one of this stage's work queues (set QUEUE_URL_<QUEUE> for each of " + fmt.Sprint(contract.Queues) + ")")
+}
+
+// outcomeNote is how a job ended, for a message: " (skipped: its switch
+// was off at 2026-11-30T09:00:01Z)", or "" when it recorded no outcome.
+func outcomeNote(j jobs.Job) string {
+	if j.LastOutcome == "" {
+		return ""
+	}
+	note := " (" + j.LastOutcome
+	if j.LastReason != "" {
+		note += ": " + j.LastReason
+	}
+	return note + " at " + j.UpdatedAt.UTC().Format(time.RFC3339) + ")"
 }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
@@ -79,6 +81,23 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		if err != nil || tick.ScheduledTime != "2026-12-07T09:00:00Z" || !strings.HasPrefix(tick.CorrelationID, "jobctl-") {
 			t.Fatalf("tick %+v %v", tick, err)
 		}
+	}
+	// Once the worker has made the tick's job, the same time again says what
+	// that job is and sends nothing; --again ticks the next free second, a
+	// new job of the same week.
+	tickJob := ids[0]
+	now := time.Now().UTC()
+	jobstest.Enqueue(t, w.Jobs, jobs.Job{ID: tickJob, Caller: "schedule:" + digest.ScheduleName, Type: contract.Fanout.Name,
+		Key: "partner-digest-fanout:2026-W50", Queue: string(contract.QueueBulk), CorrelationID: "c-tick", Message: `{"v":1}`, CreatedAt: now, RunAt: now})
+	code, out, errOut = w.cli("schedules", "trigger", digest.ScheduleName, "--at", "2026-12-07T09:00:00Z")
+	if code != exitRefused || !strings.Contains(errOut, "is already job "+tickJob) || !strings.Contains(errOut, "--again") {
+		t.Fatalf("a time already ticked: exit %d %s %s; want refused, naming its job and --again", code, out, errOut)
+	}
+	code, out, errOut = w.cli("--json", "schedules", "trigger", digest.ScheduleName, "--at", "2026-12-07T09:00:00Z", "--again")
+	var again struct{ JobID, ScheduledTime string }
+	if code != exitOK || json.Unmarshal([]byte(out), &again) != nil ||
+		again.ScheduledTime != "2026-12-07T09:00:01Z" || again.JobID == tickJob || !strings.Contains(errOut, "ticking 2026-12-07T09:00:01Z instead") {
+		t.Fatalf("--again: exit %d %s %s; want the tick of 09:00:01, a new job", code, out, errOut)
 	}
 	if code, _, _ := w.cli("schedules", "trigger", "no-such-schedule"); code != exitNotFound {
 		t.Fatalf("an unknown schedule: exit %d, want %d", code, exitNotFound)
