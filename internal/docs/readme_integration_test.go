@@ -331,8 +331,8 @@ func (s *readmeStack) demoSignup(t *testing.T, steps []step) {
 	var args []string
 	for _, st := range steps {
 		for _, cmd := range st.cmds {
-			if w := words(cmd); len(w) == 7 && strings.Join(w[3:5], " ") == "demo signup" {
-				args = w[5:]
+			if w := words(cmd); len(w) == 5 && w[0] == "bin/jobctl" && strings.Join(w[1:3], " ") == "demo signup" {
+				args = w[3:]
 			}
 		}
 	}
