@@ -10,15 +10,9 @@ import (
 	"maps"
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
@@ -30,10 +24,9 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 	"github.com/runstwice/runstwice/internal/sweep"
+	"github.com/runstwice/runstwice/internal/wiring/worker"
 )
 
 // Consumes is the work queues this function is the worker of: its event
@@ -49,20 +42,12 @@ func main() {
 
 func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	env := envvar.New(os.Getenv)
-	stage := env.Required("STAGE")
-	markersTable := env.Required("MARKERS_TABLE")
+	w := worker.Read(env, Consumes...)
 	usersTable := env.Required("USERS_TABLE")
-	jobsTable := env.Required("JOBS_TABLE")
 	scheduleGroup := env.Required("SCHEDULE_GROUP")
-	urls := env.QueueURLsOf(Consumes...)
-	dlqURL := env.Required("DLQ_URL")
 	from := env.Required("MAIL_FROM")
 	baseURL := env.Required("APP_BASE_URL")
 	smtpAddr := env.Optional("SMTP_ADDR", "")
-	toggleTTL := env.Duration("TOGGLE_TTL", ssmswitch.DefaultTTL)
-	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
-	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
-	concurrency := env.Int("BATCH_CONCURRENCY", 10)
 	// The account's SES rate: every send takes a slot of one schedule in
 	// the jobs table, shared by every invocation (docs/deploy.md, "Sending
 	// within SES's rate"); unset: no pacing.
@@ -71,11 +56,6 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	// The weekly schedule's time zone (PartnerDigestTimezone): a tick's
 	// digestId is the ISO week of its scheduled time there.
 	digestZone, zerr := digest.Timezone(env.Optional(digest.TimezoneEnv, "UTC"))
-	backoff := engine.BackoffSchedule{
-		Base:   env.Duration("BACKOFF_BASE", engine.DefaultBackoffBase),
-		Factor: float64(env.Int("BACKOFF_FACTOR", int(engine.DefaultBackoffFactor))),
-		Cap:    env.Duration("BACKOFF_CAP", engine.DefaultBackoffCap),
-	}
 	if zerr != nil {
 		return nil, zerr
 	}
@@ -83,19 +63,15 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(cfg)
-	metrics := engine.DefaultMetrics(obs.Namespace)
+	p := w.Parts(cfg)
 	reg := contract.RegistryIn(digestZone)
-
-	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
-	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
 
 	mail := ses.New(sesv2.NewFromConfig(cfg), from)
 	mail.ConfigurationSet = configurationSet
 	var sender email.Sender = mail
 	if sesRate > 0 {
 		sender, err = email.NewPaced(mail, email.Pacing{
-			Slots: sendrate.New(db, jobsTable, float64(sesRate)), QuotaWait: parkDelay, Metrics: metrics,
+			Slots: sendrate.New(p.DB, w.JobsTable, float64(sesRate)), QuotaWait: w.ParkDelay, Metrics: p.Metrics,
 		})
 		if err != nil {
 			return nil, err
@@ -105,21 +81,18 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 		sender = smtprelay.New(smtpAddr, from)
 	}
 	handlers, err := email.Handlers(email.Config{
-		Users: users.New(db, usersTable), Sender: sender, BaseURL: baseURL,
+		Users: users.New(p.DB, usersTable), Sender: sender, BaseURL: baseURL,
 	})
 	if err != nil {
 		return nil, err
 	}
-	markers := dynamostore.New(db, markersTable)
-	sqsClient := sqs.NewFromConfig(cfg)
-	queues := sqsqueue.New(sqsClient, urls, dlqURL)
 	// The jobs a worker makes (a tick's job, the digest fan-out's) are
 	// reserved and promoted through the enqueue function's store.
-	store := jobs.NewStore(db, jobsTable, markers)
+	store := jobs.NewStore(p.DB, w.JobsTable, p.Markers)
 	// The schedule sweep deletes the one-time schedules of ended jobs; the
 	// worker deletes schedules, never makes one.
 	store.Schedules = deletion.New(scheduler.NewFromConfig(cfg), scheduleGroup)
-	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(db, usersTable), Jobs: store, Queue: queues, Metrics: metrics})
+	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(p.DB, usersTable), Jobs: store, Queue: p.Queues, Metrics: p.Metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +102,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 		return nil, err
 	}
 	maps.Copy(handlers, sweeps)
-	runcfg := engine.Config{
-		Registry: reg, Handlers: handlers, Switch: toggles, Markers: markers, Ticks: jobs.TicksForEngine(store),
-		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
-		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
-		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
-		Logger: log, Metrics: metrics,
-	}
-	killpoint.Wire(&runcfg) // the chaos build's kill points and mutations; nothing in a release build
+	runcfg := w.Config(cfg, p, reg, handlers, log)
+	runcfg.Ticks = jobs.TicksForEngine(store)
 	return engine.New(runcfg)
 }

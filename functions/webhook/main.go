@@ -11,21 +11,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
-	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
-	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/killpoint"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/webhook"
+	"github.com/runstwice/runstwice/internal/wiring/worker"
 )
 
 // Consumes is the work queues this function is the worker of: its event
@@ -43,21 +34,8 @@ func main() {
 
 func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	env := envvar.New(os.Getenv)
-	stage := env.Required("STAGE")
-	markersTable := env.Required("MARKERS_TABLE")
-	jobsTable := env.Required("JOBS_TABLE")
-	urls := env.QueueURLsOf(Consumes...)
-	dlqURL := env.Required("DLQ_URL")
+	w := worker.Read(env, Consumes...)
 	target := env.Required("WEBHOOK_URL")
-	toggleTTL := env.Duration("TOGGLE_TTL", ssmswitch.DefaultTTL)
-	parkDelay := env.Seconds("PARK_DELAY", engine.DefaultParkDelay)
-	maxReceives := env.Int("MAX_RECEIVE_COUNT", engine.DefaultMaxReceiveCount)
-	concurrency := env.Int("BATCH_CONCURRENCY", 10)
-	backoff := engine.BackoffSchedule{
-		Base:   env.Duration("BACKOFF_BASE", engine.DefaultBackoffBase),
-		Factor: float64(env.Int("BACKOFF_FACTOR", int(engine.DefaultBackoffFactor))),
-		Cap:    env.Duration("BACKOFF_CAP", engine.DefaultBackoffCap),
-	}
 	cfg, err := env.Config(ctx)
 	if err != nil {
 		return nil, err
@@ -66,20 +44,5 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(cfg)
-	metrics := engine.DefaultMetrics(obs.Namespace)
-	reg := contract.Registry()
-	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
-	toggles.TTL, toggles.Logger, toggles.Metrics = toggleTTL, log, metrics
-	sqsClient := sqs.NewFromConfig(cfg)
-	queues := sqsqueue.New(sqsClient, urls, dlqURL)
-	runcfg := engine.Config{
-		Registry: reg, Handlers: handlers, Switch: toggles, Markers: dynamostore.New(db, markersTable),
-		Parker: queues, DeadLetterer: queues, Jobs: jobs.ForEngine(jobs.NewRecorder(db, jobsTable)),
-		Backoff: sqsqueue.NewVisibility(sqsClient, urls), BackoffSchedule: backoff,
-		ParkDelay: min(parkDelay, engine.DefaultParkDelay), MaxReceiveCount: maxReceives, Concurrency: concurrency,
-		Logger: log, Metrics: metrics,
-	}
-	killpoint.Wire(&runcfg) // the chaos build's kill points and mutations; nothing in a release build
-	return engine.New(runcfg)
+	return engine.New(w.Config(cfg, w.Parts(cfg), contract.Registry(), handlers, log))
 }

@@ -20,7 +20,7 @@ type floor struct {
 // package may import its own floor and the floors below it, never one
 // above. A prefix ending in "/" places every package under it.
 var floors = []floor{
-	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs", "internal/wiring"}},
+	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs", "internal/wiring", "internal/wiring/"}},
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
 	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
 		"internal/switchview", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",

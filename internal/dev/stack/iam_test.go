@@ -91,7 +91,7 @@ func deriveActions(root, fnDir string) (derived, error) {
 				imports[local] = p
 				// The clients a function makes: in its main, or in the
 				// wiring its main calls.
-				if (pkg == mainPath || pkg == modulePath+"/internal/wiring") && strings.HasPrefix(p, sdkService) {
+				if (pkg == mainPath || pkg == modulePath+"/internal/wiring" || strings.HasPrefix(pkg, modulePath+"/internal/wiring/")) && strings.HasPrefix(p, sdkService) {
 					clients[strings.TrimPrefix(p, sdkService)] = true
 				}
 			}
