@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -100,4 +101,31 @@ func DecodeRecord(item map[string]types.AttributeValue, now time.Time) (Job, boo
 		return Job{}, false, nil
 	}
 	return r.job(), true, nil
+}
+
+// BatchPeeker reads many effect markers at once; *dynamostore.Store is one.
+type BatchPeeker interface {
+	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
+}
+
+// ViewAll is View of every record, their markers read in one PeekBatch
+// (markers nil: no marker is found).
+func ViewAll(ctx context.Context, markers BatchPeeker, records []Job, now time.Time) ([]Job, error) {
+	found := map[engine.Key]engine.Record{}
+	if markers != nil && len(records) > 0 {
+		keys := make([]engine.Key, len(records))
+		for i, j := range records {
+			keys[i] = j.MarkerKey()
+		}
+		var err error
+		if found, err = markers.PeekBatch(ctx, keys); err != nil {
+			return nil, fmt.Errorf("jobs: derive states: %w", err)
+		}
+	}
+	out := make([]Job, len(records))
+	for i, j := range records {
+		m, has := found[j.MarkerKey()]
+		out[i] = View(j, m, has, now)
+	}
+	return out, nil
 }

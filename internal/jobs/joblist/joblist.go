@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
@@ -30,24 +29,19 @@ type ListAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-// BatchPeeker reads many effect markers at once; *dynamostore.Store is one.
-type BatchPeeker interface {
-	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
-}
-
 // Lister reads the jobs table for operators (`jobctl jobs list` and `jobs
 // get`): a scan, not a query, since it is not on any request path.
 type Lister struct {
 	client  ListAPI
 	table   string
-	markers BatchPeeker
+	markers jobs.BatchPeeker
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
 
 // NewLister returns a lister of table whose states are derived with markers
 // (nil: no marker is ever found).
-func NewLister(client ListAPI, table string, markers BatchPeeker) *Lister {
+func NewLister(client ListAPI, table string, markers jobs.BatchPeeker) *Lister {
 	return &Lister{client: client, table: table, markers: markers}
 }
 
@@ -125,24 +119,16 @@ func (l *Lister) List(ctx context.Context, f Filter) ([]Summary, error) {
 	return list, nil
 }
 
-// view reads the markers of the records and returns each job as jobs.View
-// shows it.
+// view returns each record as jobs.View shows it, their markers read in
+// one BatchGetItem.
 func (l *Lister) view(ctx context.Context, records []jobs.Job, now time.Time) ([]Summary, error) {
-	markers := map[engine.Key]engine.Record{}
-	if l.markers != nil && len(records) > 0 {
-		keys := make([]engine.Key, len(records))
-		for i, j := range records {
-			keys[i] = j.MarkerKey()
-		}
-		var err error
-		if markers, err = l.markers.PeekBatch(ctx, keys); err != nil {
-			return nil, fmt.Errorf("joblist: list: derive states: %w", err)
-		}
+	viewed, err := jobs.ViewAll(ctx, l.markers, records, now)
+	if err != nil {
+		return nil, fmt.Errorf("joblist: list: %w", err)
 	}
-	list := make([]Summary, len(records))
-	for i, j := range records {
-		m, has := markers[j.MarkerKey()]
-		list[i] = summary(jobs.View(j, m, has, now))
+	list := make([]Summary, len(viewed))
+	for i, j := range viewed {
+		list[i] = summary(j)
 	}
 	return list, nil
 }

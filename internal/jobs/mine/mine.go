@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
@@ -35,23 +34,18 @@ type QueryAPI interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
-// BatchPeeker reads many effect markers at once; *dynamostore.Store is one.
-type BatchPeeker interface {
-	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
-}
-
 // Lister lists callers' jobs.
 type Lister struct {
 	client  QueryAPI
 	table   string
-	markers BatchPeeker
+	markers jobs.BatchPeeker
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
 
 // NewLister returns the lister of table's jobs, their states derived with
 // markers.
-func NewLister(client QueryAPI, table string, markers BatchPeeker) *Lister {
+func NewLister(client QueryAPI, table string, markers jobs.BatchPeeker) *Lister {
 	return &Lister{client: client, table: table, markers: markers}
 }
 
@@ -130,7 +124,7 @@ func (l *Lister) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, err
 				batch = append(batch, j)
 			}
 		}
-		viewed, err := l.view(ctx, batch, now)
+		viewed, err := jobs.ViewAll(ctx, l.markers, batch, now)
 		if err != nil {
 			return jobs.ListPage{}, err
 		}
@@ -149,26 +143,4 @@ func (l *Lister) List(ctx context.Context, q jobs.ListQuery) (jobs.ListPage, err
 	}
 	last := found[limit-1]
 	return jobs.ListPage{Jobs: found[:limit], Next: cursor{PK: jobs.JobPK(last.ID), CreatedAt: last.CreatedAt.UnixMilli(), Caller: q.Caller}.encode()}, nil
-}
-
-// view derives the state of each record from its marker, read in one
-// BatchGetItem.
-func (l *Lister) view(ctx context.Context, records []jobs.Job, now time.Time) ([]jobs.Job, error) {
-	markers := map[engine.Key]engine.Record{}
-	if l.markers != nil && len(records) > 0 {
-		keys := make([]engine.Key, len(records))
-		for i, j := range records {
-			keys[i] = j.MarkerKey()
-		}
-		var err error
-		if markers, err = l.markers.PeekBatch(ctx, keys); err != nil {
-			return nil, fmt.Errorf("mine: list: derive states: %w", err)
-		}
-	}
-	out := make([]jobs.Job, len(records))
-	for i, j := range records {
-		m, has := markers[j.MarkerKey()]
-		out[i] = jobs.View(j, m, has, now)
-	}
-	return out, nil
 }
