@@ -42,6 +42,8 @@ func Identify(r *http.Request, body []byte) *Call {
 		if v, err := url.ParseQuery(string(body)); err == nil {
 			c.Operation = v.Get("Action")
 		}
+	case c.Service == "scheduler":
+		c.Operation = schedulerOperation(r.Method, strings.TrimSuffix(r.URL.Path, "/"))
 	default:
 		c.Operation = restOperations[r.Method+" "+strings.TrimSuffix(r.URL.Path, "/")]
 	}
@@ -49,6 +51,35 @@ func Identify(r *http.Request, body []byte) *Call {
 		c.Operation = r.URL.Query().Get("Action")
 	}
 	return c
+}
+
+// schedulerOperation names an EventBridge Scheduler REST-JSON call by its
+// method and path: /schedules/{Name} and /schedule-groups/{Name}, or the
+// lists at /schedules and /schedule-groups ("" for any other).
+func schedulerOperation(method, path string) string {
+	for _, res := range []struct{ prefix, one, group string }{{"/schedules", "Schedule", "Schedules"}, {"/schedule-groups", "ScheduleGroup", "ScheduleGroups"}} {
+		rest, ok := strings.CutPrefix(path, res.prefix)
+		switch {
+		case !ok:
+			continue
+		case rest == "" && method == http.MethodGet:
+			return "List" + res.group
+		case !strings.HasPrefix(rest, "/") || strings.Contains(rest[1:], "/"):
+			return ""
+		}
+		switch method {
+		case http.MethodPost:
+			return "Create" + res.one
+		case http.MethodPut:
+			return "Update" + res.one
+		case http.MethodDelete:
+			return "Delete" + res.one
+		case http.MethodGet:
+			return "Get" + res.one
+		}
+		return ""
+	}
+	return ""
 }
 
 // signingName reads the service from the credential scope of a SigV4
