@@ -17,6 +17,9 @@ type Call struct {
 	// Body is the request body. Hooks read it here: the request's own Body
 	// is what is forwarded.
 	Body []byte
+	// Path is the request's URL path (a REST call names its resource there:
+	// DELETE /schedules/{Name}).
+	Path string
 }
 
 // restOperations names the REST-JSON operations the proxy recognizes by
@@ -31,7 +34,7 @@ var restOperations = map[string]string{
 // Action parameter (query protocol), the path of an RPCv2 request or the
 // REST operations the proxy knows.
 func Identify(r *http.Request, body []byte) *Call {
-	c := &Call{Service: signingName(r), Body: body}
+	c := &Call{Service: signingName(r), Body: body, Path: r.URL.Path}
 	switch {
 	case r.Header.Get("X-Amz-Target") != "":
 		t := r.Header.Get("X-Amz-Target")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 	} {
 		t.Run(tc.mutation, func(t *testing.T) {
 			t.Parallel() // each campaign has its own stack; most of it is waiting
-			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7,
+			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7, NoClock: true,
 				Faults: "none", KillAt: "none", Mutations: []string{tc.mutation}, WeeklyPartners: 3,
 				Mix:       chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05, Outbox: 0.1},
 				SESOutage: 3 * time.Second, Timeout: 6 * time.Minute, Log: io.Discard})
@@ -105,6 +106,55 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 				}
 				inv := l.Invariants[i]
 				t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
+			}
+		})
+	}
+}
+
+// TestClockMutationsBreakTheLedger proves that the clock campaign can fail:
+// each mutation that removes a fix of the promise across time breaks the
+// invariant that fix keeps, on a small load (20 jobs, no AWS faults or
+// kills) and the clock campaign after it. Two runs share the four
+// mutations, each pair breaking invariants the other does not touch, and
+// each broken line names the scenario the mutation broke: guards back to
+// their 30-day floor let a cancelled job and a job run now run again when
+// their leftover schedules fire after the jump; a page skipped while its
+// switch is off loses the second page's partners; without the sweep, the
+// schedules of ended jobs stay; a relay that forgets makes a second job of
+// an item relayed again.
+func TestClockMutationsBreakTheLedger(t *testing.T) {
+	root := repoRoot(t)
+	for _, tc := range []struct {
+		name      string
+		mutations []string
+		broken    map[string]string // invariant: a text one of its ids holds
+	}{
+		{"guards-and-pages", []string{killpoint.ShortGuards, killpoint.SkipPages}, map[string]string{
+			chaos.InvCancelledJump: "cancelled", chaos.InvTwiceJump: "ran-now", chaos.InvDigestWeek: "no digest"}},
+		{"sweep-and-relay", []string{killpoint.NoSweep, killpoint.RelayForgets}, map[string]string{
+			chaos.InvOrphans: "after the sweep", chaos.InvTwiceJump: "relay case"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 20, Seed: 3,
+				Faults: "none", KillAt: "none", Mutations: tc.mutations, SESOutage: 3 * time.Second, Timeout: 8 * time.Minute, Log: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table bytes.Buffer
+			l.Print(&table)
+			for name, want := range tc.broken {
+				i := slices.IndexFunc(l.Invariants, func(inv chaos.Invariant) bool { return inv.Name == name })
+				switch {
+				case i < 0:
+					t.Fatalf("the ledger has no invariant %q", name)
+				case l.Invariants[i].OK():
+					t.Fatalf("with %v, %q holds; the clock campaign cannot see the mutation:\n%s", tc.mutations, name, table.String())
+				case !slices.ContainsFunc(l.Invariants[i].IDs, func(id string) bool { return strings.Contains(id, want) }):
+					t.Fatalf("with %v, %q breaks, but not for %q:\n%s", tc.mutations, name, want, table.String())
+				}
+				inv := l.Invariants[i]
+				t.Logf("with %v: %s: %d (%v)", tc.mutations, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
 			}
 		})
 	}

@@ -80,17 +80,8 @@ func weeksBefore(now time.Time) weeks {
 // all at once: the schedule's own input filled in as the scheduler fills
 // it, each with an execution id of its own.
 func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
-	if c.tickInput == nil {
-		got, err := scheduler.NewFromConfig(c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{
-			Name: aws.String(digest.ScheduleName), GroupName: aws.String(schedule.RecurringGroup(devstack.Stage))})
-		if err != nil {
-			return fmt.Errorf("chaos: read schedule %s: %w", digest.ScheduleName, err)
-		}
-		s := schedule.Schedule{Name: digest.ScheduleName, ARN: aws.ToString(got.Arn)}
-		if got.Target != nil {
-			s.Input = aws.ToString(got.Target.Input)
-		}
-		c.tickInput = &s
+	if err := c.tickSchedule(ctx); err != nil {
+		return err
 	}
 	on := !c.when(fanoutOn).IsZero()
 	var wg sync.WaitGroup
@@ -118,6 +109,24 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// tickSchedule reads the weekly schedule (its input is a tick's) once.
+func (c *campaign) tickSchedule(ctx context.Context) error {
+	if c.tickInput != nil {
+		return nil
+	}
+	got, err := scheduler.NewFromConfig(c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{
+		Name: aws.String(digest.ScheduleName), GroupName: aws.String(schedule.RecurringGroup(devstack.Stage))})
+	if err != nil {
+		return fmt.Errorf("chaos: read schedule %s: %w", digest.ScheduleName, err)
+	}
+	s := schedule.Schedule{Name: digest.ScheduleName, ARN: aws.ToString(got.Arn)}
+	if got.Target != nil {
+		s.Input = aws.ToString(got.Target.Input)
+	}
+	c.tickInput = &s
 	return nil
 }
 

@@ -82,52 +82,9 @@ type Figures struct {
 	Digests        int            `json:"digests"`
 	DigestsOne     int            `json:"digestsExactlyOne"`
 	FanoutStates   map[string]int `json:"fanoutStates"`
+	// Clock is the clock campaign's (nil without it).
+	Clock *ClockFigures `json:"clock,omitempty"`
 }
-
-// Invariant is one promise checked, with the jobs (or requests) that break
-// it.
-type Invariant struct {
-	Name  string   `json:"name"`
-	Count int      `json:"count"`
-	IDs   []string `json:"ids,omitempty"`
-}
-
-// OK reports whether nothing breaks it.
-func (i Invariant) OK() bool { return i.Count == 0 }
-
-// Failed reports whether any invariant is broken.
-func (l *Ledger) Failed() bool {
-	for _, i := range l.Invariants {
-		if !i.OK() {
-			return true
-		}
-	}
-	return false
-}
-
-// The invariants, by name.
-const (
-	InvLost         = "accepted jobs with no effect, neither cancelled nor dead-lettered reading Failed"
-	InvExtra        = "extra effects no kill or lost response explains"
-	InvWrongState   = "wrong states (GET disagrees with ground truth)"
-	InvEnqueue5xx   = "enqueue 5xx outside injected faults"
-	InvInFlight     = "409 in flight to a lone request outside injected faults"
-	InvFailClosed   = "fail-closed jobs that ran while their switch was off"
-	InvCancelledRan = "cancelled jobs that ran"
-	InvNotAccepted  = "enqueues never accepted"
-	InvForeignMail  = "mails SES holds that no job sent"
-	InvNotQuiet     = "stack not quiet at the end"
-	// InvRefusedJob: a transaction that failed its condition wrote nothing,
-	// so its outbox item made no job and no mail.
-	InvRefusedJob = "outbox transactions refused by their condition that made a job"
-	// InvTickOff: a tick while the fan-out's switch is off is skipped
-	// (Succeeded, lastOutcome skipped) and makes no digest.
-	InvTickOff = "ticks while the fan-out was off not read Succeeded/skipped, or that made digests"
-)
-
-// invariantNames are the invariants in the ledger's order.
-var invariantNames = []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan,
-	InvNotAccepted, InvForeignMail, InvRefusedJob, InvTickOff, InvNotQuiet}
 
 // maxIDs is how many ids of a broken invariant the ledger keeps.
 const maxIDs = 20
@@ -146,6 +103,10 @@ type ledgerInput struct {
 	wall     time.Duration
 	timeline []event
 	problems []string
+	// clock is the clock campaign's run, clockTruth what was seen by its
+	// end (nil without the clock).
+	clock      *clockRun
+	clockTruth *truth
 }
 
 // perJob is what the ground truth says of one accepted job.
@@ -177,10 +138,15 @@ func account(in ledgerInput) *Ledger {
 	}
 	a.requests()
 	a.fanout()
+	names := invariantNames
+	if in.clock != nil {
+		a.clock()
+		names = append(slices.Clone(names), clockInvariantNames...)
+	}
 	if !in.quiet {
 		a.fail(InvNotQuiet, "timeout")
 	}
-	for _, name := range invariantNames {
+	for _, name := range names {
 		if i := a.inv[name]; i != nil {
 			slices.Sort(i.IDs)
 			l.Invariants = append(l.Invariants, *i)
