@@ -196,7 +196,7 @@ type campaign struct {
 	clockPath   string
 	clock       *vclock.Reader
 	clockFaults *faults.Injector
-	weeks    weeks          // the ticks' scheduled times
+	weeks       weeks // the ticks' scheduled times
 	// tickInput is the weekly schedule's (its input is a tick's).
 	tickInput *schedule.Schedule
 

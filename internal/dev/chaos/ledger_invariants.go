@@ -62,4 +62,3 @@ var invariantNames = []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, I
 // clockInvariantNames are the clock campaign's invariants, after the
 // others (a campaign without the clock has none of them).
 var clockInvariantNames = []string{InvCancelledJump, InvTwiceJump, InvDigestWeek, InvOrphans}
-
