@@ -42,14 +42,14 @@ const sweepWait = time.Hour + time.Minute
 
 // repeatLate is how long after a stage's firing the clock campaign sends
 // each firing again: within the scheduler's retry window, as a late
-// duplicate delivery of the scheduler would come.
+// repeated delivery of the scheduler would come.
 const repeatLate = 20 * time.Hour
 
-// The fates of a clock job.
+// The fates of a clock job (ClockFigures.Fates).
 const (
-	fatePlain     = "plain"     // left to fire at its runAt
-	fateCancelled = "cancelled" // DELETE while its schedule's delete fails
-	fateRanNow    = "ran-now"   // run now while its schedule's delete fails
+	FatePlain     = "plain"     // left to fire at its runAt
+	FateCancelled = "cancelled" // DELETE while its schedule's delete fails
+	FateRanNow    = "ran-now"   // run now while its schedule's delete fails
 )
 
 // clockJob is one job of the clock campaign: due a jump ahead, in a
@@ -184,7 +184,7 @@ func (r *clockRunner) prepare(ctx context.Context) error {
 // stage enqueues a stage's jobs due jump ahead, cancels and runs now some
 // while their schedules' deletes fail, lets the sweep delete some of those
 // schedules, then jumps to their run time (an hour late) and sends every
-// firing again, twice.
+// firing again later.
 func (r *clockRunner) stage(ctx context.Context, stage int, jump time.Duration) error {
 	c := r.c
 	runAt := r.clock.Now().Add(jump).Truncate(time.Second)
@@ -192,8 +192,8 @@ func (r *clockRunner) stage(ctx context.Context, stage int, jump time.Duration) 
 	for i, f := range []struct {
 		fate  string
 		swept bool
-	}{{fatePlain, false}, {fatePlain, false}, {fateCancelled, false}, {fateCancelled, false}, {fateRanNow, false}, {fateRanNow, false},
-		{fateCancelled, true}, {fateRanNow, true}} {
+	}{{FatePlain, false}, {FatePlain, false}, {FateCancelled, false}, {FateCancelled, false}, {FateRanNow, false}, {FateRanNow, false},
+		{FateCancelled, true}, {FateRanNow, true}} {
 		k := kinds[(stage*3+i)%len(kinds)]
 		key := fmt.Sprintf("chaos-%d-clock-%d-%d", c.cfg.Seed, stage, i)
 		j := clockJob{IdemKey: key, Kind: k, Stage: stage, RunAt: runAt, Fate: f.fate, Swept: f.swept}
@@ -240,27 +240,28 @@ func (r *clockRunner) stage(ctx context.Context, stage int, jump time.Duration) 
 	// so their schedules fire at their old time.
 	var lift []func()
 	for i := range js {
-		if js[i].Fate != fatePlain && !js[i].Swept {
+		if js[i].Fate != FatePlain && !js[i].Swept {
 			lift = append(lift, c.clockFaults.Add(faults.Rule{Service: "scheduler", Operation: "DeleteSchedule", Contains: []string{js[i].ID}, Kind: faults.Error503, P: 1}))
 			r.end(ctx, &js[i])
 		}
 	}
 	r.run.Jobs = append(r.run.Jobs, js...)
+	// The deletes may succeed again: the jump's pass fires the one-time
+	// schedules before the sweep's ticks, so the sweeps it sets off find
+	// them fired.
+	for _, f := range lift {
+		f()
+	}
 	if err := r.jump(ctx, jump); err != nil {
 		return err
 	}
 	r.awaitFired(ctx, js)
-	for _, f := range lift {
-		f() // fired: the sweeps the jump set off may delete them now
-	}
 	c.waitQuiet(ctx)
-	for _, late := range []time.Duration{0, repeatLate} {
-		if err := r.jump(ctx, late); err != nil {
-			return err
-		}
-		r.repeat(ctx, js)
-		c.waitQuiet(ctx)
+	if err := r.jump(ctx, repeatLate); err != nil {
+		return err
 	}
+	r.repeat(ctx, js)
+	c.waitQuiet(ctx)
 	return nil
 }
 
@@ -269,7 +270,7 @@ func (r *clockRunner) stage(ctx context.Context, stage int, jump time.Duration) 
 // reads Cancelled or has been sent all the same.
 func (r *clockRunner) end(ctx context.Context, j *clockJob) {
 	switch j.Fate {
-	case fateCancelled:
+	case FateCancelled:
 		job, err := r.api.Cancel(ctx, j.ID)
 		var p *client.Problem
 		switch {
@@ -280,7 +281,7 @@ func (r *clockRunner) end(ctx context.Context, j *clockJob) {
 		default:
 			j.Answered = err.Error()
 		}
-	case fateRanNow:
+	case FateRanNow:
 		_, out, err := r.ops.RunNow(ctx, j.ID, func(ctx context.Context, rec jobs.Job) error {
 			return r.c.sender.Send(ctx, queue.Message{Queue: contract.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
 		})

@@ -32,6 +32,9 @@ type fanoutWeek struct {
 	Partners, Odd []string
 	// SwitchedOff: the switch went off while the first page ran.
 	SwitchedOff bool
+	// Retriggered: the tick came back while off and skipped, so the week
+	// was ticked again once the switch was on.
+	Retriggered bool
 	// NextPage is the job of the page the first one enqueued.
 	NextPage string
 	// Recorded are the reasons the fan-out logged for the odd ids, by id.
@@ -83,14 +86,9 @@ func (r *clockRunner) fanoutWeek(ctx context.Context) error {
 	tickID := contract.TickMessageID(digest.ScheduleName, at)
 	w.NextPage = contract.DeriveMessageID(digest.Caller, digest.PageKey(w.Week, tickID, firstCursor(w.Week, append(slices.Clone(w.Partners), w.Odd...))))
 	slow := c.clockFaults.Add(faults.Rule{Service: "sqs", Operation: "SendMessage", Contains: []string{client.TypePartnerDigest + `\"`},
-		Kind: faults.Delay, Delay: 40 * time.Millisecond, P: 1})
+		Kind: faults.Delay, Delay: 10 * time.Millisecond, P: 1})
 	defer slow()
-	body := c.tickInput.Fill(at, "chaos-clock-"+uuid.NewString())
-	tk, err := contract.DecodeTick([]byte(body))
-	if err != nil {
-		return fmt.Errorf("chaos: clock: the schedule's input is no tick: %w", err)
-	}
-	if err := c.sender.Send(ctx, queue.Message{Queue: digest.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); err != nil {
+	if err := r.sendTick(ctx, at); err != nil {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
@@ -122,7 +120,28 @@ func (r *clockRunner) fanoutWeek(ctx context.Context) error {
 	c.mark("clock: fan-out switched on again")
 	slow()
 	c.waitQuiet(ctx)
+	if j, ok := c.readJob(ctx, tickID, digest.Caller); ok && j.LastOutcome == "skipped" {
+		// The tick itself came back while off (a kill, a deadline) and
+		// skipped, as a tick does: the week is re-triggered, as the
+		// kill-switch docs advise, an hour later.
+		w.Retriggered = true
+		if err := r.sendTick(ctx, at.Add(time.Hour)); err != nil {
+			return err
+		}
+		c.waitQuiet(ctx)
+	}
 	return nil
+}
+
+// sendTick sends the weekly schedule's tick for at.
+func (r *clockRunner) sendTick(ctx context.Context, at time.Time) error {
+	c := r.c
+	body := c.tickInput.Fill(at, "chaos-clock-"+uuid.NewString())
+	tk, err := contract.DecodeTick([]byte(body))
+	if err != nil {
+		return fmt.Errorf("chaos: clock: the schedule's input is no tick: %w", err)
+	}
+	return c.sender.Send(ctx, queue.Message{Queue: digest.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID})
 }
 
 // firstCursor is the after of the page the first page of a week enqueues,

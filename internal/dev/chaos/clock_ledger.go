@@ -113,9 +113,9 @@ func (a *accountant) clock() {
 		}
 		what += ")"
 		switch {
-		case cj.Fate == fateCancelled && len(j.sends) > 0:
+		case cj.Fate == FateCancelled && len(j.sends) > 0:
 			a.fail(InvCancelledJump, fmt.Sprintf("%s mailed %d times; its cancel answered %s", what, len(j.sends), cj.Answered))
-		case cj.Fate == fateCancelled:
+		case cj.Fate == FateCancelled:
 		case len(j.sends) == 0:
 			a.fail(InvLost, what+" never ran")
 		case extra(j, 1) > 0:

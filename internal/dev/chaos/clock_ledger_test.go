@@ -15,7 +15,7 @@ import (
 func clockWorld(t *testing.T) (*world, *clockRun, *truth) {
 	w := newWorld(t)
 	run := &clockRun{MailsBefore: map[string]bool{}, Jumps: []time.Duration{31 * day, 400 * day}, Offset: 431 * day,
-		Jobs:  []clockJob{{ID: "plain-1", Fate: fatePlain}, {ID: "cancelled-1", Fate: fateCancelled}, {ID: "ran-now-1", Fate: fateRanNow, Swept: true}},
+		Jobs:  []clockJob{{ID: "plain-1", Fate: FatePlain}, {ID: "cancelled-1", Fate: FateCancelled}, {ID: "ran-now-1", Fate: FateRanNow, Swept: true}},
 		Week:  fanoutWeek{Week: "2027-W02", Partners: []string{"u-1", "u-2"}, Odd: []string{"u-1@odd"}, Recorded: map[string]string{"u-1@odd": "userId: not an id"}},
 		Relay: []relayCase{{Key: "k", First: "relay-first", Second: "relay-second"}}}
 	after := &truth{Seen: seen{Outcomes: map[string][]outcome{}, Records: map[string]int{}}}
@@ -64,7 +64,7 @@ func TestClockLedgerNamesEachBreach(t *testing.T) {
 		{"a cancelled job ran after the jump", func(_ *clockRun, mail func(string)) { mail("cancelled-1") }, InvCancelledJump, "cancelled-1"},
 		{"a job run now ran again at its old time", func(_ *clockRun, mail func(string)) { mail("ran-now-1") }, InvTwiceJump, "ran-now-1"},
 		{"a plain job never ran", func(run *clockRun, _ func(string)) {
-			run.Jobs = append(run.Jobs, clockJob{ID: "plain-2", Fate: fatePlain})
+			run.Jobs = append(run.Jobs, clockJob{ID: "plain-2", Fate: FatePlain})
 		}, InvLost, "plain-2"},
 		{"a partner missed the week", func(run *clockRun, _ func(string)) { run.Week.Partners = append(run.Week.Partners, "u-3") }, InvDigestWeek, "u-3"},
 		{"an odd id was not recorded", func(run *clockRun, _ func(string)) { run.Week.Recorded = map[string]string{} }, InvDigestWeek, "u-1@odd"},

@@ -80,7 +80,7 @@ func (l *Ledger) Print(w io.Writer) {
 			jumps[i] = strconv.FormatFloat(d, 'f', -1, 64)
 		}
 		row("clock jumps (days), offset at the end", fmt.Sprintf("%s; %.0f", strings.Join(jumps, " "), k.OffsetDays))
-		row("clock jobs (one-time schedules)", fmt.Sprintf("%d: %s", k.Jobs, joinCounts(k.Fates, []string{fatePlain, fateCancelled, fateRanNow, "swept"})))
+		row("clock jobs (one-time schedules)", fmt.Sprintf("%d: %s", k.Jobs, joinCounts(k.Fates, []string{FatePlain, FateCancelled, FateRanNow, "swept"})))
 		row("  firings sent again (late, repeated)", k.Repeats)
 		row("  expired items deleted (TTL)", k.Reaped)
 		row("  mails, extra ones explained", fmt.Sprintf("%d, %s", k.Mails, joinCounts(k.Explained, nil)))
