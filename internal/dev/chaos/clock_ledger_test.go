@@ -86,3 +86,11 @@ func TestClockLedgerNamesEachBreach(t *testing.T) {
 		})
 	}
 }
+
+func TestJumpString(t *testing.T) {
+	for days, want := range map[float64]string{31: "31d", 400: "400d", 61.0 / 1440: "1h1m", 20.0 / 24: "20h"} {
+		if got := jumpString(days); got != want {
+			t.Errorf("jumpString(%v) = %q; want %q", days, got, want)
+		}
+	}
+}

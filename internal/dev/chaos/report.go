@@ -77,9 +77,9 @@ func (l *Ledger) Print(w io.Writer) {
 	if k := f.Clock; k != nil {
 		jumps := make([]string, len(k.Jumps))
 		for i, d := range k.Jumps {
-			jumps[i] = strconv.FormatFloat(d, 'f', -1, 64)
+			jumps[i] = jumpString(d)
 		}
-		row("clock jumps (days), offset at the end", fmt.Sprintf("%s; %.0f", strings.Join(jumps, " "), k.OffsetDays))
+		row("clock jumps, days ahead at the end", fmt.Sprintf("%s; %.0f", strings.Join(jumps, " "), k.OffsetDays))
 		row("clock jobs (one-time schedules)", fmt.Sprintf("%d: %s", k.Jobs, joinCounts(k.Fates, []string{FatePlain, FateCancelled, FateRanNow, "swept"})))
 		row("  firings sent again (late, repeated)", k.Repeats)
 		row("  expired items deleted (TTL)", k.Reaped)
@@ -111,6 +111,20 @@ func (l *Ledger) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  campaign problem: %s\n", p)
 	}
 	_ = tw.Flush()
+}
+
+// jumpString writes a jump of the clock (in days) as days, or as hours and
+// minutes when shorter than a day.
+func jumpString(days float64) string {
+	d := time.Duration(days * float64(day)).Round(time.Minute)
+	if d >= day {
+		return strconv.Itoa(int(d/day)) + "d"
+	}
+	s := strings.TrimSuffix(d.String(), "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // shownIDs is how many ids of a broken invariant the table shows.
