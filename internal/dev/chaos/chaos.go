@@ -100,7 +100,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultN         = 300
-	DefaultTimeout   = 30 * time.Minute
+	DefaultTimeout   = 45 * time.Minute
 	DefaultSESOutage = 60 * time.Second
 	// functionTimeout is the chaos runs' function timeout: a killed
 	// worker's lease lasts until its deadline.
