@@ -152,8 +152,10 @@ unit:
 	$(GO) test -count=1 ./...
 
 ## integration: unit and integration tests; integration tests start moto.
-## The chaos package runs a short campaign and four mutated ones (about 11
-## minutes on 2 cores), past go test's default 10-minute limit per package.
+## The chaos package runs a short campaign with the clock campaign, four
+## mutated ones and one mutated clock campaign, two at a time (see
+## docs/chaos.md for its time on 2 cores), past go test's default 10-minute
+## limit per package.
 integration: venv $(RIE_STAMP) chromium
 	$(GO) test -count=1 -race -timeout 30m -tags integration ./...
 
@@ -164,8 +166,11 @@ integration: venv $(RIE_STAMP) chromium
 ## ledger from ground truth (mails SES holds, markers, jobs, dead letters),
 ## printed and written to .devstack/chaos-ledger.json; exits 1 when an
 ## invariant breaks, naming the job ids. N jobs (300; N=10000 for the long
-## run), SEED=1; MUTATE=no-claim|no-peek|ignore-switch|no-lease breaks the
-## runner on purpose (the run must then fail). A short run is part of `make test`.
+## run), SEED=1; then the clock campaign: the virtual clock jumps 31, 60,
+## 365 and 400 days between enqueue, cancel, run-now and delivery.
+## MUTATE=no-claim|no-peek|ignore-switch|no-lease|short-guards|no-sweep|
+## skip-pages|relay-forgets breaks the runner on purpose (the run must then
+## fail). A short run is part of `make test`.
 N ?= 300
 SEED ?= 1
 MUTATE ?=

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	sesOutage := fs.Duration("ses-outage", chaos.DefaultSESOutage, "how long SES is down mid-run (long enough to send jobs to the DLQ)")
 	weekly := fs.Int("weekly-partners", chaos.DefaultWeeklyPartners, "how many users of the weekly digest to seed (over 99 makes the fan-out read two pages)")
 	timeout := fs.Duration("timeout", chaos.DefaultTimeout, "the most the campaign may take")
+	noClock := fs.Bool("no-clock", false, "leave out the clock campaign (the virtual clock's jumps after the load)")
 	ledger := fs.String("ledger", ".devstack/chaos-ledger.json", "where the ledger's JSON goes")
 	stateDir := fs.String("state-dir", ".devstack/chaos", "the campaign stack's state directory (logs, builds)")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	defer stackLog.Close()
 	fmt.Fprintf(stdout, "chaos: %d jobs, seed %d; the stack's own output goes to %s\n", *n, *seed, stackLog.Name())
 	l, err := chaos.Run(ctx, chaos.Config{Root: root, StateDir: state, N: *n, Seed: *seed, Faults: *faultSpec, KillAt: *killAt,
-		Mutations: mutations, Concurrency: *concurrency, SESOutage: *sesOutage, WeeklyPartners: *weekly, Timeout: *timeout, Progress: stderr, Log: stackLog})
+		Mutations: mutations, Concurrency: *concurrency, SESOutage: *sesOutage, WeeklyPartners: *weekly, Timeout: *timeout, NoClock: *noClock, Progress: stderr, Log: stackLog})
 	if err != nil {
 		if errors.Is(err, chaos.ErrConfig) {
 			return 2, err

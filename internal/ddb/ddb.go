@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // IsConditionFailed reports whether err says a write's condition did not
@@ -78,13 +80,14 @@ func deref(s *string) string {
 // seconds).
 const AttrExpiresAt = "expiresAt"
 
-// Now returns clock(), or time.Now() when clock is nil: the clock every store
-// takes as an optional field.
+// Now returns clock(), or vclock.Now() when clock is nil: the clock every
+// store takes as an optional field. vclock.Now is the wall clock except in
+// a chaos build, whose campaign moves it forward (internal/vclock).
 func Now(clock func() time.Time) time.Time {
 	if clock != nil {
 		return clock()
 	}
-	return time.Now()
+	return vclock.Now()
 }
 
 // DurationOr returns d when it is positive, else def: the optional

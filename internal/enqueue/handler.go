@@ -50,6 +50,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // Idempotency is the request layer; *idempotency.Store is one.
@@ -115,7 +116,8 @@ type Handler struct {
 	// chosen by whichever IAM user minted the token, so two IAM users can
 	// be one caller, or one can pose as another.
 	AllowFederatedUsers bool
-	// Now is the clock (time.Now if nil).
+	// Now is the clock (vclock.Now if nil: the wall clock, except in a
+	// chaos build).
 	Now func() time.Time
 }
 
@@ -123,7 +125,7 @@ func (h *Handler) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
 	}
-	return time.Now()
+	return vclock.Now()
 }
 
 func (h *Handler) logger(ctx context.Context) *slog.Logger {

@@ -41,10 +41,28 @@ const (
 	// NoLease: no lease is taken before the effect, so concurrent twins
 	// both run it.
 	NoLease = "no-lease"
+	// ShortGuards: every guard lives its own floor from when it is written
+	// (a marker or tombstone 30 days), whatever the job's runAt: the
+	// lifetimes of the request path, before internal/lifetime.
+	ShortGuards = "short-guards"
+	// NoSweep: the schedule sweep deletes nothing (its job succeeds), so a
+	// schedule whose delete failed outlives its job.
+	NoSweep = "no-sweep"
+	// SkipPages: a fan-out page that finds its switch off is skipped (it
+	// succeeds without work) instead of parked, as a tick is.
+	SkipPages = "skip-pages"
+	// RelayForgets: the outbox relay stores no decision it can find again,
+	// so an item relayed again after the job it deduplicated onto ended
+	// becomes a new job.
+	RelayForgets = "relay-forgets"
 )
 
 // Mutations lists the mutations.
-var Mutations = []string{NoClaim, NoPeek, IgnoreSwitch, NoLease}
+var Mutations = []string{NoClaim, NoPeek, IgnoreSwitch, NoLease, ShortGuards, NoSweep, SkipPages, RelayForgets}
+
+// ClockMutations are the mutations that remove a fix of the promise across
+// time (docs/chaos.md, "The clock"): the clock scenarios break them.
+var ClockMutations = []string{ShortGuards, NoSweep, SkipPages, RelayForgets}
 
 // MutateEnvVar names the variable a chaos build reads its mutations from:
 // comma-separated names, e.g. "no-claim".

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // Enabled reports whether this build can be killed at a step: true.
@@ -66,16 +67,65 @@ func At(step string) {
 	select {}
 }
 
-// Wire hooks the kill points into cfg (AtStep) and makes the mutations this
-// process was told to make by wrapping cfg's marker store and kill switch.
+// Wire hooks the kill points into cfg (AtStep), sets its clock to the
+// campaign's virtual one (vclock.Now; a lease, which ends at the Lambda
+// deadline on the wall clock, is moved by the same offset, so the marker
+// store compares like with like), and makes the mutations this process was
+// told to make by wrapping cfg's marker store, kill switch and handlers.
 func Wire(cfg *engine.Config) {
 	cfg.AtStep = func(s engine.Step) { At(string(s)) }
+	cfg.Now = vclock.Now
 	if Mutated(IgnoreSwitch) {
 		cfg.Switch = allOn{}
 	}
-	if Mutated(NoClaim) || Mutated(NoPeek) || Mutated(NoLease) {
-		cfg.Markers = mutatedStore{cfg.Markers}
+	cfg.Markers = mutatedStore{cfg.Markers}
+	if Mutated(NoSweep) {
+		wrapHandler(cfg, sweepType, func(engine.Handler) engine.Handler { return noSweep{} })
 	}
+	if Mutated(SkipPages) && cfg.Switch != nil {
+		real := cfg.Switch
+		cfg.Switch = pagesOn{real}
+		wrapHandler(cfg, fanoutType, func(h engine.Handler) engine.Handler { return skipWhileOff{h, real} })
+	}
+}
+
+// The job types two mutations change (the schedule sweep's and the digest
+// fan-out's), by name: their packages import this one's users.
+const (
+	sweepType  = "runstwice.schedule-sweep.v1"
+	fanoutType = "email.partner-digest-fanout.v1"
+)
+
+func wrapHandler(cfg *engine.Config, name string, wrap func(engine.Handler) engine.Handler) {
+	if h, ok := cfg.Handlers[name]; ok {
+		cfg.Handlers[name] = wrap(h)
+	}
+}
+
+// noSweep is the schedule sweep that deletes nothing (NoSweep).
+type noSweep struct{}
+
+func (noSweep) Handle(context.Context, engine.Job) error { return nil }
+
+// pagesOn reports the fan-out's switch on, so that no page parks
+// (SkipPages); skipWhileOff then ends the job without work when the real
+// switch is off, as a skip does.
+type pagesOn struct{ engine.Switch }
+
+func (p pagesOn) IsJobEnabled(ctx context.Context, name string, def bool) bool {
+	return name == fanoutType || p.Switch.IsJobEnabled(ctx, name, def)
+}
+
+type skipWhileOff struct {
+	engine.Handler
+	real engine.Switch
+}
+
+func (s skipWhileOff) Handle(ctx context.Context, job engine.Job) error {
+	if !s.real.IsJobEnabled(ctx, fanoutType, false) {
+		return nil
+	}
+	return s.Handler.Handle(ctx, job)
 }
 
 // allOn is a kill switch that is always on (IgnoreSwitch).
@@ -83,8 +133,8 @@ type allOn struct{}
 
 func (allOn) IsJobEnabled(context.Context, string, bool) bool { return true }
 
-// mutatedStore is the marker store with the guarantees the mutations
-// remove: NoPeek sees no marker (the batch peek finds none, and a lease
+// mutatedStore is the marker store on the virtual clock, with the
+// guarantees the mutations remove: NoPeek sees no marker (the batch peek finds none, and a lease
 // refused because the job is done is taken as granted), NoLease takes no
 // lease, NoClaim never writes the claim.
 type mutatedStore struct{ engine.Store }
@@ -97,6 +147,7 @@ func (m mutatedStore) PeekBatch(ctx context.Context, keys []engine.Key) (map[eng
 }
 
 func (m mutatedStore) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
+	until = until.Add(vclock.Offset()) // the Lambda deadline, on the virtual clock
 	if Mutated(NoLease) {
 		return engine.Record{Key: k, State: engine.StateLeased, Owner: owner, LeaseUntil: until}, nil
 	}
@@ -119,4 +170,14 @@ func (m mutatedStore) Release(ctx context.Context, k engine.Key, owner string) e
 		return nil
 	}
 	return m.Store.Release(ctx, k, owner)
+}
+
+// RelayKey returns the key the outbox relay stores its decision for an item
+// under: the item's own Idempotency-Key, or, with RelayForgets, a key of
+// this relay alone, so that no later relay of the item finds the decision.
+func RelayKey(key string) string {
+	if Mutated(RelayForgets) {
+		return fmt.Sprintf("%s.forgotten-%d", key, rand.Int64())
+	}
+	return key
 }

@@ -16,3 +16,7 @@ func Mutated(string) bool { return false }
 
 // Wire leaves cfg as it is in a release build.
 func Wire(*engine.Config) {}
+
+// RelayKey returns the key the outbox relay stores its decision for an item
+// under: the item's own Idempotency-Key.
+func RelayKey(key string) string { return key }

@@ -9,12 +9,13 @@ import (
 
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // The release build of a function has no kill hook and no mutation: At is a
 // no-op, Mutated is false, and the bootstrap does not even contain the
-// variables' names, nor the decorators that make the mutations. A chaos
-// build does.
+// variables' names (the virtual clock's too), nor the decorators that make
+// the mutations. A chaos build does.
 func TestReleaseBuildHasNoHook(t *testing.T) {
 	if killpoint.Enabled {
 		t.Fatal("the test binary was built with the chaos tag")
@@ -43,7 +44,7 @@ func TestReleaseBuildHasNoHook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{killpoint.EnvVar, killpoint.MutateEnvVar, "killpoint.mutatedStore", "killpoint.allOn"} {
+		for _, name := range []string{killpoint.EnvVar, killpoint.MutateEnvVar, vclock.EnvVar, "killpoint.mutatedStore", "killpoint.allOn", "killpoint.pagesOn"} {
 			if got := bytes.Contains(bin, []byte(name)); got != tc.want {
 				t.Errorf("build with tags %s contains %s: %v; want %v", tc.tags, name, got, tc.want)
 			}

@@ -17,6 +17,9 @@ type Call struct {
 	// Body is the request body. Hooks read it here: the request's own Body
 	// is what is forwarded.
 	Body []byte
+	// Path is the request's URL path (a REST call names its resource there:
+	// DELETE /schedules/{Name}).
+	Path string
 }
 
 // restOperations names the REST-JSON operations the proxy recognizes by
@@ -31,7 +34,7 @@ var restOperations = map[string]string{
 // Action parameter (query protocol), the path of an RPCv2 request or the
 // REST operations the proxy knows.
 func Identify(r *http.Request, body []byte) *Call {
-	c := &Call{Service: signingName(r), Body: body}
+	c := &Call{Service: signingName(r), Body: body, Path: r.URL.Path}
 	switch {
 	case r.Header.Get("X-Amz-Target") != "":
 		t := r.Header.Get("X-Amz-Target")
@@ -42,6 +45,8 @@ func Identify(r *http.Request, body []byte) *Call {
 		if v, err := url.ParseQuery(string(body)); err == nil {
 			c.Operation = v.Get("Action")
 		}
+	case c.Service == "scheduler":
+		c.Operation = schedulerOperation(r.Method, strings.TrimSuffix(r.URL.Path, "/"))
 	default:
 		c.Operation = restOperations[r.Method+" "+strings.TrimSuffix(r.URL.Path, "/")]
 	}
@@ -49,6 +54,35 @@ func Identify(r *http.Request, body []byte) *Call {
 		c.Operation = r.URL.Query().Get("Action")
 	}
 	return c
+}
+
+// schedulerOperation names an EventBridge Scheduler REST-JSON call by its
+// method and path: /schedules/{Name} and /schedule-groups/{Name}, or the
+// lists at /schedules and /schedule-groups ("" for any other).
+func schedulerOperation(method, path string) string {
+	for _, res := range []struct{ prefix, one, group string }{{"/schedules", "Schedule", "Schedules"}, {"/schedule-groups", "ScheduleGroup", "ScheduleGroups"}} {
+		rest, ok := strings.CutPrefix(path, res.prefix)
+		switch {
+		case !ok:
+			continue
+		case rest == "" && method == http.MethodGet:
+			return "List" + res.group
+		case !strings.HasPrefix(rest, "/") || strings.Contains(rest[1:], "/"):
+			return ""
+		}
+		switch method {
+		case http.MethodPost:
+			return "Create" + res.one
+		case http.MethodPut:
+			return "Update" + res.one
+		case http.MethodDelete:
+			return "Delete" + res.one
+		case http.MethodGet:
+			return "Get" + res.one
+		}
+		return ""
+	}
+	return ""
 }
 
 // signingName reads the service from the credential scope of a SigV4

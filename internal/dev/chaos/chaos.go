@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // DefaultFaults are the faults of make chaos, per AWS call of the functions.
@@ -85,6 +88,9 @@ type Config struct {
 	// Timeout bounds the whole campaign (DefaultTimeout when zero): a
 	// stack that is not quiet by then is itself a finding.
 	Timeout time.Duration
+	// NoClock leaves out the clock campaign (the jumps of the virtual
+	// clock that follow the load, docs/chaos.md "The clock").
+	NoClock bool
 	// Progress receives a progress line (rewritten in place once a second
 	// on a terminal, else a line every 10 s); Log the stack's own output.
 	// Either may be nil.
@@ -94,7 +100,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultN         = 300
-	DefaultTimeout   = 30 * time.Minute
+	DefaultTimeout   = 45 * time.Minute
 	DefaultSESOutage = 60 * time.Second
 	// functionTimeout is the chaos runs' function timeout: a killed
 	// worker's lease lasts until its deadline.
@@ -185,7 +191,12 @@ type campaign struct {
 	redriven map[string]int // letters redriven, by id
 	outboxTx atomic.Int64   // outbox transactions written, retries included
 	partners []string       // the weekly digest's users, in the fan-out's order
-	weeks    weeks          // the ticks' scheduled times
+	// The virtual clock: its offset file, the campaign's reader of it, and
+	// the faults the clock campaign injects itself (before the load's).
+	clockPath   string
+	clock       *vclock.Reader
+	clockFaults *faults.Injector
+	weeks       weeks // the ticks' scheduled times
 	// tickInput is the weekly schedule's (its input is a tick's).
 	tickInput *schedule.Schedule
 
@@ -208,7 +219,14 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	c := &campaign{cfg: cfg, faults: faults.New(rules, cfg.Seed), obs: newObserver(), witness: newWitness(), start: time.Now(),
-		redriven: map[string]int{}}
+		redriven: map[string]int{}, clockPath: filepath.Join(cfg.StateDir, "vclock"), clockFaults: faults.New(nil, cfg.Seed)}
+	c.clock = &vclock.Reader{Path: c.clockPath}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := vclock.Write(c.clockPath, 0); err != nil {
+		return nil, err
+	}
 	c.weeks = weeksBefore(c.start)
 	c.faults.Pause() // until the load starts
 	c.progress = newProgress(cfg.Progress, c)
@@ -246,7 +264,27 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.ledger(results, fan, truth, redriven, quiet), nil
+	if cfg.NoClock || !quiet {
+		return c.ledger(results, fan, truth, redriven, quiet, nil, nil), nil
+	}
+	run, err := c.runClock(ctx, truth.Mails)
+	if err != nil {
+		return nil, err
+	}
+	c.progress.phase("reading the clock's ledger")
+	after, err := c.clockTruth(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return c.ledger(results, fan, truth, redriven, quiet && c.waitQuiet(ctx), run, after), nil
+}
+
+// clockNow is the campaign's reading of the virtual clock.
+func (c *campaign) clockNow() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock.Now()
 }
 
 // maxRedriveRounds bounds how often the campaign redrives what reached the
@@ -284,9 +322,9 @@ func (c *campaign) startStack(ctx context.Context) error {
 		Root: c.cfg.Root, StateDir: c.cfg.StateDir, APIAddr: "127.0.0.1:0",
 		ParkDelay: parkDelay, ToggleTTL: toggleTTL, Out: log,
 		Chaos: devstack.Chaos{
-			ProxyHooks: []awsproxy.Hook{c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,
+			ProxyHooks: []awsproxy.Hook{c.clockFaults.Hook, c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,
 			FunctionTimeout: functionTimeout, VisibilityTimeout: visibility, WrapFunction: c.obs.wrap, AppLog: c.obs,
-			KillDuring: killDuring,
+			KillDuring: killDuring, Clock: &devstack.ChaosClock{Path: c.clockPath, Poll: clockPoll},
 		},
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +30,12 @@ import (
 // Randomness is seeded and only invariants are asserted, never timings or
 // counts that depend on them.
 func TestShortCampaignKeepsThePromise(t *testing.T) {
+	t.Parallel() // with the mutated campaigns: each has its own stack, mostly waiting
 	// Kills twice as often as make chaos's default, so that a run of this
 	// size surely kills some processes (about a dozen).
 	l, err := chaos.Run(context.Background(), chaos.Config{Root: repoRoot(t), StateDir: t.TempDir(), N: 200, Seed: 1,
 		KillAt:    "after-decode=0.02,after-lease=0.01,after-effect=0.02,after-claim=0.01,before-response=0.02",
-		SESOutage: 15 * time.Second, Timeout: 8 * time.Minute, Log: io.Discard})
+		SESOutage: 15 * time.Second, Timeout: 15 * time.Minute, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +65,9 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 		t.Errorf("faults %v; want throttles and outages", f.Faults)
 	case f.LostInvocations == 0:
 		t.Errorf("kills %v, no invocation lost; want processes killed", f.Kills)
+	case f.Clock == nil || f.Clock.OffsetDays < 31+60+365+400 || f.Clock.Fates[chaos.FateCancelled] == 0 || f.Clock.Fates[chaos.FateRanNow] == 0 ||
+		f.Clock.Repeats == 0 || f.Clock.Reaped == 0 || !f.Clock.SwitchedOff || f.Clock.OddIDs != 3 || f.Clock.RelayCases == 0:
+		t.Errorf("the clock campaign did not do what its plan says: %+v", f.Clock)
 	}
 }
 
@@ -74,6 +79,7 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 // so what breaks is the mutation's doing, not the weather's. The four
 // campaigns run at once, each on its own stack.
 func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	for _, tc := range []struct {
 		mutation string
@@ -86,7 +92,7 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 	} {
 		t.Run(tc.mutation, func(t *testing.T) {
 			t.Parallel() // each campaign has its own stack; most of it is waiting
-			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7,
+			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7, NoClock: true,
 				Faults: "none", KillAt: "none", Mutations: []string{tc.mutation}, WeeklyPartners: 3,
 				Mix:       chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05, Outbox: 0.1},
 				SESOutage: 3 * time.Second, Timeout: 6 * time.Minute, Log: io.Discard})
@@ -107,6 +113,48 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 				t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
 			}
 		})
+	}
+}
+
+// TestClockMutationsBreakTheLedger proves that the clock campaign can fail:
+// each mutation that removes a fix of the promise across time breaks the
+// invariant that fix keeps, and each broken line names the scenario the
+// mutation broke. The four share one run (a load of 20 jobs with no AWS
+// faults or kills, then the clock campaign), since the invariants they
+// break differ: guards back to their 30-day floor let a cancelled job and
+// a job run now run again when their leftover schedules fire after the
+// jump; a page skipped while its switch is off loses the second page's
+// partners; without the sweep, the schedules of ended jobs stay; a relay
+// that forgets makes a second job of an item relayed again.
+func TestClockMutationsBreakTheLedger(t *testing.T) {
+	t.Parallel() // its own stack, mostly waiting
+	l, err := chaos.Run(context.Background(), chaos.Config{Root: repoRoot(t), StateDir: t.TempDir(), N: 20, Seed: 3,
+		Faults: "none", KillAt: "none", Mutations: killpoint.ClockMutations, SESOutage: 3 * time.Second, Timeout: 10 * time.Minute, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	l.Print(&table)
+	for _, tc := range []struct{ mutation, invariant, names string }{
+		{killpoint.ShortGuards, chaos.InvCancelledJump, "cancelled"},
+		{killpoint.ShortGuards, chaos.InvTwiceJump, "ran-now"},
+		{killpoint.SkipPages, chaos.InvDigestWeek, "no digest"},
+		{killpoint.NoSweep, chaos.InvOrphans, "after the sweep"},
+		{killpoint.RelayForgets, chaos.InvTwiceJump, "relay case"},
+	} {
+		i := slices.IndexFunc(l.Invariants, func(inv chaos.Invariant) bool { return inv.Name == tc.invariant })
+		switch {
+		case i < 0:
+			t.Fatalf("the ledger has no invariant %q", tc.invariant)
+		case !slices.ContainsFunc(l.Invariants[i].IDs, func(id string) bool { return strings.Contains(id, tc.names) }):
+			t.Errorf("with %s, %q does not break for a job %s; the clock campaign cannot see the mutation", tc.mutation, tc.invariant, tc.names)
+			continue
+		}
+		inv := l.Invariants[i]
+		t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
+	}
+	if t.Failed() {
+		t.Log("\n" + table.String())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -81,17 +82,8 @@ func weeksBefore(now time.Time) weeks {
 // all at once: the schedule's own input filled in as the scheduler fills
 // it, each with an execution id of its own.
 func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
-	if c.tickInput == nil {
-		got, err := scheduler.NewFromConfig(c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{
-			Name: aws.String(digest.ScheduleName), GroupName: aws.String(schedule.RecurringGroup(devstack.Stage))})
-		if err != nil {
-			return fmt.Errorf("chaos: read schedule %s: %w", digest.ScheduleName, err)
-		}
-		s := schedule.Schedule{Name: digest.ScheduleName, ARN: aws.ToString(got.Arn)}
-		if got.Target != nil {
-			s.Input = aws.ToString(got.Target.Input)
-		}
-		c.tickInput = &s
+	if err := c.tickSchedule(ctx); err != nil {
+		return err
 	}
 	on := !c.when(fanoutOn).IsZero()
 	var wg sync.WaitGroup
@@ -119,6 +111,24 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// tickSchedule reads the weekly schedule (its input is a tick's) once.
+func (c *campaign) tickSchedule(ctx context.Context) error {
+	if c.tickInput != nil {
+		return nil
+	}
+	got, err := scheduler.NewFromConfig(c.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{
+		Name: aws.String(digest.ScheduleName), GroupName: aws.String(schedule.RecurringGroup(devstack.Stage))})
+	if err != nil {
+		return fmt.Errorf("chaos: read schedule %s: %w", digest.ScheduleName, err)
+	}
+	s := schedule.Schedule{Name: digest.ScheduleName, ARN: aws.ToString(got.Arn)}
+	if got.Target != nil {
+		s.Input = aws.ToString(got.Target.Input)
+	}
+	c.tickInput = &s
 	return nil
 }
 
@@ -289,4 +299,57 @@ type fanoutJob struct {
 	Tick, On bool
 	At       time.Time
 	Run      string
+}
+
+// fanout checks the fan-out's own jobs. A tick sent while its switch was
+// off reads Succeeded with lastOutcome skipped (and its week's digests, if
+// any mail went out, were named as the mails were traced). Of a week ticked
+// while on, at least one tick's job holds the week (another time defers to
+// a job of the week still active, the same time twice is the same job),
+// and every later page of each tick's job that exists (its run) exists
+// too; each reads Succeeded, not skipped. A tick that deferred has no job,
+// and its run no pages.
+func (a *accountant) fanout() {
+	fan, t, f := a.in.fanout, a.t, a.f
+	times, weeks, held := map[time.Time]bool{}, map[string]bool{}, map[string]bool{}
+	for _, tk := range fan.Ticks {
+		times[tk.At] = true
+	}
+	f.TickTimes = len(times)
+	for _, id := range slices.Sorted(maps.Keys(fan.Jobs)) {
+		fj := fan.Jobs[id]
+		got, read := t.Fanout[id]
+		state := string(got.State)
+		switch {
+		case !read:
+			state = "none"
+		case got.LastOutcome == "skipped":
+			state += " (skipped)"
+		}
+		f.FanoutStates[state]++
+		switch {
+		case !fj.On:
+			if state != string(client.StateSucceeded)+" (skipped)" {
+				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(engine.TickTimeLayout), state,
+					a.outcomesAround(id, a.in.fanoutOn)))
+			}
+			continue
+		case fj.Tick:
+			weeks[fj.Week] = true
+			held[fj.Week] = held[fj.Week] || read
+		case !read:
+			if _, ran := t.Fanout[fj.Run]; ran || fj.Run == "" {
+				a.fail(InvLost, fmt.Sprintf("fan-out page %s of %s (run %s): no job", id, fj.Week, fj.Run))
+			}
+		}
+		if read && state != string(client.StateSucceeded) {
+			a.fail(InvWrongState, fmt.Sprintf("fan-out job %s of %s reads %s, ground truth Succeeded", id, fj.Week, state))
+		}
+	}
+	f.WeeksOn = len(weeks)
+	for _, w := range slices.Sorted(maps.Keys(weeks)) {
+		if !held[w] {
+			a.fail(InvLost, "the fan-out of "+w+": no tick's job")
+		}
+	}
 }

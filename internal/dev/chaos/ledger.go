@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,52 +81,9 @@ type Figures struct {
 	Digests        int            `json:"digests"`
 	DigestsOne     int            `json:"digestsExactlyOne"`
 	FanoutStates   map[string]int `json:"fanoutStates"`
+	// Clock is the clock campaign's (nil without it).
+	Clock *ClockFigures `json:"clock,omitempty"`
 }
-
-// Invariant is one promise checked, with the jobs (or requests) that break
-// it.
-type Invariant struct {
-	Name  string   `json:"name"`
-	Count int      `json:"count"`
-	IDs   []string `json:"ids,omitempty"`
-}
-
-// OK reports whether nothing breaks it.
-func (i Invariant) OK() bool { return i.Count == 0 }
-
-// Failed reports whether any invariant is broken.
-func (l *Ledger) Failed() bool {
-	for _, i := range l.Invariants {
-		if !i.OK() {
-			return true
-		}
-	}
-	return false
-}
-
-// The invariants, by name.
-const (
-	InvLost         = "accepted jobs with no effect, neither cancelled nor dead-lettered reading Failed"
-	InvExtra        = "extra effects no kill or lost response explains"
-	InvWrongState   = "wrong states (GET disagrees with ground truth)"
-	InvEnqueue5xx   = "enqueue 5xx outside injected faults"
-	InvInFlight     = "409 in flight to a lone request outside injected faults"
-	InvFailClosed   = "fail-closed jobs that ran while their switch was off"
-	InvCancelledRan = "cancelled jobs that ran"
-	InvNotAccepted  = "enqueues never accepted"
-	InvForeignMail  = "mails SES holds that no job sent"
-	InvNotQuiet     = "stack not quiet at the end"
-	// InvRefusedJob: a transaction that failed its condition wrote nothing,
-	// so its outbox item made no job and no mail.
-	InvRefusedJob = "outbox transactions refused by their condition that made a job"
-	// InvTickOff: a tick while the fan-out's switch is off is skipped
-	// (Succeeded, lastOutcome skipped) and makes no digest.
-	InvTickOff = "ticks while the fan-out was off not read Succeeded/skipped, or that made digests"
-)
-
-// invariantNames are the invariants in the ledger's order.
-var invariantNames = []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan,
-	InvNotAccepted, InvForeignMail, InvRefusedJob, InvTickOff, InvNotQuiet}
 
 // maxIDs is how many ids of a broken invariant the ledger keeps.
 const maxIDs = 20
@@ -146,6 +102,10 @@ type ledgerInput struct {
 	wall     time.Duration
 	timeline []event
 	problems []string
+	// clock is the clock campaign's run, clockTruth what was seen by its
+	// end (nil without the clock).
+	clock      *clockRun
+	clockTruth *truth
 }
 
 // perJob is what the ground truth says of one accepted job.
@@ -177,10 +137,15 @@ func account(in ledgerInput) *Ledger {
 	}
 	a.requests()
 	a.fanout()
+	names := invariantNames
+	if in.clock != nil {
+		a.clock()
+		names = append(slices.Clone(names), clockInvariantNames...)
+	}
 	if !in.quiet {
 		a.fail(InvNotQuiet, "timeout")
 	}
-	for _, name := range invariantNames {
+	for _, name := range names {
 		if i := a.inv[name]; i != nil {
 			slices.Sort(i.IDs)
 			l.Invariants = append(l.Invariants, *i)
@@ -411,59 +376,6 @@ func (a *accountant) requests() {
 			if lone[at.IdemKey] && !touched {
 				a.fail(InvInFlight, at.IdemKey)
 			}
-		}
-	}
-}
-
-// fanout checks the fan-out's own jobs. A tick sent while its switch was
-// off reads Succeeded with lastOutcome skipped (and its week's digests, if
-// any mail went out, were named as the mails were traced). Of a week ticked
-// while on, at least one tick's job holds the week (another time defers to
-// a job of the week still active, the same time twice is the same job),
-// and every later page of each tick's job that exists (its run) exists
-// too; each reads Succeeded, not skipped. A tick that deferred has no job,
-// and its run no pages.
-func (a *accountant) fanout() {
-	fan, t, f := a.in.fanout, a.t, a.f
-	times, weeks, held := map[time.Time]bool{}, map[string]bool{}, map[string]bool{}
-	for _, tk := range fan.Ticks {
-		times[tk.At] = true
-	}
-	f.TickTimes = len(times)
-	for _, id := range slices.Sorted(maps.Keys(fan.Jobs)) {
-		fj := fan.Jobs[id]
-		got, read := t.Fanout[id]
-		state := string(got.State)
-		switch {
-		case !read:
-			state = "none"
-		case got.LastOutcome == "skipped":
-			state += " (skipped)"
-		}
-		f.FanoutStates[state]++
-		switch {
-		case !fj.On:
-			if state != string(client.StateSucceeded)+" (skipped)" {
-				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(engine.TickTimeLayout), state,
-					a.outcomesAround(id, a.in.fanoutOn)))
-			}
-			continue
-		case fj.Tick:
-			weeks[fj.Week] = true
-			held[fj.Week] = held[fj.Week] || read
-		case !read:
-			if _, ran := t.Fanout[fj.Run]; ran || fj.Run == "" {
-				a.fail(InvLost, fmt.Sprintf("fan-out page %s of %s (run %s): no job", id, fj.Week, fj.Run))
-			}
-		}
-		if read && state != string(client.StateSucceeded) {
-			a.fail(InvWrongState, fmt.Sprintf("fan-out job %s of %s reads %s, ground truth Succeeded", id, fj.Week, state))
-		}
-	}
-	f.WeeksOn = len(weeks)
-	for _, w := range slices.Sorted(maps.Keys(weeks)) {
-		if !held[w] {
-			a.fail(InvLost, "the fan-out of "+w+": no tick's job")
 		}
 	}
 }

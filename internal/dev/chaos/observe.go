@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 )
@@ -44,10 +45,13 @@ type observer struct {
 	kills    []kill
 	outcomes map[string][]outcome // by job id
 	records  map[string]int       // records delivered, by function
+	// refused are the users the fan-out refused with their reason, by
+	// week and the start of the id's SHA-256 (digest's refusal line).
+	refused map[string]string
 }
 
 func newObserver() *observer {
-	return &observer{now: time.Now, outcomes: map[string][]outcome{}, records: map[string]int{}}
+	return &observer{now: time.Now, outcomes: map[string][]outcome{}, records: map[string]int{}, refused: map[string]string{}}
 }
 
 // outcome is one job outcome line of the runner, with when its function
@@ -132,6 +136,15 @@ func (o *observer) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
+	if bytes.Contains(p, []byte(`"userIdSha256"`)) {
+		var r struct{ DigestID, UserIDSha256, Reason string }
+		if json.Unmarshal(p, &r) == nil && r.Reason != "" {
+			o.mu.Lock()
+			o.refused[r.DigestID+"/"+r.UserIDSha256] = r.Reason
+			o.mu.Unlock()
+		}
+		return len(p), nil
+	}
 	if out, ok := devstack.ParseOutcome(p); ok && out.JobID != "" {
 		line := outcome{Line: out, At: loggedAt(p)}
 		o.mu.Lock()
@@ -156,6 +169,29 @@ func loggedAt(line []byte) time.Time {
 		return time.Time{}
 	}
 	return l.Time
+}
+
+// refusal returns the reason the fan-out gave for refusing the user whose
+// id's SHA-256 starts with sha in week ("" when it gave none).
+func (o *observer) refusal(week, sha string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused[week+"/"+sha]
+}
+
+// awaitOutcome waits up to timeout until the runner logged an outcome of
+// job id, and reports whether it did.
+func (o *observer) awaitOutcome(ctx context.Context, id string, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && ctx.Err() == nil; {
+		o.mu.Lock()
+		n := len(o.outcomes[id])
+		o.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+		_ = smithytime.SleepWithContext(ctx, 100*time.Millisecond)
+	}
+	return false
 }
 
 // seen is a copy of what the observer saw so far.

@@ -84,7 +84,7 @@ func (c *campaign) transact(ctx context.Context, j plannedJob, signup bool) (ref
 
 func (c *campaign) transactOnce(ctx context.Context, j plannedJob, signup bool) error {
 	put, _, err := client.OutboxPut(c.res.Outbox, client.OutboxJob{Producer: Producer, IdempotencyKey: j.IdemKey, Type: j.Kind.Type,
-		Args: j.Args, Options: client.EnqueueOptions{Key: j.IdemKey, DelaySeconds: j.Delay}}, time.Now())
+		Args: j.Args, Options: client.EnqueueOptions{Key: j.key(), DelaySeconds: j.Delay, RunAt: j.RunAt}}, c.clockNow())
 	if err != nil {
 		return fmt.Errorf("chaos: outbox put of job %d: %w", j.Index, err)
 	}

@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
@@ -23,6 +25,9 @@ type user struct {
 	// Failed, even after a redrive).
 	Poisoned bool
 }
+
+// key is the job's natural key: Key, or else its Idempotency-Key.
+func (j plannedJob) key() string { return cmp.Or(j.Key, j.IdemKey) }
 
 // Email is the address stored for the user.
 func (u user) Email() string {
@@ -101,6 +106,10 @@ type plannedJob struct {
 	IdemKey string
 	JobID   string
 	Delay   int // seconds
+	// Key is the job's natural key when it is not IdemKey (the clock
+	// campaign's items that share one); RunAt its run time, if any.
+	Key   string
+	RunAt time.Time
 	// Twins is how many more identical requests go out at the same time
 	// (same Idempotency-Key).
 	Twins int

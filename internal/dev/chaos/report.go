@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,13 +18,13 @@ import (
 )
 
 // ledger draws the campaign's ledger from what it read.
-func (c *campaign) ledger(results []result, fan fanoutPlan, t *truth, redriven int, quiet bool) *Ledger {
+func (c *campaign) ledger(results []result, fan fanoutPlan, t *truth, redriven int, quiet bool, run *clockRun, after *truth) *Ledger {
 	c.mu.Lock()
 	timeline, problems := slices.Clone(c.timeline), slices.Clone(c.problems)
 	c.mu.Unlock()
 	return account(ledgerInput{cfg: c.cfg, results: results, truth: t, digestOn: c.when(digestOn), fanoutOn: c.when(fanoutOn),
 		fanout: fan, outboxTx: int(c.outboxTx.Load()), redriven: redriven,
-		quiet: quiet, wall: time.Since(c.start), timeline: timeline, problems: problems})
+		quiet: quiet, wall: time.Since(c.start), timeline: timeline, problems: problems, clock: run, clockTruth: after})
 }
 
 // Print writes the ledger as a table: the figures, then every invariant
@@ -73,6 +74,22 @@ func (l *Ledger) Print(w io.Writer) {
 	row("enqueue 5xx (explained by AWS faults)", fmt.Sprintf("%d (%d)", f.Enqueue5xx, f.Enqueue5xxFaults))
 	row("409 in flight (retried by the client)", f.InFlight409)
 	row("quiet at the end", f.Quiet)
+	if k := f.Clock; k != nil {
+		jumps := make([]string, len(k.Jumps))
+		for i, d := range k.Jumps {
+			jumps[i] = jumpString(d)
+		}
+		row("clock jumps, days ahead at the end", fmt.Sprintf("%s; %.0f", strings.Join(jumps, " "), k.OffsetDays))
+		row("clock jobs (one-time schedules)", fmt.Sprintf("%d: %s", k.Jobs, joinCounts(k.Fates, []string{FatePlain, FateCancelled, FateRanNow, "swept"})))
+		row("  firings sent again (late, repeated)", k.Repeats)
+		row("  expired items deleted (TTL)", k.Reaped)
+		row("  mails, extra ones explained", fmt.Sprintf("%d, %s", k.Mails, joinCounts(k.Explained, nil)))
+		row("  schedules left after the sweep, after the last jump", fmt.Sprintf("%d, %d", k.SweptOrphans, k.LeftoverAtEnd))
+		row("clock fan-out week, switched off mid-week", fmt.Sprintf("%s, %v", k.Week, k.SwitchedOff))
+		row("  partners with one digest of it", fmt.Sprintf("%d of %d", k.PartnersOne, k.Partners))
+		row("  odd ids recorded with their reason", fmt.Sprintf("%d of %d", k.OddRecorded, k.OddIDs))
+		row("clock relay cases (items relayed again)", k.RelayCases)
+	}
 	fmt.Fprintln(tw, "invariants")
 	for _, i := range l.Invariants {
 		mark := "ok"
@@ -94,6 +111,20 @@ func (l *Ledger) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  campaign problem: %s\n", p)
 	}
 	_ = tw.Flush()
+}
+
+// jumpString writes a jump of the clock (in days) as days, or as hours and
+// minutes when shorter than a day.
+func jumpString(days float64) string {
+	d := time.Duration(days * float64(day)).Round(time.Minute)
+	if d >= day {
+		return strconv.Itoa(int(d/day)) + "d"
+	}
+	s := strings.TrimSuffix(d.String(), "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // shownIDs is how many ids of a broken invariant the table shows.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // Chaos adapts the local stack to a run under faults (make run ARGS="--faults
@@ -55,6 +56,20 @@ type Chaos struct {
 	// kill points only stop it at step boundaries (the outbox relay has
 	// none).
 	KillDuring func(function string, event []byte) time.Duration
+	// Clock, when set, is the virtual clock of a campaign that moves time
+	// forward (internal/vclock): the path of its offset file, given to
+	// every function as RUNSTWICE_VCLOCK, and the scheduler emulator fires
+	// what is due at that clock's time. Clock.Poll, when positive, replaces
+	// the emulator's poll.
+	Clock *ChaosClock
+}
+
+// ChaosClock is the virtual clock of a chaos campaign (Chaos.Clock).
+type ChaosClock struct {
+	// Path is the offset file (vclock.Write).
+	Path string
+	// Poll is how often the scheduler emulator looks (0: its default).
+	Poll time.Duration
 }
 
 // hooks returns the proxy's hooks: ProxyHooks first, then the stack's own.
@@ -63,7 +78,23 @@ func (c Chaos) hooks(own ...awsproxy.Hook) []awsproxy.Hook {
 }
 
 // env adds the chaos environment to a function's.
-func (c Chaos) env(env map[string]string) { maps.Copy(env, c.Env) }
+func (c Chaos) env(env map[string]string) {
+	maps.Copy(env, c.Env)
+	if c.Clock != nil {
+		env[vclock.EnvVar] = c.Clock.Path
+	}
+}
+
+// scheduler puts the emulator on the campaign's clock.
+func (c Chaos) scheduler(s *Scheduler) {
+	if c.Clock == nil {
+		return
+	}
+	s.Now = (&vclock.Reader{Path: c.Clock.Path}).Now
+	if c.Clock.Poll > 0 {
+		s.Poll = c.Clock.Poll
+	}
+}
 
 // appLog tees the application log sink into AppLog.
 func (c Chaos) appLog(sinks lambdarie.Sinks) lambdarie.Sinks {

@@ -347,6 +347,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		// moto keeps schedules but never fires them; on AWS the service does.
 		sched := NewScheduler(scheduler.NewFromConfig(cfg), sqsClient, l.Stack, platform)
 		sched.Poll = opts.SchedulerPoll
+		opts.Chaos.scheduler(sched)
 		l.wg.Go(func() { sched.Run(runCtx) })
 	}
 

@@ -1,9 +1,11 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +150,12 @@ func (s *Scheduler) Pass(ctx context.Context) int {
 	if s.seen == nil {
 		s.seen = map[string]seenSchedule{}
 	}
+	// One-time schedules first: a firing and a sweep tick due in one pass
+	// (a stack that slept, a chaos campaign's jump) reach their queues in
+	// the order of their times, not of the list.
+	slices.SortStableFunc(all, func(a, b schedule.Schedule) int {
+		return cmp.Compare(kindOrder(a), kindOrder(b))
+	})
 	live := map[string]bool{}
 	sent := 0
 	for _, sc := range all {
@@ -191,6 +199,14 @@ func (s *Scheduler) Pass(ctx context.Context) int {
 		}
 	}
 	return sent
+}
+
+// kindOrder orders a one-time schedule before a recurring one.
+func kindOrder(sc schedule.Schedule) int {
+	if sc.Expr != nil && sc.Expr.Kind == schedule.KindAt {
+		return 0
+	}
+	return 1
 }
 
 // fire sends sc's input for its firing at at, and reports whether it went.

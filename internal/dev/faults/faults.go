@@ -181,7 +181,7 @@ func (in *Injector) Hook(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rl, pick, ok := in.draw(c.Service, c.Operation, c.Body)
+		rl, pick, ok := in.draw(c.Service, c.Operation, append([]byte(c.Path+" "), c.Body...))
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

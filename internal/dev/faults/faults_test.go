@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -61,6 +62,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "ses":
 		w.Header().Set("Content-Type", restJSON)
 		_, _ = io.WriteString(w, `{"MessageId":"ses-1"}`)
+	case "scheduler":
+		w.Header().Set("Content-Type", restJSON)
+		_, _ = io.WriteString(w, `{}`)
 	default:
 		http.Error(w, "unknown call", http.StatusBadRequest)
 	}
@@ -202,6 +206,27 @@ func wantCut(t *testing.T, err error) {
 	}
 	if !strings.Contains(err.Error(), "connection reset") && !strings.Contains(err.Error(), "EOF") {
 		t.Fatalf("err %v; want a cut connection", err)
+	}
+}
+
+// A rule with a text matches EventBridge Scheduler's REST calls by the
+// schedule their path names: the delete of one job's schedule fails, the
+// delete of another's goes through.
+func TestSchedulerDeleteOfOneSchedule(t *testing.T) {
+	noRetry, _, up, in := through(t, Rule{Service: "scheduler", Operation: "DeleteSchedule", Contains: []string{"job-7"}, Kind: Error503, P: 1})
+	del := func(name string) error {
+		_, err := scheduler.NewFromConfig(noRetry).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{Name: aws.String(name), GroupName: aws.String("g")})
+		return err
+	}
+	wantStatus(http.StatusServiceUnavailable)(t, del("job-7"))
+	if err := del("job-8"); err != nil {
+		t.Fatalf("the delete of another schedule: %v", err)
+	}
+	if got := up.count("DeleteSchedule"); got != 1 {
+		t.Fatalf("upstream got %d deletes; want 1 (job-8's)", got)
+	}
+	if ev := in.Events(); len(ev) != 1 || ev[0].Operation != "DeleteSchedule" {
+		t.Fatalf("events %+v; want one on DeleteSchedule", ev)
 	}
 }
 

@@ -55,9 +55,10 @@ type Rule struct {
 	Service string
 	// Operation is the API operation ("PutItem", "SendEmail") or "*".
 	Operation string
-	// Contains, when set, narrows the rule to calls whose request body
-	// holds every one of these texts (e.g. a table name and "DONE": one
-	// kind of write to one table).
+	// Contains, when set, narrows the rule to calls whose request path and
+	// body hold every one of these texts (e.g. a table name and "DONE": one
+	// kind of write to one table; a job id: the DeleteSchedule of its
+	// one-time schedule, named in the path).
 	Contains []string
 	Kind     Kind
 	// P is the probability that a matching call gets the fault (0 < P ≤ 1).

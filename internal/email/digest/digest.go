@@ -37,6 +37,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // ScheduleName is the recurring schedule that ticks the fan-out
@@ -81,7 +82,8 @@ type Config struct {
 	// (MetricUsersRefused); nil counts nothing. The e-mail function passes
 	// the runner's, which flushes it at the end of each invocation.
 	Metrics *engine.Metrics
-	// Now is the clock (time.Now if nil).
+	// Now is the clock (vclock.Now if nil: the wall clock, except in a chaos
+	// build).
 	Now func() time.Time
 }
 
@@ -95,7 +97,7 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 		return nil, errors.New("digest: Directory, Jobs and Queue are required")
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = vclock.Now
 	}
 	return map[string]engine.Handler{contract.Fanout.Name: &Handler{cfg: cfg}}, nil
 }
