@@ -161,7 +161,9 @@ type Job struct {
 	LastErrorClass string    `json:"lastErrorClass,omitempty"`
 	LastOutcome    string    `json:"lastOutcome,omitempty"`
 	LastReason     string    `json:"lastReason,omitempty"`
-	TraceID        string    `json:"traceId,omitempty"`
+	// History holds the outcomes before LastOutcome, oldest first.
+	History []Outcome `json:"history,omitempty"`
+	TraceID string    `json:"traceId,omitempty"`
 	// FailedAt is when the job was marked Failed.
 	FailedAt *time.Time `json:"failedAt,omitempty"`
 }
@@ -310,4 +312,11 @@ func (c *Client) Wait(ctx context.Context, jobID string, interval time.Duration)
 		case <-t.C:
 		}
 	}
+}
+
+// Outcome is one earlier outcome of a job: when, what and why.
+type Outcome struct {
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason,omitempty"`
 }

@@ -117,6 +117,9 @@ func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 			if t, isTime := shown.(time.Time); isTime {
 				s = t.Format(time.RFC3339Nano)
 			}
+			if s == "" {
+				s = "-" // the view shows none (the state overtook what is stored)
+			}
 			if has && s != v {
 				s += " (stored: " + v + ")"
 			}
@@ -130,9 +133,13 @@ func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 // viewFields are the fields of j that jobs.View may show otherwise than
 // the record stores them, by attribute name.
 func viewFields(j jobs.Job) map[string]any {
-	f := map[string]any{"attempts": j.Attempts, "createdAt": j.CreatedAt, "updatedAt": j.UpdatedAt, "runAt": j.RunAt}
-	if j.LastOutcome != "" {
-		f["lastOutcome"], f["lastReason"] = j.LastOutcome, j.LastReason
+	// lastOutcome and lastReason are the view's even when empty: the
+	// state may have overtaken the outcome the record holds (it is then
+	// in history).
+	f := map[string]any{"attempts": j.Attempts, "createdAt": j.CreatedAt, "updatedAt": j.UpdatedAt, "runAt": j.RunAt,
+		"lastOutcome": j.LastOutcome, "lastReason": j.LastReason}
+	if len(j.History) > 0 {
+		f["history"] = j.History
 	}
 	if j.FailedAt != nil {
 		f["failedAt"] = *j.FailedAt

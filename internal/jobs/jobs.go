@@ -44,6 +44,17 @@ func Allows(p contract.DuplicatePolicy, prev State) bool {
 	return true
 }
 
+// OutcomeRecord is one earlier outcome of a job: when it was recorded,
+// what it was and why.
+type OutcomeRecord struct {
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+// MaxHistory is how many earlier outcomes a job's view keeps.
+const MaxHistory = 20
+
 // Retention periods (package lifetime derives every guard's life from
 // them).
 const (
@@ -92,6 +103,9 @@ type Job struct {
 	LastOutcome string `json:"lastOutcome,omitempty"`
 	// LastReason says why, e.g. "no mail needed: user not found".
 	LastReason string `json:"lastReason,omitempty"`
+	// History holds the outcomes before LastOutcome, oldest first, at most
+	// MaxHistory.
+	History []OutcomeRecord `json:"history,omitempty"`
 	// CreatedAt is when the job was reserved.
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when the record was last written.

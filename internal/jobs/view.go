@@ -38,9 +38,7 @@ func View(j Job, m engine.Record, hasMarker bool, now time.Time) Job {
 	if (worked || j.LastOutcome == OutcomeParked) && j.Attempts == 0 {
 		j.Attempts = 1
 	}
-	if j.LastOutcome == OutcomeParked && j.State != StateParked {
-		j.LastReason = ParkedThenRanReason
-	}
+	j.settleOutcome()
 	j.CreatedAt, j.RunAt = millis(j.CreatedAt), millis(j.RunAt)
 	j.UpdatedAt = millis(later(j.UpdatedAt, reachedAt(j, m, hasMarker)))
 	if j.FailedAt != nil {
@@ -48,6 +46,54 @@ func View(j Job, m engine.Record, hasMarker bool, now time.Time) Job {
 		j.FailedAt = &t
 	}
 	return j
+}
+
+// OutcomeSucceeded is the lastOutcome of a job whose effect ran (its
+// marker claimed) and that recorded no other end (noop, skipped).
+const OutcomeSucceeded = "succeeded"
+
+// settleOutcome makes lastOutcome the outcome that set the job's state, as
+// far as its record and marker tell: succeeded for a job whose effect ran,
+// cancelled, dead-lettered for a Failed job, parked only while Parked,
+// redriven while the redrive's message is on its way, noop, skipped and
+// claim-failed as recorded. An outcome the record holds that the state has
+// since overtaken (a park the job went on from, a redrive it came back
+// from) moves to History, with when it was recorded.
+func (j *Job) settleOutcome() {
+	current, reason := j.LastOutcome, j.LastReason
+	switch j.State {
+	case StateSucceeded:
+		if current != OutcomeNoop && current != OutcomeSkipped && current != OutcomeClaimFailed {
+			current, reason = OutcomeSucceeded, ""
+		}
+	case StateCancelled:
+		if current != OutcomeCancelled {
+			current, reason = OutcomeCancelled, ""
+		}
+	case StateFailed:
+		if current != OutcomeDeadLettered && current != OutcomeClaimFailed {
+			current, reason = OutcomeDeadLettered, j.LastErrorClass
+		}
+	case StateParked:
+	default: // on its way: a redrive sent it (and says so); a park is behind it
+		if current == OutcomeParked {
+			current, reason = "", ""
+		}
+	}
+	if current == j.LastOutcome {
+		return
+	}
+	if j.LastOutcome != "" {
+		prev := OutcomeRecord{At: millis(j.UpdatedAt), Outcome: j.LastOutcome, Reason: j.LastReason}
+		if prev.Outcome == OutcomeParked {
+			prev.Reason = ParkedThenRanReason
+		}
+		j.History = append(j.History, prev)
+		if len(j.History) > MaxHistory {
+			j.History = j.History[len(j.History)-MaxHistory:]
+		}
+	}
+	j.LastOutcome, j.LastReason = current, reason
 }
 
 // reachedAt is when j's derived state began, as far as something other

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 		reason      string
 		updatedAt   time.Time
 		lastOutcome string
+		// history is the earlier outcomes the view shows, with reasons.
+		history []string
 	}{
 		{name: "enqueued", state: jobs.StateEnqueued, updatedAt: created},
 		{name: "scheduled, its run time passed", attrs: map[string]any{"state": "Scheduled", "runAt": ms(time.Minute)},
@@ -63,8 +66,12 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 		{name: "parked", attrs: map[string]any{"state": "Parked", "lastOutcome": "parked", "lastReason": "its kill switch is off; it runs when the switch is on again", "updatedAt": ms(time.Second)},
 			state: jobs.StateParked, attempts: 1, reason: "its kill switch is off; it runs when the switch is on again", updatedAt: later(time.Second), lastOutcome: "parked"},
 		{name: "parked, then succeeded", attrs: map[string]any{"state": "Parked", "lastOutcome": "parked", "lastReason": "its kill switch is off; it runs when the switch is on again", "updatedAt": ms(time.Second)},
-			m: &done, state: jobs.StateSucceeded, attempts: 1, reason: jobs.ParkedThenRanReason, updatedAt: claimedAt.Truncate(time.Millisecond), lastOutcome: "parked"},
-		{name: "succeeded", m: &done, state: jobs.StateSucceeded, attempts: 1, updatedAt: claimedAt.Truncate(time.Millisecond)},
+			m: &done, state: jobs.StateSucceeded, attempts: 1, updatedAt: claimedAt.Truncate(time.Millisecond), lastOutcome: "succeeded",
+			history: []string{"parked: " + jobs.ParkedThenRanReason}},
+		{name: "parked, then went on (not yet run)", attrs: map[string]any{"state": "Parked", "lastOutcome": "parked", "lastReason": "its kill switch is off; it runs when the switch is on again", "updatedAt": ms(time.Second)},
+			m: &engine.Record{State: engine.StateLeased, LeasedAt: later(3 * time.Second), LeaseUntil: later(time.Hour)}, now: later(4 * time.Second),
+			state: jobs.StateProcessing, attempts: 1, updatedAt: later(3 * time.Second), history: []string{"parked: " + jobs.ParkedThenRanReason}},
+		{name: "succeeded", m: &done, state: jobs.StateSucceeded, attempts: 1, updatedAt: claimedAt.Truncate(time.Millisecond), lastOutcome: "succeeded"},
 		{name: "no-op: its reason written after the claim", attrs: map[string]any{"lastOutcome": "noop", "lastReason": "no mail needed: user not found", "updatedAt": ms(6 * time.Second)},
 			m: &done, state: jobs.StateSucceeded, attempts: 1, reason: "no mail needed: user not found", updatedAt: later(6 * time.Second), lastOutcome: "noop"},
 		{name: "processing", m: &engine.Record{State: engine.StateLeased, LeasedAt: later(3 * time.Second), LeaseUntil: later(time.Hour)},
@@ -75,7 +82,8 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 		{name: "failed", attrs: map[string]any{"state": "Failed", "attempts": 5, "lastOutcome": "dead-lettered", "lastReason": "exceeded maxReceiveCount", "updatedAt": ms(time.Minute), "failedAt": ms(time.Minute)},
 			state: jobs.StateFailed, attempts: 5, reason: "exceeded maxReceiveCount", updatedAt: later(time.Minute), lastOutcome: "dead-lettered"},
 		{name: "redriven, then succeeded", attrs: map[string]any{"attempts": 5, "lastOutcome": "redriven", "lastReason": "redriven by an operator after it was dead-lettered", "updatedAt": ms(time.Second)},
-			m: &done, state: jobs.StateSucceeded, attempts: 5, reason: "redriven by an operator after it was dead-lettered", updatedAt: claimedAt.Truncate(time.Millisecond), lastOutcome: "redriven"},
+			m: &done, state: jobs.StateSucceeded, attempts: 5, updatedAt: claimedAt.Truncate(time.Millisecond), lastOutcome: "succeeded",
+			history: []string{"redriven: redriven by an operator after it was dead-lettered"}},
 		{name: "expired", now: later(jobs.QueueRetention + time.Hour), state: jobs.StateExpired, updatedAt: later(jobs.QueueRetention)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +100,13 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 			if got.State != tc.state || got.Attempts != tc.attempts || got.LastReason != tc.reason || got.LastOutcome != tc.lastOutcome {
 				t.Errorf("state %s attempts %d outcome %q reason %q; want %s %d %q %q",
 					got.State, got.Attempts, got.LastOutcome, got.LastReason, tc.state, tc.attempts, tc.lastOutcome, tc.reason)
+			}
+			var history []string
+			for _, h := range got.History {
+				history = append(history, h.Outcome+": "+h.Reason)
+			}
+			if !slices.Equal(history, tc.history) {
+				t.Errorf("history %q; want %q", history, tc.history)
 			}
 			if !got.UpdatedAt.Equal(tc.updatedAt) {
 				t.Errorf("updatedAt %s; want %s", got.UpdatedAt.Format(time.RFC3339Nano), tc.updatedAt.Format(time.RFC3339Nano))
