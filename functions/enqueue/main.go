@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
@@ -35,13 +34,12 @@ func build(ctx context.Context, log *slog.Logger) (*enqueue.Handler, error) {
 	// A federated user names itself: refused unless the stack says
 	// otherwise (template parameter AllowFederatedUsers).
 	allowFederated := env.Bool("ALLOW_FEDERATED_USERS", false)
-	jobsTable, markersTable := env.Required("JOBS_TABLE"), env.Required("MARKERS_TABLE")
-	h, db, err := wiring.Enqueue(ctx, env, log)
+	e, err := wiring.Enqueue(ctx, env, log)
 	if err != nil {
 		return nil, err
 	}
-	h.AllowFederatedUsers = allowFederated
+	e.Handler.AllowFederatedUsers = allowFederated
 	// GET /v1/jobs: the caller's jobs from the jobs table's byCaller index.
-	h.List = mine.NewLister(db, jobsTable, dynamostore.New(db, markersTable))
-	return h, nil
+	e.Handler.List = mine.NewLister(e.DB, e.JobsTable, e.Markers)
+	return e.Handler, nil
 }

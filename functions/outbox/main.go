@@ -29,9 +29,9 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	deadLetters := env.Required("DEAD_LETTERS_TABLE")
 	// The API's own enqueue path under its request layer: what the relay
 	// decided for an item is stored under the item's key (EnqueueFor).
-	api, db, err := wiring.Enqueue(ctx, env, log)
+	e, err := wiring.Enqueue(ctx, env, log)
 	if err != nil {
 		return nil, err
 	}
-	return &outbox.Relay{Enqueuer: api, DeadLetters: deadletter.NewStore(db, deadLetters), Logger: log, Metrics: api.Metrics}, nil
+	return &outbox.Relay{Enqueuer: e.Handler, DeadLetters: deadletter.NewStore(e.DB, deadLetters), Logger: log, Metrics: e.Handler.Metrics}, nil
 }

@@ -30,9 +30,8 @@ import (
 // schedules (JOBS_TABLE, MARKERS_TABLE, the scheduler's variables) and the
 // work queues (QUEUE_URL_*). It reads every variable it needs before it
 // asks env for the AWS configuration, so the caller reads its own first
-// and every problem is named at once. It returns the DynamoDB client too,
-// for the caller's own tables.
-func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (*enqueue.Handler, *dynamodb.Client, error) {
+// and every problem is named at once.
+func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (Enqueuing, error) {
 	env.Required("STAGE")
 	idemTable := env.Required("IDEMPOTENCY_TABLE")
 	jobsTable := env.Required("JOBS_TABLE")
@@ -41,13 +40,14 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (*enqueue.H
 	sched := schedule.ConfigFrom(env)
 	cfg, err := env.Config(ctx)
 	if err != nil {
-		return nil, nil, err
+		return Enqueuing{}, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
-	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markersTable))
+	markers := dynamostore.New(db, markersTable)
+	store := jobs.NewStore(db, jobsTable, markers)
 	store.Schedules = schedules
-	return &enqueue.Handler{
+	h := &enqueue.Handler{
 		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
 		Jobs:        store,
@@ -55,5 +55,16 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (*enqueue.H
 		Schedules:   schedules,
 		Logger:      log,
 		Metrics:     engine.DefaultMetrics(obs.Namespace),
-	}, db, nil
+	}
+	return Enqueuing{Handler: h, DB: db, JobsTable: jobsTable, Markers: markers}, nil
+}
+
+// Enqueuing is the enqueue path Enqueue built, with the parts a caller
+// may build more on: the DynamoDB client, the jobs table's name and the
+// markers store the job records are derived with.
+type Enqueuing struct {
+	Handler   *enqueue.Handler
+	DB        *dynamodb.Client
+	JobsTable string
+	Markers   *dynamostore.Store
 }
