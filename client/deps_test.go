@@ -1,9 +1,10 @@
 package client_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestClientLinksNoWorker: a producer that imports the client gets the job
@@ -11,14 +12,7 @@ import (
 // the workers: no e-mail, dead-letter, outbox-relay, enqueue or jobs
 // package, and no SQS, SES, Scheduler or SSM service client.
 func TestClientLinksNoWorker(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps listed only %v", deps)
-	}
+	deps := testkit.Deps(t, ".")
 	const mod = "github.com/runstwice/runstwice/"
 	forbidden := []string{
 		mod + "internal/email", mod + "internal/deadletter", mod + "internal/outbox", mod + "internal/enqueue",

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,15 +12,7 @@ import (
 // pays for the SDK clients it uses and no others; nor the chaos build's
 // kill points, which hook in from outside (Config.AtStep).
 func TestEngineImportsNoAWSSDK(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps listed only %v", deps)
-	}
-	for _, d := range deps {
+	for _, d := range testkit.Deps(t, ".") {
 		if strings.HasPrefix(d, "github.com/aws/aws-sdk-go-v2") || d == "github.com/runstwice/runstwice/internal/killpoint" {
 			t.Errorf("the engine depends on %s", d)
 		}
