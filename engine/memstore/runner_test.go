@@ -35,7 +35,7 @@ func TestNewRunnerDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	record := func(jt engine.JobType, sqsID string, env engine.Envelope) events.SQSMessage {
+	record := func(sqsID string, env engine.Envelope) events.SQSMessage {
 		body, err := env.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +46,7 @@ func TestNewRunnerDefaults(t *testing.T) {
 	offJob, _ := engine.NewEnvelope(off, map[string]string{"id": "1"})
 	for i := range 2 {
 		resp, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-			record(on, "on-"+string(rune('a'+i)), onJob), record(off, "off-"+string(rune('a'+i)), offJob)}})
+			record("on-"+string(rune('a'+i)), onJob), record("off-"+string(rune('a'+i)), offJob)}})
 		if err != nil {
 			t.Fatal(err)
 		}
