@@ -27,6 +27,9 @@ type Ledger struct {
 	Timeline   []event     `json:"timeline"`
 	// Problems are what went wrong in the campaign itself.
 	Problems []string `json:"problems,omitempty"`
+	// Stories are the histories of a few jobs that broke the promise, by
+	// job id (story).
+	Stories map[string][]string `json:"stories,omitempty"`
 }
 
 // Figures are the ledger's counts.
@@ -122,6 +125,8 @@ type accountant struct {
 	t   *truth
 	f   *Figures
 	inv map[string]*Invariant
+	// stories are the histories of the first jobs that broke the promise.
+	stories map[string][]string
 }
 
 // account draws the ledger.
@@ -153,6 +158,7 @@ func account(in ledgerInput) *Ledger {
 			l.Invariants = append(l.Invariants, Invariant{Name: name})
 		}
 	}
+	l.Stories = a.stories
 	return l
 }
 
@@ -291,6 +297,7 @@ func (a *accountant) judge(id string, j *perJob) {
 	}
 	if n > 1 && explained < n-1 {
 		a.fail(InvExtra, id)
+		a.keepStory(id)
 	}
 	letter, lettered := t.Letters[id]
 	if lettered {
@@ -331,6 +338,7 @@ func (a *accountant) judge(id string, j *perJob) {
 	// response), which is when the cancel cannot know of it.
 	if cancelled && n > 0 && (j.sends[n-1].Time.After(j.r.CancelAt) || explained == 0) {
 		a.fail(InvCancelledRan, id)
+		a.keepStory(id)
 	}
 	want := ""
 	switch {

@@ -111,6 +111,7 @@ func (l *Ledger) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  campaign problem: %s\n", p)
 	}
 	_ = tw.Flush()
+	printStories(w, l.Stories)
 }
 
 // jumpString writes a jump of the clock (in days) as days, or as hours and
