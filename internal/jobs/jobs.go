@@ -125,6 +125,9 @@ type Job struct {
 	Fingerprint string `json:"-"`
 
 	stored State
+	// recorded are the outcomes the record holds (its history attribute),
+	// oldest first; View makes History of them.
+	recorded []OutcomeRecord
 }
 
 // Stored is the state the record holds, before derivation.

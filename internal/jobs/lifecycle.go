@@ -29,6 +29,57 @@ const (
 	OutcomeSkipped = engine.OutcomeSkipped
 )
 
+// storedOutcome is one entry of a record's history attribute.
+type storedOutcome struct {
+	At      int64  `dynamodbav:"at"` // epoch milliseconds
+	Outcome string `dynamodbav:"outcome"`
+	Reason  string `dynamodbav:"reason,omitempty"`
+}
+
+// attrHistory is the record's list of the outcomes written to it.
+const attrHistory = "history"
+
+// withOutcome sets the record's lastOutcome and lastReason and appends the
+// outcome to its history, in the one update that records it. A park is the
+// exception: a job parked again and again (its switch off for days) would
+// grow its record without end, so a park only sets lastOutcome; it joins
+// the history when an outcome overtakes it (keepPark), or in View. The
+// reason is cleaned as every reason is. A write retried after its response
+// was lost can append the same entry twice; View shows it once.
+func withOutcome(upd expression.UpdateBuilder, at time.Time, outcome, reason string) expression.UpdateBuilder {
+	reason = cleanText(reason, 512, outcome)
+	upd = upd.Set(expression.Name("lastOutcome"), expression.Value(outcome)).
+		Set(expression.Name("lastReason"), expression.Value(reason))
+	if outcome == OutcomeParked {
+		return upd
+	}
+	return appendOutcome(upd, storedOutcome{At: at.UnixMilli(), Outcome: outcome, Reason: reason})
+}
+
+// appendOutcome appends o to the record's history.
+func appendOutcome(upd expression.UpdateBuilder, o storedOutcome) expression.UpdateBuilder {
+	return upd.Set(expression.Name(attrHistory), expression.ListAppend(
+		expression.IfNotExists(expression.Name(attrHistory), expression.Value([]storedOutcome{})), expression.Value([]storedOutcome{o})))
+}
+
+// keepPark appends to the history of jobID the park that an outcome just
+// overtook (old is the record before that outcome's write), so that a job
+// parked, then dead-lettered or cancelled, still says it was parked. It is
+// a second write only in that case; it fails softly (the history is what
+// an operator reads, never what a decision is made on).
+func keepPark(ctx context.Context, c UpdateAPI, table, jobID string, old record) {
+	if old.LastOutcome != OutcomeParked {
+		return
+	}
+	u, err := ddb.Update(table, keyAV(JobPK(jobID)),
+		appendOutcome(expression.UpdateBuilder{}, storedOutcome{At: old.UpdatedAt, Outcome: OutcomeParked, Reason: old.LastReason}),
+		expression.AttributeExists(expression.Name(AttrPK)), true)
+	if err == nil {
+		_, err = c.UpdateItem(ctx, ddb.UpdateInput(u))
+	}
+	_ = err // best effort, as documented
+}
+
 // UpdateAPI is the part of the DynamoDB client a Recorder uses: workers only
 // update job records.
 type UpdateAPI interface {
@@ -62,17 +113,18 @@ type Failure = engine.Failure
 // which a dead-letter consumer may treat as done.
 func (r *Recorder) MarkFailed(ctx context.Context, jobID string, f Failure) error {
 	now := ddb.Now(r.Now)
-	upd := expression.Set(expression.Name(AttrState), expression.Value(StateFailed)).
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateFailed)), now, OutcomeDeadLettered, cleanText(f.Reason, 512, "failed")).
 		Set(expression.Name("lastErrorClass"), expression.Value(cleanText(f.Class, 64, "unknown"))).
-		Set(expression.Name("lastOutcome"), expression.Value(OutcomeDeadLettered)).
-		Set(expression.Name("lastReason"), expression.Value(cleanText(f.Reason, 512, "failed"))).
 		Set(expression.Name("failedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, f.Due)))
 	if f.Attempts > 0 {
 		upd = upd.Set(expression.Name("attempts"), expression.Value(f.Attempts))
 	}
-	_, err := r.update(ctx, jobID, EventFailed, upd)
+	old, err := r.update(ctx, jobID, EventFailed, upd)
+	if err == nil {
+		keepPark(ctx, r.client, r.table, jobID, old)
+	}
 	return err
 }
 
@@ -84,9 +136,7 @@ func (r *Recorder) MarkFailed(ctx context.Context, jobID string, f Failure) erro
 func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) {
 	now := ddb.Now(r.Now)
 	expires := activeExpiry(now)
-	upd := expression.Set(expression.Name(AttrState), expression.Value(StateParked)).
-		Set(expression.Name("lastOutcome"), expression.Value(OutcomeParked)).
-		Set(expression.Name("lastReason"), expression.Value("its kill switch is off; it runs when the switch is on again")).
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateParked)), now, OutcomeParked, "its kill switch is off; it runs when the switch is on again").
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(expires))
 	old, err := r.update(ctx, jobID, EventParked, upd)
@@ -119,12 +169,13 @@ func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) 
 // A cancelled or failed record is left alone (ErrConflict).
 func (r *Recorder) MarkUnclaimed(ctx context.Context, jobID, reason string) error {
 	now := ddb.Now(r.Now)
-	upd := expression.Set(expression.Name(AttrState), expression.Value(StateSucceeded)).
-		Set(expression.Name("lastOutcome"), expression.Value(OutcomeClaimFailed)).
-		Set(expression.Name("lastReason"), expression.Value(cleanText(reason, 512, OutcomeClaimFailed))).
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateSucceeded)), now, OutcomeClaimFailed, reason).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
-	_, err := r.update(ctx, jobID, EventUnclaimed, upd)
+	old, err := r.update(ctx, jobID, EventUnclaimed, upd)
+	if err == nil {
+		keepPark(ctx, r.client, r.table, jobID, old)
+	}
 	return err
 }
 
@@ -133,10 +184,11 @@ func (r *Recorder) MarkUnclaimed(ctx context.Context, jobID, reason string) erro
 // state. A job without a record returns an error matching ErrNotFound.
 func (r *Recorder) RecordOutcome(ctx context.Context, jobID, outcome, reason string) error {
 	now := ddb.Now(r.Now)
-	upd := expression.Set(expression.Name("lastOutcome"), expression.Value(outcome)).
-		Set(expression.Name("lastReason"), expression.Value(cleanText(reason, 512, outcome))).
-		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli()))
-	_, err := r.update(ctx, jobID, "", upd)
+	upd := withOutcome(expression.Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())), now, outcome, reason)
+	old, err := r.update(ctx, jobID, "", upd)
+	if err == nil && outcome != OutcomeParked {
+		keepPark(ctx, r.client, r.table, jobID, old)
+	}
 	return err
 }
 
@@ -231,19 +283,25 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	// it. A record that moved on meanwhile (it failed) keeps its story: the
 	// tombstone still reads Cancelled.
 	now := s.now()
-	upd := expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)).
-		Set(expression.Name("lastOutcome"), expression.Value(OutcomeCancelled)).
-		Set(expression.Name("lastReason"), expression.Value("cancelled by its caller")).
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, "cancelled by its caller").
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
 	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
 	if err != nil {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
-	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	in := ddb.UpdateInput(u)
+	in.ReturnValues = types.ReturnValueAllOld
+	out, err := s.client.UpdateItem(ctx, in)
 	moved := ddb.IsConditionFailed(err)
 	if err != nil && !moved {
 		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	if err == nil {
+		var old record
+		if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
+			keepPark(ctx, s.client, s.table, jobID, old)
+		}
 	}
 	// Last, the job's one-time schedule, if it has one: it could only send
 	// a message the tombstone drops. A job still Pending is being enqueued

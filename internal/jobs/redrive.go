@@ -148,9 +148,7 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 	}
 	now := l.now()
 	exp := activeExpiry(now)
-	upd := expression.Set(expression.Name(AttrState), expression.Value(StatePending)).
-		Set(expression.Name("lastOutcome"), expression.Value(OutcomeRedriven)).
-		Set(expression.Name("lastReason"), expression.Value("redriven by an operator after it was dead-lettered")).
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StatePending)), now, OutcomeRedriven, "redriven by an operator after it was dead-lettered").
 		Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(exp)).

@@ -120,11 +120,14 @@ type record struct {
 	LastErrorClass string `dynamodbav:"lastErrorClass,omitempty"`
 	LastOutcome    string `dynamodbav:"lastOutcome,omitempty"`
 	LastReason     string `dynamodbav:"lastReason,omitempty"`
-	CreatedAt      int64  `dynamodbav:"createdAt"` // epoch milliseconds
-	UpdatedAt      int64  `dynamodbav:"updatedAt"`
-	RunAt          int64  `dynamodbav:"runAt"`
-	FailedAt       int64  `dynamodbav:"failedAt,omitempty"`
-	ExpiresAt      int64  `dynamodbav:"expiresAt"` // epoch seconds (TTL)
+	// History is every outcome a worker, an operator or the caller wrote,
+	// oldest first (appendOutcome); a repeated park is written once.
+	History   []storedOutcome `dynamodbav:"history,omitempty"`
+	CreatedAt int64           `dynamodbav:"createdAt"` // epoch milliseconds
+	UpdatedAt int64           `dynamodbav:"updatedAt"`
+	RunAt     int64           `dynamodbav:"runAt"`
+	FailedAt  int64           `dynamodbav:"failedAt,omitempty"`
+	ExpiresAt int64           `dynamodbav:"expiresAt"` // epoch seconds (TTL)
 }
 
 // pointer is a dedup pointer as stored.
@@ -183,6 +186,9 @@ func (r record) job() Job {
 	if r.FailedAt != 0 {
 		t := fromMS(r.FailedAt)
 		j.FailedAt = &t
+	}
+	for _, o := range r.History {
+		j.recorded = append(j.recorded, OutcomeRecord{At: fromMS(o.At), Outcome: o.Outcome, Reason: o.Reason})
 	}
 	return j
 }

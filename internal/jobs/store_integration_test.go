@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
@@ -318,4 +323,67 @@ func TestMarkUnclaimed(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, cancelled.ID); got.State != jobs.StateCancelled {
 		t.Fatalf("cancelled job reads %s", got.State)
 	}
+}
+
+// A job's history keeps every outcome once, in order: a park however often
+// it is repeated (the record does not grow with it), the failure that
+// overtook it, a cancel's reason; GET shows the outcome that set the state
+// as lastOutcome and the others in history.
+func TestHistoryKeepsEveryOutcomeOnce(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parkedThenFailed := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-history")
+	for range 3 {
+		if _, err := f.Recorder.MarkParked(ctx, parkedThenFailed.ID); err != nil {
+			t.Fatal(err)
+		}
+		f.Clock.Advance(15 * time.Minute)
+	}
+	for range 2 { // the runner marks it, then the dlq function again
+		if err := f.Recorder.MarkFailed(ctx, parkedThenFailed.ID, jobs.Failure{Class: "permanent", Reason: "no such user", Attempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := f.Store.Get(ctx, parkedThenFailed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != jobs.StateFailed || got.LastOutcome != jobs.OutcomeDeadLettered || got.LastReason != "no such user" ||
+		len(got.History) != 1 || got.History[0].Outcome != jobs.OutcomeParked || !got.History[0].At.Equal(f.Clock.Now().Add(-15*time.Minute).Truncate(time.Millisecond)) {
+		t.Fatalf("Get = %s %s %q, history %+v; want Failed, dead-lettered, and the last park once before it", got.State, got.LastOutcome, got.LastReason, got.History)
+	}
+	stored := rawHistory(t, f, parkedThenFailed.ID)
+	if len(stored) != 3 { // the park once, the failure twice (View shows it once)
+		t.Fatalf("the record holds %d history entries after 3 parks and 2 failures: %v; want 3", len(stored), stored)
+	}
+
+	parkedThenCancelled := f.Enqueue(t, contract.Welcome.Name, "caller-a", "welcome:u-history-2")
+	if _, err := f.Recorder.MarkParked(ctx, parkedThenCancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(time.Minute)
+	if _, err := f.Store.Cancel(ctx, parkedThenCancelled.ID, "caller-a"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = f.Store.Get(ctx, parkedThenCancelled.ID)
+	if err != nil || got.LastOutcome != jobs.OutcomeCancelled || len(got.History) != 1 || got.History[0].Outcome != jobs.OutcomeParked {
+		t.Fatalf("Get = %+v, %v; want cancelled with the park in its history", got, err)
+	}
+}
+
+// rawHistory reads the history attribute of a job's record as stored.
+func rawHistory(t *testing.T, f *jobstest.World, jobID string) []map[string]any {
+	t.Helper()
+	out, err := f.Client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.JobsTable),
+		Key: map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.JobPK(jobID)}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var item struct {
+		History []map[string]any `dynamodbav:"history"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
+		t.Fatal(err)
+	}
+	return item.History
 }

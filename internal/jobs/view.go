@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -10,11 +11,6 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 )
-
-// ParkedThenRanReason is the lastReason of a job whose last recorded outcome
-// is a park and that is no longer Parked: a success writes nothing to the
-// record, so the park is still the last thing it says, in the past tense.
-const ParkedThenRanReason = "it was parked while its kill switch was off, and went on once it was on again"
 
 // View returns job j (a record as stored, from the store or DecodeRecord)
 // as every view shows it — GET /v1/jobs/{jobId}, the DELETE answer, `jobctl
@@ -25,7 +21,8 @@ const ParkedThenRanReason = "it was parked while its kill switch was off, and we
 //   - attempts: at least 1 once a worker touched the job (its marker is
 //     leased, claimed or failed, or a worker parked it); a cancel's
 //     tombstone is no delivery;
-//   - lastReason of a job parked and since gone on: ParkedThenRanReason;
+//   - lastOutcome and lastReason: the outcome that set the state, the
+//     earlier ones in History (settleOutcome);
 //   - updatedAt: when the state was last reached — the record's last write,
 //     or later when the state comes from elsewhere: the marker's claim
 //     (processedAt) for Succeeded, Failed and Cancelled, the lease's start
@@ -56,9 +53,11 @@ const OutcomeSucceeded = "succeeded"
 // far as its record and marker tell: succeeded for a job whose effect ran,
 // cancelled, dead-lettered for a Failed job, parked only while Parked,
 // redriven while the redrive's message is on its way, noop, skipped and
-// claim-failed as recorded. An outcome the record holds that the state has
-// since overtaken (a park the job went on from, a redrive it came back
-// from) moves to History, with when it was recorded.
+// claim-failed as recorded. History is every other outcome the record
+// holds, oldest first, at most MaxHistory: its history attribute, the park
+// that lastOutcome alone keeps (a park is never appended, see withOutcome)
+// once something overtook it, each entry once however often a retried
+// write appended it.
 func (j *Job) settleOutcome() {
 	current, reason := j.LastOutcome, j.LastReason
 	switch j.State {
@@ -80,18 +79,22 @@ func (j *Job) settleOutcome() {
 			current, reason = "", ""
 		}
 	}
-	if current == j.LastOutcome {
-		return
+	all := slices.Clone(j.recorded)
+	if j.LastOutcome != "" && (j.LastOutcome == OutcomeParked || len(all) == 0) {
+		// A park, or a record written before records kept a history.
+		all = append(all, OutcomeRecord{At: j.UpdatedAt, Outcome: j.LastOutcome, Reason: j.LastReason})
 	}
-	if j.LastOutcome != "" {
-		prev := OutcomeRecord{At: millis(j.UpdatedAt), Outcome: j.LastOutcome, Reason: j.LastReason}
-		if prev.Outcome == OutcomeParked {
-			prev.Reason = ParkedThenRanReason
-		}
-		j.History = append(j.History, prev)
-		if len(j.History) > MaxHistory {
-			j.History = j.History[len(j.History)-MaxHistory:]
-		}
+	slices.SortStableFunc(all, func(a, b OutcomeRecord) int { return a.At.Compare(b.At) })
+	all = slices.CompactFunc(all, func(a, b OutcomeRecord) bool { return a.Outcome == b.Outcome && a.Reason == b.Reason })
+	if n := len(all); n > 0 && all[n-1].Outcome == current && all[n-1].Reason == reason {
+		all = all[:n-1] // the outcome shown as the last one
+	}
+	for i := range all {
+		all[i].At = millis(all[i].At)
+	}
+	j.History = all[max(len(all)-MaxHistory, 0):]
+	if len(j.History) == 0 {
+		j.History = nil
 	}
 	j.LastOutcome, j.LastReason = current, reason
 }
