@@ -323,7 +323,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Switched off, a welcome job is parked, not sent; on again, sent once.
-	if code, out, stderr := e.run("toggles", "set", "email.welcome.v1", "off"); code != 0 {
+	// It says how soon: the running stack's ToggleTtl (--toggle-ttl).
+	if code, out, stderr := e.run("toggles", "set", "email.welcome.v1", "off"); code != 0 || !strings.Contains(out, "takes effect within 1s (the local stack's ToggleTtl") {
 		t.Fatalf("toggles set off: %d %s %s", code, out, stderr)
 	}
 	time.Sleep(1500 * time.Millisecond) // the workers' toggle TTL

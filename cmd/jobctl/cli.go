@@ -65,9 +65,11 @@ type app struct {
 	// stateDir is where the local stack's files are looked for ("" = search
 	// from the working directory up).
 	stateDir string
-	reg      *engine.Registry
-	cfg      aws.Config
-	res      resources
+	// toggleTTL is the running local stack's ToggleTtl ("" when unknown).
+	toggleTTL string
+	reg       *engine.Registry
+	cfg       aws.Config
+	res       resources
 }
 
 // run executes args and returns the exit code.

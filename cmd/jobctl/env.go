@@ -88,6 +88,7 @@ func (a *app) connect(ctx context.Context) error {
 		if info.Stage != "" {
 			a.stage = info.Stage
 		}
+		a.toggleTTL = info.ToggleTTL
 		if info.Region != "" && a.getenv("AWS_REGION") == "" {
 			opts = append(opts, config.WithRegion(info.Region))
 		}

@@ -59,8 +59,14 @@ func TestTogglesSetAndList(t *testing.T) {
 	stage := testenv.Name(t, "s")
 	jobctl := cli(t, nil)
 	code, out, stderr := jobctl("--stage", stage, "toggles", "set", contract.Welcome.Name, "off")
-	if code != exitOK || !strings.Contains(out, ttlNote) || strings.Contains(out, "30s") {
+	// A deployed stage's ToggleTtl is not known here: the default, said so.
+	if code != exitOK || !strings.Contains(out, "takes effect within 30s (the stack's ToggleTtl by default") {
 		t.Fatalf("set: exit %d out %q err %q", code, out, stderr)
+	}
+	// A function's environment names it.
+	code, out, _ = cli(t, map[string]string{"TOGGLE_TTL": "7s"})("--stage", stage, "toggles", "set", contract.Welcome.Name, "off")
+	if code != exitOK || !strings.Contains(out, "takes effect within 7s (TOGGLE_TTL") {
+		t.Fatalf("set with TOGGLE_TTL: exit %d out %q", code, out)
 	}
 	// A typo an operator made by hand with the AWS CLI.
 	client := testenv.SSM(t)

@@ -304,7 +304,7 @@ func TestJobsListAndGet(t *testing.T) {
 func TestTimeBoxedSet(t *testing.T) {
 	w := newStage(t)
 	code, out, stderr := w.cli("toggles", "set", contract.Welcome.Name, "off", "--for", "30m", "--reason", "SES incident 4711")
-	if code != exitOK || !strings.Contains(out, "reverts to its default, on") || !strings.Contains(out, ttlNote) {
+	if code != exitOK || !strings.Contains(out, "reverts to its default, on") || !strings.Contains(out, "how long workers cache a switch") {
 		t.Fatalf("set: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = w.cli("toggles", "list", "--json")

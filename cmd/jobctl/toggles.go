@@ -17,9 +17,19 @@ import (
 	"github.com/runstwice/runstwice/internal/switchview"
 )
 
-// ttlNote is what jobctl can say of when a flip is seen: the TTL is the
-// stack's, and jobctl cannot know it.
-const ttlNote = "within the workers' toggle TTL (the stack's ToggleTtl parameter)"
+// ttlNote says when a flip is seen: within the workers' cache of a
+// switch's value, the stack's ToggleTtl — the running local stack's, or
+// TOGGLE_TTL when the environment names it (as a function's does), else
+// the template's default, which a deployed stack may have changed.
+func (a *app) ttlNote() string {
+	switch {
+	case a.getenv("TOGGLE_TTL") != "":
+		return "within " + a.getenv("TOGGLE_TTL") + " (TOGGLE_TTL, how long workers cache a switch)"
+	case a.toggleTTL != "":
+		return "within " + a.toggleTTL + " (the local stack's ToggleTtl, how long workers cache a switch)"
+	}
+	return "within " + ssmswitch.DefaultTTL.String() + " (the stack's ToggleTtl by default, how long workers cache a switch; a stack deployed with another ToggleTtl takes that long)"
+}
 
 func onOff(b bool) string {
 	if b {
@@ -222,7 +232,7 @@ func (a *app) togglesSet(ctx context.Context, args []string) error {
 	}
 	if a.json {
 		out := map[string]any{"type": jt.Name, "parameter": param, "value": stored, "enabled": onOff(enabled),
-			"default": onOff(jt.EnabledByDefault), "takesEffect": ttlNote}
+			"default": onOff(jt.EnabledByDefault), "takesEffect": a.ttlNote()}
 		if !v.Until.IsZero() {
 			out["until"] = v.Until
 		}
@@ -236,7 +246,7 @@ func (a *app) togglesSet(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "until %s (in %s); then it reverts to its default, %s, by itself\n",
 			v.Until.Format(time.RFC3339), v.Until.Sub(a.now()).Round(time.Second), onOff(jt.EnabledByDefault))
 	}
-	fmt.Fprintf(a.stdout, "takes effect %s in every running worker; no deploy needed\n", ttlNote)
+	fmt.Fprintf(a.stdout, "takes effect %s in every running worker; no deploy needed\n", a.ttlNote())
 	if !enabled {
 		fmt.Fprintf(a.stdout, "while off, %s jobs are parked (re-queued with a delay), never dropped\n", jt.Name)
 	}

@@ -358,7 +358,8 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
-	info := localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid()}
+	info := localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid(),
+		ToggleTTL: l.Stack.Param("ToggleTtl")}
 	if l.proxy != nil {
 		info.FunctionEndpoint = l.proxy.URL
 	}

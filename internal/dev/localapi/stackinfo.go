@@ -26,6 +26,9 @@ type StackInfo struct {
 	Stage            string `json:"stage"`
 	Region           string `json:"region"`
 	PID              int    `json:"pid"`
+	// ToggleTTL is the stack's ToggleTtl parameter: how long its workers
+	// cache a kill switch's value (a Go duration, e.g. "2s").
+	ToggleTTL string `json:"toggleTtl,omitempty"`
 }
 
 // ReadStackInfo reads dir/stack.json and reports whether the stack it names
