@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
@@ -26,7 +27,10 @@ const defaultRate = 10
 var filterSpec = map[string]bool{"type": true, "since": true, "reason": true}
 
 func (a *app) deadLetters() *deadletter.Store {
-	return deadletter.NewStore(dynamodb.NewFromConfig(a.cfg), a.res.DeadLettersTable)
+	db := dynamodb.NewFromConfig(a.cfg)
+	s := deadletter.NewStore(db, a.res.DeadLettersTable)
+	s.Markers = dynamostore.New(db, a.res.MarkersTable) // a redriven letter whose job ran reads succeeded
+	return s
 }
 
 // filter reads --type, --since and --reason.

@@ -265,6 +265,19 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if j, err := w.jobs.Get(context.Background(), env.MessageID); err != nil || j.State != jobs.StateSucceeded {
 		t.Fatalf("job reads %s (%v) after a successful redrive; want Succeeded", j.State, err)
 	}
+	// And the letter, settled by the marker, reads succeeded: listed as
+	// such, no longer as redriven (the stored record still says redriven).
+	settled := deadletter.NewStore(w.DB, w.store.Table())
+	settled.Markers = w.Markers
+	for status, want := range map[deadletter.Status]int{deadletter.StatusSucceeded: 1, deadletter.StatusRedriven: 0} {
+		got, err := settled.Select(context.Background(), deadletter.Filter{Status: status})
+		if err != nil || len(got) != want || (want == 1 && (got[0].ID != env.MessageID || got[0].RedrivenAt.IsZero())) {
+			t.Fatalf("letters %s after the redriven job ran: %+v, %v; want %d", status, got, err, want)
+		}
+	}
+	if raw, _ := w.store.Get(context.Background(), env.MessageID); raw.Status != deadletter.StatusRedriven {
+		t.Fatalf("stored status %s; a read never writes", raw.Status)
+	}
 	// Redriving it again is absorbed by the marker.
 	if _, err := w.redriver.Redrive(context.Background(), env.MessageID); err != nil {
 		t.Fatal(err)

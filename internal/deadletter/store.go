@@ -132,6 +132,9 @@ type Store struct {
 	Retention time.Duration
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
+	// Markers, when set, settles what Select returns: a redriven letter
+	// whose job has since run reads StatusSucceeded (Settle).
+	Markers BatchPeeker
 }
 
 // NewStore returns the store on table.
@@ -343,9 +346,19 @@ func (f Filter) Match(rec Record) bool {
 
 // Select lists the live dead letters f selects, oldest first.
 func (s *Store) Select(ctx context.Context, f Filter) ([]Record, error) {
-	recs, err := s.List(ctx, f.Status)
+	status := f.Status
+	if s.Markers != nil && (status == StatusRedriven || status == StatusSucceeded) {
+		status = "" // a redriven letter may read succeeded once settled
+	}
+	recs, err := s.List(ctx, status)
+	if err == nil && s.Markers != nil {
+		recs, err = Settle(ctx, recs, s.Markers)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(recs, func(r Record) bool { return !f.Match(r) }), nil
 }
+
+// Table is the store's table name.
+func (s *Store) Table() string { return s.table }

@@ -48,7 +48,7 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 	return Sources{
 		Jobs:        NewJobsTable(db, names["JobsTable"], names["MarkersTable"]),
 		Mail:        mail,
-		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"]),
+		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"], dynamostore.New(db, names["MarkersTable"])),
 		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), contract.Registry()),
 		Schedules:   NewSchedules(scheduler.NewFromConfig(cfg), st.Param("Stage")),
 	}, nil
@@ -232,15 +232,18 @@ type DeadLettersTable struct {
 	store *deadletter.Store
 }
 
-// NewDeadLettersTable returns the lister of table.
-func NewDeadLettersTable(client deadletter.DynamoAPI, table string) *DeadLettersTable {
-	return &DeadLettersTable{store: deadletter.NewStore(client, table)}
+// NewDeadLettersTable returns the lister of table; markers settle what
+// became of a redriven letter (deadletter.Settle).
+func NewDeadLettersTable(client deadletter.DynamoAPI, table string, markers deadletter.BatchPeeker) *DeadLettersTable {
+	s := deadletter.NewStore(client, table)
+	s.Markers = markers
+	return &DeadLettersTable{store: s}
 }
 
 // Recent returns the n most recently seen dead letters, whatever their
-// status.
+// status (a redriven one whose job has since run reads succeeded).
 func (d *DeadLettersTable) Recent(ctx context.Context, n int) ([]DeadLetter, error) {
-	recs, err := d.store.List(ctx, "")
+	recs, err := d.store.Select(ctx, deadletter.Filter{})
 	if err != nil {
 		return nil, fmt.Errorf("webview: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
@@ -167,12 +168,23 @@ func TestIntegrationDeadLettersTableNewestFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := webview.NewDeadLettersTable(l.db, l.table("DeadLettersTable")).Recent(ctx, 2)
+	// Two letters redriven; the job of one has run since (its marker is
+	// claimed): that one reads succeeded, the other still redriven.
+	markers := dynamostore.New(l.db, l.table("MarkersTable"))
+	for _, id := range []string{"dl-mid", "dl-old"} {
+		if err := store.MarkRedriven(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := markers.Claim(ctx, engine.Key{Type: "email.welcome.v1", JobID: "dl-mid"}, "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := webview.NewDeadLettersTable(l.db, l.table("DeadLettersTable"), markers).Recent(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].ID != "dl-new" || got[1].ID != "dl-mid" {
-		t.Fatalf("Recent(2) = %+v; want dl-new, dl-mid", got)
+	if len(got) != 3 || got[0].ID != "dl-new" || got[1].ID != "dl-mid" || got[1].Status != "succeeded" || got[2].Status != "redriven" {
+		t.Fatalf("Recent(3) = %+v; want dl-new, dl-mid (redriven, then succeeded), dl-old (redriven)", got)
 	}
 	g := got[0]
 	if g.Reason != "reason of dl-new" || g.ReceiveCount != 5 || g.Status != "dead" || g.Occurrences != 1 ||
