@@ -18,8 +18,8 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
@@ -266,19 +266,15 @@ func (a *app) jobsCancel(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	j, err := a.jobStore(client).Cancel(ctx, id, "")
-	switch {
-	case errors.Is(err, jobs.ErrNotFound):
-		return a.jobNotFound(id)
-	case errors.Is(err, jobs.ErrConflict):
-		return refusedf("job %s is %s: it can no longer be cancelled", id, j.State)
-	case err != nil:
-		return err
+	res, err := operate.Operator{Jobs: a.jobStore(client)}.Cancel(ctx, id)
+	if err != nil {
+		return a.operateErr(id, err)
 	}
+	j := res.Job
 	if a.json {
 		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State})
 	}
-	fmt.Fprintf(a.stdout, "job %s %s: cancelled; it never runs\n", j.ID, j.Type)
+	fmt.Fprintf(a.stdout, "job %s %s: %s\n", j.ID, j.Type, res.Said)
 	return nil
 }
 
@@ -293,32 +289,28 @@ func (a *app) jobsRunNow(ctx context.Context, args []string) error {
 	if err := a.lookupQueueURLs(ctx, sqs.NewFromConfig(a.cfg)); err != nil {
 		return err
 	}
-	sender := sqsqueue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")
-	j, outcome, err := a.jobStore(client).RunNow(ctx, id, func(ctx context.Context, j jobs.Job) error {
-		return sender.Send(ctx, sqsqueue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
-	})
+	op := operate.Operator{Jobs: a.jobStore(client), Queue: sqsqueue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")}
+	res, err := op.RunNow(ctx, id)
+	if err != nil {
+		return a.operateErr(id, err)
+	}
+	j := res.Job
+	if a.json {
+		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State, "outcome": res.RunNow.String()})
+	}
+	fmt.Fprintf(a.stdout, "job %s %s: %s\n", j.ID, j.Type, res.Said)
+	return nil
+}
+
+// operateErr is the exit of an operator's action that failed: a job not
+// found (3), one whose state refuses it (4), or the error.
+func (a *app) operateErr(id string, err error) error {
+	var no *operate.RefusedError
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return a.jobNotFound(id)
-	case errors.Is(err, jobs.ErrConflict):
-		return refusedf("job %s is %s: only a job still waiting to run (Scheduled) can run now", id, j.State)
-	case err != nil:
-		return err
+	case errors.As(err, &no):
+		return refusedf("%s", no.Reason)
 	}
-	if a.json {
-		return a.printJSON(map[string]any{"jobId": j.ID, "state": j.State, "outcome": outcome.String()})
-	}
-	switch {
-	case outcome == jobs.RunNowSent:
-		fmt.Fprintf(a.stdout, "job %s %s: its schedule is deleted and its message sent; it runs now\n", j.ID, j.Type)
-	case outcome == jobs.RunNowResent && j.RunAt.Sub(j.CreatedAt) > engine.MaxDelay:
-		fmt.Fprintf(a.stdout, "job %s %s: it had no schedule left; its message is sent now under its id (it still runs once)\n", j.ID, j.Type)
-	case outcome == jobs.RunNowResent:
-		// Due within SQS's delay when it was made: it waited in its queue,
-		// never in a schedule.
-		fmt.Fprintf(a.stdout, "job %s %s: it waits in its queue with a delay (it never had a schedule); its message is sent again now under its id (it still runs once)\n", j.ID, j.Type)
-	default:
-		fmt.Fprintf(a.stdout, "job %s %s: already sent (by its schedule or an earlier run-now); nothing sent again\n", j.ID, j.Type)
-	}
-	return nil
+	return err
 }

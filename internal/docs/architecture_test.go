@@ -21,7 +21,7 @@ type floor struct {
 // above. A prefix ending in "/" places every package under it.
 var floors = []floor{
 	{"wiring", []string{"functions", "functions/", "cmd/", "examples/", "client", "internal/dev/", "internal/docs", "internal/wiring", "internal/wiring/"}},
-	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox"}},
+	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox", "internal/operate"}},
 	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
 		"internal/switchview", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",
 		"internal/contract", "internal/envvar", "internal/killpoint"}},
