@@ -48,8 +48,9 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 		t.Fatalf("reactivation took %s; want one transaction", w.Counter)
 	}
 	got := w.Get(t, j.ID)
-	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.Clock.Now()) || got.LastErrorClass != "max-receives" {
-		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, error class kept", got)
+	if got.State != jobs.StatePending || got.FailedAt != nil || !got.RunAt.Equal(w.Clock.Now()) || got.LastErrorClass != "" ||
+		len(got.History) == 0 || got.History[0].Outcome != jobs.OutcomeDeadLettered {
+		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, the failure in its history only", got)
 	}
 	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}

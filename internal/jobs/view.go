@@ -97,6 +97,11 @@ func (j *Job) settleOutcome() {
 		j.History = nil
 	}
 	j.LastOutcome, j.LastReason = current, reason
+	if j.State != StateFailed {
+		// The class of a failure the job came back from (a redrive) is
+		// its history's, not its state's.
+		j.LastErrorClass = ""
+	}
 }
 
 // reachedAt is when j's derived state began, as far as something other

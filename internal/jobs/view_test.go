@@ -137,3 +137,32 @@ func TestViewFieldsFollowTheState(t *testing.T) {
 		})
 	}
 }
+
+// The error class is the Failed state's: a job redriven from a failure
+// reads no class while it is on its way or once it succeeded (its history
+// keeps the failure), and a Failed job keeps it.
+func TestErrorClassIsTheFailedStates(t *testing.T) {
+	created := time.Date(2026, 12, 1, 14, 1, 8, 0, time.UTC)
+	done := engine.Record{State: engine.StateDone, ProcessedAt: created.Add(time.Minute)}
+	for _, tc := range []struct {
+		name  string
+		state string
+		m     *engine.Record
+		want  string
+	}{
+		{"failed", "Failed", nil, "permanent"},
+		{"redriven, on its way", "Enqueued", nil, ""},
+		{"redriven, then succeeded", "Enqueued", &done, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := record(t, created, map[string]any{"state": tc.state, "lastErrorClass": "permanent", "attempts": 5})
+			var m engine.Record
+			if tc.m != nil {
+				m = *tc.m
+			}
+			if got := jobs.View(j, m, tc.m != nil, created.Add(time.Hour)); got.LastErrorClass != tc.want {
+				t.Errorf("%s: lastErrorClass %q; want %q", got.State, got.LastErrorClass, tc.want)
+			}
+		})
+	}
+}

@@ -9,10 +9,18 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 // Sender sends a job's stored message to its queue (sqsqueue.Sender).
@@ -109,8 +117,7 @@ func (o Operator) RunNow(ctx context.Context, id string) (Result, error) {
 // Redrive sends the dead letter of job id back to its queue under the same
 // id and makes the job active again (deadletter.Redriver.Redrive, as
 // `jobctl dlq redrive ID` does). A letter that cannot be redriven, or whose
-// key a newer job holds, is a RefusedError; a job with no letter matches
-// deadletter.ErrNotFound.
+// key a newer job holds, is a RefusedError, as is a job with no letter.
 func (o Operator) Redrive(ctx context.Context, id string) (Result, error) {
 	if o.Redriver == nil {
 		return Result{}, ErrNotWired
@@ -120,6 +127,8 @@ func (o Operator) Redrive(ctx context.Context, id string) (Result, error) {
 	switch {
 	case errors.Is(err, deadletter.ErrNotRedrivable):
 		return res, refused("%v", err)
+	case errors.Is(err, deadletter.ErrNotFound):
+		return res, refused("job %s has no dead letter to redrive", id)
 	case err != nil:
 		return res, err
 	}
@@ -134,4 +143,27 @@ func (o Operator) Redrive(ctx context.Context, id string) (Result, error) {
 		res.Said = fmt.Sprintf("redriven to the %s queue under the same id; its job is active again", letter.Queue)
 	}
 	return res, nil
+}
+
+// Stack names what an Operator acts on: a stage's tables and its queues'
+// URLs.
+type Stack struct {
+	Stage                                     string
+	JobsTable, MarkersTable, DeadLettersTable string
+	Queues                                    map[engine.Queue]string
+}
+
+// New wires an Operator on a stack, from one AWS configuration: the job
+// store with the stage's one-time schedules, the queues, and the redriver
+// with the job lifecycle and the markers' reset (as `jobctl dlq redrive`
+// has them).
+func New(cfg aws.Config, s Stack, reg *engine.Registry) Operator {
+	db := dynamodb.NewFromConfig(cfg)
+	store := jobs.NewStore(db, s.JobsTable, dynamostore.New(db, s.MarkersTable))
+	store.Schedules = schedule.New(scheduler.NewFromConfig(cfg), schedule.Config{Group: schedule.GroupName(s.Stage)})
+	queue := sqsqueue.New(sqs.NewFromConfig(cfg), s.Queues, "")
+	r := deadletter.NewRedriver(deadletter.NewStore(db, s.DeadLettersTable), queue, reg)
+	r.Jobs = jobs.NewLifecycle(db, s.JobsTable)
+	r.Markers = marker.NewResetter(db, s.MarkersTable)
+	return Operator{Jobs: store, Queue: queue, Redriver: r}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/switchview"
 )
@@ -45,8 +46,19 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 		names[id] = p.Name
 	}
 	db := dynamodb.NewFromConfig(cfg)
+	table := NewJobsTable(db, names["JobsTable"], names["MarkersTable"])
+	queues := map[engine.Queue]string{}
+	for _, q := range contract.Queues {
+		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
+			queues[q] = p.URL
+		}
+	}
+	op := operate.New(cfg, operate.Stack{Stage: st.Param("Stage"), JobsTable: names["JobsTable"], MarkersTable: names["MarkersTable"],
+		DeadLettersTable: names["DeadLettersTable"], Queues: queues}, contract.Registry())
 	return Sources{
-		Jobs:        NewJobsTable(db, names["JobsTable"], names["MarkersTable"]),
+		Jobs:        table,
+		Job:         table,
+		Operator:    StackOperator{Operator: op},
 		Mail:        mail,
 		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"], dynamostore.New(db, names["MarkersTable"])),
 		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), contract.Registry()),
@@ -176,14 +188,57 @@ func (t *JobsTable) derive(ctx context.Context, rec Job) *Job {
 	return &row
 }
 
+// Job reads job id through jobs.Store.Get: the view GET /v1/jobs/{jobId}
+// and jobctl show, with its history.
+func (t *JobsTable) Job(ctx context.Context, id string) (Job, bool, error) {
+	j, err := t.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return Job{}, false, nil
+	case err != nil:
+		return Job{}, false, fmt.Errorf("webview: %w", err)
+	}
+	return jobRow(j), true, nil
+}
+
 // jobRow is job j's row, every field as jobs.View shows it (as GET
 // /v1/jobs/{jobId} and jobctl do).
 func jobRow(j jobs.Job) Job {
-	return Job{
+	row := Job{
 		ID: j.ID, Type: j.Type, Key: j.Key, Caller: j.Caller, State: string(j.State), Attempts: j.Attempts,
 		LastErrorClass: j.LastErrorClass, LastOutcome: j.LastOutcome, LastReason: j.LastReason, TraceID: j.TraceID,
-		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, RunAt: j.RunAt,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, RunAt: j.RunAt, Queue: j.Queue, CorrelationID: j.CorrelationID,
 	}
+	if j.FailedAt != nil {
+		row.FailedAt = *j.FailedAt
+	}
+	for _, h := range j.History {
+		row.History = append(row.History, Outcome{At: h.At, Outcome: h.Outcome, Reason: h.Reason})
+	}
+	return row
+}
+
+// StackOperator takes the job page's actions through internal/operate: the
+// stores and calls jobctl's jobs cancel, jobs run-now and dlq redrive use.
+type StackOperator struct{ Operator operate.Operator }
+
+// Act takes action on job id and says what it did.
+func (s StackOperator) Act(ctx context.Context, action Action, id string) (string, error) {
+	var (
+		res operate.Result
+		err error
+	)
+	switch action {
+	case ActionCancel:
+		res, err = s.Operator.Cancel(ctx, id)
+	case ActionRunNow:
+		res, err = s.Operator.RunNow(ctx, id)
+	case ActionRedrive:
+		res, err = s.Operator.Redrive(ctx, id)
+	default:
+		return "", fmt.Errorf("webview: no action %q", action)
+	}
+	return res.Said, err
 }
 
 // scannedJob reads a job record attribute by attribute, so a missing or

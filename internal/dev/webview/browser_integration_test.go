@@ -41,10 +41,14 @@ import (
 // update rewrites the screenshot the README shows:
 //
 //	go test -tags integration -run TestIntegrationBrowser ./internal/dev/webview -update
-var update = flag.Bool("update", false, "write the page's screenshot to docs/img/local-view.png")
+var update = flag.Bool("update", false, "write the screenshots to docs/img/local-view.png and docs/img/local-job.png")
 
-// screenshotPath is the README's screenshot, relative to the repository root.
-const screenshotPath = "docs/img/local-view.png"
+// screenshotPath is the README's screenshot, relative to the repository root;
+// jobScreenshotPath is a job's page (docs/local.md).
+const (
+	screenshotPath    = "docs/img/local-view.png"
+	jobScreenshotPath = "docs/img/local-job.png"
+)
 
 // chromiumFlags keep headless Chromium off the network: without them it
 // stalls on calls this machine cannot make.
@@ -144,8 +148,12 @@ func TestIntegrationBrowser(t *testing.T) {
 	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {
 		t.Fatal(err)
 	}
+	resetJob, err := jobs.NewStore(l.db, l.table("JobsTable"), markers).Get(ctx, reset)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := deadletter.NewStore(l.db, l.table("DeadLettersTable")).Save(ctx, deadletter.Record{
-		ID: reset, JobID: reset, Type: "email.password-reset.v1", Body: "{}", Reason: badUserReason,
+		ID: reset, JobID: reset, Type: "email.password-reset.v1", Body: resetJob.Message, Reason: badUserReason,
 		ReceiveCount: 1, Status: deadletter.StatusDead, SourceQueue: "arn:aws:sqs:us-east-1:123456789012:runstwice-local-critical",
 	}, "sqs-1"); err != nil {
 		t.Fatal(err)
@@ -230,6 +238,66 @@ func TestIntegrationBrowser(t *testing.T) {
 	}
 
 	do("scroll to the top", chromedp.ScrollIntoView(chromedp.CSS("header")))
+	screenshot(t, cctx, screenshotPath)
+
+	// A job's page, from the list: cancel the enqueued welcome job, asked
+	// first, through the paths jobctl takes (its tombstone is real).
+	jobRow := `tr[data-job="` + welcome + `"]`
+	do("open the welcome job's page",
+		chromedp.Navigate(srv.URL+"/_local/?refresh=0"),
+		chromedp.Click(chromedp.CSS(jobRow+` a.id`)),
+		chromedp.WaitVisible(chromedp.CSS(`section#job[data-job="`+welcome+`"]`)))
+	if got := text("the job's page", "section#job"); !strings.Contains(got, "Enqueued") || !strings.Contains(got, "email.welcome.v1") {
+		t.Errorf("the job's page reads %q", got)
+	}
+	do("ask to cancel it",
+		chromedp.Click(chromedp.CSS(`a[data-action="cancel"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`div.confirm[data-confirm="cancel"]`)))
+	if m, ok, _ := markers.Peek(ctx, engine.Key{Type: "email.welcome.v1", JobID: welcome}); ok {
+		t.Fatalf("asking cancelled already: marker %+v", m)
+	}
+	do("confirm the cancel",
+		chromedp.Click(chromedp.CSS(`div.confirm button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash.done`)))
+	if got := text("the cancel's result", "p.flash"); got != "cancel: cancelled; it never runs" {
+		t.Errorf("after the cancel the page says %q", got)
+	}
+	if got := text("the cancelled job", "section#job"); !strings.Contains(got, "Cancelled") {
+		t.Errorf("the job's page after the cancel reads %q", got)
+	}
+	if m, ok, err := markers.Peek(ctx, engine.Key{Type: "email.welcome.v1", JobID: welcome}); err != nil || !ok || m.State != engine.StateCancelled {
+		t.Fatalf("marker after the page's cancel: %+v %v %v; want a tombstone", m, ok, err)
+	}
+
+	// The failed reset job, redriven from its page: the letter goes back to
+	// the critical queue and the job is active again.
+	do("open the failed job's page and ask to redrive it",
+		chromedp.Navigate(srv.URL+"/_local/jobs/"+reset),
+		chromedp.WaitVisible(chromedp.CSS(`a[data-action="redrive"]`)),
+		chromedp.Click(chromedp.CSS(`a[data-action="redrive"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`div.confirm[data-confirm="redrive"]`)),
+		chromedp.Click(chromedp.CSS(`div.confirm button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash`)))
+	if got := text("the redrive's result", "p.flash"); got != "redrive: redriven to the critical queue under the same id; its job is active again" {
+		t.Errorf("after the redrive the page says %q", got)
+	}
+	if got := text("the redriven job", "section#job"); !strings.Contains(got, "Enqueued") {
+		t.Errorf("the job's page after the redrive reads %q", got)
+	}
+	if got := text("its history", "section#history"); !strings.Contains(got, "dead-lettered") {
+		t.Errorf("the redriven job's history reads %q; want its failure", got)
+	}
+	if got := text("its actions", "section#actions"); strings.Contains(got, "Yes,") {
+		t.Errorf("the page still asks: %q", got)
+	}
+	screenshot(t, cctx, jobScreenshotPath)
+}
+
+// screenshot takes the page's full screenshot, checks it is a PNG of a
+// page, and writes it to the test's artifacts, or with -update to path in
+// the repository (the docs show it).
+func screenshot(t *testing.T, cctx context.Context, path string) {
+	t.Helper()
 	shot, err := chromedp.Run(cctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
@@ -241,13 +309,13 @@ func TestIntegrationBrowser(t *testing.T) {
 	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 400 {
 		t.Fatalf("screenshot is %v", b)
 	}
-	out := filepath.Join(t.ArtifactDir(), "local-view.png")
+	out := filepath.Join(t.ArtifactDir(), filepath.Base(path))
 	if *update {
 		root, err := testenv.RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = filepath.Join(root, screenshotPath)
+		out = filepath.Join(root, path)
 	}
 	if err := os.WriteFile(out, shot, 0o644); err != nil {
 		t.Fatal(err)

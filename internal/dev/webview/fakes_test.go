@@ -78,3 +78,38 @@ func (f *fakeSwitches) calls() []setCall {
 type fakeSchedules []Schedule
 
 func (f fakeSchedules) List(context.Context) ([]Schedule, error) { return f, nil }
+
+// fakeJobReader is a JobReader over fixed jobs, by id.
+type fakeJobReader map[string]Job
+
+func (f fakeJobReader) Job(_ context.Context, id string) (Job, bool, error) {
+	j, ok := f[id]
+	return j, ok, nil
+}
+
+// act is one call of fakeOperator.Act.
+type act struct {
+	Action Action
+	JobID  string
+}
+
+// fakeOperator records every action and answers with said, or err.
+type fakeOperator struct {
+	mu   sync.Mutex
+	acts []act
+	said string
+	err  error
+}
+
+func (f *fakeOperator) Act(_ context.Context, a Action, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, act{a, id})
+	return f.said, f.err
+}
+
+func (f *fakeOperator) calls() []act {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]act(nil), f.acts...)
+}

@@ -1,7 +1,6 @@
 package webview
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"html/template"
@@ -13,7 +12,7 @@ import (
 	"time"
 )
 
-//go:embed templates/page.html assets/style.css
+//go:embed templates/*.html assets/style.css
 var files embed.FS
 
 // assetFS is what {prefix}assets/ serves.
@@ -28,7 +27,9 @@ var assetFS = func() fs.FS {
 var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"when":  when,
 	"lower": strings.ToLower,
-}).ParseFS(files, "templates/page.html"))
+	"short": shortID,
+	"link":  func(prefix, id string) jobLink { return jobLink{Prefix: prefix, ID: id} },
+}).ParseFS(files, "templates/*.html"))
 
 // section is one part of the page: its rows, or why there are none.
 type section[T any] struct {
@@ -45,10 +46,19 @@ type stateCount struct {
 	N     int
 }
 
+// jobLink is what the "jobid" template renders: a short id linking to its
+// job's page.
+type jobLink struct{ Prefix, ID string }
+
 // pageData is what the template renders.
 type pageData struct {
-	Prefix  string
-	Stage   string
+	Prefix string
+	Stage  string
+	// Title follows the stage in the title ("" on the main page); NavBase
+	// is what the navigation's anchors follow ("" on the main page, the
+	// prefix on the others).
+	Title   string
+	NavBase string
 	Now     time.Time
 	Refresh int // seconds; 0: no automatic reload
 	// RefreshOff is true when ?refresh=0 turned the reload off.
@@ -129,15 +139,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	d.JobStates = countStates(d.Jobs.Rows)
-	var buf bytes.Buffer
-	if err := pageTmpl.Execute(&buf, d); err != nil {
-		h.opts.Logger.Error("webview: render", "error", err)
-		http.Error(w, "cannot render the page", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(buf.Bytes())
+	h.render(w, "page.html", http.StatusOK, d)
 }
 
 // read runs one source; its error is logged and shown in its section.

@@ -1,8 +1,12 @@
-// Package webview is the local web view of the running stack: one
-// server-rendered page (html/template, embedded CSS, no JavaScript) that
-// shows the jobs and their derived states, the mails sent, the dead letters
-// with their reasons, the kill switches, each with a button that flips it (a
-// POST, answered with a redirect back to the page), and the schedules.
+// Package webview is the local web view of the running stack:
+// server-rendered pages (html/template, embedded CSS, no JavaScript). The
+// main page shows the jobs and their derived states, the mails sent, the
+// dead letters with their reasons, the kill switches, each with a button
+// that flips it (a POST, answered with a redirect back to the page), and the
+// schedules. A page per job ({prefix}jobs/{jobId}) shows its view, its
+// history, its chain and its trace, with the actions an operator takes
+// there (cancel, run now, redrive), each confirmed on a page of its own
+// before its POST.
 //
 // It is a loopback tool: it answers only requests addressed to a loopback
 // host (so a DNS-rebinding page cannot read it), and refuses cross-origin
@@ -46,6 +50,19 @@ type Job struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	RunAt       time.Time
+	// Queue, CorrelationID, FailedAt and History are what a job's own page
+	// adds (the list leaves them out).
+	Queue         string
+	CorrelationID string
+	FailedAt      time.Time
+	History       []Outcome
+}
+
+// Outcome is one earlier outcome of a job (jobs.View's history).
+type Outcome struct {
+	At      time.Time
+	Outcome string
+	Reason  string
 }
 
 // ReasonClass is the class of the row's reason and error class: "reason"
@@ -152,6 +169,8 @@ type Switchboard interface {
 // with a note that it is not wired.
 type Sources struct {
 	Jobs        JobLister
+	Job         JobReader
+	Operator    Operator
 	Mail        MailLog
 	DeadLetters DeadLetterLister
 	Switches    Switchboard
@@ -185,14 +204,17 @@ type Options struct {
 
 // handler serves the view.
 type handler struct {
-	src  Sources
-	opts Options
-	mux  *http.ServeMux
+	src     Sources
+	opts    Options
+	mux     *http.ServeMux
+	flashes flashes
 }
 
 // New returns the handler of the view, to be mounted under opts.Prefix
 // ("/_local/"): GET {prefix} is the page, POST {prefix}switches flips a
-// switch, GET {prefix}assets/ serves the stylesheet.
+// switch, GET {prefix}jobs/{id} is a job's page, GET {prefix}jobs/{id}/{action}
+// asks to confirm an action and POST {prefix}jobs/{id}/{action} takes it,
+// GET {prefix}assets/ serves the stylesheet.
 func New(src Sources, opts Options) http.Handler {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -216,6 +238,9 @@ func New(src Sources, opts Options) http.Handler {
 	p := opts.Prefix
 	h.mux.HandleFunc("GET "+p+"{$}", h.page)
 	h.mux.HandleFunc("POST "+p+"switches", h.flip)
+	h.mux.HandleFunc("GET "+p+"jobs/{id}", h.jobPage)
+	h.mux.HandleFunc("GET "+p+"jobs/{id}/{action}", h.jobPage)
+	h.mux.HandleFunc("POST "+p+"jobs/{id}/{action}", h.act)
 	h.mux.Handle("GET "+p+"assets/", http.StripPrefix(p+"assets/", http.FileServerFS(assetFS)))
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -83,11 +83,19 @@ func TestPageEscapesEveryField(t *testing.T) {
 		DeadLetters: &fakeLetters{rows: []DeadLetter{dl, dlNoJob}},
 		Switches:    &fakeSwitches{rows: []Switch{sw, unknown}},
 		Schedules:   fakeSchedules{sc},
+		Job:         fakeJobReader{j.ID: j},
 	}
-	code, body := get(t, New(src, quietOptions()), "/_local/")
+	h := New(src, quietOptions())
+	code, body := get(t, h, "/_local/")
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, body)
 	}
+	// The job's own page shows what the list leaves out.
+	code, page := get(t, h, "/_local/jobs/"+url.PathEscape(j.ID))
+	if code != http.StatusOK {
+		t.Fatalf("job page: status %d: %s", code, page)
+	}
+	body += page
 	if strings.Contains(body, "<script") {
 		t.Fatalf("a field was rendered unescaped:\n%s", body)
 	}
