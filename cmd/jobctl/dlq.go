@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/aws/dynamostore"
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"

@@ -19,8 +19,8 @@ import (
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
