@@ -12,22 +12,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/bench"
 	"github.com/runstwice/runstwice/internal/dev/loadgen"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
-// main has the form of every command's main on purpose: an interrupt
-// cancels the run, and the run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	cmdmain.Main(func(ctx context.Context) int { return cmdmain.Exit(os.Stderr, "bench", run(ctx), nil) })
 }
 
 func run(ctx context.Context) error {

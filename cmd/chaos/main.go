@@ -18,28 +18,21 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/chaos"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/killpoint"
 )
 
-// main has the form of every command's main on purpose: an interrupt
-// cancels the run, and the run's result is the exit code. How errors map to
-// exit codes is each command's own, so a shared main would hide more than
-// it saves.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	code, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-	}
-	os.Exit(code)
+	cmdmain.Main(func(ctx context.Context) int {
+		code, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		cmdmain.Exit(os.Stderr, "chaos", err, nil) // says the error; the code is run's
+		return code
+	})
 }
 
 // run runs the command and returns its exit code.

@@ -28,31 +28,25 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 func main() {
 	stopWithParent()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "devstack:", err)
-		var usage usageError
-		if errors.As(err, &usage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	cmdmain.Main(func(ctx context.Context) int {
+		return cmdmain.Exit(os.Stderr, "devstack", run(ctx, os.Args[1:], os.Stdout), func(err error) int {
+			if errors.As(err, new(usageError)) {
+				return 2
+			}
+			return 1
+		})
+	})
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
@@ -43,14 +44,14 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "invoke:", err)
-		var fe *lambdarie.FunctionError
-		if errors.As(err, &fe) {
-			os.Exit(1)
-		}
-		os.Exit(2)
-	}
+	cmdmain.Main(func(ctx context.Context) int {
+		return cmdmain.Exit(os.Stderr, "invoke", run(ctx, os.Args[1:], os.Stdout, os.Stderr), func(err error) int {
+			if errors.As(err, new(*lambdarie.FunctionError)) {
+				return 1 // the function's own error
+			}
+			return 2
+		})
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -38,13 +38,10 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
+
+	"github.com/runstwice/runstwice/internal/cmdmain"
 )
 
-// main has the form of every command's main on purpose: an interrupt
-// cancels the run, and the run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	cmdmain.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv) })
 }

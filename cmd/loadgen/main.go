@@ -17,27 +17,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/loadgen"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
-// main has the form of every command's main on purpose: an interrupt
-// cancels the run, and the run's result is the exit code. How errors map to
-// exit codes is each command's own, so a shared main would hide more than
-// it saves.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
-	}
+	cmdmain.Main(func(ctx context.Context) int {
+		return cmdmain.Exit(os.Stderr, "loadgen", run(ctx, os.Args[1:], os.Stdout, os.Stderr), nil)
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

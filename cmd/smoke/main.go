@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,15 +34,12 @@ import (
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/awsx"
+	"github.com/runstwice/runstwice/internal/cmdmain"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 )
 
-// main has the form of every command's main on purpose: an interrupt
-// cancels the run, and the run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	cmdmain.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
 // run is the command; it returns the exit code.
