@@ -116,11 +116,16 @@ func distinct(ids []string) []string {
 
 // cut reports whether the invocation c (lost, or interrupted by its
 // deadline) fell between a job's effect and its claim: a mail of the job
-// went out during it, and no claim of the job was applied between that mail
-// and the invocation's end.
+// was asked for during it (SES may answer after the invocation is gone: a
+// process killed mid-send leaves its request to finish upstream), and no
+// claim of the job was applied between that mail and the invocation's end.
 func cut(sends []send, claims []time.Time, c invocation) bool {
 	for _, s := range sends {
-		if s.Time.Before(c.Start) || s.Time.After(c.End) {
+		began := s.Began
+		if began.IsZero() {
+			began = s.Time
+		}
+		if began.Before(c.Start) || began.After(c.End) {
 			continue
 		}
 		claimed := slices.ContainsFunc(claims, func(at time.Time) bool { return !at.Before(s.Time) && !at.After(c.End) })

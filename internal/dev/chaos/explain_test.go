@@ -35,8 +35,11 @@ func TestLedgerExplainsADeadlineRetryAfterTheEffect(t *testing.T) {
 	// whose outcome line for it (at 3.5 s) is a retry; its retry mails
 	// again at 20 s.
 	type scene struct {
-		start      time.Duration // the invocation's start (it ends at 4 s)
-		mailAt     time.Duration
+		start  time.Duration // the invocation's start (it ends at 4 s)
+		mailAt time.Duration
+		// askedAt, when set, is when the mail's request reached the proxy
+		// (mailAt is when SES answered it).
+		askedAt    time.Duration
 		callerGone bool
 		lost       bool
 		outcomeOf  string // the job the outcome line names ("" for the mailing job)
@@ -64,6 +67,12 @@ func TestLedgerExplainsADeadlineRetryAfterTheEffect(t *testing.T) {
 		{"a twin claimed after the mail", func(s *scene) { s.claimAt = 3700 * time.Millisecond }, true, map[string]int{}},
 		{"the mail's answer already lost", func(s *scene) { s.callerGone = true }, false, map[string]int{whyLostResponse: 1}},
 		{"the invocation lost", func(s *scene) { s.lost = true }, false, map[string]int{whyKilled: 1}},
+		// A process killed mid-send: its request finishes upstream after
+		// the invocation is gone, before the proxy sees the caller gone.
+		{"the invocation lost while SES answered", func(s *scene) { s.lost, s.askedAt, s.mailAt = true, 3*time.Second, 4500*time.Millisecond },
+			false, map[string]int{whyKilled: 1}},
+		{"a mail asked for after the lost invocation", func(s *scene) { s.lost, s.askedAt, s.mailAt = true, 4200*time.Millisecond, 4500*time.Millisecond },
+			true, map[string]int{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +82,9 @@ func TestLedgerExplainsADeadlineRetryAfterTheEffect(t *testing.T) {
 			id := w.job(client.TypeWelcome, client.StateSucceeded).JobID
 			w.mail(id, s.mailAt)
 			w.truth.Sends[0].CallerGone = s.callerGone
+			if s.askedAt > 0 {
+				w.truth.Sends[0].Began = w.at.Add(s.askedAt)
+			}
 			w.mail(id, 20*time.Second)
 			of := id
 			if s.outcomeOf != "" {

@@ -19,7 +19,10 @@ type send struct {
 	// MessageID is the id SES gave the mail ("" when SES refused it).
 	MessageID string
 	Status    int
-	Time      time.Time
+	// Began is when the function's request reached the proxy; Time is
+	// when SES had answered it (the mail is out from then on).
+	Began time.Time
+	Time  time.Time
 	// CallerGone: the function was gone (its process killed) before the
 	// answer reached it, so it never learned that the mail went out.
 	CallerGone bool
@@ -64,6 +67,7 @@ func (s *witness) Hook(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		began := s.now()
 		rec := httptest.NewRecorder()
 		next.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
 		now := s.now()
@@ -77,7 +81,7 @@ func (s *witness) Hook(next http.Handler) http.Handler {
 			if rec.Code == http.StatusOK {
 				_ = json.Unmarshal(rec.Body.Bytes(), &out)
 			}
-			s.sends = append(s.sends, send{JobID: mailJobID(c.Body), MessageID: out.MessageId, Status: rec.Code, Time: now,
+			s.sends = append(s.sends, send{JobID: mailJobID(c.Body), MessageID: out.MessageId, Status: rec.Code, Began: began, Time: now,
 				CallerGone: r.Context().Err() != nil})
 		}
 		s.mu.Unlock()
