@@ -18,15 +18,16 @@ import (
 )
 
 // ttlNote says when a flip is seen: within the workers' cache of a
-// switch's value, the stack's ToggleTtl — the running local stack's, or
-// TOGGLE_TTL when the environment names it (as a function's does), else
+// switch's value, the stack's ToggleTtl — the running local stack's (what
+// its workers were given), else TOGGLE_TTL when the environment names it
+// (as a function's does), else
 // the template's default, which a deployed stack may have changed.
 func (a *app) ttlNote() string {
 	switch {
-	case a.getenv("TOGGLE_TTL") != "":
-		return "within " + a.getenv("TOGGLE_TTL") + " (TOGGLE_TTL, how long workers cache a switch)"
 	case a.toggleTTL != "":
 		return "within " + a.toggleTTL + " (the local stack's ToggleTtl, how long workers cache a switch)"
+	case a.getenv("TOGGLE_TTL") != "":
+		return "within " + a.getenv("TOGGLE_TTL") + " (TOGGLE_TTL, how long workers cache a switch)"
 	}
 	return "within " + ssmswitch.DefaultTTL.String() + " (the stack's ToggleTtl by default, how long workers cache a switch; a stack deployed with another ToggleTtl takes that long)"
 }
