@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -83,6 +85,11 @@ type Config struct {
 	ClaimAttempts int
 	Logger        *slog.Logger
 	Metrics       *Metrics
+	// TracerProvider, when set, makes a CONSUMER span per record
+	// (spans.go); nil makes none and costs nothing. The engine uses the
+	// OpenTelemetry API only: the SDK, its exporter and its flush are the
+	// caller's.
+	TracerProvider trace.TracerProvider
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// AtStep, when set, is called at each step boundary of the batch and
@@ -156,5 +163,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Random == nil {
 		cfg.Random = rand.Int64N
 	}
-	return &Runner{cfg: cfg}, nil
+	r := &Runner{cfg: cfg}
+	if cfg.TracerProvider != nil {
+		r.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
+	return r, nil
 }

@@ -42,6 +42,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -55,6 +56,8 @@ func (r *Runner) at(s Step) {
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
 type Runner struct {
 	cfg Config
+	// tracer makes the records' spans (nil: Config.TracerProvider is).
+	tracer trace.Tracer
 }
 
 // Handles reports whether this runner has a handler for the job type.
@@ -138,7 +141,11 @@ func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			// Nothing starts after the deadline margin.
 			return outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
 		}
-		return r.process(ctx, it, leaseUntil, batch+":"+strconv.Itoa(i))
+		owner := batch + ":" + strconv.Itoa(i)
+		if r.tracer == nil {
+			return r.process(ctx, it, leaseUntil, owner)
+		}
+		return r.traced(ctx, it, func(ctx context.Context) outcome { return r.process(ctx, it, leaseUntil, owner) })
 	})
 
 	r.backOff(ctx, base, items, start)

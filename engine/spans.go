@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracerName is the instrumentation scope of the engine's spans.
+const tracerName = "github.com/runstwice/runstwice/engine"
+
+// The attributes every span of a job carries, and the record span's
+// outcome.
+const (
+	AttrJobID      = "runstwice.job.id"
+	AttrJobType    = "runstwice.job.type"
+	AttrJobOutcome = "runstwice.job.outcome"
+)
+
+// traced runs do for one record inside its CONSUMER span, named
+// "<queue> process" as OpenTelemetry's messaging conventions name it. The
+// span continues the trace of the send that queued the record (the
+// record's AWSTraceHeader, XRay's rules) and links to that send's span; it
+// carries messaging.system aws_sqs, the queue, the SQS message id, the
+// job's id and type, and the record's outcome; a record that is retried,
+// dead-lettered or whose claim failed ends it with an Error status. A
+// record with no trace header starts a trace of its own. Without a tracer
+// it is do.
+func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) outcome) outcome {
+	if r.tracer == nil {
+		return do(ctx)
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", string(it.typ.Queue)),
+			attribute.String("messaging.message.id", it.msg.MessageId),
+			attribute.String(AttrJobID, it.env.MessageID),
+			attribute.String(AttrJobType, it.typ.Name),
+		),
+	}
+	if sc, ok := ParseXRay(RecordTraceHeader(it.msg)); ok {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	ctx, span := r.tracer.Start(ctx, string(it.typ.Queue)+" process", opts...)
+	defer span.End()
+	o := do(ctx)
+	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
+	switch o.kind {
+	case kindFailed, kindPending, kindDeadLettered, kindClaimFailed, kindInterrupted:
+		span.SetStatus(codes.Error, o.reason)
+		if o.err != nil {
+			span.RecordError(o.err)
+		}
+	}
+	return o
+}
