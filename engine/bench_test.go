@@ -12,14 +12,17 @@ import (
 // one batch peek, lease, effect, claim, logs and EMF metrics) over a batch of
 // 10 fresh records with in-memory fakes (bench.Pipeline, which make bench
 // measures too), and reports the cost per job.
+//
+// lease-traced is lease with a tracer provider that records every span
+// (synchronously, in memory): what the per-record spans cost at most.
 func BenchmarkRunnerBatch10(b *testing.B) {
-	for _, lease := range []bool{false, true} {
-		name := "seed"
-		if lease {
-			name = "lease"
-		}
-		b.Run(name, func(b *testing.B) {
-			p, err := bench.NewPipeline(lease)
+	for _, c := range []struct {
+		name   string
+		lease  bool
+		newRun func(bool) (*bench.Pipeline, error)
+	}{{"seed", false, bench.NewPipeline}, {"lease", true, bench.NewPipeline}, {"lease-traced", true, bench.NewTracedPipeline}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := c.newRun(c.lease)
 			if err != nil {
 				b.Fatal(err)
 			}

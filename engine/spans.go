@@ -32,7 +32,8 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	if r.tracer == nil {
 		return do(ctx)
 	}
-	opts := []trace.SpanStartOption{
+	opts := make([]trace.SpanStartOption, 0, 3)
+	opts = append(opts,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
@@ -41,8 +42,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 			attribute.String("messaging.message.id", it.msg.MessageId),
 			attribute.String(AttrJobID, it.env.MessageID),
 			attribute.String(AttrJobType, it.typ.Name),
-		),
-	}
+		))
 	if sc, ok := ParseXRay(RecordTraceHeader(it.msg)); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/memstore"
@@ -45,13 +48,29 @@ type Pipeline struct {
 	r     *engine.Runner
 	store *swappable
 	batch events.SQSEvent
+	// spans is the traced pipeline's exporter (nil untraced).
+	spans *tracetest.InMemoryExporter
 }
 
 // PipelineBatch is the number of records a Pipeline handles per run.
 const PipelineBatch = 10
 
 // NewPipeline builds the pipeline, its job type leased or not.
-func NewPipeline(lease bool) (*Pipeline, error) {
+func NewPipeline(lease bool) (*Pipeline, error) { return newPipeline(lease, nil) }
+
+// NewTracedPipeline is NewPipeline with a tracer provider that records
+// every span into an in-memory exporter, synchronously (what tracing costs
+// the runner at most; a batching exporter costs less per span).
+func NewTracedPipeline(lease bool) (*Pipeline, error) {
+	exp := tracetest.NewInMemoryExporter()
+	p, err := newPipeline(lease, sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+	if p != nil {
+		p.spans = exp
+	}
+	return p, err
+}
+
+func newPipeline(lease bool, tp trace.TracerProvider) (*Pipeline, error) {
 	jt := benchType(lease)
 	reg, err := engine.NewRegistry(jt)
 	if err != nil {
@@ -63,6 +82,7 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
 		Switch: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
 		Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
+		TracerProvider: tp,
 	})
 	return p, err
 }
@@ -71,6 +91,9 @@ func NewPipeline(lease bool) (*Pipeline, error) {
 // first delivery), and reports how many records failed.
 func (p *Pipeline) Run(ctx context.Context) int {
 	p.store.Store = memstore.New()
+	if p.spans != nil {
+		p.spans.Reset()
+	}
 	resp, _ := p.r.Handle(ctx, p.batch)
 	return len(resp.BatchItemFailures)
 }
