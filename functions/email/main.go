@@ -63,7 +63,7 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := w.Parts(cfg)
+	p := w.Parts(ctx, cfg)
 	reg := contract.RegistryIn(digestZone)
 
 	mail := ses.New(sesv2.NewFromConfig(cfg), from)

@@ -44,5 +44,5 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.New(w.Config(cfg, w.Parts(cfg), contract.Registry(), handlers, log))
+	return engine.New(w.Config(cfg, w.Parts(ctx, cfg), contract.Registry(), handlers, log))
 }

@@ -27,7 +27,7 @@ var floors = []floor{
 		"internal/contract", "internal/envvar", "internal/killpoint"}},
 	{"adapters", []string{"aws/"}},
 	{"engine", []string{"engine", "engine/"}},
-	{"foundations", []string{"internal/lifetime", "internal/vclock", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function", "internal/cmdmain"}},
+	{"foundations", []string{"internal/lifetime", "internal/vclock", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function", "internal/cmdmain", "internal/tracing"}},
 }
 
 // floorIn is floorOf, with the use cases derived too: a package that a

@@ -7,6 +7,7 @@
 package worker
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
@@ -24,6 +26,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/tracing"
 )
 
 // Env is a worker's common environment: STAGE, MARKERS_TABLE, JOBS_TABLE,
@@ -62,21 +65,26 @@ type Parts struct {
 	Markers *dynamostore.Store
 	Queues  *sqsqueue.Sender
 	Metrics *engine.Metrics
+	// Tracer is the function's tracer provider (nil: no spans).
+	Tracer trace.TracerProvider
 }
 
-// Parts builds the shared parts on cfg.
-func (e Env) Parts(cfg aws.Config) Parts {
+// Parts builds the shared parts on cfg, with the tracer provider function.Main
+// put in ctx.
+func (e Env) Parts(ctx context.Context, cfg aws.Config) Parts {
 	db := dynamodb.NewFromConfig(cfg)
 	return Parts{
 		DB: db, Markers: dynamostore.New(db, e.MarkersTable),
 		Queues: sqsqueue.New(sqs.NewFromConfig(cfg), e.URLs, e.DLQURL), Metrics: engine.DefaultMetrics(obs.Namespace),
+		Tracer: tracing.FromContext(ctx),
 	}
 }
 
 // Config is the runner's configuration of a worker with reg and handlers:
 // the stage's kill switches in SSM, the markers, parking and dead letters
 // through its queues, the back-off on them, its job records, the chaos
-// build's kill points (none in a release build).
+// build's kill points (none in a release build), and a span per record
+// when the function traces.
 func (e Env) Config(cfg aws.Config, p Parts, reg *engine.Registry, handlers map[string]engine.Handler, log *slog.Logger) engine.Config {
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(e.Stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = e.ToggleTTL, log, p.Metrics
@@ -85,7 +93,7 @@ func (e Env) Config(cfg aws.Config, p Parts, reg *engine.Registry, handlers map[
 		Parker: p.Queues, DeadLetterer: p.Queues, Jobs: jobs.ForEngine(jobs.NewRecorder(p.DB, e.JobsTable)),
 		Backoff: sqsqueue.NewVisibility(sqs.NewFromConfig(cfg), e.URLs), BackoffSchedule: e.Backoff,
 		ParkDelay: min(e.ParkDelay, engine.DefaultParkDelay), MaxReceiveCount: e.MaxReceives, Concurrency: e.Concurrency,
-		Logger: log, Metrics: p.Metrics,
+		Logger: log, Metrics: p.Metrics, TracerProvider: p.Tracer,
 	}
 	killpoint.Wire(&runcfg)
 	return runcfg
