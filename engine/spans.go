@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // tracerName is the instrumentation scope of the engine's spans.
@@ -49,6 +51,14 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	ctx, span := r.tracer.Start(ctx, string(it.typ.Queue)+" process", opts...)
 	defer span.End()
+	// The record's log lines say their span (and its trace, when the
+	// record came without one).
+	sc := span.SpanContext()
+	logAttrs := []any{obs.KeySpanID, sc.SpanID().String()}
+	if RecordTraceHeader(it.msg) == "" {
+		logAttrs = append(logAttrs, obs.KeyTraceID, XRayTraceID(sc.TraceID()))
+	}
+	it.log = it.log.With(logAttrs...)
 	o := do(ctx)
 	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
 	switch o.kind {

@@ -1,9 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -19,8 +20,14 @@ import (
 
 // tracedRunner is a runner of invoice with h, whose spans rec records.
 func tracedRunner(t *testing.T, h engine.Handler) (*engine.Runner, *tracetest.SpanRecorder) {
+	r, rec, _ := tracedRunnerLogs(t, h)
+	return r, rec
+}
+
+// tracedRunnerLogs is tracedRunner, with the runner's log lines.
+func tracedRunnerLogs(t *testing.T, h engine.Handler) (*engine.Runner, *tracetest.SpanRecorder, *bytes.Buffer) {
 	t.Helper()
-	rec := tracetest.NewSpanRecorder()
+	rec, logs := tracetest.NewSpanRecorder(), &bytes.Buffer{}
 	reg, err := engine.NewRegistry(invoice)
 	if err != nil {
 		t.Fatal(err)
@@ -28,12 +35,12 @@ func tracedRunner(t *testing.T, h engine.Handler) (*engine.Runner, *tracetest.Sp
 	r, err := engine.New(engine.Config{
 		Registry: reg, Handlers: map[string]engine.Handler{invoice.Name: h},
 		Switch: switches(nil), Markers: memstore.New(), Parker: queues{}, DeadLetterer: queues{},
-		Logger: engine.NewLogger(io.Discard, "error"), TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+		Logger: engine.NewLogger(logs, "info"), TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, rec
+	return r, rec, logs
 }
 
 func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
@@ -50,7 +57,7 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 // id and type and its outcome; the handler runs inside it.
 func TestRunnerMakesAConsumerSpanPerRecord(t *testing.T) {
 	var inHandler trace.SpanContext
-	r, rec := tracedRunner(t, engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
+	r, rec, logs := tracedRunnerLogs(t, engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
 		inHandler = trace.SpanContextFromContext(ctx)
 		return nil
 	}))
@@ -81,6 +88,9 @@ func TestRunnerMakesAConsumerSpanPerRecord(t *testing.T) {
 		t.Errorf("the handler ran in span %s; want the record's %s", inHandler.SpanID(), s.SpanContext().SpanID())
 	case s.Status().Code == codes.Error:
 		t.Errorf("a success ends with status %v", s.Status())
+	}
+	if !strings.Contains(logs.String(), `"spanId":"`+s.SpanContext().SpanID().String()+`"`) {
+		t.Errorf("the record's log lines do not name its span:\n%s", logs)
 	}
 
 	// No trace header: a trace of its own, no link.

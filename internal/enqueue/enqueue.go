@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
@@ -222,7 +223,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	}
 	job := jobs.Job{
 		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
-		TraceID: obs.TraceRoot(trace), Message: string(body), CreatedAt: now, RunAt: due, Fingerprint: fingerprint,
+		TraceID: jobTraceID(ctx, trace), Message: string(body), CreatedAt: now, RunAt: due, Fingerprint: fingerprint,
 	}
 	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
 	if err != nil {
@@ -285,10 +286,18 @@ func runAt(in contract.Body, now time.Time) time.Time {
 func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
 	wait := max(job.RunAt.Sub(h.now()), 0)
 	if wait <= jobs.MaxQueueDelay {
-		return "the job queue", h.Queue.Send(ctx, sqsqueue.Message{
+		ctx, header, span := h.producerSpan(ctx, job)
+		err := h.Queue.Send(ctx, sqsqueue.Message{
 			Queue: engine.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
-			TraceHeader: sqsTraceHeader(job.TraceID),
+			TraceHeader: header,
 		})
+		if span != nil {
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}
+		return "the job queue", err
 	}
 	if h.Schedules == nil {
 		return "the scheduler", errors.New("enqueue: no scheduler configured for a job due later than 15 minutes")

@@ -42,6 +42,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
@@ -119,6 +120,9 @@ type Handler struct {
 	// Now is the clock (vclock.Now if nil: the wall clock, except in a
 	// chaos build).
 	Now func() time.Time
+	// TracerProvider, when set, makes a SERVER span per request and a
+	// PRODUCER span per send (spans.go); nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 func (h *Handler) now() time.Time {
@@ -140,6 +144,8 @@ func (h *Handler) logger(ctx context.Context) *slog.Logger {
 // problem+json for every error) and a nil error, and never panics on any
 // input: a bug is answered with 500.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, err error) {
+	ctx, endSpan := h.serverSpan(ctx, req)
+	defer func() { endSpan(resp.StatusCode) }() // after the recovery below: a panic's 500 is recorded
 	log := h.logger(ctx)
 	corr := ""
 	defer func() {
@@ -150,8 +156,11 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}()
 	corr, p := correlationID(req.Headers)
 	log = log.With(obs.KeyCorrelationID, corr)
-	if trace := obs.TraceRoot(traceHeader(ctx, req.Headers)); trace != "" {
+	if trace := jobTraceID(ctx, traceHeader(ctx, req.Headers)); trace != "" {
 		log = log.With(obs.KeyTraceID, trace)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		log = log.With(obs.KeySpanID, sc.SpanID().String())
 	}
 	if p == nil {
 		resp = h.serve(ctx, log, req, corr)

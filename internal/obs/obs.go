@@ -29,8 +29,10 @@ const (
 	KeyCorrelationID = "correlationId"
 	KeyRequestID     = "requestId"
 	KeyTraceID       = "traceId"
-	KeyFunction      = "function"
-	KeyStage         = "stage"
+	// KeySpanID is the OpenTelemetry span a traced line was logged in.
+	KeySpanID   = "spanId"
+	KeyFunction = "function"
+	KeyStage    = "stage"
 	// KeyOutcome and KeyReason are on the one line the runner writes when a
 	// record's fate is decided (see runner's outcome table).
 	KeyOutcome = "outcome"

@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/tracing"
 )
 
 // Enqueue builds the API's enqueue path from env: the request layer
@@ -54,7 +55,9 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (Enqueuing,
 		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
-		Metrics:     engine.DefaultMetrics(obs.Namespace),
+		// The tracer provider function.Main put in ctx (nil: no spans).
+		TracerProvider: tracing.FromContext(ctx),
+		Metrics:        engine.DefaultMetrics(obs.Namespace),
 	}
 	return Enqueuing{Handler: h, DB: db, JobsTable: jobsTable, Markers: markers}, nil
 }

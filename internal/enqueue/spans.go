@@ -1,0 +1,92 @@
+package enqueue
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// tracerName is the instrumentation scope of the API's spans.
+const tracerName = "github.com/runstwice/runstwice/internal/enqueue"
+
+// httpRoute is the route template of a matched request, as http.route
+// names it ("" when none matched).
+func httpRoute(req events.APIGatewayV2HTTPRequest) string {
+	r, ok := matchRoute(req)
+	switch {
+	case !ok || r.method == "":
+		return ""
+	case r.method == methodList:
+		return "/v1/jobs"
+	case r.method == http.MethodPost:
+		return "/v1/jobs/{type}"
+	}
+	return "/v1/jobs/{jobId}"
+}
+
+// serverSpan starts the request's SERVER span, "<method> <route>"
+// (OpenTelemetry's HTTP conventions), continuing the request's X-Ray trace
+// when it has one (the Lambda invocation's segment, or the header API
+// Gateway passed on) and starting a trace otherwise. end records the
+// status (an Error status for a 5xx). Without a tracer it does nothing.
+func (h *Handler) serverSpan(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, func(status int)) {
+	if h.TracerProvider == nil {
+		return ctx, func(int) {}
+	}
+	if sc, ok := engine.ParseXRay(traceHeader(ctx, req.Headers)); ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	method, route := req.RequestContext.HTTP.Method, httpRoute(req)
+	name := method
+	if route != "" {
+		name += " " + route
+	}
+	ctx, span := h.TracerProvider.Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route)))
+	return ctx, func(status int) {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, strconv.Itoa(status))
+		}
+		span.End()
+	}
+}
+
+// jobTraceID is the traceId a new job records: the request span's trace
+// in X-Ray form when the API traces, else the request's X-Ray root ("" for
+// none). The two are one trace when the request came with one.
+func jobTraceID(ctx context.Context, header string) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return engine.XRayTraceID(sc.TraceID())
+	}
+	return obs.TraceRoot(header)
+}
+
+// producerSpan starts the PRODUCER span of a job's send to its queue,
+// "send <queue>", and returns the AWSTraceHeader the message carries: the
+// producer span's context (the worker's record span continues it and
+// links to it), or the job's trace root when the API does not trace.
+func (h *Handler) producerSpan(ctx context.Context, job jobs.Job) (context.Context, string, trace.Span) {
+	if h.TracerProvider == nil {
+		return ctx, sqsTraceHeader(job.TraceID), nil
+	}
+	ctx, span := h.TracerProvider.Tracer(tracerName).Start(ctx, "send "+job.Queue, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", job.Queue),
+			attribute.String("messaging.message.id", job.ID),
+			attribute.String(engine.AttrJobID, job.ID),
+			attribute.String(engine.AttrJobType, job.Type),
+		))
+	return ctx, engine.FormatXRay(span.SpanContext()), span
+}

@@ -1,0 +1,80 @@
+package enqueue_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/runstwice/runstwice/engine"
+)
+
+// With a tracer provider, a POST is one SERVER span "POST
+// /v1/jobs/{type}" with its PRODUCER span "send <queue>" inside; the
+// message carries the producer span as its AWSTraceHeader (the worker's
+// span continues it), the job's traceId is the spans' trace in X-Ray form,
+// and a request that came with an X-Ray header continues that trace.
+func TestTracedPostIsOneTraceFromRequestToSend(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+	}{
+		{"a trace of its own", ""},
+		{"the request's X-Ray trace", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			h := newHandler(w)
+			rec := tracetest.NewSpanRecorder()
+			h.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			var opts []reqOpt
+			if tc.header != "" {
+				opts = append(opts, withHeader("X-Amzn-Trace-Id", tc.header))
+			}
+			resp := call(t, h, post("email.welcome.v1", "k-traced", `{"args":{"userId":"u-1"}}`, opts...))
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+			}
+			var body acceptedBody
+			_ = json.Unmarshal([]byte(resp.Body), &body)
+			spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+			for _, s := range rec.Ended() {
+				spans[s.SpanKind()] = s
+			}
+			server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
+			if server == nil || producer == nil || len(rec.Ended()) != 2 {
+				t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
+			}
+			a := attrs(server)
+			if server.Name() != "POST /v1/jobs/{type}" || a["http.request.method"] != "POST" || a["http.route"] != "/v1/jobs/{type}" || a["http.response.status_code"] != "202" {
+				t.Errorf("server span %q %v", server.Name(), a)
+			}
+			if producer.Name() != "send default" || producer.Parent().SpanID() != server.SpanContext().SpanID() ||
+				attrs(producer)[engine.AttrJobID] != body.JobID || attrs(producer)["messaging.destination.name"] != "default" {
+				t.Errorf("producer span %q parent %s attrs %v", producer.Name(), producer.Parent().SpanID(), attrs(producer))
+			}
+			sent := w.messages()
+			if len(sent) != 1 || sent[0].TraceHeader != engine.FormatXRay(producer.SpanContext()) {
+				t.Fatalf("the message's trace header %v; want the producer span's %q", sent, engine.FormatXRay(producer.SpanContext()))
+			}
+			job, err := w.Get(context.Background(), body.JobID)
+			if err != nil || job.TraceID != engine.XRayTraceID(server.SpanContext().TraceID()) {
+				t.Fatalf("job traceId %q; want the spans' %q", job.TraceID, engine.XRayTraceID(server.SpanContext().TraceID()))
+			}
+			if tc.header != "" && (job.TraceID != "1-5759e988-bd862e3fe1be46a994272793" || server.Parent().SpanID().String() != "53995c3f42cd8ad8") {
+				t.Errorf("the request's trace was not continued: job %q, server parent %s", job.TraceID, server.Parent().SpanID())
+			}
+		})
+	}
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[string]string {
+	out := map[string]string{}
+	for _, kv := range s.Attributes() {
+		out[string(kv.Key)] = kv.Value.Emit()
+	}
+	return out
+}
