@@ -5,7 +5,7 @@
 // polled the way event source mappings do, and every e-mail shown as it goes
 // out. `make run` starts it; Ctrl-C stops everything it started.
 //
-//	devstack [--api-addr 127.0.0.1:3000] [--webhook-addr 127.0.0.1:3001] [--moto-port 5000] [--endpoint URL | --aws]
+//	devstack [--api-addr 127.0.0.1:3000] [--webhook-addr 127.0.0.1:3001] [--otlp-addr 127.0.0.1:4318] [--moto-port 5000] [--endpoint URL | --aws]
 //	         [--api-concurrency 8] [--park-delay 10s] [--toggle-ttl 5s] [--state-dir .devstack]
 //	         [--faults SPEC]
 //
@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	apiAddr := fs.String("api-addr", "127.0.0.1:3000", "where to serve the API")
 	webhookAddr := fs.String("webhook-addr", "127.0.0.1:3001", "where the local webhook receiver listens (the webhook function's WEBHOOK_URL)")
+	otlpAddr := fs.String("otlp-addr", "127.0.0.1:4318", `where the local OTLP/HTTP receiver listens (the functions' OTEL_EXPORTER_OTLP_ENDPOINT); "off": no traces`)
 	motoPort := fs.Int("moto-port", 5000, "where to start moto (unless --endpoint or --aws)")
 	endpoint := fs.String("endpoint", "", "run against an AWS endpoint already running instead of starting moto")
 	useAWS := fs.Bool("aws", false, "run against AWS with the standard credential chain")
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	l, err := devstack.Start(ctx, devstack.Options{
-		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr, WebhookAddr: *webhookAddr,
+		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr, WebhookAddr: *webhookAddr, OTLPAddr: *otlpAddr,
 		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out, Chaos: chaos,
 		AllowFederatedUsers: *allowFederated,
 	})

@@ -90,3 +90,9 @@ func (h *Handler) producerSpan(ctx context.Context, job jobs.Job) (context.Conte
 		))
 	return ctx, engine.FormatXRay(span.SpanContext()), span
 }
+
+// nameJob puts the job's id and type on the request's span (when it has a
+// recording one): every span of a job carries them.
+func nameJob(ctx context.Context, id, jobType string) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String(engine.AttrJobID, id), attribute.String(engine.AttrJobType, jobType))
+}

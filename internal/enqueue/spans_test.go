@@ -49,7 +49,8 @@ func TestTracedPostIsOneTraceFromRequestToSend(t *testing.T) {
 				t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
 			}
 			a := attrs(server)
-			if server.Name() != "POST /v1/jobs/{type}" || a["http.request.method"] != "POST" || a["http.route"] != "/v1/jobs/{type}" || a["http.response.status_code"] != "202" {
+			if server.Name() != "POST /v1/jobs/{type}" || a["http.request.method"] != "POST" || a["http.route"] != "/v1/jobs/{type}" ||
+				a["http.response.status_code"] != "202" || a[engine.AttrJobID] != body.JobID || a[engine.AttrJobType] != "email.welcome.v1" {
 				t.Errorf("server span %q %v", server.Name(), a)
 			}
 			if producer.Name() != "send default" || producer.Parent().SpanID() != server.SpanContext().SpanID() ||

@@ -321,6 +321,9 @@ func (c *campaign) startStack(ctx context.Context) error {
 	c.stack, err = devstack.StartOnFreePorts(ctx, devstack.Options{
 		Root: c.cfg.Root, StateDir: c.cfg.StateDir, APIAddr: "127.0.0.1:0",
 		ParkDelay: parkDelay, ToggleTTL: toggleTTL, Out: log,
+		// Untraced: the campaign's ledger is of AWS calls, and a span
+		// export per invocation is no part of what it judges.
+		OTLPAddr: "off",
 		Chaos: devstack.Chaos{
 			ProxyHooks: []awsproxy.Hook{c.clockFaults.Hook, c.faults.Hook, c.witness.Hook}, BuildTags: []string{"chaos"}, Env: env,
 			FunctionTimeout: functionTimeout, VisibilityTimeout: visibility, WrapFunction: c.obs.wrap, AppLog: c.obs,

@@ -26,6 +26,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/localapi"
 	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/dev/otlp"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 )
 
@@ -48,6 +49,10 @@ type Options struct {
 	// WebhookAddr is where the local webhook receiver listens, the webhook
 	// function's WEBHOOK_URL (127.0.0.1:0, a free port, when empty).
 	WebhookAddr string
+	// OTLPAddr is where the local OTLP/HTTP receiver listens, the
+	// functions' OTEL_EXPORTER_OTLP_ENDPOINT (127.0.0.1:0 when empty);
+	// "off" runs the functions untraced.
+	OTLPAddr string
 	// APIConcurrency is how many enqueue invocations run at once, each in
 	// an instance of its own (DefaultAPIConcurrency when zero).
 	APIConcurrency int
@@ -122,6 +127,8 @@ type Local struct {
 	runLog   *slog.Logger // the run marks in functions.log
 	mailbox  Mailbox
 	webhooks *Receiver
+	// traces is the OTLP receiver (nil when traces are off).
+	traces   *otlp.Receiver
 	wrote    bool // stack.json and env are ours to remove
 	stopOnce sync.Once
 }
@@ -204,6 +211,11 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		return nil, err
 	}
 	l.webhooks.OnDelivery = report.Webhook
+	if opts.OTLPAddr != "off" {
+		if l.traces, err = otlp.Start(cmp.Or(opts.OTLPAddr, "127.0.0.1:0")); err != nil {
+			return nil, fmt.Errorf("devstack: the OTLP receiver: %w", err)
+		}
+	}
 	sinks.App = report.OutcomeWriter(sinks.App)
 	sinks = opts.Chaos.appLog(sinks)
 
@@ -291,6 +303,9 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		for k, v := range awsEnv(opts.AWS, functionEndpoint) {
 			env[k] = v
 		}
+		if l.traces != nil {
+			env["OTEL_EXPORTER_OTLP_ENDPOINT"] = l.traces.URL
+		}
 		localBackoff(env, opts.Chaos.VisibilityTimeout)
 		opts.Chaos.env(env)
 		timeout, err := l.Stack.FunctionTimeout(id)
@@ -354,7 +369,7 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	// 6. The API.
 	step(6, "serving the API on http://%s", apiListener.Addr())
 	l.APIURL = "http://" + apiListener.Addr().String()
-	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), sinks, report.Logger()); err != nil {
+	if l.server.Handler, err = handler(NewGateway(api), cfg, l.Stack, l.Mails(), l.traces, sinks, report.Logger()); err != nil {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
@@ -414,6 +429,9 @@ func (l *Local) Stop() {
 		wg.Wait()
 		l.proxy.Close()
 		l.webhooks.Close()
+		if l.traces != nil {
+			_ = l.traces.Close()
+		}
 		if l.moto != nil {
 			l.moto.Stop()
 		}

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/internal/dev/otlp"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 )
@@ -20,7 +22,7 @@ const ViewPath = webview.DefaultPrefix
 // ViewPath (jobs, mails, dead letters, switches), which logs to logger, and
 // takes the output of a function run beside the stack at FunctionOutputPath
 // into sinks.
-func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, sinks lambdarie.Sinks, logger *slog.Logger) (http.Handler, error) {
+func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, traces *otlp.Receiver, sinks lambdarie.Sinks, logger *slog.Logger) (http.Handler, error) {
 	var log webview.MailLog
 	if mail != nil {
 		log = viewMails{mail}
@@ -32,6 +34,7 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, si
 	mux := http.NewServeMux()
 	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage"), Logger: logger}))
 	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks, FunctionDirs(st.Template())))
+	mux.Handle("GET "+TracesPath+"{jobId}", tracesAPI(traces))
 	mux.Handle("/", api)
 	return mux, nil
 }
@@ -47,4 +50,31 @@ func (v viewMails) Recent(n int) []webview.Mail {
 		out = append(out, webview.Mail{To: strings.Join(m.To, ", "), Subject: m.Subject, Link: m.Link, JobID: m.JobID, Time: m.Time})
 	}
 	return out
+}
+
+// TracesPath is where the local stack answers a job's trace:
+// GET {TracesPath}{jobId}.
+const TracesPath = ViewPath + "api/traces/"
+
+// tracesAPI serves GET {TracesPath}{jobId}: {"jobId","traceId","spans"}
+// with every span of the job's trace and every span that names the job
+// (otlp.Receiver.Trace); 404 when no span names it, 503 when traces are
+// off.
+func tracesAPI(traces *otlp.Receiver) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if traces == nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "traces are off in this stack (--otlp-addr off)"})
+			return
+		}
+		id := r.PathValue("jobId")
+		traceID, spans := traces.Trace(id)
+		if traceID == "" {
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "no span names job " + id + " (yet)"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"jobId": id, "traceId": traceID, "spans": spans})
+	})
 }
