@@ -186,7 +186,7 @@ func checkFunctions(t *Template, root string) []string {
 		if num(props["Timeout"]) <= 0 || num(props["MemorySize"]) <= 0 {
 			bad("%s: Timeout and MemorySize must be set", id)
 		}
-		want := append([]string{"STAGE", "LOG_LEVEL"}, f.env...)
+		want := append([]string{"STAGE", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT"}, f.env...)
 		got := SortedIDs(EnvironmentVariables(props))
 		sort.Strings(want)
 		if !slices.Equal(got, want) {
