@@ -31,6 +31,9 @@ func handler(api http.Handler, cfg aws.Config, st *stack.Stack, mail MailLog, tr
 	if err != nil {
 		return nil, err
 	}
+	if traces != nil {
+		src.Traces = traces // never a nil *otlp.Receiver in the interface
+	}
 	mux := http.NewServeMux()
 	mux.Handle(ViewPath, webview.New(src, webview.Options{Stage: st.Param("Stage"), Logger: logger}))
 	mux.Handle("POST "+FunctionOutputPath, FunctionOutput(sinks, FunctionDirs(st.Template())))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"image/png"
 	"io"
 	"net/http"
@@ -30,6 +31,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/dev/otlp"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/dev/webview"
 	"github.com/runstwice/runstwice/internal/enqueue"
@@ -46,8 +48,9 @@ var update = flag.Bool("update", false, "write the screenshots to docs/img/local
 // screenshotPath is the README's screenshot, relative to the repository root;
 // jobScreenshotPath is a job's page (docs/local.md).
 const (
-	screenshotPath    = "docs/img/local-view.png"
-	jobScreenshotPath = "docs/img/local-job.png"
+	screenshotPath      = "docs/img/local-view.png"
+	jobScreenshotPath   = "docs/img/local-job.png"
+	traceScreenshotPath = "docs/img/local-trace.png"
 )
 
 // chromiumFlags keep headless Chromium off the network: without them it
@@ -165,6 +168,7 @@ func TestIntegrationBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src.Traces = cannedTrace{jobID: reset} // what the stack's OTLP receiver would hold
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", webview.New(src, webview.Options{Stage: "local"}))
 	srv := httptest.NewServer(mux)
@@ -291,6 +295,48 @@ func TestIntegrationBrowser(t *testing.T) {
 		t.Errorf("the page still asks: %q", got)
 	}
 	screenshot(t, cctx, jobScreenshotPath)
+
+	// Its waterfall, from its page: a row per span, nested under its
+	// parent, with its bar, and the record's link to the send it came from.
+	do("open the waterfall",
+		chromedp.Click(chromedp.CSS(`a[data-trace-link]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.waterfall`)))
+	for depth, name := range []string{"POST /v1/jobs/{type}", "send critical", "critical process"} {
+		if got := text("a waterfall row", fmt.Sprintf(`table.waterfall tr[data-depth="%d"]`, depth)); !strings.Contains(got, name) {
+			t.Errorf("row at depth %d reads %q; want %s", depth, got, name)
+		}
+	}
+	if got := text("the record's row", `tr[data-depth="2"]`); !strings.Contains(got, "critical process") || !strings.Contains(got, "send critical") {
+		t.Errorf("the record's row reads %q; want it under the send, linked to it", got)
+	}
+	do("follow the record's link to the send",
+		chromedp.Click(chromedp.CSS(`tr[data-depth="2"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-depth="1"]`)))
+	if loc, err := chromedp.Run(cctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "#span-"+cannedSend) {
+		t.Errorf("the link went to %s (%v); want the send's row", loc, err)
+	}
+	screenshot(t, cctx, traceScreenshotPath)
+}
+
+// cannedTrace is a TraceReader holding one job's trace as the local
+// receiver would: the request, its send, the worker's record span.
+type cannedTrace struct{ jobID string }
+
+const cannedSend = "b7ad6b7169203331"
+
+func (c cannedTrace) Trace(jobID string) (string, []otlp.Span) {
+	if jobID != c.jobID {
+		return "", nil
+	}
+	at := func(ms int) time.Time { return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond) }
+	const trace = "0af7651916cd43dd8448eb211c80319c"
+	job := map[string]any{"runstwice.job.id": jobID}
+	return trace, []otlp.Span{
+		{TraceID: trace, SpanID: "00f067aa0ba902b7", Name: "POST /v1/jobs/{type}", Kind: "server", Service: "enqueue", StartTime: at(0), EndTime: at(48), Attributes: job},
+		{TraceID: trace, SpanID: cannedSend, ParentSpanID: "00f067aa0ba902b7", Name: "send critical", Kind: "producer", Service: "enqueue", StartTime: at(21), EndTime: at(39), Attributes: job},
+		{TraceID: trace, SpanID: "53995c3f42cd8ad8", ParentSpanID: cannedSend, Name: "critical process", Kind: "consumer", Service: "email", StartTime: at(140), EndTime: at(262),
+			Attributes: job, Links: []otlp.Link{{TraceID: trace, SpanID: cannedSend}}},
+	}
 }
 
 // screenshot takes the page's full screenshot, checks it is a PNG of a

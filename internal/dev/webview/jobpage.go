@@ -129,6 +129,8 @@ type jobPageData struct {
 	ConfirmYes  string
 	Flash       *flash
 	CanAct      bool
+	// Traced: the stack keeps spans (the waterfall is a link away).
+	Traced bool
 }
 
 // Button is the label of action's button.
@@ -139,7 +141,7 @@ func (jobPageData) Button(a Action) string { return actionText[a].Button }
 func (h *handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	d := jobPageData{pageData: pageData{Prefix: h.opts.Prefix, Stage: h.opts.Stage, Now: h.opts.Now(), Title: "job " + shortID(id), NavBase: h.opts.Prefix},
-		CanAct: h.src.Operator != nil}
+		CanAct: h.src.Operator != nil, Traced: h.src.Traces != nil}
 	if h.src.Job == nil {
 		http.Error(w, "no job reader is wired", http.StatusNotFound)
 		return

@@ -59,6 +59,9 @@ type pageData struct {
 	// prefix on the others).
 	Title   string
 	NavBase string
+	// Traced: the stack keeps its functions' spans (each job links to its
+	// waterfall).
+	Traced bool
 	Now     time.Time
 	Refresh int // seconds; 0: no automatic reload
 	// RefreshOff is true when ?refresh=0 turned the reload off.
@@ -111,7 +114,7 @@ func when(t time.Time) string {
 // page serves GET {prefix}: every section, read concurrently.
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := pageData{Prefix: h.opts.Prefix, Stage: h.opts.Stage, Now: h.opts.Now(), Limit: h.opts.Limit}
+	d := pageData{Prefix: h.opts.Prefix, Stage: h.opts.Stage, Now: h.opts.Now(), Limit: h.opts.Limit, Traced: h.src.Traces != nil}
 	if h.opts.Refresh > 0 {
 		d.Refresh = max(int(h.opts.Refresh/time.Second), 1)
 	}

@@ -171,6 +171,7 @@ type Sources struct {
 	Jobs        JobLister
 	Job         JobReader
 	Operator    Operator
+	Traces      TraceReader
 	Mail        MailLog
 	DeadLetters DeadLetterLister
 	Switches    Switchboard
@@ -240,6 +241,7 @@ func New(src Sources, opts Options) http.Handler {
 	h.mux.HandleFunc("POST "+p+"switches", h.flip)
 	h.mux.HandleFunc("GET "+p+"jobs/{id}", h.jobPage)
 	h.mux.HandleFunc("GET "+p+"jobs/{id}/{action}", h.jobPage)
+	h.mux.HandleFunc("GET "+p+"jobs/{id}/trace", h.tracePage)
 	h.mux.HandleFunc("POST "+p+"jobs/{id}/{action}", h.act)
 	h.mux.Handle("GET "+p+"assets/", http.StripPrefix(p+"assets/", http.FileServerFS(assetFS)))
 	csrf := http.NewCrossOriginProtection()
