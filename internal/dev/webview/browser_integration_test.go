@@ -328,7 +328,9 @@ func (c cannedTrace) Trace(jobID string) (string, []otlp.Span) {
 	if jobID != c.jobID {
 		return "", nil
 	}
-	at := func(ms int) time.Time { return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond) }
+	at := func(ms int) time.Time {
+		return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
 	const trace = "0af7651916cd43dd8448eb211c80319c"
 	job := map[string]any{"runstwice.job.id": jobID}
 	return trace, []otlp.Span{

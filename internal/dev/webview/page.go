@@ -61,7 +61,7 @@ type pageData struct {
 	NavBase string
 	// Traced: the stack keeps its functions' spans (each job links to its
 	// waterfall).
-	Traced bool
+	Traced  bool
 	Now     time.Time
 	Refresh int // seconds; 0: no automatic reload
 	// RefreshOff is true when ?refresh=0 turned the reload off.
