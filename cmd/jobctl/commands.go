@@ -47,6 +47,11 @@ var commands = []*command{
 		help: "A job: its derived state and every field of its record."},
 	{name: "jobs list", usage: "jobs list [--type T] [--state S] [--since D]", run: (*app).jobsList,
 		help: "Jobs, newest first, with their derived states. --since keeps jobs created since then."},
+	{name: "jobs trace", usage: "jobs trace ID [--api URL]", run: (*app).jobsTrace,
+		help: "A job's trace as the local stack's OTLP receiver holds it: every span, nested under its parent,\n" +
+			"with its service, kind, start, duration, a bar on the trace's time line and the spans it links to\n" +
+			"(--json: the traces API's answer). A deployed stage keeps no spans of its own: they are in the\n" +
+			"collector its OtlpEndpoint names."},
 	{name: "jobs cancel", usage: "jobs cancel ID", run: (*app).jobsCancel,
 		help: "Cancel a job that has not run, whoever enqueued it: it never runs, even if its message is\n" +
 			"delivered later. A job waiting in a one-time schedule (due later than 15 minutes) loses its\n" +
