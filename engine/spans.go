@@ -51,6 +51,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	ctx, span := r.tracer.Start(ctx, string(it.typ.Queue)+" process", opts...)
 	defer span.End()
+	ctx = ContextWithTracedJob(ctx, it.env.MessageID, it.typ.Name)
 	// The record's log lines say their span (and its trace, when the
 	// record came without one).
 	sc := span.SpanContext()
@@ -69,4 +70,27 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		}
 	}
 	return o
+}
+
+// tracedJobKey carries the job a span is about in a context.
+type tracedJobKey struct{}
+
+type tracedJob struct{ id, typ string }
+
+// ContextWithTracedJob returns ctx naming the job its spans are about, so
+// that the spans started under it (an AWS call's CLIENT span) carry
+// runstwice.job.id and runstwice.job.type too. The runner sets it inside a
+// record's span; an enqueue sets it inside its request's.
+func ContextWithTracedJob(ctx context.Context, jobID, jobType string) context.Context {
+	return context.WithValue(ctx, tracedJobKey{}, tracedJob{jobID, jobType})
+}
+
+// TracedJobAttributes are the job attributes of ctx's job
+// (ContextWithTracedJob), none without one.
+func TracedJobAttributes(ctx context.Context) []attribute.KeyValue {
+	j, ok := ctx.Value(tracedJobKey{}).(tracedJob)
+	if !ok {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.String(AttrJobID, j.id), attribute.String(AttrJobType, j.typ)}
 }

@@ -15,7 +15,9 @@ import (
 // parents, each with its bar, the record's link named; a job no span
 // names is exit 3.
 func TestJobsTracePrintsTheWaterfall(t *testing.T) {
-	at := func(ms int) time.Time { return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond) }
+	at := func(ms int) time.Time {
+		return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
 	spans := []otlp.Span{
 		{TraceID: "t", SpanID: "0000000000000001", Name: "POST /v1/jobs/{type}", Kind: "server", Service: "enqueue", StartTime: at(0), EndTime: at(40)},
 		{TraceID: "t", SpanID: "0000000000000002", ParentSpanID: "0000000000000001", Name: "send default", Kind: "producer", Service: "enqueue", StartTime: at(10), EndTime: at(30)},

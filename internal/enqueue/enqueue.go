@@ -201,7 +201,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	now := h.now().UTC()
 	id := engine.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
-	nameJob(ctx, id, jt.Name)
+	ctx = nameJob(ctx, id, jt.Name)
 	due := runAt(in, now)
 	env := engine.Envelope{
 		V: engine.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,

@@ -91,8 +91,14 @@ func (h *Handler) producerSpan(ctx context.Context, job jobs.Job) (context.Conte
 	return ctx, engine.FormatXRay(span.SpanContext()), span
 }
 
-// nameJob puts the job's id and type on the request's span (when it has a
-// recording one): every span of a job carries them.
-func nameJob(ctx context.Context, id, jobType string) {
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String(engine.AttrJobID, id), attribute.String(engine.AttrJobType, jobType))
+// nameJob puts the job's id and type on the request's span and on the
+// spans started under it (when it has a recording one): every span of a
+// job carries them.
+func nameJob(ctx context.Context, id, jobType string) context.Context {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return ctx
+	}
+	span.SetAttributes(attribute.String(engine.AttrJobID, id), attribute.String(engine.AttrJobType, jobType))
+	return engine.ContextWithTracedJob(ctx, id, jobType)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/tracing"
 )
 
 // QueueURLEnv returns the environment variable that holds a work queue's URL:
@@ -136,7 +137,13 @@ func (e *Env) Config(ctx context.Context) (aws.Config, error) {
 	if err := e.Err(); err != nil {
 		return aws.Config{}, err
 	}
-	return awsx.Load(ctx)
+	cfg, err := awsx.Load(ctx)
+	if tp := tracing.FromContext(ctx); tp != nil && err == nil {
+		// The function traces (function.Main): every AWS call is a
+		// CLIENT span, with its job's attributes.
+		cfg.APIOptions = append(cfg.APIOptions, tracing.ClientSpans(tp, engine.TracedJobAttributes))
+	}
+	return cfg, err
 }
 
 // Err returns every problem found so far, or nil.
