@@ -113,6 +113,22 @@ func ParseXRay(header string) (trace.SpanContext, bool) {
 	return sc, sc.IsValid()
 }
 
+// XRayRoot reads the Root of an X-Ray trace header as a W3C trace id, with
+// or without a Parent (a header with a Root alone names a trace its caller
+// started without a span); ok is false when it has no valid Root.
+func XRayRoot(header string) (trace.TraceID, bool) {
+	if len(header) > maxXRayHeader {
+		return trace.TraceID{}, false
+	}
+	for part := range strings.SplitSeq(header, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "root") {
+			return xrayTraceID(strings.TrimSpace(v))
+		}
+	}
+	return trace.TraceID{}, false
+}
+
 // FormatXRay writes sc as an X-Ray trace header, Root, Parent, Sampled and
 // (when sc carries one) Lineage; "" for an invalid span context.
 func FormatXRay(sc trace.SpanContext) string {

@@ -134,3 +134,25 @@ func FuzzParseXRay(f *testing.F) {
 		}
 	})
 }
+
+// XRayRoot reads the Root of a header, with or without a Parent, and
+// nothing else.
+func TestXRayRootReadsTheRootAlone(t *testing.T) {
+	want := "5759e988bd862e3fe1be46a994272793"
+	for h, ok := range map[string]bool{
+		"Root=1-5759e988-bd862e3fe1be46a994272793":                                       true,
+		"Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1":                             true,
+		"sampled=0; root = 1-5759e988-bd862e3fe1be46a994272793 ;Parent=53995c3f42cd8ad8": true,
+		"":                        false,
+		"Parent=53995c3f42cd8ad8": false,
+		"Root=2-5759e988-bd862e3fe1be46a994272793": false,
+		"Root=1-5759e98g-bd862e3fe1be46a994272793": false,
+		"Root=1-00000000-000000000000000000000000": false,
+		"Root=1-5759e988-bd862e3fe1be46a99427279":  false,
+	} {
+		id, got := engine.XRayRoot(h)
+		if got != ok || (ok && id.String() != want) {
+			t.Errorf("XRayRoot(%q) = %s, %t; want %t", h, id, got, ok)
+		}
+	}
+}

@@ -94,6 +94,8 @@ func startDevstack(t *testing.T, extra ...string) *e2e {
 	build(t, root, "./cmd/jobctl", e.jobctl)
 	motoPort, _ := moto.FreePort()
 	apiPort, _ := moto.FreePort()
+	otlpPort, _ := moto.FreePort()
+	webhookPort, _ := moto.FreePort()
 	e.state = filepath.Join(dir, ".devstack")
 	// A lock left by a stack that died is no obstacle.
 	if err := os.MkdirAll(e.state, 0o755); err != nil {
@@ -103,6 +105,7 @@ func startDevstack(t *testing.T, extra ...string) *e2e {
 		t.Fatal(err)
 	}
 	e.args = []string{"--moto-port", fmt.Sprint(motoPort), "--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort),
+		"--otlp-addr", fmt.Sprintf("127.0.0.1:%d", otlpPort), "--webhook-addr", fmt.Sprintf("127.0.0.1:%d", webhookPort),
 		"--park-delay", "2s", "--toggle-ttl", "1s", "--state-dir", e.state}
 	e.args = append(e.args, extra...)
 	e.cmd = exec.Command(devstackBin(t), e.args...)

@@ -13,6 +13,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/tracing"
 )
 
 // tracerName is the instrumentation scope of the API's spans.
@@ -36,14 +37,21 @@ func httpRoute(req events.APIGatewayV2HTTPRequest) string {
 // serverSpan starts the request's SERVER span, "<method> <route>"
 // (OpenTelemetry's HTTP conventions), continuing the request's X-Ray trace
 // when it has one (the Lambda invocation's segment, or the header API
-// Gateway passed on) and starting a trace otherwise. end records the
+// Gateway passed on; a header with a Root and no Parent makes the span the
+// root of that trace, with a provider whose ids are tracing.IDs) and
+// starting a trace otherwise. end records the
 // status (an Error status for a 5xx). Without a tracer it does nothing.
 func (h *Handler) serverSpan(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, func(status int)) {
 	if h.TracerProvider == nil {
 		return ctx, func(int) {}
 	}
-	if sc, ok := engine.ParseXRay(traceHeader(ctx, req.Headers)); ok {
+	header := traceHeader(ctx, req.Headers)
+	if sc, ok := engine.ParseXRay(header); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	} else if id, ok := engine.XRayRoot(header); ok {
+		// A Root with no Parent: the caller started the trace and made no
+		// span, so the request's span is the trace's root.
+		ctx = tracing.WithTraceID(ctx, id)
 	}
 	method, route := req.RequestContext.HTTP.Method, httpRoute(req)
 	name := method

@@ -41,6 +41,7 @@ func NewProvider(ctx context.Context, name string, getenv func(string) string) (
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(Resource(name, getenv)),
+		sdktrace.WithIDGenerator(IDs{}),
 	), nil
 }
 
