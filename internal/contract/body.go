@@ -40,10 +40,19 @@ type Body struct {
 	RunAt time.Time
 	// Policy is duplicatePolicy (AllowAfterFailed when absent).
 	Policy DuplicatePolicy
+	// After is the job id of the job this one waits for (a continuation):
+	// it runs once that job ended as AfterPolicy allows. "" for none. In a
+	// batch it may be "#<index>", an earlier job of the same batch.
+	After string
+	// AfterPolicy is afterPolicy (OnSucceeded when absent); only with After.
+	AfterPolicy AfterPolicy
 }
 
+// Continuation reports whether the body waits for another job.
+func (b Body) Continuation() bool { return b.After != "" }
+
 // bodyFields are the fields a request body may have.
-var bodyFields = []string{"args", "key", "delaySeconds", "runAt", "duplicatePolicy"}
+var bodyFields = []string{"args", "key", "delaySeconds", "runAt", "duplicatePolicy", "after", "afterPolicy"}
 
 // DecodeBody is DecodeBodyAt the current time.
 func DecodeBody(t engine.JobType, body []byte) (Body, error) {
@@ -73,7 +82,7 @@ func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
-		add(Printable(name), "is not a field of the body; the fields are args, key, delaySeconds, runAt and duplicatePolicy")
+		add(Printable(name), "is not a field of the body; the fields are args, key, delaySeconds, runAt, duplicatePolicy, after and afterPolicy")
 	}
 
 	req := Body{Policy: AllowAfterFailed}
@@ -140,10 +149,57 @@ func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
 			req.Policy = p
 		}
 	}
+	decodeAfter(top, &req, add)
 	if len(verr.Fields) > 0 {
 		return Body{}, verr
 	}
 	return req, nil
+}
+
+// decodeAfter reads after and afterPolicy into req: after is a job id (a
+// canonical UUID) or, in a batch, "#<index>" (checked by the batch); it
+// cannot come with runAt or delaySeconds (a continuation runs when its
+// parent ends), and afterPolicy needs it.
+func decodeAfter(top map[string]json.RawMessage, req *Body, add func(field, reason string)) {
+	raw, ok := top["after"]
+	if ok {
+		var s string
+		switch {
+		case !isJSONString(raw) || json.Unmarshal(raw, &s) != nil:
+			add("after", "must be a string: the jobId of the job this one waits for")
+		case strings.HasPrefix(s, "#"):
+			req.After = s
+		case !engine.CanonicalUUID(s):
+			add("after", "must be a jobId (a lowercase UUID, as the 202 answer gave it)")
+		default:
+			req.After = s
+		}
+		for _, f := range []string{"runAt", "delaySeconds"} {
+			if _, both := top[f]; both {
+				add("after", "cannot be given together with "+f+": a continuation runs as soon as the job it waits for ends")
+			}
+		}
+	}
+	rawPolicy, hasPolicy := top["afterPolicy"]
+	if !hasPolicy {
+		if ok {
+			req.AfterPolicy = OnSucceeded
+		}
+		return
+	}
+	var s string
+	p, valid := AfterPolicy(""), false
+	if isJSONString(rawPolicy) && json.Unmarshal(rawPolicy, &s) == nil {
+		p, valid = ParseAfterPolicy(s)
+	}
+	switch {
+	case !valid || s == "":
+		add("afterPolicy", "must be one of OnSucceeded, OnAnyEnd")
+	case !ok:
+		add("afterPolicy", "needs after: the jobId of the job this one waits for")
+	default:
+		req.AfterPolicy = p
+	}
 }
 
 // parseRunAt reads runAt: an RFC 3339 time (Z or an offset), at most

@@ -26,12 +26,14 @@ const (
 	OutboxAttrDelaySeconds    = "delaySeconds"
 	OutboxAttrDuplicatePolicy = "duplicatePolicy"
 	OutboxAttrCorrelationID   = "correlationId"
+	OutboxAttrAfter           = "after"
+	OutboxAttrAfterPolicy     = "afterPolicy"
 	OutboxAttrExpiresAt       = "expiresAt"
 )
 
 // attrs lists every attribute an item may have.
 var outboxAttrs = []string{OutboxAttrPK, OutboxAttrProducer, OutboxAttrIdempotencyKey, OutboxAttrType, OutboxAttrArgs, OutboxAttrKey, OutboxAttrRunAt,
-	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrExpiresAt}
+	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrAfter, OutboxAttrAfterPolicy, OutboxAttrExpiresAt}
 
 // OutboxRetention is how long an outbox item lives (its expiresAt, the table's
 // TTL): long enough for the stream (24 h) to have relayed it.
@@ -57,7 +59,12 @@ type OutboxItem struct {
 	DelaySeconds   *int
 	Policy         string
 	CorrelationID  string
-	ExpiresAt      int64
+	// After and AfterPolicy make the item's job a continuation, as the
+	// body's after and afterPolicy: it waits for job After of the same
+	// caller (outbox:<producer>).
+	After       string
+	AfterPolicy string
+	ExpiresAt   int64
 }
 
 // Caller is the caller the item's job belongs to: outbox:<producer>.
@@ -84,6 +91,12 @@ func (it OutboxItem) Body() []byte {
 	}
 	if it.Policy != "" {
 		body["duplicatePolicy"] = it.Policy
+	}
+	if it.After != "" {
+		body["after"] = it.After
+	}
+	if it.AfterPolicy != "" {
+		body["afterPolicy"] = it.AfterPolicy
 	}
 	b, _ := json.Marshal(body) // strings, a itemNumber and a map of strings: never fails
 	return b
@@ -167,6 +180,8 @@ func DecodeOutboxItem(av map[string]OutboxValue) (OutboxItem, error) {
 	str(OutboxAttrRunAt, &it.RunAt, false)
 	str(OutboxAttrDuplicatePolicy, &it.Policy, false)
 	str(OutboxAttrCorrelationID, &it.CorrelationID, false)
+	str(OutboxAttrAfter, &it.After, false)
+	str(OutboxAttrAfterPolicy, &it.AfterPolicy, false)
 	if v, ok := av[OutboxAttrArgs]; ok {
 		if v.M == nil {
 			errs = append(errs, invalidItem("args must be a map (M) of strings"))

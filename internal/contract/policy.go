@@ -31,3 +31,34 @@ func ParsePolicy(s string) (DuplicatePolicy, bool) {
 	}
 	return "", false
 }
+
+// AfterPolicy decides which ends of its parent run a continuation (a job
+// enqueued with "after"): the others cancel it.
+type AfterPolicy string
+
+// The after policies.
+const (
+	// OnSucceeded (the default) runs the continuation once its parent
+	// succeeded. A parent that is Cancelled or Expired, or Failed with its
+	// dead letter dropped (or too old to redrive), cancels it; a parent that
+	// Failed and may still be redriven keeps it waiting.
+	OnSucceeded AfterPolicy = "OnSucceeded"
+	// OnAnyEnd runs the continuation once its parent ended in any way:
+	// Succeeded, Failed, Cancelled or Expired.
+	OnAnyEnd AfterPolicy = "OnAnyEnd"
+)
+
+// AfterPolicies lists the after policies.
+var AfterPolicies = []AfterPolicy{OnSucceeded, OnAnyEnd}
+
+// ParseAfterPolicy returns the after policy named s; "" is OnSucceeded. ok
+// is false for any other name.
+func ParseAfterPolicy(s string) (AfterPolicy, bool) {
+	switch p := AfterPolicy(s); p {
+	case "":
+		return OnSucceeded, true
+	case OnSucceeded, OnAnyEnd:
+		return p, true
+	}
+	return "", false
+}

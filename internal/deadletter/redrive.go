@@ -35,6 +35,7 @@ type JobLifecycle interface {
 	Inspect(ctx context.Context, jobID string) (jobs.Revival, error)
 	Reactivate(ctx context.Context, rv jobs.Revival, keepKeyOwner bool) error
 	Settle(ctx context.Context, jobID string, sent bool) error
+	MarkDropped(ctx context.Context, jobID string) error
 }
 
 // FailedMarkers clears the marker of a claim-then-effect job whose effect
@@ -296,7 +297,9 @@ func (r Redriven) skip(why string) Redriven {
 
 // Drop gives up on the dead letter rec: it is marked dropped (kept, with its
 // reason, until it expires) and its job reads Failed: a job left Pending by a
-// redrive that did not finish is put back to Failed. Only a letter in status
+// redrive that did not finish is put back to Failed. The job's record says
+// its letter was dropped, so the jobs that wait for it under OnSucceeded are
+// cancelled. Only a letter in status
 // dead is dropped; others are skipped. With opts.DryRun nothing is written.
 func (r *Redriver) Drop(ctx context.Context, rec Record, opts Options) (Redriven, error) {
 	out := Redriven{ID: rec.ID, Type: rec.Type}
@@ -322,6 +325,14 @@ func (r *Redriver) Drop(ctx context.Context, rec Record, opts Options) (Redriven
 	}
 	if err := r.store.MarkDropped(ctx, rec.ID); err != nil {
 		return out, err
+	}
+	if r.Jobs != nil && jobID != "" {
+		// The job can no longer be redriven: what waits for it under
+		// OnSucceeded is cancelled by the continuation sweep. A failure
+		// here is said; the drop stands, and dropping again repeats it.
+		if err := r.Jobs.MarkDropped(ctx, jobID); err != nil {
+			return out, fmt.Errorf("deadletter: drop %s: the letter is dropped, its job not yet marked: %w", rec.ID, err)
+		}
 	}
 	out.Outcome = Dropped
 	return out, nil

@@ -91,6 +91,11 @@ func (f *fakeLifecycle) Settle(_ context.Context, _ string, sent bool) error {
 	return nil
 }
 
+func (f *fakeLifecycle) MarkDropped(context.Context, string) error {
+	f.trace.Add("mark-dropped")
+	return nil
+}
+
 type fakeResetter struct{ trace *enginetest.Trace }
 
 func (f fakeResetter) ResetFailed(context.Context, engine.Key) error {

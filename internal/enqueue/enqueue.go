@@ -68,6 +68,10 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
 		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusInternalServerError, ProblemInternal, "internal error")
 	}
+	if strings.HasPrefix(in.After, "#") {
+		return events.APIGatewayV2HTTPResponse{}, validation("after", "names a job of the same batch ("+contract.Printable(in.After)+
+			"), which only POST /v1/batches takes; give the jobId of the job this one waits for")
+	}
 	fp, err := idempotency.Fingerprint(http.MethodPost, jobsPrefix+jt.Name, body)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
@@ -225,8 +229,12 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	job := jobs.Job{
 		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
 		TraceID: jobTraceID(ctx, trace), Message: string(body), CreatedAt: now, RunAt: due, Fingerprint: fingerprint,
+		After: in.After, AfterPolicy: in.AfterPolicy,
 	}
 	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
+	if p := continuationRefused(err, in.After); p != nil {
+		return p.response(corr), false
+	}
 	if err != nil {
 		log.Error("enqueue: reserve", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
@@ -239,6 +247,9 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 		// that request failed before it was stored).
 		return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
 			"this Idempotency-Key was already used for a different job; use a new key").response(corr), false
+	}
+	if d.Own && d.Job.Stored() == jobs.StateAwaitingContinuation {
+		return h.awaitAndFinish(ctx, log, keep, d, corr)
 	}
 	switch d.Outcome {
 	case jobs.Reserved, jobs.Resume:

@@ -238,6 +238,12 @@ func (w *world) DropSchedule(_ context.Context, j jobs.Job) error {
 	return nil
 }
 
+// ReleaseContinuations: the world holds no continuations (their rules are
+// the jobs store's, tested on moto in continuation_integration_test.go).
+func (w *world) ReleaseContinuations(context.Context, string, jobs.SendFunc) (jobs.ReleaseReport, error) {
+	return jobs.ReleaseReport{}, nil
+}
+
 // storedAnswer is the answer the request layer keeps for (caller, key).
 func (w *world) storedAnswer(caller, key string) (idempotency.Response, bool) {
 	w.mu.Lock()

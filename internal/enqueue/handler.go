@@ -76,6 +76,9 @@ type Jobs interface {
 	// cancelled while its schedule was made, leaving it to the schedule
 	// sweep when the delete fails.
 	DropSchedule(ctx context.Context, job jobs.Job) error
+	// Release decides the continuations of a job that has ended (sends or
+	// cancels each), and leaves them waiting while it has not.
+	ReleaseContinuations(ctx context.Context, parentID string, send jobs.SendFunc) (jobs.ReleaseReport, error)
 }
 
 // Lister lists a caller's own jobs, newest first; *mine.Lister

@@ -69,6 +69,9 @@ const (
 	ProblemNotCancellable  = "job-not-cancellable"
 	ProblemUnavailable     = "service-unavailable"
 	ProblemScheduleQuota   = "schedule-quota-exceeded"
+	// ProblemTooManyContinuations: the job named by after already has
+	// jobs.MaxContinuations waiting for it (409).
+	ProblemTooManyContinuations = "too-many-continuations"
 	ProblemInternal        = "internal-error"
 )
 

@@ -118,6 +118,22 @@ type Job struct {
 	// repeated under the same id. It carries args (IDs only) and is never
 	// shown to callers.
 	Message string `json:"-"`
+	// After is the id of the job this one waits for (it is a
+	// continuation), "" for none; AfterPolicy says which of its ends run
+	// this job.
+	After       string               `json:"after,omitempty"`
+	AfterPolicy contract.AfterPolicy `json:"afterPolicy,omitempty"`
+	// Continuations are the ids of the jobs that wait for this one (or
+	// waited, and were released or cancelled when it ended), sorted. Only
+	// an operator's view reads them (Store.Continuations).
+	Continuations []string `json:"continuations,omitempty"`
+	// ReleasedAt is when a continuation's parent ended and released it: its
+	// delay counts from then, not from CreatedAt. Never shown.
+	ReleasedAt time.Time `json:"-"`
+	// LetterDropped reports that a Failed job's dead letter was dropped by
+	// an operator, so it cannot be redriven: what waits for it under
+	// OnSucceeded is cancelled. Never shown.
+	LetterDropped bool `json:"-"`
 	// Fingerprint is the fingerprint of the request that created the job
 	// (idempotency.Fingerprint), so a request that reuses the job's
 	// Idempotency-Key for another request is told apart after its stored
@@ -133,8 +149,15 @@ type Job struct {
 // Stored is the state the record holds, before derivation.
 func (j Job) Stored() State { return j.stored }
 
-// Delay is how long after creation the message becomes visible.
-func (j Job) Delay() time.Duration { return max(j.RunAt.Sub(j.CreatedAt), 0) }
+// Delay is how long after creation (for a continuation, after its release)
+// the message becomes visible.
+func (j Job) Delay() time.Duration {
+	from := j.CreatedAt
+	if !j.ReleasedAt.IsZero() {
+		from = j.ReleasedAt
+	}
+	return max(j.RunAt.Sub(from), 0)
+}
 
 // MaxQueueDelay is the longest SQS can hide a message (DelaySeconds 900):
 // a job due later waits in a one-time schedule of EventBridge Scheduler

@@ -90,6 +90,8 @@ func TestDerive(t *testing.T) {
 		{"pending for longer than retention: a retry resumes it", StatePending, old, none, StatePending},
 		{"old but claimed", StateEnqueued, old, done, StateSucceeded},
 		{"not yet expired", StateEnqueued, now.Add(-QueueRetention + time.Second), none, StateEnqueued},
+		{"a continuation waits past any retention", StateAwaitingContinuation, old, none, StateAwaitingContinuation},
+		{"a continuation cancelled by its tombstone", StateAwaitingContinuation, now, tomb, StateCancelled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,9 +105,12 @@ func TestDerive(t *testing.T) {
 // Every transition of the stored state, allowed or refused: a stale worker
 // never overwrites a terminal record.
 func TestTransition(t *testing.T) {
-	stored := []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateSucceeded, StateFailed, StateCancelled}
-	events := []Event{EventSent, EventSentDelayed, EventParked, EventFailed, EventCancelled, EventRedriven, EventUnclaimed}
+	stored := []State{StateAwaitingContinuation, StatePending, StateEnqueued, StateScheduled, StateParked, StateSucceeded, StateFailed, StateCancelled}
+	events := []Event{EventSent, EventSentDelayed, EventParked, EventFailed, EventCancelled, EventRedriven, EventUnclaimed, EventReleased}
 	want := map[State]map[Event]State{
+		// A continuation is released once (to Pending, then sent as a new
+		// job is) or cancelled; nothing a worker writes touches it.
+		StateAwaitingContinuation: {EventReleased: StatePending, EventCancelled: StateCancelled},
 		StatePending:   {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
 		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
 		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
@@ -130,7 +135,7 @@ func TestTransition(t *testing.T) {
 
 func TestStateClasses(t *testing.T) {
 	for _, s := range States {
-		active := slices.Contains([]State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing}, s)
+		active := slices.Contains([]State{StateAwaitingContinuation, StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing}, s)
 		if s.Active() != active || s.Terminal() == active {
 			t.Errorf("%s: active=%v terminal=%v", s, s.Active(), s.Terminal())
 		}

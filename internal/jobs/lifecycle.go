@@ -301,6 +301,9 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		var old record
 		if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
 			keepPark(ctx, s.client, s.table, jobID, old)
+			if old.State == StateAwaitingContinuation {
+				s.detach(ctx, rec)
+			}
 		}
 	}
 	// Last, the job's one-time schedule, if it has one: it could only send

@@ -211,6 +211,22 @@ func (l *Lifecycle) Settle(ctx context.Context, jobID string, sent bool) error {
 	return nil
 }
 
+// MarkDropped records on Failed job jobID that its dead letter was
+// dropped: it can no longer be redriven, so what waits for it under
+// OnSucceeded is cancelled (by the next ReleaseContinuations of it). A job no longer
+// Failed, or gone, is left as it is.
+func (l *Lifecycle) MarkDropped(ctx context.Context, jobID string) error {
+	u, err := l.update(JobPK(jobID), expression.Set(expression.Name("letterDropped"), expression.Value(true)), existsIn(StateFailed))
+	if err != nil {
+		return err
+	}
+	_, err = l.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("jobs: mark %s dropped: %w", jobID, err)
+	}
+	return nil
+}
+
 // existsIn is the condition that the item exists in state s.
 func existsIn(s State) expression.ConditionBuilder {
 	return expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(AttrState).Equal(expression.Value(s)))

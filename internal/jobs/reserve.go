@@ -27,11 +27,20 @@ const maxReserveAttempts = 3
 // CorrelationID, Message, CreatedAt and RunAt (CreatedAt plus the delay);
 // Reserve sets its state. See Outcome for what the caller does next.
 //
+// A continuation (job.After set) is reserved AwaitingContinuation, and the
+// same transaction lists it on its parent's record and the parent on the
+// continuation sweep's list (attach): a parent that is not there for
+// job's caller is ErrParentNotFound, one with MaxContinuations already is
+// ErrTooManyContinuations.
+//
 // Cost: a new job is one transaction and no read. When the key is taken, the
 // failed transaction returns the pointer that blocked it, and one
 // BatchGetItem reads that job's record and marker to decide.
 func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicatePolicy) (Decision, error) {
 	job.stored, job.State = StatePending, StatePending
+	if job.After != "" {
+		job.stored, job.State = StateAwaitingContinuation, StateAwaitingContinuation
+	}
 	job.CreatedAt = job.CreatedAt.UTC().Truncate(time.Millisecond)
 	job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
 	job.UpdatedAt = job.CreatedAt
@@ -45,12 +54,17 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 		if !ddb.IsConditionFailed(err) {
 			return Decision{}, err
 		}
+		if job.After != "" {
+			if err := attachRefused(job, err); err != nil {
+				return Decision{}, err
+			}
+		}
 		if item, ownExists := ddb.ItemAt(err, 1); ownExists {
 			// This very call's transaction, applied with its response
 			// lost and retried by the SDK, finds its own record: that is
 			// the reservation, not a conflict with itself.
 			var r record
-			if ok, _ := ddb.DecodeLive(item, s.now(), &r); ok && r.State == StatePending &&
+			if ok, _ := ddb.DecodeLive(item, s.now(), &r); ok && r.State == job.stored &&
 				r.CreatedAt == ms(job.CreatedAt) && r.Message == job.Message && r.Caller == job.Caller {
 				return Decision{Outcome: Reserved, Job: job, Own: true}, nil
 			}
@@ -141,7 +155,11 @@ func (s *Store) reserve(ctx context.Context, job Job, ppk, prevID string) error 
 	if prevID != "" {
 		ptrCond = expression.Name(AttrJobID).Equal(expression.Value(prevID))
 	}
-	ptrPut, err := ddb.Put(s.table, pointer{PK: ppk, JobID: job.ID, ExpiresAt: activeExpiry(job.RunAt)}, ptrCond, true)
+	ptrExpiry := activeExpiry(job.RunAt)
+	if job.stored == StateAwaitingContinuation {
+		ptrExpiry = awaitingExpiry(now)
+	}
+	ptrPut, err := ddb.Put(s.table, pointer{PK: ppk, JobID: job.ID, ExpiresAt: ptrExpiry}, ptrCond, true)
 	if err != nil {
 		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}
@@ -149,9 +167,15 @@ func (s *Store) reserve(ctx context.Context, job Job, ppk, prevID string) error 
 	if err != nil {
 		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}
-	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{{Put: ptrPut}, {Put: recPut}},
-	})
+	items := []types.TransactWriteItem{{Put: ptrPut}, {Put: recPut}}
+	if job.After != "" {
+		attach, err := s.attach(job, now)
+		if err != nil {
+			return err
+		}
+		items = append(items, attach...)
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}

@@ -10,11 +10,16 @@ import (
 // State is a job's state as a caller sees it.
 type State string
 
-// The job states. Pending, Enqueued, Scheduled, Parked, Failed and Cancelled
-// are stored on the record; Processing, Succeeded and Expired are derived.
+// The job states. AwaitingContinuation, Pending, Enqueued, Scheduled,
+// Parked, Failed and Cancelled are stored on the record; Processing, Succeeded and Expired are derived.
 // Succeeded is also stored when a worker's effect ran and its marker could
 // not be claimed (EventUnclaimed): no marker says so then.
 const (
+	// StateAwaitingContinuation: the job waits for another one, its parent
+	// (its after), to end; its message is sent once the parent ended as its
+	// afterPolicy allows (it is Cancelled if the parent ended otherwise).
+	// It is active (it holds its key) and never expires while it waits.
+	StateAwaitingContinuation State = "AwaitingContinuation"
 	// StatePending: the job is reserved under its key but SQS has not yet
 	// confirmed its message (the enqueue is in flight, or crashed, or SQS
 	// failed). A retry of the same request, or after PendingTimeout any
@@ -45,14 +50,14 @@ const (
 )
 
 // States lists every state.
-var States = []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
+var States = []State{StateAwaitingContinuation, StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
 	StateSucceeded, StateFailed, StateCancelled, StateExpired}
 
 // Active reports whether a job in state s still holds its key: enqueue
 // dedups onto it.
 func (s State) Active() bool {
 	switch s {
-	case StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing:
+	case StateAwaitingContinuation, StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing:
 		return true
 	}
 	return false
@@ -86,6 +91,12 @@ const (
 	EventCancelled Event = "cancelled"
 	// EventRedriven: an operator sent a dead letter back to its queue.
 	EventRedriven Event = "redriven"
+	// EventReleased: the parent of a job that awaits it ended as the job's
+	// afterPolicy runs it: the record is Pending until its message is sent
+	// (Promotion), as a new job's is. Only one write makes it, so a
+	// continuation is sent by one release however often its parent's end
+	// is seen.
+	EventReleased Event = "released"
 	// EventUnclaimed: a worker's effect ran but its marker could not be
 	// claimed, even after retries (ClaimFailed). The record itself says
 	// Succeeded, since no marker will: the job is done, never Failed.
@@ -96,6 +107,9 @@ const (
 // A job is reserved Pending; what is not listed is refused (a terminal
 // record is never overwritten by a stale worker).
 var transitions = map[State]map[Event]State{
+	StateAwaitingContinuation: {
+		EventReleased: StatePending, EventCancelled: StateCancelled,
+	},
 	StatePending: {
 		EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked,
 		EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded,
@@ -159,6 +173,8 @@ func Sources(ev Event) []State {
 //   - a record marked Failed, or a marker that failed after its claim: Failed;
 //   - an unexpired lease: Processing;
 //   - a record marked Parked: Parked (it never expires while parked);
+//   - a record awaiting its parent: AwaitingContinuation (it has no message
+//     to outlive);
 //   - no marker (or an expired lease) and now ≥ runAt + QueueRetention
 //     (for a job that may wait in a one-time schedule, also + the
 //     scheduler's retry window: Job.GoneAt):
@@ -185,6 +201,8 @@ func derive(stored State, runAt, goneAt time.Time, m engine.Record, hasMarker bo
 		return StateProcessing
 	case stored == StateParked:
 		return StateParked
+	case stored == StateAwaitingContinuation:
+		return stored
 	case stored != StatePending && !now.Before(goneAt):
 		return StateExpired
 	case stored == StateScheduled && !now.Before(runAt):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
 	"github.com/runstwice/runstwice/internal/lifetime"
 )
@@ -128,6 +129,12 @@ type record struct {
 	RunAt     int64           `dynamodbav:"runAt"`
 	FailedAt  int64           `dynamodbav:"failedAt,omitempty"`
 	ExpiresAt int64           `dynamodbav:"expiresAt"` // epoch seconds (TTL)
+	// A continuation's parent and policy; when a continuation was
+	// released; a Failed job's dropped letter.
+	After         string `dynamodbav:"after,omitempty"`
+	AfterPolicy   string `dynamodbav:"afterPolicy,omitempty"`
+	ReleasedAt    int64  `dynamodbav:"releasedAt,omitempty"`
+	LetterDropped bool   `dynamodbav:"letterDropped,omitempty"`
 }
 
 // pointer is a dedup pointer as stored.
@@ -163,12 +170,22 @@ func terminalExpiry(now, due time.Time) int64 {
 	return lifetime.Until(now, due, lifetime.TerminalRecord).Unix()
 }
 
+// awaitingExpiry is the TTL of a continuation that waits (and of its
+// pointer, and of its parent's continuations item), written at now
+// (lifetime.AwaitingRecord).
+func awaitingExpiry(now time.Time) int64 { return now.Add(lifetime.AwaitingRecord).Unix() }
+
 func toRecord(j Job) record {
 	r := record{
 		PK: JobPK(j.ID), JobID: j.ID, Caller: j.Caller, Type: j.Type, Key: j.Key, State: j.stored,
 		Queue: j.Queue, CorrelationID: j.CorrelationID, TraceID: j.TraceID, Message: j.Message, Fingerprint: j.Fingerprint,
 		Attempts: j.Attempts, LastErrorClass: j.LastErrorClass, LastOutcome: j.LastOutcome, LastReason: j.LastReason,
 		CreatedAt: ms(j.CreatedAt), UpdatedAt: ms(j.UpdatedAt), RunAt: ms(j.RunAt), ExpiresAt: activeExpiry(j.RunAt),
+		After: j.After, AfterPolicy: string(j.AfterPolicy), ReleasedAt: ms(j.ReleasedAt),
+	}
+	if j.stored == StateAwaitingContinuation {
+		// It waits for its parent, as long as any parent can take.
+		r.ExpiresAt = awaitingExpiry(fromMS(r.CreatedAt))
 	}
 	if j.FailedAt != nil {
 		r.FailedAt = ms(*j.FailedAt)
@@ -182,6 +199,8 @@ func (r record) job() Job {
 		Queue: r.Queue, CorrelationID: r.CorrelationID, TraceID: r.TraceID, Message: r.Message, Fingerprint: r.Fingerprint,
 		Attempts: r.Attempts, LastErrorClass: r.LastErrorClass, LastOutcome: r.LastOutcome, LastReason: r.LastReason,
 		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), RunAt: fromMS(r.RunAt),
+		After: r.After, AfterPolicy: contract.AfterPolicy(r.AfterPolicy),
+		ReleasedAt: fromMS(r.ReleasedAt), LetterDropped: r.LetterDropped,
 	}
 	if r.FailedAt != 0 {
 		t := fromMS(r.FailedAt)

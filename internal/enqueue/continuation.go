@@ -1,0 +1,72 @@
+package enqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// continuationRefused is the problem of a reservation its parent refused: a
+// parent the caller cannot see is 404 (another caller's job reads as none),
+// one with jobs.MaxContinuations already is 409. Neither is stored under
+// the request's key: the same request may succeed once the parent exists or
+// a continuation is cancelled.
+func continuationRefused(err error, after string) *Problem {
+	switch {
+	case errors.Is(err, jobs.ErrParentNotFound):
+		p := newProblem(http.StatusNotFound, ProblemNotFound, fmt.Sprintf("after: job %s is not found; a job waits only for a job of its own caller", after))
+		p.Errors = nil
+		return p
+	case errors.Is(err, jobs.ErrTooManyContinuations):
+		return newProblem(http.StatusConflict, ProblemTooManyContinuations, fmt.Sprintf(
+			"after: job %s already has %d jobs waiting for it; cancel one, or wait for another job", after, jobs.MaxContinuations))
+	}
+	return nil
+}
+
+// awaitAndFinish answers the enqueue of a continuation, reserved (or found
+// reserved by an earlier try of the same request) AwaitingContinuation:
+// when its parent has already ended it is decided at once (ReleaseContinuations: sent,
+// or cancelled with its reason), else it waits for the parent's end. The
+// answer says its state as it is then. A release that fails is logged and
+// left to the continuation sweep: the job exists and waits either way.
+func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+	job := d.Job
+	rep, err := h.Jobs.ReleaseContinuations(ctx, job.After, h.sendFunc())
+	state := jobs.StateAwaitingContinuation
+	switch {
+	case slices.Contains(rep.Sent, job.ID):
+		state = jobs.StateEnqueued
+	case slices.Contains(rep.Cancelled, job.ID):
+		state = jobs.StateCancelled
+	case err != nil, !slices.Contains(rep.Waiting, job.ID) && rep.State.Terminal():
+		if err != nil {
+			log.Warn("enqueue: the continuation's parent has ended and its release failed; the continuation sweep releases it",
+				obs.KeyError, obs.Redact(err))
+		}
+		// Decided by another release meanwhile (or not yet): say what its
+		// record says.
+		if cur, gerr := h.Jobs.Get(ctx, job.ID); gerr == nil {
+			state = cur.State
+		}
+	}
+	log.Info("enqueue: continuation", "after", job.After, "afterPolicy", string(job.AfterPolicy), "state", string(state))
+	return h.finish(ctx, log, keep, jobResponse(http.StatusAccepted, job, state, false, corr), answerDue(job), corr)
+}
+
+// sendFunc hands a job's message to its queue (or the scheduler), as an
+// enqueue does: what a release sends a continuation with.
+func (h *Handler) sendFunc() jobs.SendFunc {
+	return func(ctx context.Context, j jobs.Job) error {
+		_, err := h.hand(ctx, j)
+		return err
+	}
+}

@@ -1,0 +1,272 @@
+//go:build integration
+
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/lifetime"
+)
+
+// sends counts what a release sends, by job id; err fails every send.
+type sends struct {
+	mu  sync.Mutex
+	n   map[string]int
+	err error
+}
+
+func newSends() *sends { return &sends{n: map[string]int{}} }
+
+func (s *sends) send(_ context.Context, j jobs.Job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.n[j.ID]++
+	return nil
+}
+
+func (s *sends) count(id string) int { s.mu.Lock(); defer s.mu.Unlock(); return s.n[id] }
+
+// continuation reserves a job of caller waiting for parent under policy.
+func continuation(t *testing.T, f *jobstest.World, caller, key, parent string, policy contract.AfterPolicy) jobs.Job {
+	t.Helper()
+	j := f.Job("email.welcome.v1", caller, key, 0)
+	j.After, j.AfterPolicy = parent, policy
+	d, err := f.Store.Reserve(context.Background(), j, contract.AllowAfterFailed)
+	if err != nil || d.Outcome != jobs.Reserved || d.Job.Stored() != jobs.StateAwaitingContinuation {
+		t.Fatalf("reserve the continuation %s: %v %v %s", key, d.Outcome, err, d.Job.Stored())
+	}
+	return d.Job
+}
+
+// succeed claims the marker of job j, as its worker does.
+func succeed(t *testing.T, f *jobstest.World, j jobs.Job) {
+	t.Helper()
+	if _, err := f.Markers.Claim(context.Background(), j.MarkerKey(), "w", j.RunAt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A continuation waits while its parent runs, and is sent exactly once
+// when the parent has succeeded, however often and however concurrently the
+// parent's end is released; then it reads Enqueued.
+func TestContinuationIsSentOnceWhenItsParentSucceeds(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parent := f.Enqueue(t, "email.welcome.v1", "c", "parent")
+	child := continuation(t, f, "c", "child", parent.ID, contract.OnSucceeded)
+	if got, err := f.Store.Continuations(ctx, parent.ID); err != nil || !slices.Equal(got, []string{child.ID}) {
+		t.Fatalf("the parent's continuations %v %v; want its continuation", got, err)
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StateAwaitingContinuation || got.After != parent.ID || got.AfterPolicy != contract.OnSucceeded {
+		t.Fatalf("the continuation reads %s after %q policy %q", got.State, got.After, got.AfterPolicy)
+	}
+	s := newSends()
+	rep, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send)
+	if err != nil || !slices.Equal(rep.Waiting, []string{child.ID}) || s.count(child.ID) != 0 {
+		t.Fatalf("before its parent ended: %+v %v, sent %d; want it waiting", rep, err, s.count(child.ID))
+	}
+	succeed(t, f, parent)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(child.ID); n != 1 {
+		t.Fatalf("the continuation was sent %d times; want once", n)
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("the continuation reads %s; want Enqueued", got.State)
+	}
+}
+
+// Every parent end under each policy: OnSucceeded runs after a success,
+// waits while a Failed parent may still be redriven, and is cancelled with
+// a reason naming the parent otherwise; OnAnyEnd runs after any end.
+func TestContinuationPolicies(t *testing.T) {
+	type end func(t *testing.T, f *jobstest.World, p jobs.Job)
+	fail := func(t *testing.T, f *jobstest.World, p jobs.Job) {
+		t.Helper()
+		if err := f.Recorder.MarkFailed(context.Background(), p.ID, jobs.Failure{Class: "permanent", Reason: "bad", Attempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends := map[string]end{
+		"succeeded": succeed,
+		"cancelled": func(t *testing.T, f *jobstest.World, p jobs.Job) {
+			if _, err := f.Store.Cancel(context.Background(), p.ID, "c"); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"failed, redrivable": fail,
+		"failed, its letter dropped": func(t *testing.T, f *jobstest.World, p jobs.Job) {
+			fail(t, f, p)
+			if err := jobs.NewLifecycle(f.Client, f.JobsTable).MarkDropped(context.Background(), p.ID); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"failed, its letter aged out": func(t *testing.T, f *jobstest.World, p jobs.Job) {
+			fail(t, f, p)
+			f.Clock.Advance(lifetime.DLQRetention + time.Hour)
+		},
+		"expired": func(t *testing.T, f *jobstest.World, p jobs.Job) {
+			f.Clock.Advance(jobs.QueueRetention + time.Hour)
+		},
+	}
+	want := map[string]map[contract.AfterPolicy]jobs.State{
+		"succeeded":                   {contract.OnSucceeded: jobs.StateEnqueued, contract.OnAnyEnd: jobs.StateEnqueued},
+		"cancelled":                   {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"failed, redrivable":          {contract.OnSucceeded: jobs.StateAwaitingContinuation, contract.OnAnyEnd: jobs.StateEnqueued},
+		"failed, its letter dropped":  {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"failed, its letter aged out": {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"expired":                     {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+	}
+	for name, endIt := range ends {
+		for _, policy := range contract.AfterPolicies {
+			t.Run(name+"/"+string(policy), func(t *testing.T) {
+				f := jobstest.New(t)
+				parent := f.Enqueue(t, "email.welcome.v1", "c", "parent")
+				child := continuation(t, f, "c", "child", parent.ID, policy)
+				endIt(t, f, parent)
+				s := newSends()
+				if _, err := f.Store.ReleaseContinuations(context.Background(), parent.ID, s.send); err != nil {
+					t.Fatal(err)
+				}
+				got := f.Get(t, child.ID)
+				if got.State != want[name][policy] {
+					t.Fatalf("the continuation reads %s (%s); want %s", got.State, got.LastReason, want[name][policy])
+				}
+				sent := s.count(child.ID)
+				if (got.State == jobs.StateEnqueued) != (sent == 1) || sent > 1 {
+					t.Fatalf("sent %d times, reading %s", sent, got.State)
+				}
+				if got.State == jobs.StateCancelled && (got.LastOutcome != jobs.OutcomeCancelled || !strings.Contains(got.LastReason, parent.ID)) {
+					t.Fatalf("cancelled with %q %q; want a reason naming its parent", got.LastOutcome, got.LastReason)
+				}
+			})
+		}
+	}
+}
+
+// A continuation of another caller's job, or of none, is refused; so is
+// the 101st continuation of one job, until one of them is cancelled.
+func TestContinuationRefusals(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parent := f.Enqueue(t, "email.welcome.v1", "c", "parent")
+	for _, tc := range []struct{ caller, after string }{{"other", parent.ID}, {"c", "00000000-0000-4000-8000-000000000000"}} {
+		j := f.Job("email.welcome.v1", tc.caller, "k-"+tc.caller, 0)
+		j.After, j.AfterPolicy = tc.after, contract.OnSucceeded
+		if _, err := f.Store.Reserve(ctx, j, contract.AllowAfterFailed); !errors.Is(err, jobs.ErrParentNotFound) {
+			t.Fatalf("caller %s after %s: %v; want ErrParentNotFound", tc.caller, tc.after, err)
+		}
+		if _, err := f.Store.Get(ctx, j.ID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("a refused continuation left a record: %v", err)
+		}
+	}
+	var first jobs.Job
+	for i := range jobs.MaxContinuations {
+		c := continuation(t, f, "c", "k"+string(rune('A'+i/26))+string(rune('a'+i%26)), parent.ID, contract.OnSucceeded)
+		if i == 0 {
+			first = c
+		}
+	}
+	extra := f.Job("email.welcome.v1", "c", "one-too-many", 0)
+	extra.After = parent.ID
+	if _, err := f.Store.Reserve(ctx, extra, contract.AllowAfterFailed); !errors.Is(err, jobs.ErrTooManyContinuations) {
+		t.Fatalf("the %dth continuation: %v; want ErrTooManyContinuations", jobs.MaxContinuations+1, err)
+	}
+	if _, err := f.Store.Cancel(ctx, first.ID, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := f.Store.Reserve(ctx, extra, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("after one was cancelled: %v %v; want room for one more", d.Outcome, err)
+	}
+}
+
+// A release cut short after it moved the continuation out of waiting (its
+// send failed) leaves it Pending; the continuation sweep sends it once the
+// pending timeout has passed, and takes the parent off its list. A parent
+// that expired without running is decided by the sweep too.
+func TestContinuationSweepFinishesWhatNoMarkerShows(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parent := f.Enqueue(t, "email.welcome.v1", "c", "parent")
+	child := continuation(t, f, "c", "child", parent.ID, contract.OnSucceeded)
+	gone := f.Enqueue(t, "email.welcome.v1", "c", "gone")
+	orphan := continuation(t, f, "c", "orphan", gone.ID, contract.OnSucceeded)
+	succeed(t, f, parent)
+	s := newSends()
+	s.err = errors.New("queue down")
+	if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err == nil {
+		t.Fatal("a release whose send failed said nothing")
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StatePending {
+		t.Fatalf("after a failed send the continuation reads %s; want Pending", got.State)
+	}
+	s.err = nil
+	rep, err := f.Store.SweepContinuations(ctx, s.send)
+	if err != nil || s.count(child.ID) != 0 || !slices.Contains(rep.Kept, parent.ID) {
+		t.Fatalf("within the pending timeout: %+v %v, sent %d; want it left to the release in flight", rep, err, s.count(child.ID))
+	}
+	f.Clock.Advance(jobs.QueueRetention + time.Hour) // past the pending timeout; gone expires
+	rep, err = f.Store.SweepContinuations(ctx, s.send)
+	if err != nil || s.count(child.ID) != 1 {
+		t.Fatalf("sweep: %+v %v, sent %d; want the continuation sent once", rep, err, s.count(child.ID))
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StateEnqueued && got.State != jobs.StateExpired {
+		t.Fatalf("the continuation reads %s; want it sent", got.State)
+	}
+	if got := f.Get(t, orphan.ID); got.State != jobs.StateCancelled || !strings.Contains(got.LastReason, gone.ID) || !strings.Contains(got.LastReason, "ended Expired") {
+		t.Fatalf("the continuation of an expired parent reads %s %q; want Cancelled naming it", got.State, got.LastReason)
+	}
+	if rep.Parents != 2 || len(rep.Kept) != 0 {
+		t.Fatalf("sweep %+v; want both parents decided and off the list", rep)
+	}
+	if rep, _ = f.Store.SweepContinuations(ctx, s.send); rep.Parents != 0 || s.count(child.ID) != 1 {
+		t.Fatalf("a second sweep saw %d parents and sent %d; want none and once", rep.Parents, s.count(child.ID))
+	}
+}
+
+// A chain: each link waits for the one before and is sent once, when that
+// one has succeeded.
+func TestChainRunsLinkByLink(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	links := []jobs.Job{f.Enqueue(t, "email.welcome.v1", "c", "link-0")}
+	for i := 1; i < 4; i++ {
+		links = append(links, continuation(t, f, "c", "link-"+string(rune('0'+i)), links[i-1].ID, contract.OnSucceeded))
+	}
+	s := newSends()
+	for i := range 3 {
+		succeed(t, f, links[i])
+		for range 2 { // the end seen twice
+			if _, err := f.Store.ReleaseContinuations(ctx, links[i].ID, s.send); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := 1; j < len(links); j++ {
+			if want := map[bool]int{true: 1}[j <= i+1]; s.count(links[j].ID) != want {
+				t.Fatalf("after link %d succeeded, link %d was sent %d times; want %d", i, j, s.count(links[j].ID), want)
+			}
+		}
+	}
+}
