@@ -72,7 +72,7 @@ const (
 	// ProblemTooManyContinuations: the job named by after already has
 	// jobs.MaxContinuations waiting for it (409).
 	ProblemTooManyContinuations = "too-many-continuations"
-	ProblemInternal        = "internal-error"
+	ProblemInternal             = "internal-error"
 )
 
 func newProblem(status int, kind, detail string) *Problem {

@@ -111,13 +111,13 @@ func TestTransition(t *testing.T) {
 		// A continuation is released once (to Pending, then sent as a new
 		// job is) or cancelled; nothing a worker writes touches it.
 		StateAwaitingContinuation: {EventReleased: StatePending, EventCancelled: StateCancelled},
-		StatePending:   {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
-		StateEnqueued:  {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
-		StateScheduled: {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
-		StateParked:    {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
-		StateSucceeded: {EventUnclaimed: StateSucceeded},
-		StateFailed:    {EventFailed: StateFailed, EventRedriven: StatePending},
-		StateCancelled: {EventCancelled: StateCancelled},
+		StatePending:              {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateEnqueued:             {EventSent: StateEnqueued, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateScheduled:            {EventSent: StateScheduled, EventSentDelayed: StateScheduled, EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateParked:               {EventParked: StateParked, EventFailed: StateFailed, EventCancelled: StateCancelled, EventUnclaimed: StateSucceeded},
+		StateSucceeded:            {EventUnclaimed: StateSucceeded},
+		StateFailed:               {EventFailed: StateFailed, EventRedriven: StatePending},
+		StateCancelled:            {EventCancelled: StateCancelled},
 	}
 	for _, from := range stored {
 		for _, ev := range events {
