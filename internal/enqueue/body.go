@@ -40,23 +40,33 @@ var (
 	errContentType = errors.New("unsupported content type")
 )
 
+// MaxBatchBytes is the largest accepted body of POST /v1/batches: a
+// batch's item, which keeps every job's message, stays well inside
+// DynamoDB's 400 KB.
+const MaxBatchBytes = 192 << 10
+
 // requestBody returns the raw body, base64-decoded when API Gateway encoded
 // it, refusing one over MaxBodyBytes (errTooLarge).
 func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
+	return requestBodyUpTo(req, MaxBodyBytes)
+}
+
+// requestBodyUpTo is requestBody with limit bytes at most.
+func requestBodyUpTo(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if !req.IsBase64Encoded {
-		if len(req.Body) > MaxBodyBytes {
+		if len(req.Body) > limit {
 			return nil, errTooLarge
 		}
 		return []byte(req.Body), nil
 	}
-	if base64.StdEncoding.DecodedLen(len(req.Body)) > MaxBodyBytes+3 {
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > limit+3 {
 		return nil, errTooLarge
 	}
 	b, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: base64 body: %w", err)
 	}
-	if len(b) > MaxBodyBytes {
+	if len(b) > limit {
 		return nil, errTooLarge
 	}
 	return b, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -202,34 +201,12 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt engine.JobType, in contract.Body,
 	caller, idemKey, fingerprint, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
-	now := h.now().UTC()
 	id := engine.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
 	ctx = nameJob(ctx, id, jt.Name)
-	due := runAt(in, now)
-	env := engine.Envelope{
-		V: engine.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
-	}
-	if due.Sub(now) > jobs.MaxQueueDelay {
-		// It waits in a one-time schedule: every copy of its message says
-		// when it is due, so its guards outlive the schedule's firing.
-		env.RunAt = due.Truncate(time.Millisecond)
-	}
-	body, err := env.Encode()
-	if err != nil {
-		var ve *engine.ValidationError
-		if errors.As(err, &ve) {
-			p := newProblem(http.StatusBadRequest, ProblemValidation, "the job message is invalid: "+ve.Detail())
-			p.Errors = ve.Fields
-			return p.response(corr), false
-		}
-		log.Error("enqueue: encode", obs.KeyError, obs.Redact(err))
-		return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), false
-	}
-	job := jobs.Job{
-		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,
-		TraceID: jobTraceID(ctx, trace), Message: string(body), CreatedAt: now, RunAt: due, Fingerprint: fingerprint,
-		After: in.After, AfterPolicy: in.AfterPolicy,
+	job, p := h.newJob(ctx, log, jt, in, caller, id, fingerprint, corr, trace, h.now().UTC())
+	if p != nil {
+		return p.response(corr), false
 	}
 	d, err := h.Jobs.Reserve(ctx, job, in.Policy)
 	if p := continuationRefused(err, in.After); p != nil {
@@ -240,7 +217,7 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 		return unavailable(corr), false
 	}
 	log.Debug("enqueue: decision", "outcome", d.Outcome.String(), "own", d.Own, "existingJobId", d.Job.ID)
-	if d.Own && !sameJob(d.Job, env, fingerprint) {
+	if d.Own && !sameJob(d.Job, job) {
 		// The job id comes from (caller, Idempotency-Key), so a job under
 		// this id that is not this request's job means the key was used
 		// before for another request whose record is gone (it expired, or
@@ -273,19 +250,6 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	}
 	log.Error("enqueue: unknown decision", "outcome", int(d.Outcome))
 	return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), false
-}
-
-// runAt is when the job of body in, enqueued at now, is due: its runAt (now
-// when that is past or less than RunNowWithin ahead), else now plus its
-// delaySeconds.
-func runAt(in contract.Body, now time.Time) time.Time {
-	if in.RunAt.IsZero() {
-		return now.Add(in.Delay)
-	}
-	if in.RunAt.Sub(now) < contract.RunNowWithin {
-		return now
-	}
-	return in.RunAt
 }
 
 // hand gives the message of job to what holds it until it is due: SQS,
@@ -399,27 +363,6 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, res
 		return unavailable(corr), false
 	}
 	return toAPI(resp), true
-}
-
-// sameJob reports whether job (found under the request's job id) is the job
-// the request describes: the same request fingerprint when the record
-// keeps one, else (a record written before fingerprints were kept) the
-// same type, natural key and args. So a request that reuses its
-// Idempotency-Key after its stored answer is gone, with another runAt or
-// policy, is refused (422) like one within the day, never answered with the
-// old job.
-func sameJob(job jobs.Job, env engine.Envelope, fingerprint string) bool {
-	if job.Fingerprint != "" && fingerprint != "" {
-		return job.Fingerprint == fingerprint
-	}
-	if job.Type != env.Type || job.Key != env.Key {
-		return false
-	}
-	if job.Message == "" {
-		return true
-	}
-	stored, err := engine.Decode([]byte(job.Message))
-	return err == nil && maps.Equal(stored.Args, env.Args)
 }
 
 // traceHeader is the X-Ray trace header of the request: the Lambda
