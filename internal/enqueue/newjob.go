@@ -81,4 +81,3 @@ func sameJob(job, want jobs.Job) bool {
 	wanted, werr := engine.Decode([]byte(want.Message))
 	return err == nil && werr == nil && maps.Equal(stored.Args, wanted.Args)
 }
-
