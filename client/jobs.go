@@ -64,12 +64,25 @@ const (
 	RejectAlways     DuplicatePolicy = "RejectAlways"     // 409 after any finished job
 )
 
+// AfterPolicy says which ends of the job a continuation waits for run it.
+type AfterPolicy string
+
+// The after policies; empty means the API's default, OnSucceeded.
+const (
+	OnSucceeded AfterPolicy = "OnSucceeded" // run after a success; cancelled if the job it waits for is cancelled, expires or fails for good
+	OnAnyEnd    AfterPolicy = "OnAnyEnd"    // run after any end
+)
+
 // State is a job's state.
 type State string
 
 // The job states. The client repeats the states of the wire format, so its
 // users never see the server's internal types.
 const (
+	// StateAwaitingContinuation: the job waits for the job named by its
+	// After to end; it is sent then, or cancelled if that end is not one
+	// its AfterPolicy runs it after.
+	StateAwaitingContinuation State = "AwaitingContinuation"
 	// StatePending: the job is reserved under its key and its message not
 	// yet confirmed sent (a request that crashed midway); the next request
 	// with the key, or the job's own runAt, finishes it.
@@ -85,7 +98,7 @@ const (
 )
 
 // States lists every state, as the API may return it.
-var States = []State{StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
+var States = []State{StateAwaitingContinuation, StatePending, StateEnqueued, StateScheduled, StateParked, StateProcessing,
 	StateSucceeded, StateFailed, StateCancelled, StateExpired}
 
 // Terminal reports whether a job in state s has finished.
@@ -119,6 +132,11 @@ type EnqueueOptions struct {
 	IdempotencyKey string
 	// CorrelationID is sent as X-Correlation-Id and travels with the job.
 	CorrelationID string
+	// After makes the job a continuation: it waits (AwaitingContinuation)
+	// for the job with this id, one of this caller's, to end, and runs
+	// then as AfterPolicy says. Not together with RunAt or DelaySeconds.
+	After       string
+	AfterPolicy AfterPolicy
 }
 
 // Result is the API's answer to an enqueue.
@@ -166,6 +184,13 @@ type Job struct {
 	TraceID string    `json:"traceId,omitempty"`
 	// FailedAt is when the job was marked Failed.
 	FailedAt *time.Time `json:"failedAt,omitempty"`
+	// After and AfterPolicy are set for a continuation: the job it waits
+	// for, and which of that job's ends run it.
+	After       string      `json:"after,omitempty"`
+	AfterPolicy AfterPolicy `json:"afterPolicy,omitempty"`
+	// Continuations are the jobs that wait (or waited) for this one, as an
+	// operator's view shows them; GET leaves it empty.
+	Continuations []string `json:"continuations,omitempty"`
 }
 
 // segment is what a job type or job id may look like in a URL path.
@@ -205,7 +230,9 @@ func (c *Client) Enqueue(ctx context.Context, jobType string, args any, opts Enq
 		DelaySeconds    int             `json:"delaySeconds,omitempty"`
 		RunAt           string          `json:"runAt,omitempty"`
 		DuplicatePolicy DuplicatePolicy `json:"duplicatePolicy,omitempty"`
-	}{args, opts.Key, opts.DelaySeconds, runAt, opts.DuplicatePolicy})
+		After           string          `json:"after,omitempty"`
+		AfterPolicy     AfterPolicy     `json:"afterPolicy,omitempty"`
+	}{args, opts.Key, opts.DelaySeconds, runAt, opts.DuplicatePolicy, opts.After, opts.AfterPolicy})
 	if err != nil {
 		return nil, fmt.Errorf("client: encode args of %s: %w", jobType, err)
 	}

@@ -15,19 +15,21 @@ import (
 // The bundle's work queues. Each has its own redrive policy to the
 // dead-letter queue and its own event source on a worker: the e-mail
 // function consumes critical, default and bulk; the webhook function
-// consumes webhooks.
+// consumes webhooks; the chain function consumes chain (runstwice's own
+// jobs that finish batches and sweep continuations).
 const (
 	QueueCritical engine.Queue = "critical"
 	QueueDefault  engine.Queue = "default"
 	QueueBulk     engine.Queue = "bulk"
 	QueueWebhooks engine.Queue = "webhooks"
+	QueueChain    engine.Queue = "chain"
 )
 
 // Queues lists the bundle's work queues: the e-mail function's in priority
-// order, then the webhook function's. Whatever needs every queue (the
+// order, then the webhook function's, then the chain function's. Whatever needs every queue (the
 // enqueue API, the outbox relay, the dead-letter recorder, jobctl, the
 // local stack) ranges over this list.
-var Queues = []engine.Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks}
+var Queues = []engine.Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks, QueueChain}
 
 // The argument formats of the bundle's types beside engine.FormatID.
 var (

@@ -163,6 +163,49 @@ var WebhookDeliver = engine.JobType{
 	KeyArgs:          []string{"eventId"},
 }
 
+// BatchFinish is runstwice.batch-finish.v1: the finisher of a batch (POST
+// /v1/batches), sent with a delay before the batch's item is written. When
+// it arrives the accept is over or cut short: a batch still Accepting is
+// finished (every job reserved and handed over, as the accept would have),
+// one that was never written or is accepted is left alone. runstwice makes
+// it; no request may (Internal).
+var BatchFinish = engine.JobType{
+	Name:             "runstwice.batch-finish.v1",
+	Args:             []engine.ArgSpec{{Name: "batchId", Format: engine.FormatID, Required: true, MaxLen: 36}},
+	Queue:            QueueChain,
+	EnabledByDefault: true,
+	Bias:             engine.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "batch-finish",
+	KeyArgs:          []string{"batchId"},
+}
+
+// ContinuationSweep is runstwice.continuation-sweep.v1, the tick of the
+// schedule continuation-sweep (every five minutes) that decides the
+// continuations no marker's end releases: of a parent that expired, or
+// failed and can no longer be redriven, and of a release cut short. Its one
+// arg is the tick's scheduled time (minute, UTC), also its key. On by
+// default; like every tick type it skips while its switch is off.
+var ContinuationSweep = engine.JobType{
+	Name:             "runstwice.continuation-sweep.v1",
+	Args:             []engine.ArgSpec{{Name: "at", Format: engine.FormatID, Required: true, MaxLen: 16}},
+	Queue:            QueueChain,
+	EnabledByDefault: true,
+	Bias:             engine.EffectThenClaim,
+	Lease:            true,
+	KeyPrefix:        "continuation-sweep",
+	KeyArgs:          []string{"at"},
+	WhileOff:         engine.Skip,
+	TickArgs: func(at time.Time) map[string]string {
+		return map[string]string{"at": at.UTC().Format("20060102T1504Z")}
+	},
+}
+
+// Internal reports whether type name is one runstwice makes for itself
+// (BatchFinish): no request, outbox item or batch may enqueue it. A tick
+// type is refused too, by its TickArgs.
+func Internal(name string) bool { return name == BatchFinish.Name }
+
 // WeekOf is the digestId of a tick scheduled at at: the ISO 8601 week
 // ("2026-W50") of at in the schedule's time zone loc (UTC when nil).
 // Monday 09:00 in Sydney is Sunday 22:00 in UTC: in UTC it would be the
@@ -182,7 +225,8 @@ func Types() []engine.JobType { return TypesIn(time.UTC) }
 // TypesIn is Types with the weekly digest's tick labelled in digestZone
 // (FanoutIn).
 func TypesIn(digestZone *time.Location) []engine.JobType {
-	out := []engine.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep, WebhookDeliver}
+	out := []engine.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep, WebhookDeliver,
+		BatchFinish, ContinuationSweep}
 	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
