@@ -110,8 +110,12 @@ func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, due tim
 
 // scheduledOnly refuses a tick type (a recurring schedule's, such as the
 // weekly digest fan-out): its jobs are made by its schedule's ticks, for
-// caller schedule:<name>, never by a request.
+// caller schedule:<name>, never by a request; and a type runstwice makes
+// for itself (contract.Internal).
 func scheduledOnly(jt engine.JobType) *Problem {
+	if contract.Internal(jt.Name) {
+		return validation("path type", "is one runstwice makes for itself, never enqueued")
+	}
 	if jt.TickArgs == nil {
 		return nil
 	}

@@ -105,8 +105,11 @@ type Handler struct {
 	Idempotency Idempotency
 	Jobs        Jobs
 	// List serves GET /v1/jobs (nil: the route answers 503).
-	List  Lister
-	Queue Queue
+	List Lister
+	// Batches keeps the batches of POST /v1/batches (nil: the batch
+	// routes answer 503).
+	Batches Batches
+	Queue   Queue
 	// Schedules holds the jobs due later than 15 minutes (nil: such a job
 	// fails with 503, and nothing claims it is scheduled).
 	Schedules Schedules
@@ -215,7 +218,7 @@ func requestJobID(req events.APIGatewayV2HTTPRequest) string {
 	if !ok || rt.method == "" {
 		return ""
 	}
-	if rt.method == methodList {
+	if rt.method == methodList || rt.method == methodBatchPost || rt.method == methodBatchGet {
 		return ""
 	}
 	if rt.method != http.MethodPost {
@@ -268,6 +271,14 @@ func (h *Handler) serve(ctx context.Context, log *slog.Logger, req events.APIGat
 		return federatedRefused(corr)
 	}
 	switch rt.method {
+	case methodBatchPost:
+		resp, p := h.postBatch(ctx, log, req, caller, corr)
+		if p != nil {
+			return p.response(corr)
+		}
+		return resp
+	case methodBatchGet:
+		return h.getBatch(ctx, log, caller, rt.param, corr)
 	case methodList:
 		return h.list(ctx, log, caller, req.QueryStringParameters, corr)
 	case http.MethodGet:

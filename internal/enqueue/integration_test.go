@@ -77,7 +77,7 @@ func newStack(t *testing.T) *stack {
 	is.Now = clock.Now
 	q := sqsqueue.New(sq, urls, "")
 	h := &enqueue.Handler{
-		Registry: contract.Registry(), Idempotency: is, Jobs: js, Queue: q, Schedules: sched,
+		Registry: contract.Registry(), Idempotency: is, Jobs: js, Batches: js, Queue: q, Schedules: sched,
 		Logger: obs.NewLogger(io.Discard, "error"), Now: clock.Now,
 	}
 	counter.Reset()

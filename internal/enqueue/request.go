@@ -89,6 +89,9 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
 		return problemAnswer(newProblem(http.StatusInternalServerError, ProblemInternal, "internal error"))
 	}
+	if strings.HasPrefix(in.After, "#") {
+		return problemAnswer(validation("after", "names a job of a batch; give the jobId of the job this one waits for"))
+	}
 	fp, err := idempotency.Fingerprint(http.MethodPost, jobsPrefix+jt.Name, r.Body)
 	if err != nil {
 		return problemAnswer(validation("body", "is not valid JSON"))

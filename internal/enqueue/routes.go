@@ -11,10 +11,18 @@ import (
 const jobsPrefix = "/v1/jobs/"
 
 // routesList names the routes in problem details.
-const routesList = "POST /v1/jobs/{type}, GET /v1/jobs, GET /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}"
+const routesList = "POST /v1/jobs/{type}, GET /v1/jobs, GET /v1/jobs/{jobId}, DELETE /v1/jobs/{jobId}, " +
+	"POST /v1/batches and GET /v1/batches/{batchId}"
 
-// methodList is route.method of GET /v1/jobs, the caller's list.
-const methodList = "LIST"
+// The route.method of the routes that are not one method of /v1/jobs/….
+const (
+	// methodList is GET /v1/jobs, the caller's list.
+	methodList = "LIST"
+	// methodBatchPost is POST /v1/batches, methodBatchGet GET
+	// /v1/batches/{batchId}.
+	methodBatchPost = "BATCH"
+	methodBatchGet  = "BATCHGET"
+)
 
 // route is a matched request route.
 type route struct {
@@ -37,6 +45,9 @@ func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
 	}
 	if method == "" { // a hand-written event may carry only the route key
 		method, _, _ = strings.Cut(req.RouteKey, " ")
+	}
+	if rt, ok := matchBatchRoute(req, method, path); ok {
+		return rt, true
 	}
 	if list := strings.TrimSuffix(jobsPrefix, "/"); path == list || path == "/"+req.RequestContext.Stage+list {
 		if method != "GET" {
@@ -64,4 +75,32 @@ func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
 		seg = p
 	}
 	return route{method: method, param: seg}, true
+}
+
+// matchBatchRoute matches POST /v1/batches and GET /v1/batches/{batchId}.
+func matchBatchRoute(req events.APIGatewayV2HTTPRequest, method, path string) (route, bool) {
+	if stage := "/" + req.RequestContext.Stage; strings.HasPrefix(path, stage+batchesPath) {
+		path = strings.TrimPrefix(path, stage)
+	}
+	if path == batchesPath {
+		if method != "POST" {
+			return route{allow: "POST"}, true
+		}
+		return route{method: methodBatchPost}, true
+	}
+	rest, ok := strings.CutPrefix(path, batchesPath+"/")
+	if !ok {
+		return route{}, false
+	}
+	seg, err := url.PathUnescape(rest)
+	if err != nil || seg == "" || strings.Contains(seg, "/") {
+		return route{}, false
+	}
+	if method != "GET" {
+		return route{allow: "GET"}, true
+	}
+	if p := req.PathParameters["batchId"]; p != "" {
+		seg = p
+	}
+	return route{method: methodBatchGet, param: seg}, true
 }

@@ -28,6 +28,10 @@ func httpRoute(req events.APIGatewayV2HTTPRequest) string {
 		return ""
 	case r.method == methodList:
 		return "/v1/jobs"
+	case r.method == methodBatchPost:
+		return batchesPath
+	case r.method == methodBatchGet:
+		return batchesPath + "/{batchId}"
 	case r.method == http.MethodPost:
 		return "/v1/jobs/{type}"
 	}

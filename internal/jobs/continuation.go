@@ -361,6 +361,24 @@ func (s *Store) Continuations(ctx context.Context, parentID string) ([]string, e
 	return slices.Sorted(slices.Values(list.IDs)), nil
 }
 
+// Views returns the jobs ids with their derived states, in the order of
+// ids; a job that does not exist (or expired) is left out. One BatchGetItem
+// of the records and one of their markers per 100 jobs.
+func (s *Store) Views(ctx context.Context, ids []string) ([]Job, error) {
+	byID, err := s.records(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]Job, 0, len(byID))
+	for _, id := range ids {
+		if j, ok := byID[id]; ok {
+			recs = append(recs, j)
+		}
+	}
+	peeker, _ := s.markers.(BatchPeeker)
+	return ViewAll(ctx, peeker, recs, s.now())
+}
+
 // ContinuationSweepReport is what one continuation sweep did.
 type ContinuationSweepReport struct {
 	// Parents is how many parents the list held.

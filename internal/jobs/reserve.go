@@ -106,6 +106,27 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 	return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
 }
 
+// WouldReject reports whether a new job like job would be refused under
+// policy now (Rejected: its key's last job ended and the policy refuses
+// another), with that job; it writes nothing. A batch asks it of each job
+// before it writes anything, so a refusal leaves no job.
+func (s *Store) WouldReject(ctx context.Context, job Job, policy contract.DuplicatePolicy) (Job, bool, error) {
+	if policy == contract.AllowAfterFailed || policy == "" {
+		return Job{}, false, nil
+	}
+	var p pointer
+	found, err := s.getItem(ctx, DedupPK(job.Caller, job.Type, job.Key), &p)
+	if err != nil || !found || p.JobID == job.ID {
+		return Job{}, false, err
+	}
+	prev, ok, err := s.find(ctx, p.JobID, job.Type)
+	if err != nil || !ok {
+		return Job{}, false, err
+	}
+	d, decided := s.decide(prev, job, policy)
+	return prev, decided && d.Outcome == Rejected, nil
+}
+
 // own decides when the request's own job id already has a record.
 func (s *Store) own(ctx context.Context, job Job) (Decision, error) {
 	own, found, err := s.find(ctx, job.ID, job.Type)

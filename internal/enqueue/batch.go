@@ -1,0 +1,288 @@
+package enqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// batchesPath is the path of POST /v1/batches; GET /v1/batches/{batchId}
+// is below it.
+const batchesPath = "/v1/batches"
+
+// Batches keeps the batches; *jobs.Store is one.
+type Batches interface {
+	PutBatch(ctx context.Context, b jobs.Batch, until time.Time) (jobs.Batch, error)
+	GetBatch(ctx context.Context, batchID string) (jobs.Batch, error)
+	BatchAccepted(b jobs.Batch) idempotency.Companion
+	AcceptBatch(ctx context.Context, b jobs.Batch) error
+	// Views reads jobs with their states; Continuations the jobs waiting
+	// for one; WouldReject whether a duplicate policy refuses a new job.
+	Views(ctx context.Context, ids []string) ([]jobs.Job, error)
+	Continuations(ctx context.Context, parentID string) ([]string, error)
+	WouldReject(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Job, bool, error)
+}
+
+// FinishDelay is how long after a batch's accept began its finisher
+// (runstwice.batch-finish.v1) arrives: longer than the request's lock, so
+// an accept still running is never raced, and short enough that a batch cut
+// short by a crash completes within a minute or two.
+const FinishDelay = 60 * time.Second
+
+// batchItem is one valid job of a batch request.
+type batchItem struct {
+	jt engine.JobType
+	in contract.Body
+}
+
+// BatchID is the id of the batch caller sends under Idempotency-Key key,
+// and BatchJobID the id of its index-th job: both derived, so a retry of a
+// batch names the same jobs, and never a single request's job (the
+// separator is no character an Idempotency-Key may hold).
+func BatchID(caller, key string) string { return engine.DeriveMessageID(caller, "batch\x00"+key) }
+
+// BatchJobID is the id of job index of the batch caller sends under key.
+func BatchJobID(caller, key string, index int) string {
+	return engine.DeriveMessageID(caller, key+"\x00"+strconv.Itoa(index))
+}
+
+// decodeBatch parses and validates a batch body, {"jobs":[{"type":…,
+// <the fields of a single enqueue's body>},…]} with 1–jobs.MaxBatch jobs,
+// and reports every problem of every job at once, each field named
+// jobs[<index>].<field>. An after of "#<k>" must name an earlier job of
+// the batch.
+func (h *Handler) decodeBatch(body []byte, now time.Time) ([]batchItem, *Problem) {
+	var top struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&top); err != nil {
+		return nil, validation("body", "must be a JSON object with one field, jobs: an array of 1-"+strconv.Itoa(jobs.MaxBatch)+
+			" jobs, each {\"type\":…,\"args\":{…}} with the fields of a single enqueue ("+contract.Printable(err.Error())+")")
+	}
+	if len(top.Jobs) == 0 || len(top.Jobs) > jobs.MaxBatch {
+		return nil, validation("jobs", fmt.Sprintf("must hold 1-%d jobs, not %d", jobs.MaxBatch, len(top.Jobs)))
+	}
+	items := make([]batchItem, len(top.Jobs))
+	var fields []engine.FieldError
+	add := func(i int, field, reason string) {
+		fields = append(fields, engine.FieldError{Field: fmt.Sprintf("jobs[%d].%s", i, field), Reason: reason})
+	}
+	for i, raw := range top.Jobs {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil || obj == nil {
+			fields = append(fields, engine.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Reason: "must be an object: {\"type\":…,\"args\":{…}}"})
+			continue
+		}
+		var name string
+		if t, ok := obj["type"]; !ok || json.Unmarshal(t, &name) != nil {
+			add(i, "type", "is required: a job type such as email.welcome.v1")
+			continue
+		}
+		jt, err := h.Registry.Lookup(name)
+		if err != nil {
+			add(i, "type", "unknown job type "+contract.Printable(name)+"; the job types are "+strings.Join(h.Registry.Names(), ", "))
+			continue
+		}
+		if p := scheduledOnly(jt); p != nil {
+			add(i, "type", strings.TrimPrefix(p.Detail, "path type "))
+			continue
+		}
+		delete(obj, "type")
+		rest, _ := json.Marshal(obj)
+		in, err := contract.DecodeBodyAt(jt, rest, now)
+		var ve *engine.ValidationError
+		if errors.As(err, &ve) {
+			for _, f := range ve.Fields {
+				add(i, f.Field, f.Reason)
+			}
+			continue
+		} else if err != nil {
+			add(i, "body", "is invalid")
+			continue
+		}
+		if k, ok := strings.CutPrefix(in.After, "#"); ok {
+			if n, err := strconv.Atoi(k); err != nil || n < 0 || n >= i || strconv.Itoa(n) != k {
+				add(i, "after", "#"+contract.Printable(k)+" must name an earlier job of this batch by its index, #0 to #"+strconv.Itoa(max(i-1, 0)))
+				continue
+			}
+		}
+		items[i] = batchItem{jt: jt, in: in}
+	}
+	if len(fields) > 0 {
+		p := newProblem(http.StatusBadRequest, ProblemValidation, fmt.Sprintf("the batch is refused: %d problems; no job was made", len(fields)))
+		p.Errors = fields
+		return nil, p
+	}
+	return items, nil
+}
+
+// postBatch serves POST /v1/batches: every job valid, or none made.
+func (h *Handler) postBatch(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, caller, corr string) (events.APIGatewayV2HTTPResponse, *Problem) {
+	if h.Batches == nil {
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured")
+	}
+	body, err := requestBodyUpTo(req, MaxBatchBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the batch is larger than %d bytes", MaxBatchBytes))
+	case err != nil:
+		return events.APIGatewayV2HTTPResponse{}, validation("body", "is marked base64 but is not valid base64")
+	}
+	if err := checkContentType(req.Headers); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
+	}
+	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
+	key, err := contract.ParseKey(rawKey)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, validation("header "+HeaderIdempotencyKey,
+			strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")+"; send 1-255 printable ASCII characters that name this batch")
+	}
+	items, p := h.decodeBatch(body, h.now())
+	if p != nil {
+		return events.APIGatewayV2HTTPResponse{}, p
+	}
+	fp, err := idempotency.Fingerprint(http.MethodPost, batchesPath, body)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
+	}
+	trace := traceHeader(ctx, req.Headers)
+	log = log.With("batchId", BatchID(caller, key))
+	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, key, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+		return h.acceptBatch(ctx, log, lock, caller, key, fp, corr, trace, items)
+	})
+}
+
+// acceptBatch accepts the batch under the request's lock. In order: every
+// refusal that depends on what exists (a parent the caller cannot see, a
+// parent with too many continuations, a duplicate policy that refuses a
+// job) is found by reads alone, and refuses the whole batch with nothing
+// written; the finisher is sent; the batch's item is written (from here the
+// batch completes, by this request, its retry or the finisher); every job
+// is reserved and handed over (finishBatch); the answer is stored with the
+// batch marked accepted, in one transaction.
+func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempotency.Lock, caller, key, fp, corr, trace string, items []batchItem) (events.APIGatewayV2HTTPResponse, bool) {
+	now := h.now().UTC()
+	b := jobs.Batch{ID: BatchID(caller, key), Caller: caller, Fingerprint: fp, CreatedAt: now.UnixMilli(), Jobs: make([]jobs.BatchJob, len(items))}
+	due := time.Time{}
+	for i, it := range items {
+		id := BatchJobID(caller, key, i)
+		jobFP := fp + "#" + strconv.Itoa(i)
+		j, p := h.newJob(nameJob(ctx, id, it.jt.Name), log, it.jt, it.in, caller, id, jobFP, corr, trace, now)
+		if p != nil {
+			p.Detail = fmt.Sprintf("jobs[%d]: %s", i, p.Detail)
+			return p.response(corr), false
+		}
+		b.Jobs[i] = jobs.BatchJob{Index: i, Job: j, Policy: it.in.Policy}
+		if d := answerDue(j); d.After(due) {
+			due = d
+		}
+	}
+	if p := h.refusesBatch(ctx, log, b); p != nil {
+		return p.response(corr), false
+	}
+	if err := h.sendFinisher(ctx, b.ID, corr); err != nil {
+		log.Error("enqueue: batch: send its finisher", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	stored, err := h.Batches.PutBatch(ctx, b, lifetime.Until(now, due, lifetime.StoredAnswer))
+	switch {
+	case errors.Is(err, jobs.ErrBatchMismatch):
+		return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
+			"this Idempotency-Key was already used for a different batch; use a new key").response(corr), false
+	case err != nil:
+		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	if stored.State != jobs.BatchAccepted {
+		if stored, err = h.finishBatch(ctx, log, stored); err != nil {
+			log.Error("enqueue: batch: finish; its finisher or a retry completes it", obs.KeyError, obs.Redact(err))
+			return unavailable(corr), false
+		}
+	}
+	resp := batchResponse(http.StatusAccepted, stored, false)
+	resp.KeepUntil = lifetime.Until(now, due, lifetime.StoredAnswer)
+	err = h.Idempotency.Complete(ctx, lock, resp, h.Batches.BatchAccepted(stored))
+	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
+		log.Error("enqueue: batch: complete", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	}
+	log.Info("enqueue: batch accepted", "jobs", len(stored.Jobs))
+	return toAPI(resp), true
+}
+
+// refusesBatch is the problem that refuses batch b as a whole before
+// anything is written, or nil: a parent named by job id that the caller
+// cannot see (404), one that would have more than jobs.MaxContinuations
+// (409), or a job whose duplicate policy refuses it (409), each named by
+// its index.
+func (h *Handler) refusesBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) *Problem {
+	waiting := map[string]int{}
+	for _, bj := range b.Jobs {
+		if after := bj.Job.After; after != "" && !strings.HasPrefix(after, "#") {
+			waiting[after]++
+		}
+	}
+	for i, bj := range b.Jobs {
+		after := bj.Job.After
+		if n, ok := waiting[after]; ok && n > 0 {
+			waiting[after] = 0 // checked once
+			parent, err := h.Jobs.Get(ctx, after)
+			if errors.Is(err, jobs.ErrNotFound) || (err == nil && parent.Caller != b.Caller) {
+				return newProblem(http.StatusNotFound, ProblemNotFound, fmt.Sprintf("jobs[%d].after: job %s is not found; no job was made", i, after))
+			}
+			have, cerr := h.Batches.Continuations(ctx, after)
+			if err = errors.Join(err, cerr); err != nil {
+				log.Error("enqueue: batch: read a parent", obs.KeyError, obs.Redact(err))
+				return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry with the same Idempotency-Key")
+			}
+			if len(have)+n > jobs.MaxContinuations {
+				return newProblem(http.StatusConflict, ProblemTooManyContinuations, fmt.Sprintf(
+					"jobs[%d].after: job %s would have more than %d jobs waiting for it; no job was made", i, after, jobs.MaxContinuations))
+			}
+		}
+		prev, rejected, err := h.Batches.WouldReject(ctx, bj.Job, bj.Policy)
+		if err != nil {
+			log.Error("enqueue: batch: read a key", obs.KeyError, obs.Redact(err))
+			return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry with the same Idempotency-Key")
+		}
+		if rejected {
+			p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
+				"jobs[%d]: job %s with key %q is %s and duplicatePolicy %s rejects a new one; no job was made", i, prev.ID, prev.Key, prev.State, bj.Policy))
+			p.ExistingJobID, p.Policy = prev.ID, string(bj.Policy)
+			return p
+		}
+	}
+	return nil
+}
+
+// sendFinisher sends the batch's finisher, FinishDelay ahead, under an id
+// of its own (each try of the accept sends one; each finishes the batch if
+// it still needs it).
+func (h *Handler) sendFinisher(ctx context.Context, batchID, corr string) error {
+	env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.BatchFinish.Name,
+		Args: map[string]string{"batchId": batchID}, CorrelationID: corr, EnqueuedAt: h.now().UTC()}
+	env.Key = contract.BatchFinish.DeriveKey(env.Args)
+	body, err := env.Encode()
+	if err != nil {
+		return err
+	}
+	return h.Queue.Send(ctx, sqsQueueMessage(contract.BatchFinish, body, corr, FinishDelay))
+}

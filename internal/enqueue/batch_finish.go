@@ -1,0 +1,264 @@
+package enqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/obs"
+)
+
+// batchConcurrency bounds how many jobs of a batch are reserved and handed
+// over at once.
+const batchConcurrency = 16
+
+// batchBusyTries is how often a job whose key another request holds
+// (jobs.Busy) is tried before the finish gives up (its finisher or a retry
+// completes the batch).
+const batchBusyTries = 3
+
+// FinishBatch finishes batch batchID if its accept was cut short: the way
+// in of the batch's finisher (runstwice.batch-finish.v1). A batch that was
+// never written (its accept was refused, or stopped before it wrote the
+// batch) or is accepted already is left alone; one still Accepting gets
+// every job reserved and handed over, as its accept would have, and is
+// marked accepted. Its request's stored answer is not written here: a
+// retry of that request finds the batch accepted and answers from it.
+func (h *Handler) FinishBatch(ctx context.Context, batchID string) error {
+	if h.Batches == nil {
+		return errors.New("enqueue: batches are not configured")
+	}
+	log := h.logger(ctx).With("batchId", batchID)
+	b, err := h.Batches.GetBatch(ctx, batchID)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		log.Info("enqueue: batch finisher: no such batch; its accept never wrote it")
+		return nil
+	case err != nil:
+		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
+	case b.State == jobs.BatchAccepted:
+		return nil
+	}
+	if b, err = h.finishBatch(ctx, log, b); err != nil {
+		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
+	}
+	if err := h.Batches.AcceptBatch(ctx, b); err != nil {
+		return err
+	}
+	log.Info("enqueue: batch finished by its finisher", "jobs", len(b.Jobs))
+	return nil
+}
+
+// finishBatch reserves and hands over every job of b as its own request
+// would (finishJob), several at once, each after the earlier job its after
+// names; then decides the continuations whose parent has already ended.
+// It returns b with its answers. It is idempotent: every job's id is
+// derived, so a second finish finds each job as the first left it.
+func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) (jobs.Batch, error) {
+	done := make([]chan struct{}, len(b.Jobs))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	errs := make([]error, len(b.Jobs))
+	sem := make(chan struct{}, batchConcurrency)
+	var wg sync.WaitGroup
+	for i := range b.Jobs {
+		wg.Go(func() {
+			defer close(done[i])
+			j := b.Jobs[i].Job
+			if k, ok := strings.CutPrefix(j.After, "#"); ok {
+				n, _ := strconv.Atoi(k)
+				<-done[n]
+				if errs[n] != nil {
+					errs[i] = fmt.Errorf("jobs[%d] waits for jobs[%d], which failed", i, n)
+					return
+				}
+				j.After = b.Jobs[n].JobID
+			}
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = h.finishJob(ctx, log, &b.Jobs[i], j)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return b, err
+	}
+	h.decideContinuations(ctx, log, &b)
+	return b, nil
+}
+
+// finishJob reserves job j of batch job bj (its after resolved) and hands
+// it over, recording bj's answer: its own job (sent, or waiting for its
+// parent), or the active job it deduplicated onto. A job whose policy
+// refuses it in the instant between the batch's check and its reservation
+// is answered as the job that refused it, deduplicated.
+func (h *Handler) finishJob(ctx context.Context, log *slog.Logger, bj *jobs.BatchJob, j jobs.Job) error {
+	ctx = nameJob(ctx, j.ID, j.Type)
+	var d jobs.Decision
+	for try := range batchBusyTries {
+		var err error
+		if d, err = h.Jobs.Reserve(ctx, j, bj.Policy); err != nil {
+			return fmt.Errorf("jobs[%d]: reserve: %w", bj.Index, err)
+		}
+		if d.Outcome != jobs.Busy {
+			break
+		}
+		if try == batchBusyTries-1 {
+			return fmt.Errorf("jobs[%d]: another request holds its key", bj.Index)
+		}
+		time.Sleep(min(d.RetryAfter, time.Second))
+	}
+	if d.Own && !sameJob(d.Job, j) {
+		return fmt.Errorf("jobs[%d]: %w", bj.Index, jobs.ErrBatchMismatch)
+	}
+	bj.JobID, bj.State, bj.Deduplicated = d.Job.ID, d.Job.State, !d.Own
+	if d.Outcome != jobs.Reserved && d.Outcome != jobs.Resume || d.Job.Stored() == jobs.StateAwaitingContinuation {
+		return nil
+	}
+	if what, err := h.hand(ctx, d.Job); err != nil {
+		return fmt.Errorf("jobs[%d]: hand to %s: %w", bj.Index, what, err)
+	}
+	if err := h.Jobs.Promote(ctx, d.Job); err != nil {
+		return fmt.Errorf("jobs[%d]: %w", bj.Index, err)
+	}
+	bj.State = d.Job.QueuedState()
+	log.Debug("enqueue: batch job handed over", obs.KeyJobID, d.Job.ID, "index", bj.Index)
+	return nil
+}
+
+// decideContinuations decides at once the batch's continuations whose
+// parent has already ended (one release per parent), as a single
+// enqueue's does; a release that fails is left to the continuation sweep.
+func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *jobs.Batch) {
+	var parents []string
+	for _, bj := range b.Jobs {
+		if p := resolvedAfter(*b, bj); bj.State == jobs.StateAwaitingContinuation && !bj.Deduplicated && !slices.Contains(parents, p) {
+			parents = append(parents, p)
+		}
+	}
+	for _, p := range parents {
+		rep, err := h.Jobs.ReleaseContinuations(ctx, p, h.sendFunc())
+		if err != nil {
+			log.Warn("enqueue: batch: a parent's release failed; the continuation sweep releases it", obs.KeyError, obs.Redact(err))
+		}
+		for i := range b.Jobs {
+			switch id := b.Jobs[i].JobID; {
+			case slices.Contains(rep.Sent, id):
+				b.Jobs[i].State = jobs.StateEnqueued
+			case slices.Contains(rep.Cancelled, id):
+				b.Jobs[i].State = jobs.StateCancelled
+			}
+		}
+	}
+}
+
+// resolvedAfter is the job id batch job bj waits for.
+func resolvedAfter(b jobs.Batch, bj jobs.BatchJob) string {
+	if k, ok := strings.CutPrefix(bj.Job.After, "#"); ok {
+		n, _ := strconv.Atoi(k)
+		return b.Jobs[n].JobID
+	}
+	return bj.Job.After
+}
+
+// batchJobAnswer is one job of a batch's answer.
+type batchJobAnswer struct {
+	Index        int        `json:"index"`
+	JobID        string     `json:"jobId"`
+	State        jobs.State `json:"state"`
+	Deduplicated bool       `json:"deduplicated"`
+}
+
+// batchAnswer is the body of POST /v1/batches's 202 and of GET
+// /v1/batches/{batchId} (which adds the batch's state and the count of its
+// jobs per state).
+type batchAnswer struct {
+	BatchID string             `json:"batchId"`
+	State   string             `json:"state,omitempty"`
+	Jobs    []batchJobAnswer   `json:"jobs"`
+	Counts  map[jobs.State]int `json:"counts,omitempty"`
+}
+
+// batchResponse is b's answer; withCounts adds its state and counts.
+func batchResponse(status int, b jobs.Batch, withCounts bool) idempotency.Response {
+	a := batchAnswer{BatchID: b.ID, Jobs: make([]batchJobAnswer, len(b.Jobs))}
+	for i, bj := range b.Jobs {
+		id := bj.JobID
+		if id == "" {
+			id = bj.Job.ID
+		}
+		a.Jobs[i] = batchJobAnswer{Index: bj.Index, JobID: id, State: bj.State, Deduplicated: bj.Deduplicated}
+	}
+	if withCounts {
+		a.State, a.Counts = b.State, map[jobs.State]int{}
+		for _, j := range a.Jobs {
+			a.Counts[j.State]++
+		}
+	}
+	return idempotency.Response{Status: status, Headers: map[string]string{
+		HeaderContentType: ContentTypeJSON, HeaderLocation: batchesPath + "/" + b.ID,
+	}, Body: mustJSON(a)}
+}
+
+// getBatch serves GET /v1/batches/{batchId}: the batch's jobs with their
+// states now, and the count per state, to the batch's own caller (anyone
+// else's batch, or none, is 404). A job of a batch still being accepted
+// that has no record yet reads Pending.
+func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchID, corr string) events.APIGatewayV2HTTPResponse {
+	if h.Batches == nil {
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured").response(corr)
+	}
+	if !engine.CanonicalUUID(batchID) {
+		return newProblem(http.StatusNotFound, ProblemNotFound, "you have no batch "+batchID+" (a batch id is a lowercase UUID)").response(corr)
+	}
+	b, err := h.Batches.GetBatch(ctx, batchID)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound) || (err == nil && b.Caller != caller):
+		return newProblem(http.StatusNotFound, ProblemNotFound, "you have no batch "+batchID).response(corr)
+	case err != nil:
+		log.Error("enqueue: get batch", obs.KeyError, obs.Redact(err))
+		return unavailable(corr)
+	}
+	ids := make([]string, len(b.Jobs))
+	for i, bj := range b.Jobs {
+		ids[i] = bj.JobID
+		if ids[i] == "" {
+			ids[i] = bj.Job.ID
+		}
+	}
+	views, err := h.Batches.Views(ctx, ids)
+	if err != nil {
+		log.Error("enqueue: get batch: its jobs", obs.KeyError, obs.Redact(err))
+		return unavailable(corr)
+	}
+	state := make(map[string]jobs.State, len(views))
+	for _, v := range views {
+		state[v.ID] = v.State
+	}
+	for i := range b.Jobs {
+		b.Jobs[i].JobID = ids[i]
+		if b.Jobs[i].State = state[ids[i]]; b.Jobs[i].State == "" {
+			b.Jobs[i].State = jobs.StatePending
+		}
+	}
+	return toAPI(batchResponse(http.StatusOK, b, true))
+}
+
+// sqsQueueMessage is the message of an envelope body of type jt.
+func sqsQueueMessage(jt engine.JobType, body []byte, corr string, delay time.Duration) sqsqueue.Message {
+	return sqsqueue.Message{Queue: jt.Queue, Body: string(body), Type: jt.Name, CorrelationID: corr, Delay: delay}
+}
