@@ -151,7 +151,7 @@ func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *
 		}
 	}
 	for _, p := range parents {
-		rep, err := h.Jobs.ReleaseContinuations(ctx, p, h.sendFunc())
+		rep, err := h.Jobs.ReleaseContinuations(ctx, p, h.SendFunc())
 		if err != nil {
 			log.Warn("enqueue: batch: a parent's release failed; the continuation sweep releases it", obs.KeyError, obs.Redact(err))
 		}

@@ -40,7 +40,7 @@ func continuationRefused(err error, after string) *Problem {
 // left to the continuation sweep: the job exists and waits either way.
 func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
-	rep, err := h.Jobs.ReleaseContinuations(ctx, job.After, h.sendFunc())
+	rep, err := h.Jobs.ReleaseContinuations(ctx, job.After, h.SendFunc())
 	state := jobs.StateAwaitingContinuation
 	switch {
 	case slices.Contains(rep.Sent, job.ID):
@@ -62,9 +62,10 @@ func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep kee
 	return h.finish(ctx, log, keep, jobResponse(http.StatusAccepted, job, state, false, corr), answerDue(job), corr)
 }
 
-// sendFunc hands a job's message to its queue (or the scheduler), as an
-// enqueue does: what a release sends a continuation with.
-func (h *Handler) sendFunc() jobs.SendFunc {
+// SendFunc hands a job's message to its queue (or the scheduler), as an
+// enqueue does, with its PRODUCER span: what a release sends a
+// continuation with.
+func (h *Handler) SendFunc() jobs.SendFunc {
 	return func(ctx context.Context, j jobs.Job) error {
 		_, err := h.hand(ctx, j)
 		return err

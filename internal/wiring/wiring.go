@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -52,6 +53,7 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (Enqueuing,
 		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(db, idemTable),
 		Jobs:        store,
+		Batches:     store,
 		Queue:       sqsqueue.New(sqs.NewFromConfig(cfg), urls, ""),
 		Schedules:   schedules,
 		Logger:      log,
@@ -59,7 +61,7 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (Enqueuing,
 		TracerProvider: tracing.FromContext(ctx),
 		Metrics:        engine.DefaultMetrics(obs.Namespace),
 	}
-	return Enqueuing{Handler: h, DB: db, JobsTable: jobsTable, Markers: markers}, nil
+	return Enqueuing{Handler: h, DB: db, JobsTable: jobsTable, Markers: markers, Store: store, Config: cfg}, nil
 }
 
 // Enqueuing is the enqueue path Enqueue built, with the parts a caller
@@ -70,4 +72,8 @@ type Enqueuing struct {
 	DB        *dynamodb.Client
 	JobsTable string
 	Markers   *dynamostore.Store
+	// Store is the jobs store the handler reserves with; Config the AWS
+	// configuration everything was built on.
+	Store  *jobs.Store
+	Config aws.Config
 }

@@ -55,8 +55,9 @@ var wantFunctions = []struct {
 	{dir: "functions/dlq", id: "DlqFunction", env: withQueues(false, contract.Queues,
 		"DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE",
 	), unused: map[string]string{
-		"dynamodb:Scan":       "deadletter.Store.List is jobctl's `dlq list`, not the consumer's",
-		"dynamodb:DeleteItem": "marker release is the e-mail worker's",
+		"dynamodb:Scan":               "deadletter.Store.List is jobctl's `dlq list`, not the consumer's",
+		"dynamodb:DeleteItem":         "marker release is the e-mail worker's",
+		"dynamodb:ConditionCheckItem": "a continuation's reservation is the enqueue path's, not the recorder's",
 	}},
 	{dir: "functions/outbox", id: "OutboxFunction", env: withQueues(true, contract.Queues,
 		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DEAD_LETTERS_TABLE", "SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "DLQ_ARN",
@@ -68,7 +69,16 @@ var wantFunctions = []struct {
 	}},
 	{dir: "functions/webhook", id: "WebhookFunction", env: withQueues(false, []engine.Queue{contract.QueueWebhooks},
 		"MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "WEBHOOK_URL",
-	)},
+	), unused: map[string]string{
+		"dynamodb:ConditionCheckItem": "a continuation's reservation is the enqueue path's, not the recorder's",
+	}},
+	{dir: "functions/chain", id: "ChainFunction", env: withQueues(true, contract.Queues,
+		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DLQ_URL", "TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT",
+		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "DLQ_ARN",
+	), unused: map[string]string{
+		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the chain function's",
+		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the chain function's",
+	}},
 }
 
 // withQueues is vars with QUEUE_URL_<Q> of every queue q, and with arns
@@ -94,7 +104,7 @@ var wantTables = []struct {
 	{id: "JobsTable", hash: "pk", ttl: true},
 	// The key internal/marker writes: the hash key holds
 	// dynamostore.PartitionKey, one value per job, the range key the job id.
-	{id: "MarkersTable", hash: dynamostore.AttrHandler, rang: dynamostore.AttrMessageKey, ttl: true},
+	{id: "MarkersTable", hash: dynamostore.AttrHandler, rang: dynamostore.AttrMessageKey, ttl: true, stream: "NEW_IMAGE"},
 	{id: "DeadLettersTable", hash: "pk", ttl: true},
 	{id: "UsersTable", hash: "userId"},
 	{id: "OutboxTable", hash: "pk", ttl: true, stream: "NEW_IMAGE"},
