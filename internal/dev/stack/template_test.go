@@ -76,8 +76,8 @@ var wantFunctions = []struct {
 		"IDEMPOTENCY_TABLE", "JOBS_TABLE", "MARKERS_TABLE", "DLQ_URL", "TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT",
 		"SCHEDULE_GROUP", "SCHEDULER_ROLE_ARN", "DLQ_ARN",
 	), unused: map[string]string{
-		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the chain function's",
-		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the chain function's",
+		"scheduler:GetSchedule":   "schedule.List is jobctl's and the local scheduler's, not the chain function's",
+		"scheduler:ListSchedules": "schedule.List is jobctl's and the local scheduler's, not the chain function's",
 	}},
 }
 
