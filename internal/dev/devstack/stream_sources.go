@@ -36,10 +36,10 @@ type StreamSource struct {
 	// OnFailureURL is the queue URL of the on-failure destination ("" for
 	// none: a batch given up on is only logged).
 	OnFailureURL string
-	// EventNames are the records' eventName values the FilterCriteria let
-	// through (nil: no filter, every record): Lambda drops the others
-	// before it invokes, as read, never retried.
-	EventNames []string
+	// Filters are the FilterCriteria's filters (nil: no filter, every
+	// record): Lambda drops the records none lets through before it
+	// invokes, as read, never retried.
+	Filters []StreamFilter
 }
 
 // Lambda's defaults for a stream event source.
@@ -146,11 +146,11 @@ func streamSettings(p map[string]any) (StreamSource, error) {
 		}
 		f.set(n)
 	}
-	names, err := eventNameFilter(p["FilterCriteria"])
+	filters, err := streamFilters(p["FilterCriteria"])
 	if err != nil {
 		return src, err
 	}
-	src.EventNames = names
+	src.Filters = filters
 	src.Bisect = fmt.Sprint(p["BisectBatchOnFunctionError"]) == "true"
 	types, _ := p["FunctionResponseTypes"].([]any)
 	for _, t := range types {

@@ -167,25 +167,38 @@ func TestStreamSourcesFromTheTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sources) != 1 {
-		t.Fatalf("stream sources %+v, want the outbox relay's", sources)
+	byFn := map[string]StreamSource{}
+	for _, src := range sources {
+		byFn[src.Function] = src
 	}
-	got := sources[0]
-	table, _ := st.Physical("OutboxTable")
-	queue, _ := st.Physical("OutboxFailureQueue")
-	props, _ := tmpl.FunctionProperties("OutboxFunction")
-	ev, _ := props["Events"].(map[string]any)["Outbox"].(map[string]any)
-	want, err := streamSettings(ev["Properties"].(map[string]any))
-	if err != nil {
-		t.Fatal(err)
+	if len(sources) != 2 || byFn["outbox"].Function == "" || byFn["chain"].Function == "" {
+		t.Fatalf("stream sources %+v, want the outbox relay's and the chain function's", sources)
 	}
-	want.Function, want.StreamARN, want.OnFailureURL = "outbox", table.StreamARN, queue.URL
-	want.FunctionARN = "arn:aws:lambda:" + stack.DefaultRegion + ":" + stack.DefaultAccountID + ":function:" + name + "-outbox"
-	if !reflect.DeepEqual(got, want) || got.StreamARN == "" || got.OnFailureURL == "" || !got.TrimHorizon || got.MaxRetries < 0 {
-		t.Fatalf("source %+v, want %+v", got, want)
+	for _, c := range []struct{ fn, id, event, table, failures string }{
+		{"outbox", "OutboxFunction", "Outbox", "OutboxTable", "OutboxFailureQueue"},
+		{"chain", "ChainFunction", "Markers", "MarkersTable", "ChainFailureQueue"},
+	} {
+		got := byFn[c.fn]
+		table, _ := st.Physical(c.table)
+		queue, _ := st.Physical(c.failures)
+		props, _ := tmpl.FunctionProperties(c.id)
+		ev, _ := props["Events"].(map[string]any)[c.event].(map[string]any)
+		want, err := streamSettings(ev["Properties"].(map[string]any))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Function, want.StreamARN, want.OnFailureURL = c.fn, table.StreamARN, queue.URL
+		want.FunctionARN = "arn:aws:lambda:" + stack.DefaultRegion + ":" + stack.DefaultAccountID + ":function:" + name + "-" + c.fn
+		if !reflect.DeepEqual(got, want) || got.StreamARN == "" || got.OnFailureURL == "" || !got.TrimHorizon || got.MaxRetries < 0 {
+			t.Fatalf("source %+v, want %+v", got, want)
+		}
 	}
+	if f := byFn["chain"].Filters; len(f) != 1 || !slices.Equal(f[0].NewImage["state"], []string{"DONE", "FAILED", "CANCELLED"}) {
+		t.Fatalf("the chain function's filters %+v; want settled markers only", f)
+	}
+	got := byFn["outbox"]
 	// The template's filter: the TTL's REMOVEs never reach the relay.
-	if !slices.Equal(got.EventNames, []string{"INSERT", "MODIFY"}) {
-		t.Fatalf("event names %v; want the template's filter, INSERT and MODIFY", got.EventNames)
+	if len(got.Filters) != 1 || !slices.Equal(got.Filters[0].EventNames, []string{"INSERT", "MODIFY"}) {
+		t.Fatalf("filters %+v; want the template's filter, INSERT and MODIFY", got.Filters)
 	}
 }

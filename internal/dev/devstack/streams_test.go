@@ -431,9 +431,14 @@ func TestStreamSettings(t *testing.T) {
 		{name: "infinite age", props: map[string]any{"StartingPosition": "LATEST", "MaximumRecordAgeInSeconds": -1}, want: StreamSource{BatchSize: 100, MaxRetries: -1}},
 		{name: "the template's filter", props: map[string]any{"StartingPosition": "LATEST",
 			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"eventName":["INSERT","MODIFY"]}`}}}},
-			want: StreamSource{BatchSize: 100, MaxRetries: -1, EventNames: []string{"INSERT", "MODIFY"}}},
+			want: StreamSource{BatchSize: 100, MaxRetries: -1, Filters: []StreamFilter{{EventNames: []string{"INSERT", "MODIFY"}}}}},
+		{name: "the markers filter", props: map[string]any{"StartingPosition": "LATEST",
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["DONE","FAILED"]}}}}`}}}},
+			want: StreamSource{BatchSize: 100, MaxRetries: -1, Filters: []StreamFilter{{EventNames: []string{"INSERT"}, NewImage: map[string][]string{"state": {"DONE", "FAILED"}}}}}},
 		{name: "a filter the local stack does not apply", props: map[string]any{"StartingPosition": "LATEST",
-			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"dynamodb":{"NewImage":{"x":{"S":["y"]}}}}`}}}}, err: true},
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"dynamodb":{"NewImage":{"x":{"N":["1"]}}}}`}}}}, err: true},
+		{name: "a prefix pattern", props: map[string]any{"StartingPosition": "LATEST",
+			"FilterCriteria": map[string]any{"Filters": []any{map[string]any{"Pattern": `{"eventName":[{"prefix":"IN"}]}`}}}}, err: true},
 		{name: "no starting position", props: map[string]any{}, err: true},
 		{name: "bad number", props: map[string]any{"StartingPosition": "LATEST", "BatchSize": "ten"}, err: true},
 	}
@@ -464,10 +469,38 @@ func TestStreamFilterDropsWhatItDoesNotLetThrough(t *testing.T) {
 	stream.mu.Unlock()
 	fn := &fakeRelay{behave: func([]string) ([]string, error) { return nil, nil }}
 	src := testSource()
-	src.EventNames = []string{"INSERT", "MODIFY"}
+	src.Filters = []StreamFilter{{EventNames: []string{"INSERT", "MODIFY"}}}
 	newTestPoller(src, stream, fn, &fakeSQS{}).readShard(context.Background(), "shard-1", true)
 	want := []string{seqOf(0), seqOf(2), seqOf(3), seqOf(5)}
 	if !slices.Equal(fn.done, want) {
 		t.Fatalf("handed over %v, want %v (no REMOVE)", fn.done, want)
+	}
+}
+
+// A filter on the new image (the markers stream's: settled markers only)
+// lets through the records whose attribute holds one of its values.
+func TestStreamFilterOnTheNewImage(t *testing.T) {
+	f := StreamFilter{EventNames: []string{"INSERT", "MODIFY"}, NewImage: map[string][]string{"state": {"DONE", "FAILED", "CANCELLED"}}}
+	rec := func(ev streamtypes.OperationType, state string) streamtypes.Record {
+		img := map[string]streamtypes.AttributeValue{"MessageKey": &streamtypes.AttributeValueMemberS{Value: "j"}}
+		if state != "" {
+			img["state"] = &streamtypes.AttributeValueMemberS{Value: state}
+		}
+		return streamtypes.Record{EventName: ev, Dynamodb: &streamtypes.StreamRecord{NewImage: img}}
+	}
+	src := StreamSource{Filters: []StreamFilter{f}}
+	for _, tc := range []struct {
+		r    streamtypes.Record
+		pass bool
+	}{
+		{rec(streamtypes.OperationTypeInsert, "DONE"), true},
+		{rec(streamtypes.OperationTypeModify, "CANCELLED"), true},
+		{rec(streamtypes.OperationTypeInsert, "LEASED"), false},
+		{rec(streamtypes.OperationTypeInsert, ""), false},
+		{rec(streamtypes.OperationTypeRemove, "DONE"), false},
+	} {
+		if got := src.passes(tc.r); got != tc.pass {
+			t.Errorf("%s %v: passes %t; want %t", tc.r.EventName, tc.r.Dynamodb.NewImage["state"], got, tc.pass)
+		}
 	}
 }
