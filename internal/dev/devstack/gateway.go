@@ -65,6 +65,8 @@ func NewGateway(fn Invoker) *Gateway {
 		{http.MethodGet, "/v1/jobs", ""},
 		{http.MethodGet, "/v1/jobs/", "jobId"},
 		{http.MethodDelete, "/v1/jobs/", "jobId"},
+		{http.MethodPost, "/v1/batches", ""},
+		{http.MethodGet, "/v1/batches/", "batchId"},
 	}}
 }
 
