@@ -1,0 +1,177 @@
+package chain_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/chain"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+)
+
+const (
+	parentA = "6f1d2c3b-4a59-4e8d-9c7b-0a1b2c3d4e5f"
+	parentB = "7a2e3d4c-5b6a-4f9e-8d7c-1b2c3d4e5f60"
+)
+
+// releases records the parents released; fail fails the named one.
+type releases struct {
+	mu   sync.Mutex
+	got  []string
+	fail string
+}
+
+func (r *releases) ReleaseContinuations(_ context.Context, id string, send jobs.SendFunc) (jobs.ReleaseReport, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, id)
+	if send == nil {
+		return jobs.ReleaseReport{}, errors.New("no send")
+	}
+	if id == r.fail {
+		return jobs.ReleaseReport{}, errors.New("DynamoDB throttled")
+	}
+	return jobs.ReleaseReport{State: jobs.StateSucceeded, Sent: []string{"child-of-" + id}}, nil
+}
+
+func marker(seq, event, state, id string) events.DynamoDBEventRecord {
+	img := map[string]events.DynamoDBAttributeValue{
+		"HandlerName": events.NewStringAttribute("email.welcome.v1#" + id),
+		"MessageKey":  events.NewStringAttribute(id),
+	}
+	if state != "" {
+		img["state"] = events.NewStringAttribute(state)
+	}
+	return events.DynamoDBEventRecord{EventName: event, EventSource: "aws:dynamodb",
+		Change: events.DynamoDBStreamRecord{SequenceNumber: seq, NewImage: img}}
+}
+
+func send(context.Context, jobs.Job) error { return nil }
+
+// Every settled marker (DONE, FAILED, CANCELLED) releases its job's
+// continuations, each job once per batch however many of its records it
+// holds; a lease, a REMOVE or a record that names no job releases nothing;
+// a failed release is reported by its record's sequence number (and the
+// other records of the same job too), so the stream retries it.
+func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
+	r := &releases{fail: parentB}
+	s := &chain.Stream{Releaser: r, Send: send}
+	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		marker("1", "INSERT", "LEASED", parentA),
+		marker("2", "MODIFY", "DONE", parentA),
+		marker("3", "MODIFY", "DONE", parentA), // the claim seen twice
+		marker("4", "INSERT", "CANCELLED", parentB),
+		marker("5", "REMOVE", "DONE", parentA),
+		marker("6", "INSERT", "FAILED", "not-a-job-id"),
+		marker("7", "MODIFY", "FAILED", parentB),
+		marker("8", "INSERT", "", parentA),
+	}}
+	resp, err := s.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.got, []string{parentA, parentB}) {
+		t.Fatalf("released %v; want each ended job once", r.got)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if !slices.Equal(failed, []string{"4", "7"}) {
+		t.Fatalf("batch item failures %v; want the failed job's records 4 and 7", failed)
+	}
+}
+
+// The function tells its two event sources apart: the markers stream's
+// records go to the stream handler, the chain queue's to the runner.
+func TestFunctionServesBothEventSources(t *testing.T) {
+	r := &releases{}
+	runner := &sqsRunner{}
+	f := &chain.Function{Runner: runner, Stream: &chain.Stream{Releaser: r, Send: send}}
+	stream, _ := json.Marshal(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{marker("1", "MODIFY", "DONE", parentA)}})
+	out, err := f.Invoke(context.Background(), stream)
+	if err != nil || !slices.Equal(r.got, []string{parentA}) || runner.n != 0 {
+		t.Fatalf("a stream event: %s %v, released %v, runner %d", out, err, r.got, runner.n)
+	}
+	queue, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", EventSource: "aws:sqs", Body: "{}"}}})
+	if out, err = f.Invoke(context.Background(), queue); err != nil || runner.n != 1 {
+		t.Fatalf("an SQS event: %s %v, runner %d", out, err, runner.n)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-1" {
+		t.Fatalf("the runner's answer %s was not returned", out)
+	}
+	for _, bad := range []string{`"not an event"`, `{"Records":[{"eventSource":"aws:kinesis"}]}`} {
+		if _, err := f.Invoke(context.Background(), []byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+type sqsRunner struct{ n int }
+
+func (r *sqsRunner) Handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	r.n++
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	}
+	return resp, nil
+}
+
+type finisher struct{ got []string }
+
+func (f *finisher) FinishBatch(_ context.Context, id string) error {
+	f.got = append(f.got, id)
+	if id == "broken" {
+		return errors.New("DynamoDB down")
+	}
+	return nil
+}
+
+type sweeper struct{ n int }
+
+func (s *sweeper) SweepContinuations(context.Context, jobs.SendFunc) (jobs.ContinuationSweepReport, error) {
+	s.n++
+	return jobs.ContinuationSweepReport{Parents: 1}, nil
+}
+
+// The chain queue's types are handled: a finisher finishes its batch (its
+// failure fails the job, so SQS retries it), a sweep tick sweeps.
+func TestHandlersOfTheChainQueue(t *testing.T) {
+	f, s := &finisher{}, &sweeper{}
+	hs, err := chain.Handlers(f, s, send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jt := range []engine.JobType{contract.BatchFinish, contract.ContinuationSweep} {
+		if hs[jt.Name] == nil || jt.Queue != contract.QueueChain {
+			t.Fatalf("%s: handler %v on queue %s", jt.Name, hs[jt.Name], jt.Queue)
+		}
+	}
+	job := func(typ string, args map[string]string) engine.Job {
+		return engine.Job{Envelope: engine.Envelope{Type: typ, Args: args}}
+	}
+	if err := hs[contract.BatchFinish.Name].Handle(context.Background(), job(contract.BatchFinish.Name, map[string]string{"batchId": "b-1"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs[contract.BatchFinish.Name].Handle(context.Background(), job(contract.BatchFinish.Name, map[string]string{"batchId": "broken"})); err == nil {
+		t.Fatal("a finish that failed did not fail its job")
+	}
+	if err := hs[contract.ContinuationSweep.Name].Handle(context.Background(), job(contract.ContinuationSweep.Name, nil)); err != nil || s.n != 1 {
+		t.Fatalf("sweep: %v, %d sweeps", err, s.n)
+	}
+	if !slices.Equal(f.got, []string{"b-1", "broken"}) {
+		t.Fatalf("finished %v", f.got)
+	}
+	if _, err := chain.Handlers(nil, s, send); err == nil {
+		t.Fatal("handlers without a finisher")
+	}
+}
