@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -269,4 +271,48 @@ func TestChainRunsLinkByLink(t *testing.T) {
 			}
 		}
 	}
+}
+
+// releaseType is a job whose effect is releasing the continuations of its
+// scenario's parent: the parent-end path, driven by the kit.
+var releaseType = engine.JobType{
+	Name: "test.release.v1", Args: []engine.ArgSpec{{Name: "n", Format: engine.FormatID, Required: true}},
+	Queue: "q", EnabledByDefault: true, Bias: engine.EffectThenClaim, Lease: true, KeyPrefix: "release", KeyArgs: []string{"n"},
+}
+
+// The parent-end path runs twice and converges: enginetest.RunTwice, strict,
+// drives a handler that releases a parent's continuations (each scenario
+// its own succeeded parent and waiting continuation, made on moto the first
+// time the scenario's job runs) through the runner twice in sequence, twice
+// at once, and with a crash at every step boundary then a redelivery. The
+// continuation is sent exactly once in every scenario, the crash between
+// the release and the claim included: the release is its own guard.
+func TestReleaseRunsTwiceAndSendsOnce(t *testing.T) {
+	f := jobstest.New(t)
+	s := newSends()
+	var mu sync.Mutex
+	children := map[string]string{} // scenario job id → its continuation
+	childOf := func(jobID string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := children[jobID]; ok {
+			return c
+		}
+		parent := f.Enqueue(t, "email.welcome.v1", "c", "parent-"+jobID)
+		c := continuation(t, f, "c", "child-"+jobID, parent.ID, contract.OnSucceeded)
+		succeed(t, f, parent)
+		children[jobID] = c.ID
+		return c.ID
+	}
+	handler := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+		childOf(job.Envelope.MessageID)
+		c, err := f.Store.Get(ctx, children[job.Envelope.MessageID])
+		if err != nil {
+			return err
+		}
+		_, err = f.Store.ReleaseContinuations(ctx, c.After, s.send)
+		return err
+	})
+	enginetest.RunTwice(t, enginetest.Case{Type: releaseType, Handler: handler, ExactlyOnce: true,
+		Effects: func(jobID string) int { return s.count(childOf(jobID)) }})
 }
