@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -60,6 +61,24 @@ type Relay struct {
 	DeadLetters DeadLetters
 	Logger      *slog.Logger
 	Metrics     *engine.Metrics
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// ParentWait is how long after an item was written the relay waits for the
+// job its after names to exist: the parent's own item, written in the same
+// transaction, may be relayed a moment later (the stream orders records of
+// one item, not of two). Until then a 404 for the parent is retried; after
+// it the item is a dead letter.
+const ParentWait = 2 * time.Minute
+
+// young reports whether rec was written less than ParentWait ago.
+func (r *Relay) young(rec events.DynamoDBEventRecord) bool {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	return now().Sub(rec.Change.ApproximateCreationDateTime.Time) < ParentWait
 }
 
 // Handle relays a batch of stream records in order. It never returns an
@@ -117,10 +136,12 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 	case a.Status == http.StatusConflict && a.Problem == enqueue.ProblemDuplicate:
 		log.Info("outbox item's job refused by its duplicate policy; nothing enqueued", "status", a.Status, obs.KeyReason, a.Detail)
 		return nil
-	case a.Problem == enqueue.ProblemScheduleQuota:
+	case a.Status == http.StatusNotFound && a.Problem == enqueue.ProblemNotFound && it.After != "" && r.young(rec):
+		return fmt.Errorf("%w: the job it waits for is not there yet: %s", errTransient, a.Detail)
+	case a.Problem == enqueue.ProblemScheduleQuota, a.Problem == enqueue.ProblemTooManyContinuations:
 		// No retry of the stream can succeed until an operator raises the
-		// quota (alarmed): the item is a dead letter with the reason, and
-		// the shard goes on.
+		// quota (alarmed), or a continuation of the parent is cancelled:
+		// the item is a dead letter with the reason, and the shard goes on.
 		return r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
 	case a.Status >= 500 || a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %d %s: %s", errTransient, a.Status, a.Problem, a.Detail)

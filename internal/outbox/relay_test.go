@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -320,5 +322,51 @@ func TestScheduleQuotaIsADeadLetterNotARetry(t *testing.T) {
 	dl, ok := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-1"))]
 	if !ok || !strings.Contains(dl.Reason, enqueue.ProblemScheduleQuota) {
 		t.Fatalf("dead letter %+v (%v); want one naming the quota", dl, ok)
+	}
+}
+
+// An item after a job that is not there yet (its own item, written in the
+// same transaction, not yet relayed) is retried while it is young, and is a
+// dead letter once ParentWait has passed; an item whose parent already has
+// too many continuations is a dead letter at once. The item carries after
+// and afterPolicy to the API's body.
+func TestItemAfterAParentNotYetThere(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	parent := engine.DeriveMessageID("outbox:signup", "k-parent")
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration
+		problem  string
+		status   int
+		retried  bool
+		lettered bool
+	}{
+		{"young, parent not found", time.Second, enqueue.ProblemNotFound, http.StatusNotFound, true, false},
+		{"old, parent not found", outbox.ParentWait + time.Second, enqueue.ProblemNotFound, http.StatusNotFound, false, true},
+		{"too many continuations", time.Second, enqueue.ProblemTooManyContinuations, http.StatusConflict, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.relay.Now = func() time.Time { return now }
+			h.api.answerOf = func(enqueue.Request) enqueue.Answer {
+				return enqueue.Answer{Status: tc.status, Problem: tc.problem, Detail: "after: job " + parent + " is not found"}
+			}
+			img := image("signup", "k-child", "u-2")
+			img["after"], img["afterPolicy"] = s(parent), s("OnAnyEnd")
+			rec := record("INSERT", img)
+			rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: now.Add(-tc.age)}
+			failed := h.handle(t, rec)
+			if (len(failed) == 1) != tc.retried {
+				t.Fatalf("failures %v; want retried %t", failed, tc.retried)
+			}
+			_, lettered := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-child"))]
+			if lettered != tc.lettered {
+				t.Fatalf("dead-lettered %t; want %t", lettered, tc.lettered)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(h.api.asked[0].Body, &body); err != nil || body["after"] != parent || body["afterPolicy"] != "OnAnyEnd" {
+				t.Fatalf("the API's body %s; want after and afterPolicy", h.api.asked[0].Body)
+			}
+		})
 	}
 }
