@@ -26,8 +26,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
