@@ -260,6 +260,9 @@ func TestREADMECommands(t *testing.T) {
 			at++
 		}
 	}
+	if !slices.ContainsFunc(ran, func(c string) bool { return strings.Contains(c, "/v1/jobs?") }) {
+		t.Fatalf("the README's commands ran %q; want the caller's list of jobs (GET /v1/jobs?…) among them", ran)
+	}
 	if at < len(order) || compared < 8 {
 		t.Fatalf("the README's commands ran %q (%d outputs compared); want the dead-letter steps %q in order and at least 8 outputs", ran, compared, order)
 	}

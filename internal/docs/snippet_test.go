@@ -1,0 +1,69 @@
+package docs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runTwiceSnippet finds the README's Go block that calls
+// enginetest.RunTwice.
+var runTwiceSnippet = regexp.MustCompile("(?s)```go\n(enginetest\\.RunTwice\\(t, enginetest\\.Case\\{.*?\\n\\}\\))\n```")
+
+// The README's strict RunTwice snippet compiles against the test kit as it
+// is (a renamed field, or ExactlyOnce gone, fails it), and is strict.
+func TestREADMERunTwiceSnippetCompiles(t *testing.T) {
+	r := root(t)
+	b, err := os.ReadFile(filepath.Join(r, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := runTwiceSnippet.FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README.md has no ```go block calling enginetest.RunTwice(t, enginetest.Case{…})")
+	}
+	snippet := string(m[1])
+	if !strings.Contains(snippet, "ExactlyOnce: true") {
+		t.Fatalf("the README's RunTwice snippet is not strict (ExactlyOnce: true):\n%s", snippet)
+	}
+	// A package inside the module, so it builds offline against the code
+	// as it is; removed afterwards.
+	dir, err := os.MkdirTemp(filepath.Join(r, "internal", "docs"), "snippet-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	src := `package snippet_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/engine/enginetest"
+)
+
+// What the README's snippet names: a job type of the reader's own
+// package, its handler, and the effects it counts.
+var (
+	billing = struct{ InvoiceReady engine.JobType }{}
+	handler = engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
+	sent    = map[string]int{}
+)
+
+func TestSnippet(t *testing.T) {
+` + snippet + `
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "snippet_test.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "vet", "./"+filepath.Base(dir))
+	cmd.Dir = filepath.Join(r, "internal", "docs")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's RunTwice snippet does not compile: %v\n%s\n%s", err, out, snippet)
+	}
+}
