@@ -32,10 +32,11 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
-// Releaser releases the continuations of a job that ended (*jobs.Store is
-// one).
+// Releaser releases the continuations of a job that ended, and says which
+// of some jobs have any (*jobs.Store is one).
 type Releaser interface {
 	ReleaseContinuations(ctx context.Context, parentID string, send jobs.SendFunc) (jobs.ReleaseReport, error)
+	Parents(ctx context.Context, ids []string) ([]string, error)
 }
 
 // Sweeper decides every listed parent's continuations (*jobs.Store is one).
@@ -63,32 +64,46 @@ type Stream struct {
 
 // Handle releases the continuations of every job whose marker a record
 // shows settled (each job once per batch, however many of its records the
-// batch holds). A record whose release failed is reported by its sequence
-// number, so the event source retries it (and what follows it in its
-// shard); every other record is done.
+// batch holds): one read says which of the batch's ended jobs have any, and
+// only those are released. A record whose release failed is reported by
+// its sequence number, so the event source retries it (and what follows it
+// in its shard); every other record is done.
 func (s *Stream) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log := s.Logger
 	if log == nil {
 		log = obs.DefaultLogger()
 	}
 	var resp events.DynamoDBEventResponse
-	released := map[string]error{}
+	var ended []string
 	for _, r := range ev.Records {
-		id, ok := endedJob(r)
-		if !ok {
+		if id, ok := endedJob(r); ok && !slices.Contains(ended, id) {
+			ended = append(ended, id)
+		}
+	}
+	if len(ended) == 0 {
+		return resp, nil
+	}
+	failed := map[string]error{}
+	parents, err := s.Releaser.Parents(ctx, ended)
+	if err != nil {
+		for _, id := range ended {
+			failed[id] = err
+		}
+	}
+	for _, id := range parents {
+		rep, err := s.Releaser.ReleaseContinuations(ctx, id, s.Send)
+		if err != nil {
+			failed[id] = err
 			continue
 		}
-		err, seen := released[id]
-		if !seen {
-			var rep jobs.ReleaseReport
-			rep, err = s.Releaser.ReleaseContinuations(ctx, id, s.Send)
-			released[id] = err
-			if len(rep.Sent)+len(rep.Cancelled) > 0 {
-				log.Info("chain: continuations released", obs.KeyJobID, id, "parentState", string(rep.State),
-					"sent", rep.Sent, "cancelled", rep.Cancelled, "waiting", len(rep.Waiting))
-			}
+		if len(rep.Sent)+len(rep.Cancelled) > 0 {
+			log.Info("chain: continuations released", obs.KeyJobID, id, "parentState", string(rep.State),
+				"sent", rep.Sent, "cancelled", rep.Cancelled, "waiting", len(rep.Waiting))
 		}
-		if err != nil {
+	}
+	for _, r := range ev.Records {
+		id, ok := endedJob(r)
+		if err := failed[id]; ok && err != nil {
 			log.Warn("chain: release failed; the stream retries it", obs.KeyJobID, id, obs.KeyError, obs.Redact(err))
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
 		}

@@ -19,6 +19,7 @@ import (
 const (
 	parentA = "6f1d2c3b-4a59-4e8d-9c7b-0a1b2c3d4e5f"
 	parentB = "7a2e3d4c-5b6a-4f9e-8d7c-1b2c3d4e5f60"
+	parentC = "8b3f4e5d-6c7b-4a0f-9e8d-2c3d4e5f6071" // has no continuations
 )
 
 // releases records the parents released; fail fails the named one.
@@ -41,6 +42,11 @@ func (r *releases) ReleaseContinuations(_ context.Context, id string, send jobs.
 	return jobs.ReleaseReport{State: jobs.StateSucceeded, Sent: []string{"child-of-" + id}}, nil
 }
 
+// Parents: every job has continuations here but parentC.
+func (r *releases) Parents(_ context.Context, ids []string) ([]string, error) {
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == parentC }), nil
+}
+
 func marker(seq, event, state, id string) events.DynamoDBEventRecord {
 	img := map[string]events.DynamoDBAttributeValue{
 		"HandlerName": events.NewStringAttribute("email.welcome.v1#" + id),
@@ -57,7 +63,8 @@ func send(context.Context, jobs.Job) error { return nil }
 
 // Every settled marker (DONE, FAILED, CANCELLED) releases its job's
 // continuations, each job once per batch however many of its records it
-// holds; a lease, a REMOVE or a record that names no job releases nothing;
+// holds, if it has any (one read says which); a lease, a REMOVE or a record
+// that names no job releases nothing;
 // a failed release is reported by its record's sequence number (and the
 // other records of the same job too), so the stream retries it.
 func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
@@ -72,6 +79,7 @@ func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
 		marker("6", "INSERT", "FAILED", "not-a-job-id"),
 		marker("7", "MODIFY", "FAILED", parentB),
 		marker("8", "INSERT", "", parentA),
+		marker("9", "MODIFY", "DONE", parentC),
 	}}
 	resp, err := s.Handle(context.Background(), ev)
 	if err != nil {

@@ -37,6 +37,9 @@ type Batches interface {
 	Views(ctx context.Context, ids []string) ([]jobs.Job, error)
 	Continuations(ctx context.Context, parentID string) ([]string, error)
 	WouldReject(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Job, bool, error)
+	// ReserveNew reserves new jobs in one transaction, all or none (and
+	// then which were taken).
+	ReserveNew(ctx context.Context, js []jobs.Job) ([]jobs.Job, []int, error)
 }
 
 // FinishDelay is how long after a batch's accept began its finisher
@@ -211,21 +214,53 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
+	var handed []jobs.Job
 	if stored.State != jobs.BatchAccepted {
-		if stored, err = h.finishBatch(ctx, log, stored); err != nil {
+		if stored, handed, err = h.finishBatch(ctx, log, stored); err != nil {
 			log.Error("enqueue: batch: finish; its finisher or a retry completes it", obs.KeyError, obs.Redact(err))
 			return unavailable(corr), false
 		}
 	}
 	resp := batchResponse(http.StatusAccepted, stored, false)
 	resp.KeepUntil = lifetime.Until(now, due, lifetime.StoredAnswer)
-	err = h.Idempotency.Complete(ctx, lock, resp, h.Batches.BatchAccepted(stored))
+	err = h.completeBatch(ctx, lock, resp, stored, handed)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: batch: complete", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
 	log.Info("enqueue: batch accepted", "jobs", len(stored.Jobs))
 	return toAPI(resp), true
+}
+
+// maxCompanions is how many promotions ride in the completion's
+// transaction: its 100 elements less the answer and the batch.
+const maxCompanions = 98
+
+// completeBatch stores the batch's answer, the batch accepted and the
+// promotions of the jobs it handed over in one transaction (those beyond
+// what it holds are written first, one by one). When a promotion's
+// condition fails (a job cancelled meanwhile), every promotion is written
+// on its own (each keeps what its record says) and the answer with the
+// batch after them.
+func (h *Handler) completeBatch(ctx context.Context, lock idempotency.Lock, resp idempotency.Response, b jobs.Batch, handed []jobs.Job) error {
+	if len(handed) > maxCompanions {
+		if err := h.promoteBatch(ctx, handed[maxCompanions:]); err != nil {
+			return err
+		}
+		handed = handed[:maxCompanions]
+	}
+	with := []idempotency.Companion{h.Batches.BatchAccepted(b)}
+	for _, j := range handed {
+		with = append(with, h.Jobs.Promotion(j))
+	}
+	err := h.Idempotency.Complete(ctx, lock, resp, with...)
+	if !errors.Is(err, idempotency.ErrCompanionFailed) {
+		return err
+	}
+	if err := h.promoteBatch(ctx, handed); err != nil {
+		return err
+	}
+	return h.Idempotency.Complete(ctx, lock, resp, h.Batches.BatchAccepted(b))
 }
 
 // refusesBatch is the problem that refuses batch b as a whole before

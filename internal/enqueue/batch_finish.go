@@ -52,7 +52,11 @@ func (h *Handler) FinishBatch(ctx context.Context, batchID string) error {
 	case b.State == jobs.BatchAccepted:
 		return nil
 	}
-	if b, err = h.finishBatch(ctx, log, b); err != nil {
+	b, handed, err := h.finishBatch(ctx, log, b)
+	if err != nil {
+		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
+	}
+	if err := h.promoteBatch(ctx, handed); err != nil {
 		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
 	}
 	if err := h.Batches.AcceptBatch(ctx, b); err != nil {
@@ -65,14 +69,27 @@ func (h *Handler) FinishBatch(ctx context.Context, batchID string) error {
 // finishBatch reserves and hands over every job of b as its own request
 // would (finishJob), several at once, each after the earlier job its after
 // names; then decides the continuations whose parent has already ended.
-// It returns b with its answers. It is idempotent: every job's id is
-// derived, so a second finish finds each job as the first left it.
-func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) (jobs.Batch, error) {
+// The new jobs of the batch that wait for none are reserved first in
+// transactions of jobs.MaxReserveNew (preReserve); the others, and all of
+// them when a transaction finds a key taken, one by one. It returns b with
+// its answers and the jobs handed over, whose promotion (queued) the
+// caller writes. It is idempotent: every job's id is derived, so a second
+// finish finds each job as the first left it.
+func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) (jobs.Batch, []jobs.Job, error) {
+	pre, err := h.preReserve(ctx, b)
+	if err != nil {
+		return b, nil, err
+	}
 	done := make([]chan struct{}, len(b.Jobs))
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
 	errs := make([]error, len(b.Jobs))
+	sent := make([]*jobs.Job, len(b.Jobs))
+	own := make(map[string]bool, len(b.Jobs))
+	for _, bj := range b.Jobs {
+		own[bj.Job.ID] = true
+	}
 	sem := make(chan struct{}, batchConcurrency)
 	var wg sync.WaitGroup
 	for i := range b.Jobs {
@@ -90,54 +107,131 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = h.finishJob(ctx, log, &b.Jobs[i], j)
+			sent[i], errs[i] = h.finishJob(ctx, log, &b.Jobs[i], j, pre[i], own)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return b, err
+		return b, nil, err
 	}
 	h.decideContinuations(ctx, log, &b)
-	return b, nil
+	var handed []jobs.Job
+	for _, j := range sent {
+		if j != nil {
+			handed = append(handed, *j)
+		}
+	}
+	return b, handed, nil
 }
 
-// finishJob reserves job j of batch job bj (its after resolved) and hands
-// it over, recording bj's answer: its own job (sent, or waiting for its
-// parent), or the active job it deduplicated onto. A job whose policy
-// refuses it in the instant between the batch's check and its reservation
-// is answered as the job that refused it, deduplicated.
-func (h *Handler) finishJob(ctx context.Context, log *slog.Logger, bj *jobs.BatchJob, j jobs.Job) error {
+// preReserve reserves the batch's new jobs that wait for no other and
+// hold a key no other job of the batch holds, jobs.MaxReserveNew to a
+// transaction, and returns their decisions by index (nil for a job left
+// to finishJob's own reservation: a transaction that found a key or an id
+// taken reserves nothing, and its jobs are decided one by one).
+func (h *Handler) preReserve(ctx context.Context, b jobs.Batch) ([]*jobs.Decision, error) {
+	out := make([]*jobs.Decision, len(b.Jobs))
+	keys := map[string]int{}
+	for _, bj := range b.Jobs {
+		keys[jobs.DedupPK(bj.Job.Caller, bj.Job.Type, bj.Job.Key)]++
+	}
+	var chunk []int
+	// flush reserves the chunk; a job whose key or id a transaction finds
+	// taken is left to finishJob, and the rest are tried again (twice at
+	// most: a key taken meanwhile, then one by one).
+	flush := func() error {
+		for try := 0; len(chunk) > 0 && try < 3; try++ {
+			js := make([]jobs.Job, len(chunk))
+			for i, n := range chunk {
+				js[i] = b.Jobs[n].Job
+			}
+			reserved, taken, err := h.Batches.ReserveNew(ctx, js)
+			if err != nil {
+				return err
+			}
+			if len(taken) == 0 {
+				for i, n := range chunk {
+					out[n] = &jobs.Decision{Outcome: jobs.Reserved, Job: reserved[i], Own: true}
+				}
+				break
+			}
+			chunk = slices.DeleteFunc(chunk, func(n int) bool {
+				return slices.ContainsFunc(taken, func(i int) bool { return js[i].ID == b.Jobs[n].Job.ID })
+			})
+		}
+		chunk = chunk[:0]
+		return nil
+	}
+	for i, bj := range b.Jobs {
+		if bj.Job.After != "" || keys[jobs.DedupPK(bj.Job.Caller, bj.Job.Type, bj.Job.Key)] > 1 {
+			continue
+		}
+		if chunk = append(chunk, i); len(chunk) == jobs.MaxReserveNew {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, flush()
+}
+
+// finishJob reserves job j of batch job bj (its after resolved; pre is its
+// reservation when preReserve made it) and hands it over, recording bj's
+// answer: its own job (sent, or waiting for its parent), or the active job
+// it deduplicated onto. A job whose policy refuses it in the instant
+// between the batch's check and its reservation is answered as the job
+// that refused it, deduplicated; one whose key another job of the batch
+// (own) holds is that job, deduplicated. It returns the job it handed over,
+// for its promotion.
+func (h *Handler) finishJob(ctx context.Context, log *slog.Logger, bj *jobs.BatchJob, j jobs.Job, pre *jobs.Decision, own map[string]bool) (*jobs.Job, error) {
 	ctx = nameJob(ctx, j.ID, j.Type)
 	var d jobs.Decision
-	for try := range batchBusyTries {
+	if pre != nil {
+		d = *pre
+	}
+	for try := 0; pre == nil && try < batchBusyTries; try++ {
 		var err error
 		if d, err = h.Jobs.Reserve(ctx, j, bj.Policy); err != nil {
-			return fmt.Errorf("jobs[%d]: reserve: %w", bj.Index, err)
+			return nil, fmt.Errorf("jobs[%d]: reserve: %w", bj.Index, err)
 		}
 		if d.Outcome != jobs.Busy {
 			break
 		}
+		if own[d.Job.ID] {
+			// Another job of this very batch holds the key: it is being
+			// handed over now and promoted with the batch's answer, so
+			// this one is it, deduplicated, as a second request would be.
+			d.Outcome, d.Own, d.Job.State = jobs.Duplicate, false, d.Job.QueuedState()
+			break
+		}
 		if try == batchBusyTries-1 {
-			return fmt.Errorf("jobs[%d]: another request holds its key", bj.Index)
+			return nil, fmt.Errorf("jobs[%d]: another request holds its key", bj.Index)
 		}
 		time.Sleep(min(d.RetryAfter, time.Second))
 	}
 	if d.Own && !sameJob(d.Job, j) {
-		return fmt.Errorf("jobs[%d]: %w", bj.Index, jobs.ErrBatchMismatch)
+		return nil, fmt.Errorf("jobs[%d]: %w", bj.Index, jobs.ErrBatchMismatch)
 	}
 	bj.JobID, bj.State, bj.Deduplicated = d.Job.ID, d.Job.State, !d.Own
 	if d.Outcome != jobs.Reserved && d.Outcome != jobs.Resume || d.Job.Stored() == jobs.StateAwaitingContinuation {
-		return nil
+		return nil, nil
 	}
 	if what, err := h.hand(ctx, d.Job); err != nil {
-		return fmt.Errorf("jobs[%d]: hand to %s: %w", bj.Index, what, err)
-	}
-	if err := h.Jobs.Promote(ctx, d.Job); err != nil {
-		return fmt.Errorf("jobs[%d]: %w", bj.Index, err)
+		return nil, fmt.Errorf("jobs[%d]: hand to %s: %w", bj.Index, what, err)
 	}
 	bj.State = d.Job.QueuedState()
 	log.Debug("enqueue: batch job handed over", obs.KeyJobID, d.Job.ID, "index", bj.Index)
-	return nil
+	return &d.Job, nil
+}
+
+// promoteBatch writes the promotion of every job handed over, one
+// UpdateItem each (a job that meanwhile left Pending keeps its story).
+func (h *Handler) promoteBatch(ctx context.Context, handed []jobs.Job) error {
+	var errs []error
+	for _, j := range handed {
+		errs = append(errs, h.Jobs.Promote(ctx, j))
+	}
+	return errors.Join(errs...)
 }
 
 // decideContinuations decides at once the batch's continuations whose

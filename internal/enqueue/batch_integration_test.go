@@ -247,3 +247,21 @@ func (f *failAfter) Send(ctx context.Context, m sqsqueue.Message) error {
 	f.mu.Unlock()
 	return f.q.Send(ctx, m)
 }
+
+// Two jobs of one batch with one natural key are one job: one is its own,
+// the other deduplicated onto it, as two requests would be; GET reads it
+// once and counts it twice.
+func TestIntegrationBatchWithOneKeyTwice(t *testing.T) {
+	s := newStack(t)
+	b := decodeBatch(t, call(t, s.h, postBatch("twice", welcomes(5, 1, false)[:len(welcomes(5, 1, false))-2]+`,{"type":"email.welcome.v1","args":{"userId":"u-5"}}]}`)), http.StatusAccepted)
+	if len(b.Jobs) != 2 || b.Jobs[0].JobID != b.Jobs[1].JobID || b.Jobs[0].Deduplicated == b.Jobs[1].Deduplicated {
+		t.Fatalf("answer %+v; want one job, one of the two deduplicated onto it", b.Jobs)
+	}
+	if msgs, _ := s.receive(t, contract.QueueDefault); len(msgs) != 1 {
+		t.Fatalf("%d messages; want one", len(msgs))
+	}
+	g := decodeBatch(t, call(t, s.h, request(http.MethodGet, "/v1/batches/"+b.BatchID, "")), http.StatusOK)
+	if len(g.Jobs) != 2 || g.Counts["Enqueued"] != 2 {
+		t.Fatalf("GET: %+v %v", g.Jobs, g.Counts)
+	}
+}

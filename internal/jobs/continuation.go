@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -302,12 +303,13 @@ func (s *Store) sendReleased(ctx context.Context, c Job, send SendFunc) (Verdict
 	return Run, nil
 }
 
-// records reads the records of ids (consistent, 100 keys a call) by id;
-// missing or expired ones are left out.
+// records reads the records of ids (consistent, 100 keys a call; an id
+// given twice is read once) by id; missing or expired ones are left out.
 func (s *Store) records(ctx context.Context, ids []string) (map[string]Job, error) {
 	out := make(map[string]Job, len(ids))
 	now := s.now()
-	for chunk := range slices.Chunk(ids, 100) {
+	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
+	for chunk := range slices.Chunk(distinct, 100) {
 		keys := make([]map[string]types.AttributeValue, len(chunk))
 		for i, id := range chunk {
 			keys[i] = keyAV(JobPK(id))
@@ -349,6 +351,44 @@ func (s *Store) detach(ctx context.Context, c Job) {
 		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	}
 	_ = err // best effort, as documented
+}
+
+// Parents returns those of ids that have continuations (a continuations
+// item), in the order of ids: what the chain function releases of the jobs
+// a batch of the markers stream shows ended. One consistent BatchGetItem
+// per 100 ids.
+func (s *Store) Parents(ctx context.Context, ids []string) ([]string, error) {
+	has := map[string]bool{}
+	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
+	for chunk := range slices.Chunk(distinct, 100) {
+		keys := make([]map[string]types.AttributeValue, len(chunk))
+		for i, id := range chunk {
+			keys[i] = keyAV(ContinuationsOfPK(id))
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String(AttrPK)}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt == 5 {
+				return nil, errors.New("jobs: parents: keys still unprocessed")
+			}
+			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("jobs: parents: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				if pk, ok := item[AttrPK].(*types.AttributeValueMemberS); ok {
+					has[strings.TrimPrefix(pk.Value, "continuations#")] = true
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	var out []string
+	for _, id := range ids {
+		if has[id] && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // Continuations returns the ids of the jobs that wait (or waited) for job

@@ -71,6 +71,9 @@ func TestContinuationIsSentOnceWhenItsParentSucceeds(t *testing.T) {
 	if got, err := f.Store.Continuations(ctx, parent.ID); err != nil || !slices.Equal(got, []string{child.ID}) {
 		t.Fatalf("the parent's continuations %v %v; want its continuation", got, err)
 	}
+	if got, err := f.Store.Parents(ctx, []string{child.ID, parent.ID, parent.ID}); err != nil || !slices.Equal(got, []string{parent.ID}) {
+		t.Fatalf("Parents = %v %v; want the parent alone, once", got, err)
+	}
 	if got := f.Get(t, child.ID); got.State != jobs.StateAwaitingContinuation || got.After != parent.ID || got.AfterPolicy != contract.OnSucceeded {
 		t.Fatalf("the continuation reads %s after %q policy %q", got.State, got.After, got.AfterPolicy)
 	}

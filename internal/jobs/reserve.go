@@ -171,7 +171,20 @@ func (s *Store) decide(prev, job Job, policy contract.DuplicatePolicy) (d Decisi
 // prevID; the record must not exist (or be expired). Both ask for the item
 // that fails their condition.
 func (s *Store) reserve(ctx context.Context, job Job, ppk, prevID string) error {
-	now := s.now()
+	items, err := s.reservation(job, ppk, prevID, s.now())
+	if err != nil {
+		return err
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err != nil {
+		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+	}
+	return nil
+}
+
+// reservation is the transaction elements reserve writes for job: its
+// pointer, its record, and for a continuation what attach adds.
+func (s *Store) reservation(job Job, ppk, prevID string, now time.Time) ([]types.TransactWriteItem, error) {
 	ptrCond := ddb.AbsentOrExpired(AttrPK, now)
 	if prevID != "" {
 		ptrCond = expression.Name(AttrJobID).Equal(expression.Value(prevID))
@@ -182,25 +195,79 @@ func (s *Store) reserve(ctx context.Context, job Job, ppk, prevID string) error 
 	}
 	ptrPut, err := ddb.Put(s.table, pointer{PK: ppk, JobID: job.ID, ExpiresAt: ptrExpiry}, ptrCond, true)
 	if err != nil {
-		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+		return nil, fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}
 	recPut, err := ddb.Put(s.table, toRecord(job), ddb.AbsentOrExpired(AttrPK, now), true)
 	if err != nil {
-		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+		return nil, fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}
 	items := []types.TransactWriteItem{{Put: ptrPut}, {Put: recPut}}
 	if job.After != "" {
 		attach, err := s.attach(job, now)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		items = append(items, attach...)
 	}
-	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	if err != nil {
-		return fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
+	return items, nil
+}
+
+// MaxReserveNew is how many jobs ReserveNew takes at once: two elements
+// each, a transaction's 100.
+const MaxReserveNew = 50
+
+// ReserveNew reserves every job of js as Reserve would a new one (Pending,
+// its pointer and record), in one transaction: all of them, or, when any
+// key or id is taken (a condition fails), none; then ok is false and taken
+// lists the indexes of the jobs whose key or id is taken, for the caller
+// to reserve the others again and those one by one with Reserve, which
+// decides each. The jobs must wait for no other (no After), hold distinct
+// keys, and be at most MaxReserveNew. It returns the jobs as reserved. A
+// batch of new jobs is a transaction, not a call per job.
+func (s *Store) ReserveNew(ctx context.Context, js []Job) (reserved []Job, taken []int, err error) {
+	if len(js) == 0 || len(js) > MaxReserveNew {
+		return nil, nil, fmt.Errorf("jobs: ReserveNew takes 1-%d jobs, not %d", MaxReserveNew, len(js))
 	}
-	return nil
+	now := s.now()
+	var items []types.TransactWriteItem
+	seen := map[string]bool{}
+	for _, job := range js {
+		ppk := DedupPK(job.Caller, job.Type, job.Key)
+		if job.After != "" || seen[ppk] {
+			return nil, nil, fmt.Errorf("jobs: ReserveNew: %s waits for another job or shares its key", job.ID)
+		}
+		seen[ppk] = true
+		job.stored, job.State = StatePending, StatePending
+		job.CreatedAt = job.CreatedAt.UTC().Truncate(time.Millisecond)
+		job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
+		job.UpdatedAt = job.CreatedAt
+		it, err := s.reservation(job, ppk, "", now)
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, it...)
+		reserved = append(reserved, job)
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	switch {
+	case ddb.IsConditionFailed(err):
+		for i := range js {
+			_, ptr := ddb.ItemAt(err, 2*i)
+			_, rec := ddb.ItemAt(err, 2*i+1)
+			if ptr || rec {
+				taken = append(taken, i)
+			}
+		}
+		if len(taken) == 0 { // the service named none: decide them all one by one
+			for i := range js {
+				taken = append(taken, i)
+			}
+		}
+		return nil, taken, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("jobs: reserve %d jobs: %w", len(js), err)
+	}
+	return reserved, nil, nil
 }
 
 // Promotion is the write that moves a job from Pending to its queued state

@@ -17,7 +17,7 @@ import (
 
 // Enqueue starts the local stack (on free ports, its state in a temporary
 // directory), sends requests enqueues at each concurrency through its API,
-// and then measures the idle CPU of the whole stack once its workers have
+// measures batches and continuations (Chain), and then measures the idle CPU of the whole stack once its workers have
 // drained. Progress goes to progress.
 func Enqueue(ctx context.Context, root string, requests int, levels []int, progress io.Writer) ([]Row, error) {
 	dir, err := tempDir()
@@ -46,6 +46,12 @@ func Enqueue(ctx context.Context, root string, requests int, levels []int, progr
 			Row{"enqueue", name + ": 5xx or no answer", fmt.Sprint(r.ServerErrors + r.Failed), "0", r.ServerErrors+r.Failed == 0},
 		)
 	}
+	fmt.Fprintln(progress, "==> batches and continuations through the local stack")
+	chain, err := Chain(ctx, l, 10, 30)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, chain...)
 	// Idle means idle: the workers first drain what was enqueued (a fixed
 	// wait measured a stack still sending the load's mail).
 	drained, err := waitDrained(ctx, l, drainLimit)
