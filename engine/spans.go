@@ -24,7 +24,9 @@ const (
 // traced runs do for one record inside its CONSUMER span, named
 // "<queue> process" as OpenTelemetry's messaging conventions name it. The
 // span continues the trace of the send that queued the record (the
-// record's AWSTraceHeader, XRay's rules) and links to that send's span; it
+// record's AWSTraceHeader, XRay's rules; for a job that waited in a
+// one-time schedule, the traceparent of its envelope) and links to that
+// send's span; it
 // carries messaging.system aws_sqs, the queue, the SQS message id, the
 // job's id and type, and the record's outcome; a record that is retried,
 // dead-lettered or whose claim failed ends it with an Error status. A
@@ -45,7 +47,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 			attribute.String(AttrJobID, it.env.MessageID),
 			attribute.String(AttrJobType, it.typ.Name),
 		))
-	if sc, ok := ParseXRay(RecordTraceHeader(it.msg)); ok {
+	if sc, ok := ParseXRay(it.trace); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
@@ -56,7 +58,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	// record came without one).
 	sc := span.SpanContext()
 	logAttrs := []any{obs.KeySpanID, sc.SpanID().String()}
-	if RecordTraceHeader(it.msg) == "" {
+	if it.trace == "" {
 		logAttrs = append(logAttrs, obs.KeyTraceID, XRayTraceID(sc.TraceID()))
 	}
 	it.log = it.log.With(logAttrs...)
@@ -93,4 +95,11 @@ func TracedJobAttributes(ctx context.Context) []attribute.KeyValue {
 		return nil
 	}
 	return []attribute.KeyValue{attribute.String(AttrJobID, j.id), attribute.String(AttrJobType, j.typ)}
+}
+
+// spanTraceID is the trace of ctx's span in X-Ray form, "" without one: the
+// traceId of a job whose record span started its trace (a recurring
+// schedule's tick).
+func spanTraceID(ctx context.Context) string {
+	return XRayTraceID(trace.SpanContextFromContext(ctx).TraceID())
 }
