@@ -99,11 +99,15 @@ func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempote
 		return idempotency.ErrLockLost
 	}
 	for _, c := range with {
-		j, ok := w.jobs[c.(promotion).jobID]
+		p := c.(promotion).job
+		j, ok := w.jobs[p.ID]
 		if !ok || j.State == jobs.StateFailed || j.State == jobs.StateCancelled {
 			return idempotency.ErrCompanionFailed
 		}
 		j.State = j.QueuedState()
+		if p.Message != "" {
+			j.Message = p.Message
+		}
 		w.jobs[j.ID] = j
 	}
 	r.resp = &resp
@@ -153,14 +157,15 @@ func (w *world) Get(_ context.Context, id string) (jobs.Job, error) {
 	return j, nil
 }
 
-// promotion is the fake's companion write: promote jobID.
-type promotion struct{ jobID string }
+// promotion is the fake's companion write: promote the job, storing its
+// message as it was handed over.
+type promotion struct{ job jobs.Job }
 
 func (promotion) TransactItem() (types.TransactWriteItem, error) {
 	return types.TransactWriteItem{}, nil
 }
 
-func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job.ID} }
+func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job} }
 
 // Promote plays jobs.Store.Promote: a job that left the states it is
 // promoted from is left as it is.

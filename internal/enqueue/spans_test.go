@@ -79,6 +79,58 @@ func TestTracedPostIsOneTraceFromRequestToSend(t *testing.T) {
 	}
 }
 
+// A job due later than SQS can hold it is handed to EventBridge Scheduler
+// inside a PRODUCER span "create <queue>" under the request's, and its
+// schedule's input (the envelope) carries that span as its traceparent,
+// since the scheduler sends no trace header: the worker's span continues
+// the job's trace when the schedule fires. The job's stored message (what
+// a run-now sends) carries it too, and its traceId is the spans' trace.
+func TestTracedScheduledJobCarriesItsTraceInItsEnvelope(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	rec := tracetest.NewSpanRecorder()
+	h.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	resp := call(t, h, post("email.welcome.v1", "k-later", runAtBody(`"2026-11-30T10:00:00Z"`)))
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+	var body acceptedBody
+	_ = json.Unmarshal([]byte(resp.Body), &body)
+	spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.SpanKind()] = s
+	}
+	server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
+	if server == nil || producer == nil || len(rec.Ended()) != 2 {
+		t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
+	}
+	a := attrs(producer)
+	if producer.Name() != "create default" || producer.Parent().SpanID() != server.SpanContext().SpanID() ||
+		a["messaging.operation.type"] != "create" || a[engine.AttrJobID] != body.JobID || a[engine.AttrJobType] != "email.welcome.v1" {
+		t.Errorf("producer span %q parent %s attrs %v", producer.Name(), producer.Parent().SpanID(), a)
+	}
+	sched, ok := w.schedule(body.JobID)
+	if !ok {
+		t.Fatal("no schedule")
+	}
+	want := engine.FormatTraceparent(producer.SpanContext())
+	env, err := engine.Decode([]byte(sched.Body))
+	if err != nil || env.Traceparent != want || env.RunAt.IsZero() {
+		t.Fatalf("the schedule's input %s (%v); want traceparent %s", sched.Body, err, want)
+	}
+	job, err := w.Get(context.Background(), body.JobID)
+	if err != nil || job.Message != sched.Body || job.TraceID != engine.XRayTraceID(server.SpanContext().TraceID()) {
+		t.Errorf("job message %s traceId %q; want the schedule's input and the spans' trace", job.Message, job.TraceID)
+	}
+
+	// Untraced, the input is the envelope as it always was.
+	w2 := newWorld()
+	call(t, newHandler(w2), post("email.welcome.v1", "k-later", runAtBody(`"2026-11-30T10:00:00Z"`)))
+	if sched, ok := w2.schedule(body.JobID); !ok || strings.Contains(sched.Body, "traceparent") {
+		t.Errorf("untraced schedule input %s", sched.Body)
+	}
+}
+
 // parentOf is the span's parent span id, "" for a root span.
 func parentOf(s sdktrace.ReadOnlySpan) string {
 	if !s.Parent().SpanID().IsValid() {
