@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/tracing"
 )
 
@@ -37,20 +39,7 @@ func TestTracedPostIsOneTraceFromRequestToSend(t *testing.T) {
 			if tc.header != "" {
 				opts = append(opts, withHeader("X-Amzn-Trace-Id", tc.header))
 			}
-			resp := call(t, h, post("email.welcome.v1", "k-traced", `{"args":{"userId":"u-1"}}`, opts...))
-			if resp.StatusCode != http.StatusAccepted {
-				t.Fatalf("%d %s", resp.StatusCode, resp.Body)
-			}
-			var body acceptedBody
-			_ = json.Unmarshal([]byte(resp.Body), &body)
-			spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
-			for _, s := range rec.Ended() {
-				spans[s.SpanKind()] = s
-			}
-			server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
-			if server == nil || producer == nil || len(rec.Ended()) != 2 {
-				t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
-			}
+			body, server, producer := tracedPost(t, h, rec, post("email.welcome.v1", "k-traced", `{"args":{"userId":"u-1"}}`, opts...))
 			a := attrs(server)
 			if server.Name() != "POST /v1/jobs/{type}" || a["http.request.method"] != "POST" || a["http.route"] != "/v1/jobs/{type}" ||
 				a["http.response.status_code"] != "202" || a[engine.AttrJobID] != body.JobID || a[engine.AttrJobType] != "email.welcome.v1" {
@@ -90,20 +79,7 @@ func TestTracedScheduledJobCarriesItsTraceInItsEnvelope(t *testing.T) {
 	h := newHandler(w)
 	rec := tracetest.NewSpanRecorder()
 	h.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	resp := call(t, h, post("email.welcome.v1", "k-later", runAtBody(`"2026-11-30T10:00:00Z"`)))
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
-	}
-	var body acceptedBody
-	_ = json.Unmarshal([]byte(resp.Body), &body)
-	spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		spans[s.SpanKind()] = s
-	}
-	server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
-	if server == nil || producer == nil || len(rec.Ended()) != 2 {
-		t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
-	}
+	body, server, producer := tracedPost(t, h, rec, post("email.welcome.v1", "k-later", runAtBody(`"2026-11-30T10:00:00Z"`)))
 	a := attrs(producer)
 	if producer.Name() != "create default" || producer.Parent().SpanID() != server.SpanContext().SpanID() ||
 		a["messaging.operation.type"] != "create" || a[engine.AttrJobID] != body.JobID || a[engine.AttrJobType] != "email.welcome.v1" {
@@ -129,6 +105,28 @@ func TestTracedScheduledJobCarriesItsTraceInItsEnvelope(t *testing.T) {
 	if sched, ok := w2.schedule(body.JobID); !ok || strings.Contains(sched.Body, "traceparent") {
 		t.Errorf("untraced schedule input %s", sched.Body)
 	}
+}
+
+// tracedPost sends req to h, which must accept it, and returns the answer
+// and the two spans rec recorded: the request's SERVER span and its
+// PRODUCER span.
+func tracedPost(t *testing.T, h *enqueue.Handler, rec *tracetest.SpanRecorder, req events.APIGatewayV2HTTPRequest) (acceptedBody, sdktrace.ReadOnlySpan, sdktrace.ReadOnlySpan) {
+	t.Helper()
+	resp := call(t, h, req)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+	var body acceptedBody
+	_ = json.Unmarshal([]byte(resp.Body), &body)
+	spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.SpanKind()] = s
+	}
+	server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
+	if server == nil || producer == nil || len(rec.Ended()) != 2 {
+		t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
+	}
+	return body, server, producer
 }
 
 // parentOf is the span's parent span id, "" for a root span.
