@@ -27,11 +27,12 @@ const (
 	OutboxAttrDuplicatePolicy = "duplicatePolicy"
 	OutboxAttrCorrelationID   = "correlationId"
 	OutboxAttrExpiresAt       = "expiresAt"
+	OutboxAttrTraceparent     = "traceparent"
 )
 
 // attrs lists every attribute an item may have.
 var outboxAttrs = []string{OutboxAttrPK, OutboxAttrProducer, OutboxAttrIdempotencyKey, OutboxAttrType, OutboxAttrArgs, OutboxAttrKey, OutboxAttrRunAt,
-	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrExpiresAt}
+	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrExpiresAt, OutboxAttrTraceparent}
 
 // OutboxRetention is how long an outbox item lives (its expiresAt, the table's
 // TTL): long enough for the stream (24 h) to have relayed it.
@@ -58,6 +59,10 @@ type OutboxItem struct {
 	Policy         string
 	CorrelationID  string
 	ExpiresAt      int64
+	// Traceparent is the W3C trace context of the producer's span that
+	// wrote the item ("" for none): the relay's span continues it, so the
+	// job's trace starts in the producer's. A malformed one is ignored.
+	Traceparent string
 }
 
 // Caller is the caller the item's job belongs to: outbox:<producer>.
@@ -167,6 +172,7 @@ func DecodeOutboxItem(av map[string]OutboxValue) (OutboxItem, error) {
 	str(OutboxAttrRunAt, &it.RunAt, false)
 	str(OutboxAttrDuplicatePolicy, &it.Policy, false)
 	str(OutboxAttrCorrelationID, &it.CorrelationID, false)
+	str(OutboxAttrTraceparent, &it.Traceparent, false)
 	if v, ok := av[OutboxAttrArgs]; ok {
 		if v.M == nil {
 			errs = append(errs, invalidItem("args must be a map (M) of strings"))
@@ -226,7 +232,8 @@ func OutboxAttributes[V any](it OutboxItem, str func(string) V, num func(int64) 
 		args[k] = str(it.Args[k])
 	}
 	out[OutboxAttrArgs] = mapOf(args)
-	for name, v := range map[string]string{OutboxAttrKey: it.Key, OutboxAttrRunAt: it.RunAt, OutboxAttrDuplicatePolicy: it.Policy, OutboxAttrCorrelationID: it.CorrelationID} {
+	for name, v := range map[string]string{OutboxAttrKey: it.Key, OutboxAttrRunAt: it.RunAt, OutboxAttrDuplicatePolicy: it.Policy, OutboxAttrCorrelationID: it.CorrelationID,
+		OutboxAttrTraceparent: it.Traceparent} {
 		if v != "" {
 			out[name] = str(v)
 		}

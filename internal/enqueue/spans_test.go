@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/outbox"
 	"github.com/runstwice/runstwice/internal/tracing"
 )
 
@@ -118,15 +119,21 @@ func tracedPost(t *testing.T, h *enqueue.Handler, rec *tracetest.SpanRecorder, r
 	}
 	var body acceptedBody
 	_ = json.Unmarshal([]byte(resp.Body), &body)
-	spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		spans[s.SpanKind()] = s
-	}
+	spans := byKind(rec)
 	server, producer := spans[trace.SpanKindServer], spans[trace.SpanKindProducer]
 	if server == nil || producer == nil || len(rec.Ended()) != 2 {
 		t.Fatalf("spans %v; want a server and a producer span", rec.Ended())
 	}
 	return body, server, producer
+}
+
+// byKind is the spans rec recorded, by their kind (the last of each).
+func byKind(rec *tracetest.SpanRecorder) map[trace.SpanKind]sdktrace.ReadOnlySpan {
+	spans := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.SpanKind()] = s
+	}
+	return spans
 }
 
 // parentOf is the span's parent span id, "" for a root span.
@@ -143,4 +150,44 @@ func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 		out[string(kv.Key)] = kv.Value.Emit()
 	}
 	return out
+}
+
+// A traced outbox item's job is the producer's trace: the relay's CONSUMER
+// span continues the item's traceparent, the PRODUCER span of the job's
+// send is inside it (the message carries it), and the job's stored
+// traceId is that trace in X-Ray form.
+func TestRelayedItemsJobIsItsProducersTrace(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	rec := tracetest.NewSpanRecorder()
+	h.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	relay := &outbox.Relay{Enqueuer: h, TracerProvider: h.TracerProvider}
+	str := events.NewStringAttribute
+	img := map[string]events.DynamoDBAttributeValue{
+		"pk": str("shop#signup-1"), "producer": str("shop"), "idempotencyKey": str("signup-1"), "type": str(welcome),
+		"args": events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{"userId": str("u-1")}), "expiresAt": events.NewNumberAttribute("1900000000"),
+		"traceparent": str("00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"),
+	}
+	resp, _ := relay.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		{EventID: "ev-1", EventName: "INSERT", Change: events.DynamoDBStreamRecord{NewImage: img, SequenceNumber: "1"}}}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+	spans := byKind(rec)
+	consumer, producer := spans[trace.SpanKindConsumer], spans[trace.SpanKindProducer]
+	if consumer == nil || producer == nil || len(rec.Ended()) != 2 {
+		t.Fatalf("spans %v; want the relay's and its send's", rec.Ended())
+	}
+	if consumer.SpanContext().TraceID().String() != "5759e988bd862e3fe1be46a994272793" || parentOf(consumer) != "53995c3f42cd8ad8" ||
+		producer.Parent().SpanID() != consumer.SpanContext().SpanID() {
+		t.Errorf("relay span %v (parent %s), send's parent %s: not one trace from the item", consumer.SpanContext(), parentOf(consumer), parentOf(producer))
+	}
+	jobID := engine.DeriveMessageID("outbox:shop", "signup-1")
+	job, err := w.Get(context.Background(), jobID)
+	if err != nil || job.TraceID != "1-5759e988-bd862e3fe1be46a994272793" {
+		t.Errorf("job traceId %q (%v); want the item's trace", job.TraceID, err)
+	}
+	if sent := w.messages(); len(sent) != 1 || sent[0].TraceHeader != engine.FormatXRay(producer.SpanContext()) {
+		t.Errorf("the message's trace header %v; want the send's span", sent)
+	}
 }
