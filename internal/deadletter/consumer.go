@@ -240,8 +240,10 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 	c.parseJob(&l, base)
 	rec := &l.rec
 	// The trace the message carries (SQS keeps AWSTraceHeader when it moves
-	// a message to the DLQ, and the worker sends its own with a letter).
-	if trace := obs.TraceRoot(engine.RecordTraceHeader(msg)); trace != "" {
+	// a message to the DLQ, and the worker sends its job's with a letter),
+	// kept for a redrive to send again.
+	rec.TraceHeader = engine.RecordTraceHeader(msg)
+	if trace := obs.TraceRoot(rec.TraceHeader); trace != "" {
 		l.log = l.log.With(obs.KeyTraceID, trace)
 	}
 	if sl, ok := schedule.LetterOf(stringAttrs(msg)); ok {
