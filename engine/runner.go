@@ -82,7 +82,7 @@ type item struct {
 	out     outcome
 	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
 	retryIn time.Duration
-	// trace is the X-Ray trace header the record continues (recordTrace).
+	// trace is the X-Ray trace header the record continues (JobTraceHeader).
 	trace string
 }
 
@@ -223,7 +223,7 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 // decode runs step 1 for one record and reports whether it goes on.
 func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	env, err := r.decodeBody(it)
-	it.trace = recordTrace(it.msg, env)
+	it.trace = JobTraceHeader(it.msg, env)
 	if err == nil {
 		// The messageId of the envelope is the job id; the SQS message id
 		// is the batch item identifier.

@@ -35,12 +35,13 @@ func ParseTraceparent(v string) (trace.SpanContext, bool) {
 	return sc, sc.IsValid()
 }
 
-// recordTrace is the trace a record continues, as an X-Ray trace header:
-// its AWSTraceHeader, else the traceparent its envelope carries (a job that
-// waited in a one-time schedule: EventBridge Scheduler sends no trace
-// header) in X-Ray form, else "". The record's span, its log lines, a
-// parked copy and its dead letter all keep it.
-func recordTrace(msg events.SQSMessage, env Envelope) string {
+// JobTraceHeader is the trace a record of job env continues, as an X-Ray
+// trace header: the record's AWSTraceHeader, else the traceparent its
+// envelope carries (a job that waited in a one-time schedule: EventBridge
+// Scheduler sends no trace header) in X-Ray form, else "". The runner's
+// record span, its log lines, a parked copy and a dead letter keep it; a
+// consumer of the dead-letter queue continues it the same way.
+func JobTraceHeader(msg events.SQSMessage, env Envelope) string {
 	if h := RecordTraceHeader(msg); h != "" {
 		return h
 	}
