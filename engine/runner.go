@@ -56,8 +56,10 @@ func (r *Runner) at(s Step) {
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
 type Runner struct {
 	cfg Config
-	// tracer makes the records' spans (nil: Config.TracerProvider is).
-	tracer trace.Tracer
+	// tracer makes the records' spans (nil: Config.TracerProvider is), and
+	// spanNames are their names by queue.
+	tracer    trace.Tracer
+	spanNames map[Queue]string
 }
 
 // Handles reports whether this runner has a handler for the job type.

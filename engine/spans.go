@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -38,7 +39,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	opts := make([]trace.SpanStartOption, 0, 3)
 	opts = append(opts,
-		trace.WithSpanKind(trace.SpanKindConsumer),
+		consumerKind,
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
 			attribute.String("messaging.operation.type", "process"),
@@ -51,17 +52,18 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := r.tracer.Start(ctx, string(it.typ.Queue)+" process", opts...)
+	ctx, span := r.tracer.Start(ctx, r.spanName(it.typ.Queue), opts...)
 	defer span.End()
 	ctx = ContextWithTracedJob(ctx, it.env.MessageID, it.typ.Name)
 	// The record's log lines say their span (and its trace, when the
 	// record came without one).
 	sc := span.SpanContext()
-	logAttrs := []any{obs.KeySpanID, sc.SpanID().String()}
+	logAttrs := make([]slog.Attr, 1, 2)
+	logAttrs[0] = slog.String(obs.KeySpanID, sc.SpanID().String())
 	if it.trace == "" {
-		logAttrs = append(logAttrs, obs.KeyTraceID, XRayTraceID(sc.TraceID()))
+		logAttrs = append(logAttrs, slog.String(obs.KeyTraceID, XRayTraceID(sc.TraceID())))
 	}
-	it.log = it.log.With(logAttrs...)
+	it.log = slog.New(it.log.Handler().WithAttrs(logAttrs))
 	o := do(ctx)
 	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
 	switch o.kind {
@@ -72,6 +74,18 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		}
 	}
 	return o
+}
+
+// consumerKind is the kind of every record span.
+var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+
+// spanName is the name of the record spans of queue q, "<q> process":
+// made once per queue (New), not once per record.
+func (r *Runner) spanName(q Queue) string {
+	if name, ok := r.spanNames[q]; ok {
+		return name
+	}
+	return string(q) + " process"
 }
 
 // tracedJobKey carries the job a span is about in a context.
