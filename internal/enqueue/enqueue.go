@@ -72,6 +72,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
 	}
 	trace := traceHeader(ctx, req.Headers)
+	ctx = nameJob(ctx, engine.DeriveMessageID(caller, idemKey), jt.Name) // every span of the request names its job
 	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
 	})

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -37,7 +39,9 @@ type world struct {
 	// scheduleErr fails every create, deleteErr every delete; onCreate
 	// runs before a create (outside the world's lock): what happens to the
 	// job between its reservation and its schedule.
-	schedules   map[string]schedule.Job
+	schedules map[string]schedule.Job
+	// beginJob is the job the last Begin's context named (its spans').
+	beginJob    []attribute.KeyValue
 	scheduleErr error
 	deleteErr   error
 	onCreate    func(schedule.Job)
@@ -61,7 +65,10 @@ func (w *world) Now() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now
 
 func (w *world) advance(d time.Duration) { w.mu.Lock(); w.now = w.now.Add(d); w.mu.Unlock() }
 
-func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Result, error) {
+func (w *world) Begin(ctx context.Context, caller, key, fp string) (idempotency.Result, error) {
+	w.mu.Lock()
+	w.beginJob = engine.TracedJobAttributes(ctx)
+	w.mu.Unlock()
 	return w.begin(caller, key, fp, false)
 }
 

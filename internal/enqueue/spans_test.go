@@ -50,6 +50,9 @@ func TestTracedPostIsOneTraceFromRequestToSend(t *testing.T) {
 				attrs(producer)[engine.AttrJobID] != body.JobID || attrs(producer)["messaging.destination.name"] != "default" {
 				t.Errorf("producer span %q parent %s attrs %v", producer.Name(), producer.Parent().SpanID(), attrs(producer))
 			}
+			if len(w.beginJob) != 2 || w.beginJob[0].Value.AsString() != body.JobID {
+				t.Errorf("the request layer's calls name the job %v; want %s (their CLIENT spans carry it)", w.beginJob, body.JobID)
+			}
 			sent := w.messages()
 			if len(sent) != 1 || sent[0].TraceHeader != engine.FormatXRay(producer.SpanContext()) {
 				t.Fatalf("the message's trace header %v; want the producer span's %q", sent, engine.FormatXRay(producer.SpanContext()))
