@@ -63,7 +63,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	if it.trace == "" {
 		logAttrs = append(logAttrs, slog.String(obs.KeyTraceID, XRayTraceID(sc.TraceID())))
 	}
-	it.log = slog.New(it.log.Handler().WithAttrs(logAttrs))
+	it.log = slog.New(spanLines{it.log.Handler(), logAttrs})
 	o := do(ctx)
 	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
 	switch o.kind {
@@ -74,6 +74,28 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		}
 	}
 	return o
+}
+
+// spanLines adds a record span's attributes (its span id, and the trace
+// it started) to each line of the record's logger as the line is written:
+// cheaper than WithAttrs, which formats every attribute the logger already
+// has again, for the line or two a record writes.
+type spanLines struct {
+	slog.Handler
+	attrs []slog.Attr
+}
+
+func (h spanLines) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.attrs...)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h spanLines) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return spanLines{h.Handler.WithAttrs(attrs), h.attrs}
+}
+
+func (h spanLines) WithGroup(name string) slog.Handler {
+	return h.Handler.WithAttrs(h.attrs).WithGroup(name) // the span's attributes stay outside the group
 }
 
 // consumerKind is the kind of every record span.
