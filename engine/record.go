@@ -9,12 +9,17 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
 func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
-	ctx = WithTraceHeader(ctx, it.trace)
+	// What the job sends (a park, a fan-out's pages) carries its trace: the
+	// record's, else the trace its own span started (a tick, a copy sent
+	// without a header).
+	ctx = WithTraceHeader(ctx, cmp.Or(it.trace, FormatXRay(trace.SpanContextFromContext(ctx))))
 	switch {
 	case it.hasSeen && it.seen.Processed():
 		return outcome{kind: kindDuplicate, reason: "already processed"}

@@ -152,3 +152,21 @@ func TestATicksJobIsItsSpansTrace(t *testing.T) {
 		t.Errorf("the tick's job has traceId %q; want its span's trace %q", got, want)
 	}
 }
+
+// A record that came with no trace (a tick, a copy sent without a header)
+// starts one in its span, and what its job sends (a fan-out's pages, a
+// park) carries that span as its trace header, so those jobs join the
+// trace.
+func TestUntracedRecordsSendsCarryItsSpan(t *testing.T) {
+	var header string
+	r, rec := tracedRunner(t, engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
+		header = engine.TraceHeader(ctx)
+		return nil
+	}))
+	if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("inv-untraced")}}); err != nil {
+		t.Fatal(err)
+	}
+	if spans := rec.Ended(); len(spans) != 1 || header == "" || header != engine.FormatXRay(spans[0].SpanContext()) {
+		t.Errorf("the job's sends carry %q; want its record span's trace", header)
+	}
+}
