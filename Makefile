@@ -178,9 +178,11 @@ chaos: venv $(RIE_STAMP)
 	@$(GO) run ./cmd/chaos -n $(N) -seed $(SEED) $(if $(MUTATE),-mutate $(MUTATE))
 
 ## bench: what runstwice costs, as one table: the runner in-process (time
-## and allocations per job), the worker on moto (DynamoDB calls per job, time
+## and allocations per job; traced against untraced, and untraced against
+## the commit before traces), the worker on moto (DynamoDB calls per job, time
 ## per batch), the enqueue API under load through the local stack, and each
-## function's init time under the emulator. Targets are printed beside them.
+## function's init time under the emulator, with and without an OTLP
+## endpoint. Targets are printed beside them.
 bench: venv $(RIE_STAMP)
 	@$(GO) run ./cmd/bench
 

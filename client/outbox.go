@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -47,6 +49,14 @@ type OutboxJob struct {
 // would dead-letter is refused here. The Put has no condition: writing the
 // same item again (a retried transaction) is the same job.
 func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteItem, string, error) {
+	return OutboxPutContext(context.Background(), table, job, now)
+}
+
+// OutboxPutContext is OutboxPut for a producer that traces: when ctx
+// carries a valid OpenTelemetry span context (the producer's span around
+// its transaction), the item carries it as its traceparent, and the
+// relay's span, the job's spans and the job's traceId continue that trace.
+func OutboxPutContext(ctx context.Context, table string, job OutboxJob, now time.Time) (types.TransactWriteItem, string, error) {
 	if table == "" {
 		return types.TransactWriteItem{}, "", errors.New("client: OutboxPut needs the outbox table's name")
 	}
@@ -54,6 +64,7 @@ func OutboxPut(table string, job OutboxJob, now time.Time) (types.TransactWriteI
 	if err != nil {
 		return types.TransactWriteItem{}, "", err
 	}
+	it.Traceparent = engine.FormatTraceparent(trace.SpanContextFromContext(ctx))
 	item := contract.OutboxAttributes(it,
 		func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} },
 		func(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} },

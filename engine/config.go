@@ -166,6 +166,12 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg}
 	if cfg.TracerProvider != nil {
 		r.tracer = cfg.TracerProvider.Tracer(tracerName)
+		r.spanNames = map[Queue]string{}
+		for _, name := range cfg.Registry.Names() {
+			if t, err := cfg.Registry.Lookup(name); err == nil {
+				r.spanNames[t.Queue] = string(t.Queue) + " process"
+			}
+		}
 	}
 	return r, nil
 }

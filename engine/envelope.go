@@ -36,6 +36,14 @@ type Envelope struct {
 	// the job outlive the schedule's firing even when the job ran earlier
 	// (run now), and a late firing is dropped.
 	RunAt time.Time `json:"runAt,omitzero"`
+	// Traceparent is the W3C trace context of the span that handed a
+	// traced job to a one-time schedule: EventBridge Scheduler sends its
+	// input with no AWSTraceHeader, so the worker continues the job's
+	// trace from here when the record carries no trace header. Absent on
+	// every other message (an SQS message carries its trace in
+	// AWSTraceHeader). A value that is not a valid traceparent is ignored,
+	// never a reason to refuse the message.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // The SQS message attribute names that repeat envelope fields, so queues can

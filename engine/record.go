@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,14 +9,17 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // process runs steps 2 to 9 for one decoded record and returns its outcome.
 func (r *Runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
-	ctx = WithTraceHeader(ctx, queueTraceHeader(it.msg))
+	// What the job sends (a park, a fan-out's pages) carries its trace: the
+	// record's, else the trace its own span started (a tick, a copy sent
+	// without a header).
+	ctx = WithTraceHeader(ctx, cmp.Or(it.trace, FormatXRay(trace.SpanContextFromContext(ctx))))
 	switch {
 	case it.hasSeen && it.seen.Processed():
 		return outcome{kind: kindDuplicate, reason: "already processed"}
@@ -306,7 +310,7 @@ func (r *Runner) recordTick(ctx context.Context, it *item) (outcome, bool) {
 	now := r.cfg.Now().UTC()
 	job := TickJob{
 		ID: it.env.MessageID, Caller: TickCaller(it.tick.Schedule), Type: it.env.Type, Key: it.env.Key,
-		Queue: string(it.typ.Queue), CorrelationID: it.env.CorrelationID, TraceID: obs.TraceRoot(queueTraceHeader(it.msg)),
+		Queue: string(it.typ.Queue), CorrelationID: it.env.CorrelationID, TraceID: cmp.Or(obs.TraceRoot(it.trace), spanTraceID(ctx)),
 		Message: it.encoded, At: now,
 	}
 	d, err := r.cfg.Ticks.RecordTick(ctx, job)
@@ -391,6 +395,3 @@ func (r *Runner) deadLetter(ctx context.Context, it *item, cause error) outcome 
 	}
 	return outcome{kind: kindDeadLettered, reason: reason, err: cause}
 }
-
-// queueTraceHeader is the X-Ray trace header the record carries.
-func queueTraceHeader(msg events.SQSMessage) string { return RecordTraceHeader(msg) }

@@ -56,8 +56,10 @@ func (r *Runner) at(s Step) {
 // Runner runs SQS batches of jobs. It is safe for concurrent use.
 type Runner struct {
 	cfg Config
-	// tracer makes the records' spans (nil: Config.TracerProvider is).
-	tracer trace.Tracer
+	// tracer makes the records' spans (nil: Config.TracerProvider is), and
+	// spanNames are their names by queue.
+	tracer    trace.Tracer
+	spanNames map[Queue]string
 }
 
 // Handles reports whether this runner has a handler for the job type.
@@ -82,6 +84,8 @@ type item struct {
 	out     outcome
 	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
 	retryIn time.Duration
+	// trace is the X-Ray trace header the record continues (JobTraceHeader).
+	trace string
 }
 
 // metricType is the type dimension of the record's metrics: its type when
@@ -221,13 +225,14 @@ func (r *Runner) runAll(ctx context.Context, items []item, limit int, stop time.
 // decode runs step 1 for one record and reports whether it goes on.
 func (r *Runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	env, err := r.decodeBody(it)
+	it.trace = JobTraceHeader(it.msg, env)
 	if err == nil {
 		// The messageId of the envelope is the job id; the SQS message id
 		// is the batch item identifier.
 		attrs := []slog.Attr{slog.String(obs.KeyJobID, env.MessageID), slog.String(obs.KeyMessageID, env.MessageID), slog.String(obs.KeyType, env.Type),
 			slog.String(obs.KeyKey, env.Key), slog.String(obs.KeyCorrelationID, env.CorrelationID),
 			slog.String("sqsMessageId", it.msg.MessageId)}
-		if trace := obs.TraceRoot(queueTraceHeader(it.msg)); trace != "" {
+		if trace := obs.TraceRoot(it.trace); trace != "" {
 			attrs = append(attrs, slog.String(obs.KeyTraceID, trace))
 		}
 		it.log = slog.New(base.Handler().WithAttrs(attrs))

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,7 +25,9 @@ const (
 // traced runs do for one record inside its CONSUMER span, named
 // "<queue> process" as OpenTelemetry's messaging conventions name it. The
 // span continues the trace of the send that queued the record (the
-// record's AWSTraceHeader, XRay's rules) and links to that send's span; it
+// record's AWSTraceHeader, XRay's rules; for a job that waited in a
+// one-time schedule, the traceparent of its envelope) and links to that
+// send's span; it
 // carries messaging.system aws_sqs, the queue, the SQS message id, the
 // job's id and type, and the record's outcome; a record that is retried,
 // dead-lettered or whose claim failed ends it with an Error status. A
@@ -36,7 +39,7 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	opts := make([]trace.SpanStartOption, 0, 3)
 	opts = append(opts,
-		trace.WithSpanKind(trace.SpanKindConsumer),
+		consumerKind,
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
 			attribute.String("messaging.operation.type", "process"),
@@ -45,21 +48,22 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 			attribute.String(AttrJobID, it.env.MessageID),
 			attribute.String(AttrJobType, it.typ.Name),
 		))
-	if sc, ok := ParseXRay(RecordTraceHeader(it.msg)); ok {
+	if sc, ok := ParseXRay(it.trace); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := r.tracer.Start(ctx, string(it.typ.Queue)+" process", opts...)
+	ctx, span := r.tracer.Start(ctx, r.spanName(it.typ.Queue), opts...)
 	defer span.End()
 	ctx = ContextWithTracedJob(ctx, it.env.MessageID, it.typ.Name)
 	// The record's log lines say their span (and its trace, when the
 	// record came without one).
 	sc := span.SpanContext()
-	logAttrs := []any{obs.KeySpanID, sc.SpanID().String()}
-	if RecordTraceHeader(it.msg) == "" {
-		logAttrs = append(logAttrs, obs.KeyTraceID, XRayTraceID(sc.TraceID()))
+	logAttrs := make([]slog.Attr, 1, 2)
+	logAttrs[0] = slog.String(obs.KeySpanID, sc.SpanID().String())
+	if it.trace == "" {
+		logAttrs = append(logAttrs, slog.String(obs.KeyTraceID, XRayTraceID(sc.TraceID())))
 	}
-	it.log = it.log.With(logAttrs...)
+	it.log = slog.New(spanLines{it.log.Handler(), logAttrs})
 	o := do(ctx)
 	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
 	switch o.kind {
@@ -70,6 +74,40 @@ func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		}
 	}
 	return o
+}
+
+// spanLines adds a record span's attributes (its span id, and the trace
+// it started) to each line of the record's logger as the line is written:
+// cheaper than WithAttrs, which formats every attribute the logger already
+// has again, for the line or two a record writes.
+type spanLines struct {
+	slog.Handler
+	attrs []slog.Attr
+}
+
+func (h spanLines) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.attrs...)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h spanLines) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return spanLines{h.Handler.WithAttrs(attrs), h.attrs}
+}
+
+func (h spanLines) WithGroup(name string) slog.Handler {
+	return h.Handler.WithAttrs(h.attrs).WithGroup(name) // the span's attributes stay outside the group
+}
+
+// consumerKind is the kind of every record span.
+var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+
+// spanName is the name of the record spans of queue q, "<q> process":
+// made once per queue (New), not once per record.
+func (r *Runner) spanName(q Queue) string {
+	if name, ok := r.spanNames[q]; ok {
+		return name
+	}
+	return string(q) + " process"
 }
 
 // tracedJobKey carries the job a span is about in a context.
@@ -93,4 +131,11 @@ func TracedJobAttributes(ctx context.Context) []attribute.KeyValue {
 		return nil
 	}
 	return []attribute.KeyValue{attribute.String(AttrJobID, j.id), attribute.String(AttrJobType, j.typ)}
+}
+
+// spanTraceID is the trace of ctx's span in X-Ray form, "" without one: the
+// traceId of a job whose record span started its trace (a recurring
+// schedule's tick).
+func spanTraceID(ctx context.Context) string {
+	return XRayTraceID(trace.SpanContextFromContext(ctx).TraceID())
 }

@@ -162,8 +162,11 @@ func XRayTraceID(id trace.TraceID) string {
 	if !id.IsValid() {
 		return ""
 	}
-	s := id.String()
-	return "1-" + s[:8] + "-" + s[8:]
+	var b [35]byte
+	b[0], b[1], b[10] = '1', '-', '-'
+	hex.Encode(b[2:10], id[:4])
+	hex.Encode(b[11:], id[4:])
+	return string(b[:])
 }
 
 // xrayTraceID reads a Root value, 1-<8 hex>-<24 hex>, as a W3C trace id.

@@ -15,6 +15,7 @@
 package sqsqueue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -118,16 +119,23 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 		DelaySeconds:      DelaySeconds(m.Delay),
 		MessageAttributes: attrs,
 	}
-	if m.TraceHeader != "" {
-		in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
-			string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)},
-		}
-	}
+	in.MessageSystemAttributes = traceAttribute(m.TraceHeader)
 	_, err := s.client.SendMessage(ctx, in)
 	if err != nil {
 		return fmt.Errorf("queue: send to %s: %w", m.Queue, err)
 	}
 	return nil
+}
+
+// traceAttribute is the AWSTraceHeader system attribute of an X-Ray trace
+// header, nil for "".
+func traceAttribute(header string) map[string]types.MessageSystemAttributeValue {
+	if header == "" {
+		return nil
+	}
+	return map[string]types.MessageSystemAttributeValue{
+		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(header)},
+	}
 }
 
 // Park re-sends a disabled job's body unchanged (so under the same job id) to
@@ -143,7 +151,10 @@ func (s *Sender) Park(ctx context.Context, queue engine.Queue, env engine.Envelo
 
 // DeadLetter sends the raw body of msg to the dead-letter queue with the
 // reason, the source queue and the receive count as message attributes (and
-// the type and correlation id when the message carried them). The reason
+// the type and correlation id when the message carried them), and the
+// job's trace as its AWSTraceHeader: the trace the runner gave the record
+// (engine.TraceHeader of ctx), else the record's own, so the letter, the
+// dlq function's span and a redrive stay in the job's trace. The reason
 // must carry no personal data: it is stored and shown.
 func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason string) error {
 	if s.dlqURL == "" {
@@ -170,6 +181,7 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 	}
 	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.dlqURL), MessageBody: aws.String(body), MessageAttributes: attrs,
+		MessageSystemAttributes: traceAttribute(cmp.Or(engine.TraceHeader(ctx), engine.RecordTraceHeader(msg))),
 	})
 	if err != nil {
 		return fmt.Errorf("queue: dead-letter %s: %w", msg.MessageId, err)

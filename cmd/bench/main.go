@@ -1,10 +1,11 @@
 // Command bench prints what runstwice costs as one table (`make bench`):
-// the runner in-process, the worker on moto, the enqueue API through the
-// local stack under concurrent load (then the idle stack's CPU), and each
-// function's init time under the runtime emulator — each figure beside its
-// target.
+// the runner in-process (untraced, traced, and untraced against the commit
+// before tracing), the worker on moto, the enqueue API through the local
+// stack under concurrent load (then the idle stack's CPU), and each
+// function's init time under the runtime emulator, with and without an
+// OTLP endpoint — each figure beside its target.
 //
-//	bench [-rounds 15] [-n 1000] [-c 1,8,32] [-starts 5] [-skip-load]
+//	bench [-rounds 15] [-n 1000] [-c 1,8,32] [-starts 5] [-baseline REV] [-skip-load]
 package main
 
 import (
@@ -29,6 +30,7 @@ func run(ctx context.Context) error {
 	levels := flag.String("c", "1,8,32", "concurrent clients of the enqueue load, comma-separated")
 	starts := flag.Int("starts", 5, "cold starts per function for the init time (the median is shown)")
 	skipLoad := flag.Bool("skip-load", false, "leave out the enqueue load (it starts the whole local stack)")
+	baseline := flag.String("baseline", bench.TracingBaseline, "the commit the untraced runner is compared with (git history)")
 	flag.Parse()
 	conc, err := loadgen.ParseLevels(*levels)
 	if err != nil {
@@ -41,6 +43,12 @@ func run(ctx context.Context) error {
 
 	fmt.Fprintln(os.Stderr, "==> runner in-process")
 	rows := bench.Runner()
+	fmt.Fprintln(os.Stderr, "==> runner without a tracer, against "+*baseline)
+	u, err := bench.Untraced(ctx, root, *baseline, 5)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, u...)
 
 	fmt.Fprintln(os.Stderr, "==> worker on moto")
 	bin, err := moto.Binary()

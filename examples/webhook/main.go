@@ -5,11 +5,15 @@
 // between the POST and its claim) is one event at the receiver.
 //
 // It imports only the module's public packages: the engine, its AWS
-// adapters and the AWS SDK. Its own template (template.yaml) deploys it with
-// its queue, dead-letter queue, markers table and switch parameter.
+// adapters, the AWS SDK and OpenTelemetry's SDK. Its own template
+// (template.yaml) deploys it with its queue, dead-letter queue, markers
+// table and switch parameter.
 //
 // Environment: WEBHOOK_URL (where to POST), MARKERS_TABLE, TOGGLES_PATH
-// (the SSM path of its kill switches), QUEUE_URL and DLQ_URL.
+// (the SSM path of its kill switches), QUEUE_URL and DLQ_URL; for traces,
+// OTEL_EXPORTER_OTLP_ENDPOINT (unset: no spans): each record's span, the
+// engine's, is exported over OTLP/HTTP and flushed before the invocation
+// returns.
 package main
 
 import (
@@ -22,11 +26,17 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
@@ -87,15 +97,63 @@ func (w Webhook) Deliver(ctx context.Context, job engine.Job, a deliverArgs) err
 }
 
 func main() {
-	r, err := build(context.Background())
+	ctx := context.Background()
+	tp, err := tracerProvider(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(r.Handle)
+	r, err := build(ctx, tp)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lambda.Start(handler(r, tp))
 }
 
-// build wires the runner from the environment.
-func build(ctx context.Context) (*engine.Runner, error) {
+// tracerProvider is the function's OpenTelemetry set-up: a provider whose
+// spans are batched to the OTLP/HTTP exporter when the environment names
+// an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, or the traces one; the
+// exporter reads its other OTEL_EXPORTER_OTLP_* variables itself), and nil
+// otherwise: no endpoint, no spans, no cost.
+func tracerProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: the OTLP exporter: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "webhook-example"),
+		attribute.String("cloud.provider", "aws"), attribute.String("cloud.platform", "aws_lambda"),
+		attribute.String("faas.name", os.Getenv("AWS_LAMBDA_FUNCTION_NAME")), attribute.String("cloud.region", os.Getenv("AWS_REGION")))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// flushTimeout bounds the flush after each invocation.
+const flushTimeout = 2 * time.Second
+
+// handler is the runner's Handle, and with tp, Handle followed by a flush
+// of every span the invocation made: Lambda freezes the process as soon as
+// the invocation returns, so spans still in the batcher would wait for the
+// next invocation, or be lost with the instance.
+func handler(r *engine.Runner, tp *sdktrace.TracerProvider) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	if tp == nil {
+		return r.Handle
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := r.Handle(ctx, ev)
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+		defer cancel()
+		if ferr := tp.ForceFlush(flushCtx); ferr != nil {
+			log.Printf("webhook: flush spans: %v", ferr)
+		}
+		return resp, err
+	}
+}
+
+// build wires the runner from the environment; with tp, the runner makes a
+// CONSUMER span per record, continuing the trace its sender put in the
+// message's AWSTraceHeader.
+func build(ctx context.Context, tp *sdktrace.TracerProvider) (*engine.Runner, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: aws config: %w", err)
@@ -107,12 +165,17 @@ func build(ctx context.Context) (*engine.Runner, error) {
 	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[engine.Queue]string{queue: os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
 	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
 	hook := Webhook{URL: os.Getenv("WEBHOOK_URL"), Client: &http.Client{Timeout: 10 * time.Second}}
+	var tracer trace.TracerProvider // nil: no spans (never a nil *TracerProvider in it)
+	if tp != nil {
+		tracer = tp
+	}
 	return engine.New(engine.Config{
-		Registry: reg,
-		Handlers: map[string]engine.Handler{Deliver.Name: engine.Typed(hook.Deliver)},
-		Switch:   ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
-		Markers:  dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
-		Parker:   queues, DeadLetterer: queues,
+		TracerProvider: tracer,
+		Registry:       reg,
+		Handlers:       map[string]engine.Handler{Deliver.Name: engine.Typed(hook.Deliver)},
+		Switch:         ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
+		Markers:        dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
+		Parker:         queues, DeadLetterer: queues,
 		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics("webhook-example"),
 	})
 }

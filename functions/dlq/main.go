@@ -19,6 +19,7 @@ import (
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/tracing"
 )
 
 func main() {
@@ -44,5 +45,6 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs:     jobs.NewRecorder(db, jobsTable),
 		Registry: contract.Registry(), Logger: log, Metrics: engine.DefaultMetrics(obs.Namespace),
+		TracerProvider: tracing.FromContext(ctx),
 	})
 }

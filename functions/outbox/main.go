@@ -33,5 +33,6 @@ func build(ctx context.Context, log *slog.Logger) (*outbox.Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outbox.Relay{Enqueuer: e.Handler, DeadLetters: deadletter.NewStore(e.DB, deadLetters), Logger: log, Metrics: e.Handler.Metrics}, nil
+	return &outbox.Relay{Enqueuer: e.Handler, DeadLetters: deadletter.NewStore(e.DB, deadLetters), Logger: log, Metrics: e.Handler.Metrics,
+		TracerProvider: e.Handler.TracerProvider}, nil
 }

@@ -29,11 +29,13 @@ const (
 	OutboxAttrAfter           = "after"
 	OutboxAttrAfterPolicy     = "afterPolicy"
 	OutboxAttrExpiresAt       = "expiresAt"
+	OutboxAttrTraceparent     = "traceparent"
 )
 
 // attrs lists every attribute an item may have.
 var outboxAttrs = []string{OutboxAttrPK, OutboxAttrProducer, OutboxAttrIdempotencyKey, OutboxAttrType, OutboxAttrArgs, OutboxAttrKey, OutboxAttrRunAt,
-	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrAfter, OutboxAttrAfterPolicy, OutboxAttrExpiresAt}
+	OutboxAttrDelaySeconds, OutboxAttrDuplicatePolicy, OutboxAttrCorrelationID, OutboxAttrAfter, OutboxAttrAfterPolicy, OutboxAttrExpiresAt,
+	OutboxAttrTraceparent}
 
 // OutboxRetention is how long an outbox item lives (its expiresAt, the table's
 // TTL): long enough for the stream (24 h) to have relayed it.
@@ -65,6 +67,10 @@ type OutboxItem struct {
 	After       string
 	AfterPolicy string
 	ExpiresAt   int64
+	// Traceparent is the W3C trace context of the producer's span that
+	// wrote the item ("" for none): the relay's span continues it, so the
+	// job's trace starts in the producer's. A malformed one is ignored.
+	Traceparent string
 }
 
 // Caller is the caller the item's job belongs to: outbox:<producer>.
@@ -182,6 +188,7 @@ func DecodeOutboxItem(av map[string]OutboxValue) (OutboxItem, error) {
 	str(OutboxAttrCorrelationID, &it.CorrelationID, false)
 	str(OutboxAttrAfter, &it.After, false)
 	str(OutboxAttrAfterPolicy, &it.AfterPolicy, false)
+	str(OutboxAttrTraceparent, &it.Traceparent, false)
 	if v, ok := av[OutboxAttrArgs]; ok {
 		if v.M == nil {
 			errs = append(errs, invalidItem("args must be a map (M) of strings"))
@@ -241,7 +248,8 @@ func OutboxAttributes[V any](it OutboxItem, str func(string) V, num func(int64) 
 		args[k] = str(it.Args[k])
 	}
 	out[OutboxAttrArgs] = mapOf(args)
-	for name, v := range map[string]string{OutboxAttrKey: it.Key, OutboxAttrRunAt: it.RunAt, OutboxAttrDuplicatePolicy: it.Policy, OutboxAttrCorrelationID: it.CorrelationID} {
+	for name, v := range map[string]string{OutboxAttrKey: it.Key, OutboxAttrRunAt: it.RunAt, OutboxAttrDuplicatePolicy: it.Policy, OutboxAttrCorrelationID: it.CorrelationID,
+		OutboxAttrTraceparent: it.Traceparent} {
 		if v != "" {
 			out[name] = str(v)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -64,6 +65,10 @@ type Config struct {
 	Registry *engine.Registry
 	Logger   *slog.Logger
 	Metrics  *engine.Metrics
+	// TracerProvider, when set, makes a CONSUMER span per letter
+	// (SpanName), continuing the job's trace the letter carries. nil makes
+	// none.
+	TracerProvider trace.TracerProvider
 }
 
 // Consumer handles batches from the dead-letter queue. It is safe for
@@ -104,7 +109,10 @@ type letter struct {
 	class     string
 	// code is the scheduler's error code of a scheduler's letter.
 	code string
-	log  *slog.Logger
+	// trace is the X-Ray trace header of the job the letter carries
+	// (engine.JobTraceHeader).
+	trace string
+	log   *slog.Logger
 }
 
 // Handle records every message of a DLQ batch and reports the ones to retry
@@ -133,6 +141,8 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 			base.Error("marker peek failed; retrying the batch's envelopes", "error", err)
 			for i := range letters {
 				if letters[i].decoded {
+					_, end := c.span(ctx, &letters[i])
+					end(fmt.Errorf("marker peek: %w", err))
 					retry(&letters[i])
 				}
 			}
@@ -150,7 +160,10 @@ func (c *Consumer) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 			l.rec.Status = StatusSucceeded
 		}
 		l.marker, l.hasMarker = m, ok
-		if err := c.record(ctx, l); err != nil {
+		lctx, end := c.span(ctx, l)
+		err := c.record(lctx, l)
+		end(err)
+		if err != nil {
 			l.log.Error("dead letter not recorded; retrying", "error", err)
 			retry(l)
 		}
@@ -240,8 +253,13 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 	c.parseJob(&l, base)
 	rec := &l.rec
 	// The trace the message carries (SQS keeps AWSTraceHeader when it moves
-	// a message to the DLQ, and the worker sends its own with a letter).
-	if trace := obs.TraceRoot(engine.RecordTraceHeader(msg)); trace != "" {
+	// a message to the DLQ, and the worker sends its job's with a letter),
+	// kept for a redrive to send again.
+	rec.TraceHeader = engine.RecordTraceHeader(msg)
+	if l.trace == "" {
+		l.trace = rec.TraceHeader
+	}
+	if trace := obs.TraceRoot(l.trace); trace != "" {
 		l.log = l.log.With(obs.KeyTraceID, trace)
 	}
 	if sl, ok := schedule.LetterOf(stringAttrs(msg)); ok {
@@ -299,6 +317,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 	}
 	l.decoded = true
 	l.key, l.due = engine.Key{Type: env.Type, JobID: env.MessageID}, env.RunAt
+	l.trace = engine.JobTraceHeader(msg, env)
 	rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
 	if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 		rec.Type = env.Type

@@ -152,8 +152,9 @@ func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
 }
 
 // RedriveRecord sends rec's envelope back to its type's queue with the same
-// body (so the same messageId) and the type and correlationId attributes, and
-// makes its job active again. A recurring schedule's tick goes back as the
+// body (so the same messageId), the type and correlationId attributes and
+// the letter's AWSTraceHeader (the job's trace), and makes its job active
+// again. A recurring schedule's tick goes back as the
 // same tick, to its type's queue (the worker derives the same job from it),
 // whatever delivered it to the DLQ (EventBridge Scheduler, or the redrive
 // policy). A letter whose job already succeeded is
@@ -212,7 +213,8 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		}
 	}
-	err = r.sender.Send(ctx, sqsqueue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID})
+	err = r.sender.Send(ctx, sqsqueue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID,
+		TraceHeader: rec.TraceHeader})
 	if err != nil {
 		err = fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		if rv.Found {

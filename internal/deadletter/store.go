@@ -103,6 +103,10 @@ type Record struct {
 	Redrives      int       `dynamodbav:"redrives,omitempty" json:"redrives,omitempty"`
 	DroppedAt     time.Time `dynamodbav:"droppedAt,omitempty" json:"droppedAt,omitzero"`
 	ExpiresAt     int64     `dynamodbav:"expiresAt" json:"-"`
+	// TraceHeader is the AWSTraceHeader the message carried (its job's
+	// trace, X-Ray form), "" for none: a redrive sends it again, so the
+	// redriven job stays in its trace.
+	TraceHeader string `dynamodbav:"traceHeader,omitempty" json:"traceHeader,omitempty"`
 }
 
 // ErrNotFound is returned (wrapped) for a dead letter that does not exist or
@@ -181,7 +185,8 @@ func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID strin
 	upd = set(upd, "lastSeen", now)
 	upd = set(upd, AttrExpiresAt, ddb.Epoch(now.Add(s.retention())))
 	upd = upd.Set(expression.Name("firstSeen"), expression.IfNotExists(expression.Name("firstSeen"), expression.Value(now)))
-	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue, "schedule": rec.Schedule} {
+	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue,
+		"schedule": rec.Schedule, "traceHeader": rec.TraceHeader} {
 		if v != "" {
 			upd = set(upd, name, v)
 		}

@@ -216,7 +216,7 @@ func (h *Handler) finishJob(ctx context.Context, log *slog.Logger, bj *jobs.Batc
 	if d.Outcome != jobs.Reserved && d.Outcome != jobs.Resume || d.Job.Stored() == jobs.StateAwaitingContinuation {
 		return nil, nil
 	}
-	if what, err := h.hand(ctx, d.Job); err != nil {
+	if what, err := h.hand(ctx, &d.Job); err != nil {
 		return nil, fmt.Errorf("jobs[%d]: hand to %s: %w", bj.Index, what, err)
 	}
 	bj.State = d.Job.QueuedState()

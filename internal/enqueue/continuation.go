@@ -67,7 +67,7 @@ func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep kee
 // continuation with.
 func (h *Handler) SendFunc() jobs.SendFunc {
 	return func(ctx context.Context, j jobs.Job) error {
-		_, err := h.hand(ctx, j)
+		_, err := h.hand(ctx, &j)
 		return err
 	}
 }

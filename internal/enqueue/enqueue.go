@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"go.opentelemetry.io/otel/codes"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
@@ -76,6 +75,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
 	}
 	trace := traceHeader(ctx, req.Headers)
+	ctx = nameJob(ctx, engine.DeriveMessageID(caller, idemKey), jt.Name) // every span of the request names its job
 	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
 	})
@@ -261,28 +261,29 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 // one-time schedule, which sends it to its queue when it is due. The delay
 // is measured now, after the lock and the reservation, and the queue sends
 // it rounded up to whole seconds (sqsqueue.DelaySeconds), as the scheduler
-// path rounds its at() up: the job never runs before its runAt. What
-// failed is named in the error for the 503's detail.
-func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err error) {
+// path rounds its at() up: the job never runs before its runAt. Each is
+// done inside its PRODUCER span when the API traces; a scheduled job's
+// message then carries that span as its traceparent (job.Message is
+// updated, and its promotion stores it). What failed is named in the error
+// for the 503's detail.
+func (h *Handler) hand(ctx context.Context, job *jobs.Job) (what string, err error) {
 	wait := max(job.RunAt.Sub(h.now()), 0)
 	if wait <= jobs.MaxQueueDelay {
-		ctx, header, span := h.producerSpan(ctx, job)
+		ctx, header, span := h.producerSpan(ctx, *job)
 		err := h.Queue.Send(ctx, sqsqueue.Message{
 			Queue: engine.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
 			TraceHeader: header,
 		})
-		if span != nil {
-			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
-			}
-			span.End()
-		}
+		endSpan(span, err)
 		return "the job queue", err
 	}
 	if h.Schedules == nil {
 		return "the scheduler", errors.New("enqueue: no scheduler configured for a job due later than 15 minutes")
 	}
-	return "the scheduler", h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: engine.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
+	ctx, span := h.scheduleSpan(ctx, job)
+	err = h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: engine.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
+	endSpan(span, err)
+	return "the scheduler", err
 }
 
 // sendAndFinish hands the message of a reserved or pending job to SQS or
@@ -293,7 +294,7 @@ func (h *Handler) hand(ctx context.Context, job jobs.Job) (what string, err erro
 // counts as created.
 func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
-	if what, err := h.hand(ctx, job); err != nil {
+	if what, err := h.hand(ctx, &job); err != nil {
 		return h.handFailed(log, job, what, err).response(corr), false
 	}
 	status, dedup := http.StatusAccepted, false

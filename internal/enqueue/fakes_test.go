@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -37,7 +39,9 @@ type world struct {
 	// scheduleErr fails every create, deleteErr every delete; onCreate
 	// runs before a create (outside the world's lock): what happens to the
 	// job between its reservation and its schedule.
-	schedules   map[string]schedule.Job
+	schedules map[string]schedule.Job
+	// beginJob is the job the last Begin's context named (its spans').
+	beginJob    []attribute.KeyValue
 	scheduleErr error
 	deleteErr   error
 	onCreate    func(schedule.Job)
@@ -61,7 +65,10 @@ func (w *world) Now() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now
 
 func (w *world) advance(d time.Duration) { w.mu.Lock(); w.now = w.now.Add(d); w.mu.Unlock() }
 
-func (w *world) Begin(_ context.Context, caller, key, fp string) (idempotency.Result, error) {
+func (w *world) Begin(ctx context.Context, caller, key, fp string) (idempotency.Result, error) {
+	w.mu.Lock()
+	w.beginJob = engine.TracedJobAttributes(ctx)
+	w.mu.Unlock()
 	return w.begin(caller, key, fp, false)
 }
 
@@ -99,11 +106,15 @@ func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempote
 		return idempotency.ErrLockLost
 	}
 	for _, c := range with {
-		j, ok := w.jobs[c.(promotion).jobID]
+		p := c.(promotion).job
+		j, ok := w.jobs[p.ID]
 		if !ok || j.State == jobs.StateFailed || j.State == jobs.StateCancelled {
 			return idempotency.ErrCompanionFailed
 		}
 		j.State = j.QueuedState()
+		if p.Message != "" {
+			j.Message = p.Message
+		}
 		w.jobs[j.ID] = j
 	}
 	r.resp = &resp
@@ -153,14 +164,15 @@ func (w *world) Get(_ context.Context, id string) (jobs.Job, error) {
 	return j, nil
 }
 
-// promotion is the fake's companion write: promote jobID.
-type promotion struct{ jobID string }
+// promotion is the fake's companion write: promote the job, storing its
+// message as it was handed over.
+type promotion struct{ job jobs.Job }
 
 func (promotion) TransactItem() (types.TransactWriteItem, error) {
 	return types.TransactWriteItem{}, nil
 }
 
-func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job.ID} }
+func (w *world) Promotion(job jobs.Job) idempotency.Companion { return promotion{job} }
 
 // Promote plays jobs.Store.Promote: a job that left the states it is
 // promoted from is left as it is.

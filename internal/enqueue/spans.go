@@ -91,16 +91,55 @@ func (h *Handler) producerSpan(ctx context.Context, job jobs.Job) (context.Conte
 	if h.TracerProvider == nil {
 		return ctx, sqsTraceHeader(job.TraceID), nil
 	}
-	ctx, span := h.TracerProvider.Tracer(tracerName).Start(ctx, "send "+job.Queue, trace.WithSpanKind(trace.SpanKindProducer),
+	ctx, span := h.messageSpan(ctx, "send", job)
+	return ctx, engine.FormatXRay(span.SpanContext()), span
+}
+
+// scheduleSpan starts the PRODUCER span of a job handed to EventBridge
+// Scheduler, "create <queue>" (its message is made now, and the scheduler
+// sends it when it is due), and puts the span's context in the job's
+// message as its traceparent: the scheduler sends the message with no
+// trace header, so the worker's record span continues the job's trace
+// from its envelope, and links to this span. Without a tracer, or for a
+// message that does not decode, the message is left as it is.
+func (h *Handler) scheduleSpan(ctx context.Context, job *jobs.Job) (context.Context, trace.Span) {
+	if h.TracerProvider == nil {
+		return ctx, nil
+	}
+	ctx, span := h.messageSpan(ctx, "create", *job)
+	if env, err := engine.Decode([]byte(job.Message)); err == nil {
+		env.Traceparent = engine.FormatTraceparent(span.SpanContext())
+		if b, err := env.Encode(); err == nil {
+			job.Message = string(b)
+		}
+	}
+	return ctx, span
+}
+
+// messageSpan starts the PRODUCER span "<op> <queue>" of job's message,
+// with OpenTelemetry's messaging attributes and the job's.
+func (h *Handler) messageSpan(ctx context.Context, op string, job jobs.Job) (context.Context, trace.Span) {
+	return h.TracerProvider.Tracer(tracerName).Start(ctx, op+" "+job.Queue, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.type", op),
 			attribute.String("messaging.destination.name", job.Queue),
 			attribute.String("messaging.message.id", job.ID),
 			attribute.String(engine.AttrJobID, job.ID),
 			attribute.String(engine.AttrJobType, job.Type),
 		))
-	return ctx, engine.FormatXRay(span.SpanContext()), span
+}
+
+// endSpan ends a PRODUCER span (nil: none), with an Error status when its
+// hand-over failed.
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // nameJob puts the job's id and type on the request's span and on the

@@ -271,7 +271,9 @@ func (s *Store) ReserveNew(ctx context.Context, js []Job) (reserved []Job, taken
 }
 
 // Promotion is the write that moves a job from Pending to its queued state
-// (Enqueued, or Scheduled with a delay) once SQS accepted its message. It is
+// (Enqueued, or Scheduled with a delay) once SQS accepted its message, and
+// stores the message as it was handed over (a scheduled job's carries the
+// trace of its hand-over as its traceparent). It is
 // committed together with the request layer's completion (it implements
 // idempotency.Companion), so the response and the job's state are stored as
 // one.
@@ -299,6 +301,11 @@ func (p Promotion) TransactItem() (types.TransactWriteItem, error) {
 	now := p.s.now()
 	upd := expression.Set(expression.Name(AttrState), expression.Value(p.job.QueuedState())).
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli()))
+	if p.job.Message != "" {
+		// The message as it was handed over: a scheduled job's carries the
+		// trace of its hand-over (a run-now's copy sends it on).
+		upd = upd.Set(expression.Name("message"), expression.Value(p.job.Message))
+	}
 	if late(p.job.RunAt, now, p.s.pendingTimeout()) {
 		upd = upd.Set(expression.Name("runAt"), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrExpiresAt), expression.Value(activeExpiry(now)))

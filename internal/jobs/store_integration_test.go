@@ -50,11 +50,15 @@ func TestReserveLifecycle(t *testing.T) {
 	if d, err := f.Store.Reserve(ctx, other, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Resume || d.Own || d.Job.ID != j.ID {
 		t.Fatalf("other after timeout = %+v, %v; want resume of %s", d, err, j.ID)
 	}
-	if err := f.Store.Promote(ctx, j); err != nil {
+	// The promotion stores the message as it was handed over (a scheduled
+	// job's carries the trace of its hand-over).
+	sent := j
+	sent.Message = `{"v":1,"traceparent":"00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"}`
+	if err := f.Store.Promote(ctx, sent); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateEnqueued {
-		t.Fatalf("after promote: %s", got.State)
+	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateEnqueued || got.Message != sent.Message {
+		t.Fatalf("after promote: %s, message %s; want Enqueued with the message sent", got.State, got.Message)
 	}
 	if d, err := f.Store.Reserve(ctx, other, contract.RejectAlways); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != j.ID {
 		t.Fatalf("duplicate = %+v, %v", d, err)

@@ -17,6 +17,9 @@
 //     batch item failure: the shard is retried from that record on.
 //   - REMOVE records (the item's TTL expiry, or its producer deleting it)
 //     are ignored.
+//   - With a tracer provider, each record is relayed inside a CONSUMER
+//     span that continues the item's traceparent (spans.go): the job's
+//     spans and its traceId are the producer's trace.
 package outbox
 
 import (
@@ -30,6 +33,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -63,6 +67,10 @@ type Relay struct {
 	Metrics     *engine.Metrics
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
+	// TracerProvider, when set, makes a CONSUMER span per stream record
+	// (SpanName), continuing the item's traceparent: the job's spans and
+	// its traceId are that trace. nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 // ParentWait is how long after an item was written the relay waits for the
@@ -110,17 +118,31 @@ func (r *Relay) logger() *slog.Logger {
 // errTransient marks an answer the relay retries.
 var errTransient = errors.New("outbox: transient")
 
-// relay handles one record; an error is transient (retry).
+// relay handles one record, inside its span when the relay traces; an
+// error is transient (retry).
 func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord) error {
 	if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
 		return nil // REMOVE: the item expired or was deleted; nothing to relay
 	}
 	image := Values(rec.Change.NewImage)
-	it, err := contract.DecodeOutboxItem(image)
-	if err != nil {
-		return r.deadLetter(ctx, log, rec, it, err.Error())
+	it, decodeErr := contract.DecodeOutboxItem(image)
+	ctx, end := r.span(ctx, rec, it)
+	dead, err := r.relayItem(ctx, log, rec, it, decodeErr)
+	end(err, dead)
+	return err
+}
+
+// relayItem enqueues the record's item, or records it as a dead letter
+// (dead) when it breaks a rule (decodeErr, or the API's answer); an error
+// is transient (retry).
+func (r *Relay) relayItem(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it contract.OutboxItem, decodeErr error) (dead bool, err error) {
+	if decodeErr != nil {
+		return true, r.deadLetter(ctx, log, rec, it, decodeErr.Error())
 	}
 	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyMessageID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		log = log.With(obs.KeySpanID, sc.SpanID().String())
+	}
 	a := r.Enqueuer.EnqueueFor(ctx, enqueue.Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
 		CorrelationID: it.CorrelationID, Body: it.Body()})
 	switch {
@@ -129,24 +151,24 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 			// An active job of the caller held the item's natural key: the
 			// item dedups onto it, as a request would (200).
 			log.Info("outbox item relayed onto the active job with its key", "status", a.Status, "state", a.State, "dedupedOnto", a.JobID)
-			return nil
+			return false, nil
 		}
 		log.Info("outbox item relayed", "status", a.Status, "state", a.State)
-		return nil
+		return false, nil
 	case a.Status == http.StatusConflict && a.Problem == enqueue.ProblemDuplicate:
 		log.Info("outbox item's job refused by its duplicate policy; nothing enqueued", "status", a.Status, obs.KeyReason, a.Detail)
-		return nil
+		return false, nil
 	case a.Status == http.StatusNotFound && a.Problem == enqueue.ProblemNotFound && it.After != "" && r.young(rec):
-		return fmt.Errorf("%w: the job it waits for is not there yet: %s", errTransient, a.Detail)
+		return false, fmt.Errorf("%w: the job it waits for is not there yet: %s", errTransient, a.Detail)
 	case a.Problem == enqueue.ProblemScheduleQuota, a.Problem == enqueue.ProblemTooManyContinuations:
 		// No retry of the stream can succeed until an operator raises the
 		// quota (alarmed), or a continuation of the parent is cancelled:
 		// the item is a dead letter with the reason, and the shard goes on.
-		return r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
+		return true, r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
 	case a.Status >= 500 || a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %d %s: %s", errTransient, a.Status, a.Problem, a.Detail)
+		return false, fmt.Errorf("%w: %d %s: %s", errTransient, a.Status, a.Problem, a.Detail)
 	}
-	return r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
+	return true, r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
 }
 
 // deadLetter records the record's item as a dead letter with its reason,

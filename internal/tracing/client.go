@@ -19,11 +19,23 @@ const clientTracer = "github.com/runstwice/runstwice/internal/tracing"
 // rpc.* and cloud.region attributes, the attributes more(ctx) gives (the
 // job's: engine.TracedJobAttributes), and an Error status when the call
 // failed. It wraps the whole operation, the SDK's retries included.
+//
+// A call made outside every span (ctx carries no valid span context) gets
+// none: its span would be the root of a trace of its own, about no job
+// and no request. Those are the calls a function makes for a whole batch,
+// before or after its records' spans: the runner's batch peek of the
+// markers (BatchGetItem), its back-off of the batch's retries
+// (ChangeMessageVisibilityBatch) and the kill-switch reads, and the dlq
+// function's batch peek. Their time shows as the gap before the first
+// record's span and after the last.
 func ClientSpans(tp trace.TracerProvider, more func(context.Context) []attribute.KeyValue) func(*middleware.Stack) error {
 	tracer := tp.Tracer(clientTracer)
 	return func(stack *middleware.Stack) error {
 		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("runstwiceClientSpan",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if !trace.SpanContextFromContext(ctx).IsValid() {
+					return next.HandleInitialize(ctx, in) // no orphan root trace
+				}
 				service, op := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)
 				attrs := append([]attribute.KeyValue{
 					attribute.String("rpc.system", "aws-api"), attribute.String("rpc.service", service),

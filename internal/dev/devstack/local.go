@@ -404,50 +404,6 @@ func (l *Local) Mails() MailLog {
 	return &l.mailbox
 }
 
-// Stop stops every process the stack started and removes stack.json and
-// env. It is safe to call twice, and on a stack that did not fully start.
-func (l *Local) Stop() {
-	if l == nil {
-		return
-	}
-	l.stopOnce.Do(func() {
-		if l.cancel != nil {
-			l.cancel()
-		}
-		if l.server != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			if l.server.Shutdown(ctx) != nil {
-				_ = l.server.Close()
-			}
-			cancel()
-		}
-		l.wg.Wait()
-		var wg sync.WaitGroup
-		for _, p := range l.pools {
-			wg.Go(p.Stop)
-		}
-		wg.Wait()
-		l.proxy.Close()
-		l.webhooks.Close()
-		if l.traces != nil {
-			_ = l.traces.Close()
-		}
-		if l.moto != nil {
-			l.moto.Stop()
-		}
-		if l.wrote {
-			removeStackFiles(l.stateDir)
-		}
-		if l.runLog != nil {
-			l.runLog.Info(RunStoppedMsg)
-		}
-		for _, f := range l.logs {
-			f.Close()
-		}
-		l.lock.release()
-	})
-}
-
 func orDefault(v, def int) int {
 	if v > 0 {
 		return v
