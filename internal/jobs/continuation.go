@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
@@ -43,7 +41,7 @@ const attrContinuations = "continuations"
 
 // ContinuationsOfPK is the key of the item that lists the continuations of
 // job parentID. It is an item of its own, not part of the parent's record,
-// so the list lives as long as a continuation may wait (whatever the
+// so the list lives as long as a continuation waits (whatever the
 // parent's record's own life) and a parent's own writes never touch it.
 func ContinuationsOfPK(parentID string) string { return "continuations#" + parentID }
 
@@ -55,21 +53,28 @@ var ErrParentNotFound = errors.New("jobs: the job it waits for is not found")
 // continuation whose parent already has MaxContinuations.
 var ErrTooManyContinuations = fmt.Errorf("jobs: the job it waits for already has %d continuations", MaxContinuations)
 
+// attrVersion counts the continuations a parent's list was given: the
+// sweep takes a parent off its list only while the list is the one it
+// released.
+const attrVersion = "version"
+
 // continuationsItem is a parent's continuations item as stored.
 type continuationsItem struct {
 	IDs       []string `dynamodbav:"continuations,stringset"`
+	Version   int64    `dynamodbav:"version"`
 	ExpiresAt int64    `dynamodbav:"expiresAt"`
 }
 
 // attach returns the writes that make job a continuation of its parent, for
 // the reservation's transaction, in this order: a check that the parent's
 // record is live and job's caller's; the parent's continuations item lists
-// job (fewer than MaxContinuations, or job already: a retry) and lives as
-// long as a continuation may wait; the continuation sweep's list names the
+// job (fewer than MaxContinuations, or job already: a retry), its version
+// counted, and has no TTL while anything waits; the continuation sweep's list names the
 // parent.
 func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error) {
+	live := expression.AttributeNotExists(expression.Name(AttrExpiresAt)).Or(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
 	check, err := expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(AttrPK)).
-		And(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix()))).
+		And(live).
 		And(expression.Name("caller").Equal(expression.Value(job.Caller)))).Build()
 	if err != nil {
 		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
@@ -77,7 +82,8 @@ func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error
 	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{job.ID}})
 	name := expression.Name(attrContinuations)
 	list, err := ddb.Update(s.table, keyAV(ContinuationsOfPK(job.After)),
-		expression.Add(name, set).Set(expression.Name(AttrExpiresAt), expression.Value(awaitingExpiry(now))),
+		expression.Add(name, set).Add(expression.Name(attrVersion), expression.Value(1)).
+			Remove(expression.Name(AttrExpiresAt)),
 		expression.Or(expression.AttributeNotExists(name), name.Size().LessThan(expression.Value(MaxContinuations)),
 			expression.Contains(name, job.ID)), true)
 	if err != nil {
@@ -130,14 +136,19 @@ const (
 
 // Judge is the verdict for a continuation under policy of parent p (as
 // View derives it) at now. A Failed parent may be redriven while its letter
-// was not dropped and can still be in the dead-letter queue.
+// was not dropped and can still be in the dead-letter queue (its failedAt
+// is younger than the queue's retention, or not written yet).
 func Judge(policy contract.AfterPolicy, p Job, now time.Time) Verdict {
 	switch {
 	case !p.State.Terminal():
 		return Wait
 	case policy == contract.OnAnyEnd, p.State == StateSucceeded:
 		return Run
-	case p.State == StateFailed && !p.LetterDropped && p.FailedAt != nil && now.Before(p.FailedAt.Add(lifetime.DLQRetention)):
+	case p.State == StateFailed && !p.LetterDropped && (p.FailedAt == nil || now.Before(p.FailedAt.Add(lifetime.DLQRetention))):
+		// A Failed parent may still be redriven: its letter was not
+		// dropped and can still be in the dead-letter queue. One whose
+		// marker says FAILED before its record says when (the dlq
+		// function writes the marker first) is judged again later.
 		return Wait
 	}
 	return Cancel
@@ -147,6 +158,9 @@ func Judge(policy contract.AfterPolicy, p Job, now time.Time) Verdict {
 type ReleaseReport struct {
 	// State is the parent's state.
 	State State
+	// Version is the version of the parent's list this release read (0:
+	// it has none).
+	Version int64
 	// Sent, Cancelled and Waiting name the continuations this release sent,
 	// cancelled, and left waiting (their parent has not ended, or a
 	// Failed one may be redriven, or another release is sending them).
@@ -173,14 +187,14 @@ func (s *Store) ReleaseContinuations(ctx context.Context, parentID string, send 
 	case err != nil:
 		return ReleaseReport{}, err
 	case !ok || len(list.IDs) == 0:
-		return ReleaseReport{}, nil
+		return ReleaseReport{Version: list.Version}, nil
 	}
 	ids := slices.Sorted(slices.Values(list.IDs))
 	parent, err := s.parentEnd(ctx, parentID)
 	if err != nil {
 		return ReleaseReport{}, err
 	}
-	rep := ReleaseReport{State: parent.State}
+	rep := ReleaseReport{State: parent.State, Version: list.Version}
 	if !parent.State.Terminal() {
 		rep.Waiting = ids
 		return rep, nil
@@ -252,6 +266,7 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
 			return Wait, err
 		}
+		s.settlePointer(ctx, c, activeExpiry(now))
 		return s.sendReleased(ctx, c, send)
 	case Cancel:
 		reason := fmt.Sprintf("the job it waits for, %s, ended %s", parent.ID, parent.State)
@@ -264,6 +279,7 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
 			return Wait, err
 		}
+		s.settlePointer(ctx, c, terminalExpiry(now, time.Time{}))
 		return Cancel, nil
 	}
 	return Wait, nil
@@ -303,43 +319,10 @@ func (s *Store) sendReleased(ctx context.Context, c Job, send SendFunc) (Verdict
 	return Run, nil
 }
 
-// records reads the records of ids (consistent, 100 keys a call; an id
-// given twice is read once) by id; missing or expired ones are left out.
-func (s *Store) records(ctx context.Context, ids []string) (map[string]Job, error) {
-	out := make(map[string]Job, len(ids))
-	now := s.now()
-	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
-	for chunk := range slices.Chunk(distinct, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = keyAV(JobPK(id))
-		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt == 5 {
-				return nil, errors.New("jobs: records: keys still unprocessed")
-			}
-			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("jobs: records: %w", err)
-			}
-			for _, item := range res.Responses[s.table] {
-				var r record
-				if ok, err := ddb.DecodeLive(item, now, &r); err != nil {
-					return nil, fmt.Errorf("jobs: %w", err)
-				} else if ok {
-					out[r.JobID] = r.job()
-				}
-			}
-			req = res.UnprocessedKeys
-		}
-	}
-	return out, nil
-}
-
 // detach takes continuation c, cancelled while it waited, off its parent's
-// list, so it no longer counts against MaxContinuations. Best effort: a
-// cancelled continuation left listed is only counted.
+// list, so it no longer counts against MaxContinuations, and gives its
+// pointer a TTL. Best effort: a cancelled continuation left listed is only
+// counted.
 func (s *Store) detach(ctx context.Context, c Job) {
 	if c.After == "" {
 		return
@@ -351,134 +334,19 @@ func (s *Store) detach(ctx context.Context, c Job) {
 		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	}
 	_ = err // best effort, as documented
+	s.settlePointer(ctx, c, terminalExpiry(s.now(), time.Time{}))
 }
 
-// Parents returns those of ids that have continuations (a continuations
-// item), in the order of ids: what the chain function releases of the jobs
-// a batch of the markers stream shows ended. One consistent BatchGetItem
-// per 100 ids.
-func (s *Store) Parents(ctx context.Context, ids []string) ([]string, error) {
-	has := map[string]bool{}
-	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
-	for chunk := range slices.Chunk(distinct, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = keyAV(ContinuationsOfPK(id))
-		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String(AttrPK)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt == 5 {
-				return nil, errors.New("jobs: parents: keys still unprocessed")
-			}
-			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("jobs: parents: %w", err)
-			}
-			for _, item := range res.Responses[s.table] {
-				if pk, ok := item[AttrPK].(*types.AttributeValueMemberS); ok {
-					has[strings.TrimPrefix(pk.Value, "continuations#")] = true
-				}
-			}
-			req = res.UnprocessedKeys
-		}
+// settlePointer gives the dedup pointer of continuation c, which had no TTL
+// while c waited, the life exp of what c became (best effort, and only
+// while it still names c: a failure leaves a pointer to an ended job,
+// which decides nothing wrong, only lives on).
+func (s *Store) settlePointer(ctx context.Context, c Job, exp int64) {
+	u, err := ddb.Update(s.table, keyAV(DedupPK(c.Caller, c.Type, c.Key)),
+		expression.Set(expression.Name(AttrExpiresAt), expression.Value(exp)),
+		expression.Name(AttrJobID).Equal(expression.Value(c.ID)), false)
+	if err == nil {
+		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	}
-	var out []string
-	for _, id := range ids {
-		if has[id] && !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out, nil
-}
-
-// Continuations returns the ids of the jobs that wait (or waited) for job
-// parentID, sorted: the chain an operator's view draws. One GetItem.
-func (s *Store) Continuations(ctx context.Context, parentID string) ([]string, error) {
-	var list continuationsItem
-	if _, err := s.getItem(ctx, ContinuationsOfPK(parentID), &list); err != nil {
-		return nil, err
-	}
-	return slices.Sorted(slices.Values(list.IDs)), nil
-}
-
-// Views returns the jobs ids with their derived states, in the order of
-// ids; a job that does not exist (or expired) is left out. One BatchGetItem
-// of the records and one of their markers per 100 jobs.
-func (s *Store) Views(ctx context.Context, ids []string) ([]Job, error) {
-	byID, err := s.records(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	recs := make([]Job, 0, len(byID))
-	for _, id := range ids {
-		if j, ok := byID[id]; ok {
-			recs = append(recs, j)
-		}
-	}
-	peeker, _ := s.markers.(BatchPeeker)
-	return ViewAll(ctx, peeker, recs, s.now())
-}
-
-// ContinuationSweepReport is what one continuation sweep did.
-type ContinuationSweepReport struct {
-	// Parents is how many parents the list held.
-	Parents int
-	// Sent and Cancelled name the continuations the sweep decided.
-	Sent, Cancelled []string
-	// Kept names the parents left on the list: something still waits for
-	// them, or their release failed.
-	Kept []string
-}
-
-// SweepContinuations releases the continuations of every parent on the
-// continuation sweep's list (ReleaseContinuations) and takes off the list each parent
-// nothing waits for any more. It decides what no
-// marker's stream record shows: a parent that Expired, a Failed parent
-// whose letter was dropped or has aged out of the dead-letter queue, a
-// continuation enqueued as its parent ended whose enqueue stopped before it
-// decided, and a release cut short. Cost: one GetItem of the list; per
-// listed parent a ReleaseContinuations (a GetItem and a marker read, then a BatchGetItem
-// of its continuations when it has ended).
-func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (ContinuationSweepReport, error) {
-	var list struct {
-		IDs []string `dynamodbav:"jobIds,stringset"`
-	}
-	if _, err := s.getItem(ctx, ContinuationsPK, &list); err != nil {
-		return ContinuationSweepReport{}, err
-	}
-	ids := slices.Sorted(slices.Values(list.IDs))
-	rep := ContinuationSweepReport{Parents: len(ids)}
-	var errs []error
-	for _, id := range ids {
-		r, err := s.ReleaseContinuations(ctx, id, send)
-		rep.Sent = append(rep.Sent, r.Sent...)
-		rep.Cancelled = append(rep.Cancelled, r.Cancelled...)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-			rep.Kept = append(rep.Kept, id)
-			continue
-		case len(r.Waiting) > 0:
-			rep.Kept = append(rep.Kept, id)
-			continue
-		}
-		if err := s.unlistParent(ctx, id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return rep, errors.Join(errs...)
-}
-
-// unlistParent takes parent off the continuation sweep's list.
-func (s *Store) unlistParent(ctx context.Context, parent string) error {
-	u, err := ddb.Update(s.table, keyAV(ContinuationsPK),
-		expression.Delete(expression.Name(attrSweepIDs), expression.Value(&types.AttributeValueMemberSS{Value: []string{parent}})),
-		expression.AttributeExists(expression.Name(AttrPK)), false)
-	if err != nil {
-		return fmt.Errorf("jobs: continuation sweep: %w", err)
-	}
-	if _, err := s.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
-		return fmt.Errorf("jobs: continuation sweep %s: %w", parent, err)
-	}
-	return nil
+	_ = err // best effort, as documented
 }

@@ -254,10 +254,18 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	case caller != "" && j.Caller != caller:
 		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, jobID)
 	case j.State == StateCancelled:
-		// A cancel whose schedule could not be deleted is repeated here.
-		// The job stays on the sweep's list (an enqueue that raced the
-		// first cancel may still make its schedule); the sweep takes it
-		// off.
+		// A cancel whose record's write failed after its tombstone, or
+		// whose schedule could not be deleted, is finished here: the
+		// record says Cancelled (a waiting continuation must never read
+		// AwaitingContinuation under a tombstone that expires before its
+		// parent ends), and the job stays on the sweep's list (an enqueue
+		// that raced the first cancel may still make its schedule); the
+		// sweep takes it off.
+		if rec.stored.Active() {
+			if _, _, err := s.recordCancel(ctx, jobID, rec); err != nil {
+				return Job{}, err
+			}
+		}
 		if _, err := s.dropSchedule(ctx, rec, true); err != nil {
 			return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its schedule: %w", jobID, err)
 		}
@@ -282,29 +290,9 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	// The tombstone decides; the record follows so lists and policies see
 	// it. A record that moved on meanwhile (it failed) keeps its story: the
 	// tombstone still reads Cancelled.
-	now := s.now()
-	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, "cancelled by its caller").
-		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
-		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
-	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
+	now, moved, err := s.recordCancel(ctx, jobID, rec)
 	if err != nil {
-		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
-	}
-	in := ddb.UpdateInput(u)
-	in.ReturnValues = types.ReturnValueAllOld
-	out, err := s.client.UpdateItem(ctx, in)
-	moved := ddb.IsConditionFailed(err)
-	if err != nil && !moved {
-		return Job{}, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
-	}
-	if err == nil {
-		var old record
-		if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
-			keepPark(ctx, s.client, s.table, jobID, old)
-			if old.State == StateAwaitingContinuation {
-				s.detach(ctx, rec)
-			}
-		}
+		return Job{}, err
 	}
 	// Last, the job's one-time schedule, if it has one: it could only send
 	// a message the tombstone drops. A job still Pending is being enqueued
@@ -321,6 +309,38 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	// uses: the same attempts, reason and times a GET right after shows.
 	rec.stored, rec.LastOutcome, rec.LastReason, rec.UpdatedAt = StateCancelled, OutcomeCancelled, "cancelled by its caller", time.UnixMilli(now.UnixMilli())
 	return s.view(rec, tomb, true), nil
+}
+
+// recordCancel writes the record of job jobID (as read: rec) Cancelled, in
+// every state a cancel may leave; moved reports that the record had left
+// them meanwhile (it failed). It keeps a park the cancel overtook in the
+// history and takes a waiting continuation off its parent's list.
+func (s *Store) recordCancel(ctx context.Context, jobID string, rec Job) (now time.Time, moved bool, err error) {
+	now = s.now()
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, "cancelled by its caller").
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
+	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
+	if err != nil {
+		return now, false, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	in := ddb.UpdateInput(u)
+	in.ReturnValues = types.ReturnValueAllOld
+	out, err := s.client.UpdateItem(ctx, in)
+	moved = ddb.IsConditionFailed(err)
+	if err != nil && !moved {
+		return now, false, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
+	}
+	if err == nil {
+		var old record
+		if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
+			keepPark(ctx, s.client, s.table, jobID, old)
+			if old.State == StateAwaitingContinuation {
+				s.detach(ctx, rec)
+			}
+		}
+	}
+	return now, moved, nil
 }
 
 // cleanText keeps a stored, shown text short and printable (an error class,

@@ -54,12 +54,16 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 		if !ddb.IsConditionFailed(err) {
 			return Decision{}, err
 		}
-		if job.After != "" {
+		item, ownExists := ddb.ItemAt(err, 1)
+		if job.After != "" && !ownExists {
+			// A parent that refused it decides only for a job that is not
+			// there yet: a request whose job exists is answered by it,
+			// whatever its parent's record says now.
 			if err := attachRefused(job, err); err != nil {
 				return Decision{}, err
 			}
 		}
-		if item, ownExists := ddb.ItemAt(err, 1); ownExists {
+		if ownExists {
 			// This very call's transaction, applied with its response
 			// lost and retried by the SDK, finds its own record: that is
 			// the reservation, not a conflict with itself.
@@ -74,7 +78,7 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 			return s.own(ctx, job)
 		}
 		var p pointer
-		item, _ := ddb.ItemAt(err, 0)
+		item, _ = ddb.ItemAt(err, 0)
 		found, derr := ddb.DecodeLive(item, s.now(), &p)
 		if derr != nil {
 			return Decision{}, fmt.Errorf("jobs: %w", derr)
@@ -191,7 +195,7 @@ func (s *Store) reservation(job Job, ppk, prevID string, now time.Time) ([]types
 	}
 	ptrExpiry := activeExpiry(job.RunAt)
 	if job.stored == StateAwaitingContinuation {
-		ptrExpiry = awaitingExpiry(now)
+		ptrExpiry = 0 // as its record: none while it waits
 	}
 	ptrPut, err := ddb.Put(s.table, pointer{PK: ppk, JobID: job.ID, ExpiresAt: ptrExpiry}, ptrCond, true)
 	if err != nil {

@@ -128,7 +128,7 @@ type record struct {
 	UpdatedAt int64           `dynamodbav:"updatedAt"`
 	RunAt     int64           `dynamodbav:"runAt"`
 	FailedAt  int64           `dynamodbav:"failedAt,omitempty"`
-	ExpiresAt int64           `dynamodbav:"expiresAt"` // epoch seconds (TTL)
+	ExpiresAt int64           `dynamodbav:"expiresAt,omitempty"` // epoch seconds (TTL); none while a continuation waits
 	// A continuation's parent and policy; when a continuation was
 	// released; a Failed job's dropped letter.
 	After         string `dynamodbav:"after,omitempty"`
@@ -141,7 +141,7 @@ type record struct {
 type pointer struct {
 	PK        string `dynamodbav:"pk"`
 	JobID     string `dynamodbav:"jobId"`
-	ExpiresAt int64  `dynamodbav:"expiresAt"`
+	ExpiresAt int64  `dynamodbav:"expiresAt,omitempty"` // none while its job is a waiting continuation
 }
 
 func ms(t time.Time) int64 {
@@ -170,11 +170,6 @@ func terminalExpiry(now, due time.Time) int64 {
 	return lifetime.Until(now, due, lifetime.TerminalRecord).Unix()
 }
 
-// awaitingExpiry is the TTL of a continuation that waits (and of its
-// pointer, and of its parent's continuations item), written at now
-// (lifetime.AwaitingRecord).
-func awaitingExpiry(now time.Time) int64 { return now.Add(lifetime.AwaitingRecord).Unix() }
-
 func toRecord(j Job) record {
 	r := record{
 		PK: JobPK(j.ID), JobID: j.ID, Caller: j.Caller, Type: j.Type, Key: j.Key, State: j.stored,
@@ -184,8 +179,10 @@ func toRecord(j Job) record {
 		After: j.After, AfterPolicy: string(j.AfterPolicy), ReleasedAt: ms(j.ReleasedAt),
 	}
 	if j.stored == StateAwaitingContinuation {
-		// It waits for its parent, as long as any parent can take.
-		r.ExpiresAt = awaitingExpiry(fromMS(r.CreatedAt))
+		// It waits for its parent, however long that takes (a parked
+		// parent lives as long as its switch is off): no TTL until its
+		// parent's end (or the continuation sweep) decides it.
+		r.ExpiresAt = 0
 	}
 	if j.FailedAt != nil {
 		r.FailedAt = ms(*j.FailedAt)

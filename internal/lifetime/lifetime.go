@@ -59,13 +59,6 @@ const (
 	// item: as long as the item can be relayed again (its TTL, then the
 	// stream's retention of its last record).
 	RelayDecision = OutboxItem + StreamRetention
-	// AwaitingRecord is how long a continuation that waits for its parent
-	// (its record, its dedup pointer, and the parent's record that lists
-	// it) is kept from when it was enqueued: longer than its parent can
-	// stay due and then be delivered (MaxRunAhead, then LastDelivery) and
-	// kept (TerminalRecord), so it is released or cancelled, never lost to
-	// a TTL.
-	AwaitingRecord = 400 * day
 )
 
 // LastDelivery is the last instant at which a job due at runAt can still be

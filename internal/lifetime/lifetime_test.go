@@ -41,16 +41,6 @@ func TestNoGuardExpiresBeforeTheLastDelivery(t *testing.T) {
 		if got := ActiveRecord(runAt); got.Before(LastDelivery(runAt)) {
 			t.Errorf("the active record of a job due in %s expires at %s, before its last delivery", ahead, got)
 		}
-		// A continuation enqueued now may wait for a parent due at runAt
-		// until that parent's record is gone: it (and the parent's record
-		// that lists it) must outlive every record of the parent.
-		waits := now.Add(AwaitingRecord)
-		if parent := ActiveRecord(runAt); waits.Before(parent) {
-			t.Errorf("a continuation of a job due in %s waits until %s, less than its parent's record lives (%s)", ahead, waits, parent)
-		}
-		if parent := Until(LastDelivery(runAt), runAt, TerminalRecord); waits.Before(parent) {
-			t.Errorf("a continuation of a job due in %s waits until %s, less than its parent's terminal record lives (%s)", ahead, waits, parent)
-		}
 	}
 	if Marker < QueueRetention+DLQRetention {
 		t.Errorf("the marker's floor %s is shorter than a message can live in a work queue and the DLQ", Marker)

@@ -1,0 +1,119 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runstwice/runstwice/internal/ddb"
+)
+
+// ContinuationSweepReport is what one continuation sweep did.
+type ContinuationSweepReport struct {
+	// Parents is how many parents the list held.
+	Parents int
+	// Sent and Cancelled name the continuations the sweep decided.
+	Sent, Cancelled []string
+	// Kept names the parents left on the list: something still waits for
+	// them, or their release failed.
+	Kept []string
+}
+
+// SweepContinuations releases the continuations of every parent on the
+// continuation sweep's list (ReleaseContinuations) and takes off the list each parent
+// nothing waits for any more. It decides what no
+// marker's stream record shows: a parent that Expired, a Failed parent
+// whose letter was dropped or has aged out of the dead-letter queue, a
+// continuation enqueued as its parent ended whose enqueue stopped before it
+// decided, and a release cut short. Cost: one GetItem of the list; per
+// listed parent a ReleaseContinuations (a GetItem and a marker read, then a BatchGetItem
+// of its continuations when it has ended).
+func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (ContinuationSweepReport, error) {
+	var list struct {
+		IDs []string `dynamodbav:"jobIds,stringset"`
+	}
+	if _, err := s.getItem(ctx, ContinuationsPK, &list); err != nil {
+		return ContinuationSweepReport{}, err
+	}
+	ids := slices.Sorted(slices.Values(list.IDs))
+	rep := ContinuationSweepReport{Parents: len(ids)}
+	var errs []error
+	for _, id := range ids {
+		r, err := s.ReleaseContinuations(ctx, id, send)
+		rep.Sent = append(rep.Sent, r.Sent...)
+		rep.Cancelled = append(rep.Cancelled, r.Cancelled...)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			rep.Kept = append(rep.Kept, id)
+			continue
+		case len(r.Waiting) > 0:
+			rep.Kept = append(rep.Kept, id)
+			continue
+		}
+		if kept, err := s.unlistParent(ctx, id, r.Version); err != nil {
+			errs = append(errs, err)
+		} else if kept {
+			rep.Kept = append(rep.Kept, id)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// unlistParent takes parent off the continuation sweep's list, in one
+// transaction with a check that the parent's list is still at version (the
+// one its release read): a continuation that joined the list since keeps
+// the parent listed (kept), for the next sweep to decide it.
+func (s *Store) unlistParent(ctx context.Context, parent string, version int64) (kept bool, err error) {
+	if version == 0 {
+		// It has no list at all (it expired): nothing can have joined it.
+		return false, s.unlist(ctx, parent)
+	}
+	cond := expression.Name(attrVersion).Equal(expression.Value(version))
+	// Nothing waits for the parent any more: its list lives on as a
+	// decided job's record does, for the views that draw the chain.
+	check, err := expression.NewBuilder().WithCondition(cond).
+		WithUpdate(expression.Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(s.now(), time.Time{})))).Build()
+	if err != nil {
+		return false, fmt.Errorf("jobs: continuation sweep: %w", err)
+	}
+	off, err := expression.NewBuilder().WithUpdate(expression.Delete(expression.Name(attrSweepIDs),
+		expression.Value(&types.AttributeValueMemberSS{Value: []string{parent}}))).Build()
+	if err != nil {
+		return false, fmt.Errorf("jobs: continuation sweep: %w", err)
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsOfPK(parent)), UpdateExpression: check.Update(),
+			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()}},
+		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsPK), UpdateExpression: off.Update(),
+			ExpressionAttributeNames: off.Names(), ExpressionAttributeValues: off.Values()}},
+	}})
+	switch {
+	case ddb.IsConditionFailed(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("jobs: continuation sweep %s: %w", parent, err)
+	}
+	return false, nil
+}
+
+// unlist takes parent off the continuation sweep's list.
+func (s *Store) unlist(ctx context.Context, parent string) error {
+	u, err := ddb.Update(s.table, keyAV(ContinuationsPK),
+		expression.Delete(expression.Name(attrSweepIDs), expression.Value(&types.AttributeValueMemberSS{Value: []string{parent}})),
+		expression.AttributeExists(expression.Name(AttrPK)), false)
+	if err != nil {
+		return fmt.Errorf("jobs: continuation sweep: %w", err)
+	}
+	if _, err := s.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("jobs: continuation sweep %s: %w", parent, err)
+	}
+	return nil
+}
