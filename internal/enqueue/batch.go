@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,11 +33,15 @@ type Batches interface {
 	GetBatch(ctx context.Context, batchID string) (jobs.Batch, error)
 	BatchAccepted(b jobs.Batch) idempotency.Companion
 	AcceptBatch(ctx context.Context, b jobs.Batch) error
-	// Views reads jobs with their states; Continuations the jobs waiting
-	// for one; WouldReject whether a duplicate policy refuses a new job.
-	Views(ctx context.Context, ids []string) ([]jobs.Job, error)
+	// Views reads jobs with their states, Records as stored; Continuations
+	// the jobs waiting for one; Holder the job a key is held by.
+	Views(ctx context.Context, keys []engine.Key) ([]jobs.Job, error)
+	Records(ctx context.Context, ids []string) (map[string]jobs.Job, error)
 	Continuations(ctx context.Context, parentID string) ([]string, error)
-	WouldReject(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Job, bool, error)
+	Holder(ctx context.Context, job jobs.Job) (jobs.Job, bool, error)
+	// ReserveRefused makes a continuation its parent refused after the
+	// batch was written Cancelled, with the reason.
+	ReserveRefused(ctx context.Context, job jobs.Job, reason string) (jobs.Decision, error)
 	// ReserveNew reserves new jobs in one transaction, all or none (and
 	// then which were taken).
 	ReserveNew(ctx context.Context, js []jobs.Job) ([]jobs.Job, []int, error)
@@ -198,8 +203,20 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 			due = d
 		}
 	}
-	if p := h.refusesBatch(ctx, log, b); p != nil {
-		return p.response(corr), false
+	// A retry of a batch already written is answered from it, never
+	// refused by the checks of one not yet written (they would count its
+	// own jobs against it).
+	prior, err := h.Batches.GetBatch(ctx, b.ID)
+	switch {
+	case err == nil && (prior.Caller != caller || prior.Fingerprint != fp):
+		return keyReused(corr), false
+	case err != nil && !errors.Is(err, jobs.ErrNotFound):
+		log.Error("enqueue: batch: read", obs.KeyError, obs.Redact(err))
+		return unavailable(corr), false
+	case err != nil:
+		if p := h.refusesBatch(ctx, log, b); p != nil {
+			return p.response(corr), false
+		}
 	}
 	if err := h.sendFinisher(ctx, b.ID, corr); err != nil {
 		log.Error("enqueue: batch: send its finisher", obs.KeyError, obs.Redact(err))
@@ -208,8 +225,7 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 	stored, err := h.Batches.PutBatch(ctx, b, lifetime.Until(now, due, lifetime.StoredAnswer))
 	switch {
 	case errors.Is(err, jobs.ErrBatchMismatch):
-		return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
-			"this Idempotency-Key was already used for a different batch; use a new key").response(corr), false
+		return keyReused(corr), false
 	case err != nil:
 		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
@@ -221,9 +237,7 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 			return unavailable(corr), false
 		}
 	}
-	resp := batchResponse(http.StatusAccepted, stored, false)
-	resp.KeepUntil = lifetime.Until(now, due, lifetime.StoredAnswer)
-	err = h.completeBatch(ctx, lock, resp, stored, handed)
+	resp, err := h.completeBatch(ctx, lock, lifetime.Until(now, due, lifetime.StoredAnswer), stored, handed)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: batch: complete", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
@@ -236,73 +250,151 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 // transaction: its 100 elements less the answer and the batch.
 const maxCompanions = 98
 
-// completeBatch stores the batch's answer, the batch accepted and the
-// promotions of the jobs it handed over in one transaction (those beyond
-// what it holds are written first, one by one). When a promotion's
-// condition fails (a job cancelled meanwhile), every promotion is written
-// on its own (each keeps what its record says) and the answer with the
-// batch after them.
-func (h *Handler) completeBatch(ctx context.Context, lock idempotency.Lock, resp idempotency.Response, b jobs.Batch, handed []jobs.Job) error {
+// keyReused is the 422 of an Idempotency-Key that holds another batch (or
+// another batch's jobs, its answer gone).
+func keyReused(corr string) events.APIGatewayV2HTTPResponse {
+	return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
+		"this Idempotency-Key was already used for a different batch; use a new key; no job was made").response(corr)
+}
+
+// completeBatch stores batch b's answer (kept until keep), the batch
+// accepted and the promotions of the jobs it handed over in one
+// transaction (those beyond what it holds are written first, one by one),
+// and returns the answer. When a promotion's condition fails (a job
+// cancelled meanwhile), every promotion is written on its own (each keeps
+// what its record says), the jobs' states are read again, and the answer
+// says them, with the batch, after them: it never says queued of a job its
+// record says was cancelled.
+func (h *Handler) completeBatch(ctx context.Context, lock idempotency.Lock, keep time.Time, b jobs.Batch, handed []jobs.Job) (idempotency.Response, error) {
 	if len(handed) > maxCompanions {
 		if err := h.promoteBatch(ctx, handed[maxCompanions:]); err != nil {
-			return err
+			return idempotency.Response{}, err
 		}
 		handed = handed[:maxCompanions]
 	}
+	resp := batchResponse(http.StatusAccepted, b, false)
+	resp.KeepUntil = keep
 	with := []idempotency.Companion{h.Batches.BatchAccepted(b)}
 	for _, j := range handed {
 		with = append(with, h.Jobs.Promotion(j))
 	}
 	err := h.Idempotency.Complete(ctx, lock, resp, with...)
 	if !errors.Is(err, idempotency.ErrCompanionFailed) {
-		return err
+		return resp, err
 	}
 	if err := h.promoteBatch(ctx, handed); err != nil {
+		return resp, err
+	}
+	if err := h.restate(ctx, &b); err != nil {
+		return resp, err
+	}
+	resp = batchResponse(http.StatusAccepted, b, false)
+	resp.KeepUntil = keep
+	return resp, h.Idempotency.Complete(ctx, lock, resp, h.Batches.BatchAccepted(b))
+}
+
+// restate sets every answered job of b to its state now.
+func (h *Handler) restate(ctx context.Context, b *jobs.Batch) error {
+	keys := make([]engine.Key, len(b.Jobs))
+	for i, bj := range b.Jobs {
+		keys[i] = engine.Key{Type: bj.Job.Type, JobID: answeredID(bj)}
+	}
+	views, err := h.Batches.Views(ctx, keys)
+	if err != nil {
 		return err
 	}
-	return h.Idempotency.Complete(ctx, lock, resp, h.Batches.BatchAccepted(b))
+	for i := range b.Jobs {
+		b.Jobs[i].JobID, b.Jobs[i].State = views[i].ID, views[i].State
+	}
+	return nil
+}
+
+// answeredID is the job a batch job is: the one its answer names, else its
+// own.
+func answeredID(bj jobs.BatchJob) string {
+	if bj.JobID != "" {
+		return bj.JobID
+	}
+	return bj.Job.ID
 }
 
 // refusesBatch is the problem that refuses batch b as a whole before
-// anything is written, or nil: a parent named by job id that the caller
-// cannot see (404), one that would have more than jobs.MaxContinuations
-// (409), or a job whose duplicate policy refuses it (409), each named by
-// its index.
+// anything is written, or nil, each refusal named by its job's index: a job
+// id that already holds another request's job (the batch's key reused after
+// its answer expired: 422); a parent named by job id that the caller cannot
+// see (404); a parent, named by id or the job a "#k" deduplicates onto,
+// that would have more than jobs.MaxContinuations (409); a job whose
+// duplicate policy its key's last job refuses (409).
 func (h *Handler) refusesBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) *Problem {
-	waiting := map[string]int{}
-	for _, bj := range b.Jobs {
-		if after := bj.Job.After; after != "" && !strings.HasPrefix(after, "#") {
-			waiting[after]++
-		}
+	unavailableP := func(err error) *Problem {
+		log.Error("enqueue: batch: check", obs.KeyError, obs.Redact(err))
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry with the same Idempotency-Key")
+	}
+	own := make([]string, len(b.Jobs))
+	for i, bj := range b.Jobs {
+		own[i] = bj.Job.ID
+	}
+	existing, err := h.Batches.Records(ctx, own)
+	if err != nil {
+		return unavailableP(err)
 	}
 	for i, bj := range b.Jobs {
-		after := bj.Job.After
-		if n, ok := waiting[after]; ok && n > 0 {
-			waiting[after] = 0 // checked once
-			parent, err := h.Jobs.Get(ctx, after)
-			if errors.Is(err, jobs.ErrNotFound) || (err == nil && parent.Caller != b.Caller) {
-				return newProblem(http.StatusNotFound, ProblemNotFound, fmt.Sprintf("jobs[%d].after: job %s is not found; no job was made", i, after))
-			}
-			have, cerr := h.Batches.Continuations(ctx, after)
-			if err = errors.Join(err, cerr); err != nil {
-				log.Error("enqueue: batch: read a parent", obs.KeyError, obs.Redact(err))
-				return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry with the same Idempotency-Key")
-			}
-			if len(have)+n > jobs.MaxContinuations {
-				return newProblem(http.StatusConflict, ProblemTooManyContinuations, fmt.Sprintf(
-					"jobs[%d].after: job %s would have more than %d jobs waiting for it; no job was made", i, after, jobs.MaxContinuations))
-			}
-		}
-		prev, rejected, err := h.Batches.WouldReject(ctx, bj.Job, bj.Policy)
-		if err != nil {
-			log.Error("enqueue: batch: read a key", obs.KeyError, obs.Redact(err))
-			return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry with the same Idempotency-Key")
-		}
-		if rejected {
-			p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
-				"jobs[%d]: job %s with key %q is %s and duplicatePolicy %s rejects a new one; no job was made", i, prev.ID, prev.Key, prev.State, bj.Policy))
-			p.ExistingJobID, p.Policy = prev.ID, string(bj.Policy)
+		if j, ok := existing[bj.Job.ID]; ok && !sameJob(j, bj.Job) {
+			p := newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch, fmt.Sprintf(
+				"jobs[%d]: this Idempotency-Key was already used for a different batch; use a new key; no job was made", i))
 			return p
+		}
+	}
+	// Who each job's key is held by, and so what its parents are.
+	holders := make([]*jobs.Job, len(b.Jobs))
+	for i, bj := range b.Jobs {
+		holder, found, err := h.Batches.Holder(ctx, bj.Job)
+		if err != nil {
+			return unavailableP(err)
+		}
+		if found {
+			holders[i] = &holder
+		}
+		if found && !holder.State.Active() && !jobs.Allows(bj.Policy, holder.State) {
+			p := newProblem(http.StatusConflict, ProblemDuplicate, fmt.Sprintf(
+				"jobs[%d]: job %s with key %q is %s and duplicatePolicy %s rejects a new one; no job was made", i, holder.ID, holder.Key, holder.State, bj.Policy))
+			p.ExistingJobID, p.Policy = holder.ID, string(bj.Policy)
+			return p
+		}
+	}
+	waiting := map[string]int{} // a parent outside the batch → the batch's jobs after it
+	first := map[string]int{}   // → the first of them
+	for i, bj := range b.Jobs {
+		parent := bj.Job.After
+		if k, ok := strings.CutPrefix(parent, "#"); ok {
+			n, _ := strconv.Atoi(k)
+			if holders[n] == nil || !holders[n].State.Active() {
+				continue // job n is a new job of the batch
+			}
+			parent = holders[n].ID // job n deduplicates onto it
+		}
+		if parent == "" {
+			continue
+		}
+		if _, seen := first[parent]; !seen {
+			first[parent] = i
+		}
+		waiting[parent]++
+	}
+	for parent, n := range waiting {
+		i := first[parent]
+		p, err := h.Jobs.Get(ctx, parent)
+		if errors.Is(err, jobs.ErrNotFound) || (err == nil && p.Caller != b.Caller) {
+			return newProblem(http.StatusNotFound, ProblemNotFound, fmt.Sprintf("jobs[%d].after: job %s is not found; no job was made", i, parent))
+		}
+		have, cerr := h.Batches.Continuations(ctx, parent)
+		if err = errors.Join(err, cerr); err != nil {
+			return unavailableP(err)
+		}
+		have = slices.DeleteFunc(have, func(id string) bool { return slices.Contains(own, id) })
+		if len(have)+n > jobs.MaxContinuations {
+			return newProblem(http.StatusConflict, ProblemTooManyContinuations, fmt.Sprintf(
+				"jobs[%d].after: job %s would have more than %d jobs waiting for it; no job was made", i, parent, jobs.MaxContinuations))
 		}
 	}
 	return nil

@@ -191,7 +191,15 @@ func (h *Handler) finishJob(ctx context.Context, log *slog.Logger, bj *jobs.Batc
 	}
 	for try := 0; pre == nil && try < batchBusyTries; try++ {
 		var err error
-		if d, err = h.Jobs.Reserve(ctx, j, bj.Policy); err != nil {
+		d, err = h.Jobs.Reserve(ctx, j, bj.Policy)
+		if errors.Is(err, jobs.ErrParentNotFound) || errors.Is(err, jobs.ErrTooManyContinuations) {
+			// Its parent refused it in the instant since the batch's
+			// checks: it is made Cancelled with the reason, so the batch
+			// still completes and answers every job.
+			reason := fmt.Sprintf("the job it waits for, %s, refused it: %v", j.After, err)
+			d, err = h.Batches.ReserveRefused(ctx, j, reason)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("jobs[%d]: reserve: %w", bj.Index, err)
 		}
 		if d.Outcome != jobs.Busy {
@@ -327,25 +335,16 @@ func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchI
 		log.Error("enqueue: get batch", obs.KeyError, obs.Redact(err))
 		return unavailable(corr)
 	}
-	ids := make([]string, len(b.Jobs))
-	for i, bj := range b.Jobs {
-		ids[i] = bj.JobID
-		if ids[i] == "" {
-			ids[i] = bj.Job.ID
-		}
-	}
-	views, err := h.Batches.Views(ctx, ids)
-	if err != nil {
+	accepted := b.State == jobs.BatchAccepted
+	if err := h.restate(ctx, &b); err != nil {
 		log.Error("enqueue: get batch: its jobs", obs.KeyError, obs.Redact(err))
 		return unavailable(corr)
 	}
-	state := make(map[string]jobs.State, len(views))
-	for _, v := range views {
-		state[v.ID] = v.State
-	}
 	for i := range b.Jobs {
-		b.Jobs[i].JobID = ids[i]
-		if b.Jobs[i].State = state[ids[i]]; b.Jobs[i].State == "" {
+		// A job of a batch still being accepted that has no record yet
+		// is on its way (Pending); one of an accepted batch whose record
+		// is gone reads what its marker says, or Expired.
+		if !accepted && b.Jobs[i].State == jobs.StateExpired {
 			b.Jobs[i].State = jobs.StatePending
 		}
 	}

@@ -319,3 +319,30 @@ func TestReleaseRunsTwiceAndSendsOnce(t *testing.T) {
 	enginetest.RunTwice(t, enginetest.Case{Type: releaseType, Handler: handler, ExactlyOnce: true,
 		Effects: func(jobID string) int { return s.count(childOf(jobID)) }})
 }
+
+// A continuation its parent refused after its batch was written is made
+// Cancelled with the reason (never a job that runs without waiting); made
+// again it is the same job; a key another job holds answers as that job.
+func TestReserveRefusedIsCancelledWithItsReason(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	j := f.Job("email.welcome.v1", "c", "refused", 0)
+	j.After, j.AfterPolicy = "5f6b7c1e-8d4e-4a3b-9c2d-1e0f9a8b7c6d", contract.OnSucceeded
+	d, err := f.Store.ReserveRefused(ctx, j, "the job it waits for refused it")
+	if err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("%v %v", d.Outcome, err)
+	}
+	got := f.Get(t, j.ID)
+	if got.State != jobs.StateCancelled || got.LastOutcome != jobs.OutcomeCancelled || got.LastReason != "the job it waits for refused it" || got.After != j.After {
+		t.Fatalf("reads %s %q %q after %q", got.State, got.LastOutcome, got.LastReason, got.After)
+	}
+	if d, err := f.Store.ReserveRefused(ctx, j, "again"); err != nil || !d.Own || d.Job.ID != j.ID {
+		t.Fatalf("again: %v %v own %t", d.Outcome, err, d.Own)
+	}
+	held := f.Enqueue(t, "email.welcome.v1", "c", "held")
+	other := f.Job("email.welcome.v1", "c", "held", 0)
+	other.After = j.After
+	if d, err := f.Store.ReserveRefused(ctx, other, "refused"); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != held.ID {
+		t.Fatalf("a key held by %s: %v %v %s", held.ID, d.Outcome, err, d.Job.ID)
+	}
+}

@@ -11,8 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
 )
+
+// Records returns the records of ids by id, as stored (no marker read);
+// missing or expired ones are left out.
+func (s *Store) Records(ctx context.Context, ids []string) (map[string]Job, error) {
+	return s.records(ctx, ids)
+}
 
 // records reads the records of ids (consistent, 100 keys a call; an id
 // given twice is read once) by id; missing or expired ones are left out.
@@ -96,19 +103,27 @@ func (s *Store) Continuations(ctx context.Context, parentID string) ([]string, e
 	return slices.Sorted(slices.Values(list.IDs)), nil
 }
 
-// Views returns the jobs ids with their derived states, in the order of
-// ids; a job that does not exist (or expired) is left out. One BatchGetItem
-// of the records and one of their markers per 100 jobs.
-func (s *Store) Views(ctx context.Context, ids []string) ([]Job, error) {
+// Views returns the jobs of keys with their derived states, in the order
+// of keys. A job whose record is gone (it ended and was kept its days)
+// reads what its marker says (Succeeded, Failed, Cancelled) or, with no
+// marker either, Expired: never a state it never had. One BatchGetItem of
+// the records and one of their markers per 100 jobs.
+func (s *Store) Views(ctx context.Context, keys []engine.Key) ([]Job, error) {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.JobID
+	}
 	byID, err := s.records(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]Job, 0, len(byID))
-	for _, id := range ids {
-		if j, ok := byID[id]; ok {
-			recs = append(recs, j)
+	recs := make([]Job, 0, len(keys))
+	for _, k := range keys {
+		j, ok := byID[k.JobID]
+		if !ok {
+			j = Job{ID: k.JobID, Type: k.Type, stored: StateExpired, State: StateExpired}
 		}
+		recs = append(recs, j)
 	}
 	peeker, _ := s.markers.(BatchPeeker)
 	return ViewAll(ctx, peeker, recs, s.now())

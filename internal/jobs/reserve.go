@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -110,25 +111,18 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 	return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
 }
 
-// WouldReject reports whether a new job like job would be refused under
-// policy now (Rejected: its key's last job ended and the policy refuses
-// another), with that job; it writes nothing. A batch asks it of each job
-// before it writes anything, so a refusal leaves no job.
-func (s *Store) WouldReject(ctx context.Context, job Job, policy contract.DuplicatePolicy) (Job, bool, error) {
-	if policy == contract.AllowAfterFailed || policy == "" {
-		return Job{}, false, nil
-	}
+// Holder returns the job that holds job's key now, with its state (found
+// is false when none does, or job itself); it writes nothing. A batch asks
+// it of its jobs before it writes anything, so that what the holder
+// decides (a duplicate policy that refuses the job, an active job a
+// continuation would wait for instead) refuses the batch with no job made.
+func (s *Store) Holder(ctx context.Context, job Job) (Job, bool, error) {
 	var p pointer
 	found, err := s.getItem(ctx, DedupPK(job.Caller, job.Type, job.Key), &p)
 	if err != nil || !found || p.JobID == job.ID {
 		return Job{}, false, err
 	}
-	prev, ok, err := s.find(ctx, p.JobID, job.Type)
-	if err != nil || !ok {
-		return Job{}, false, err
-	}
-	d, decided := s.decide(prev, job, policy)
-	return prev, decided && d.Outcome == Rejected, nil
+	return s.find(ctx, p.JobID, job.Type)
 }
 
 // own decides when the request's own job id already has a record.
@@ -206,7 +200,7 @@ func (s *Store) reservation(job Job, ppk, prevID string, now time.Time) ([]types
 		return nil, fmt.Errorf("jobs: reserve %s: %w", job.ID, err)
 	}
 	items := []types.TransactWriteItem{{Put: ptrPut}, {Put: recPut}}
-	if job.After != "" {
+	if job.After != "" && job.stored == StateAwaitingContinuation {
 		attach, err := s.attach(job, now)
 		if err != nil {
 			return nil, err
@@ -214,6 +208,47 @@ func (s *Store) reservation(job Job, ppk, prevID string, now time.Time) ([]types
 		items = append(items, attach...)
 	}
 	return items, nil
+}
+
+// ReserveRefused reserves continuation job Cancelled, with reason, without
+// waiting for its parent: what a batch does with a continuation its parent
+// refused once the batch was written (the parent's list filled up, or its
+// record expired, in the instant since the batch's checks), so the batch
+// still completes and answers every job, this one ended before it ran. A
+// key another job holds answers as Reserve would (Duplicate of that job).
+func (s *Store) ReserveRefused(ctx context.Context, job Job, reason string) (Decision, error) {
+	now := s.now()
+	job.stored, job.State = StateCancelled, StateCancelled
+	job.CreatedAt = job.CreatedAt.UTC().Truncate(time.Millisecond)
+	job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
+	job.UpdatedAt = job.CreatedAt
+	job.LastOutcome, job.LastReason = OutcomeCancelled, cleanText(reason, 512, OutcomeCancelled)
+	job.recorded = []OutcomeRecord{{At: now, Outcome: OutcomeCancelled, Reason: job.LastReason}}
+	items, err := s.reservation(job, DedupPK(job.Caller, job.Type, job.Key), "", now)
+	if err != nil {
+		return Decision{}, err
+	}
+	exp := terminalExpiry(now, time.Time{})
+	items[0].Put.Item[AttrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}
+	items[1].Put.Item[AttrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	switch {
+	case err == nil:
+		return Decision{Outcome: Reserved, Job: job, Own: true}, nil
+	case !ddb.IsConditionFailed(err):
+		return Decision{}, fmt.Errorf("jobs: reserve %s refused: %w", job.ID, err)
+	}
+	if _, ownExists := ddb.ItemAt(err, 1); ownExists {
+		return s.own(ctx, job) // an earlier try made it
+	}
+	holder, found, herr := s.Holder(ctx, job)
+	switch {
+	case herr != nil:
+		return Decision{}, herr
+	case !found:
+		return Decision{Outcome: Busy, RetryAfter: time.Second}, nil
+	}
+	return Decision{Outcome: Duplicate, Job: holder}, nil
 }
 
 // MaxReserveNew is how many jobs ReserveNew takes at once: two elements

@@ -187,6 +187,9 @@ func toRecord(j Job) record {
 	if j.FailedAt != nil {
 		r.FailedAt = ms(*j.FailedAt)
 	}
+	for _, o := range j.recorded {
+		r.History = append(r.History, storedOutcome{At: ms(o.At), Outcome: o.Outcome, Reason: o.Reason})
+	}
 	return r
 }
 
