@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // The API's continuations: a job after another of its caller's waits
@@ -76,5 +79,60 @@ func TestIntegrationContinuationThroughTheAPI(t *testing.T) {
 		if p.Type != enqueue.ProblemTypePrefix+enqueue.ProblemNotFound || !strings.Contains(p.Detail, req.after) {
 			t.Fatalf("%s: %+v", name, p)
 		}
+	}
+}
+
+// An outbox child relayed before its parent's item (written in the same
+// transaction, in another shard, or held back by an outage) is not refused:
+// it waits for a parent that does not exist yet, and runs when that parent,
+// relayed later, succeeds. A child whose parent never comes waits as long
+// as the parent's item could still be relayed, then is cancelled, naming
+// it. A parent of another caller is still refused.
+func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	const producer = "outbox:signup"
+	parentID := engine.DeriveMessageID(producer, "k-parent")
+	child := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-child",
+		Body: []byte(`{"args":{"userId":"u-2"},"after":"` + parentID + `"}`)})
+	if child.Status != http.StatusAccepted || child.State != string(jobs.StateAwaitingContinuation) {
+		t.Fatalf("the child relayed before its parent: %+v; want 202 AwaitingContinuation", child)
+	}
+	s.clock.Advance(time.Hour) // a sweep meanwhile leaves it waiting
+	if _, err := s.jobs.SweepContinuations(ctx, s.h.SendFunc()); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.jobs.Get(ctx, child.JobID); j.State != jobs.StateAwaitingContinuation {
+		t.Fatalf("an hour on, before its parent's item was relayed, the child reads %s (%s)", j.State, j.LastReason)
+	}
+	parent := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-parent",
+		Body: []byte(`{"args":{"userId":"u-1"}}`)})
+	if parent.Status != http.StatusAccepted || parent.JobID != parentID {
+		t.Fatalf("the parent: %+v", parent)
+	}
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parentID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.jobs.ReleaseContinuations(ctx, parentID, s.h.SendFunc()); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.jobs.Get(ctx, child.JobID); j.State != jobs.StateEnqueued {
+		t.Fatalf("after its parent succeeded the child reads %s; want Enqueued", j.State)
+	}
+	// A parent that never comes.
+	orphan := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-orphan",
+		Body: []byte(`{"args":{"userId":"u-3"},"after":"` + engine.DeriveMessageID(producer, "k-never") + `"}`)})
+	s.clock.Advance(lifetime.RelayDecision + time.Minute)
+	if _, err := s.jobs.SweepContinuations(ctx, s.h.SendFunc()); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.jobs.Get(ctx, orphan.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, engine.DeriveMessageID(producer, "k-never")) {
+		t.Fatalf("a child whose parent never came reads %s %q; want Cancelled naming it", j.State, j.LastReason)
+	}
+	// Another caller's job is no parent of an outbox item.
+	theirs := mustBody(t, call(t, s.h, post(welcome, "theirs", welcomeU1)), http.StatusAccepted)
+	if a := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-theirs",
+		Body: []byte(`{"args":{"userId":"u-4"},"after":"` + theirs.JobID + `"}`)}); a.Status != http.StatusNotFound {
+		t.Fatalf("an outbox child after another caller's job: %+v; want 404", a)
 	}
 }

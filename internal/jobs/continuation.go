@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -73,9 +74,17 @@ type continuationsItem struct {
 // parent.
 func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error) {
 	live := expression.AttributeNotExists(expression.Name(AttrExpiresAt)).Or(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
-	check, err := expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(AttrPK)).
-		And(live).
-		And(expression.Name("caller").Equal(expression.Value(job.Caller)))).Build()
+	parentCond := expression.AttributeExists(expression.Name(AttrPK)).And(live).
+		And(expression.Name("caller").Equal(expression.Value(job.Caller)))
+	if parentMayFollow(job) {
+		// An outbox item's parent may be an item of the same transaction
+		// the relay has not reached yet (another shard, an outage): it may
+		// not exist yet; if it does, it must be the same caller's.
+		parentCond = expression.AttributeNotExists(expression.Name(AttrPK)).
+			Or(expression.Name(AttrExpiresAt).LessThanEqual(expression.Value(now.Unix()))).
+			Or(expression.Name("caller").Equal(expression.Value(job.Caller)))
+	}
+	check, err := expression.NewBuilder().WithCondition(parentCond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
 	}
@@ -226,7 +235,8 @@ func (s *Store) ReleaseContinuations(ctx context.Context, parentID string, send 
 
 // parentEnd reads the parent of a continuation with its derived state. A
 // parent whose record is gone (it ended long ago, or expired) reads
-// Expired: it did not succeed as far as anything can still tell.
+// Expired: it did not succeed as far as anything can still tell. Such a
+// stand-in has no Type (see parentGone).
 func (s *Store) parentEnd(ctx context.Context, parentID string) (Job, error) {
 	rec, m, has, err := s.read(ctx, parentID)
 	switch {
@@ -253,6 +263,10 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		}
 		return s.sendReleased(ctx, c, send)
 	case c.stored != StateAwaitingContinuation:
+		return Wait, nil
+	case parent.Type == "" && parentMayFollow(c) && now.Sub(c.CreatedAt) < lifetime.RelayDecision:
+		// An outbox child whose parent's item is not relayed yet: it waits
+		// as long as that item can still be relayed.
 		return Wait, nil
 	}
 	switch Judge(c.AfterPolicy, parent, now) {
@@ -350,3 +364,10 @@ func (s *Store) settlePointer(ctx context.Context, c Job, exp int64) {
 	}
 	_ = err // best effort, as documented
 }
+
+// parentMayFollow reports whether continuation job may be reserved before
+// its parent exists: a job of the outbox relay (caller outbox:<producer>),
+// whose parent's item may be relayed after its own. It then waits as long
+// as that item can be relayed (lifetime.RelayDecision) and is cancelled as
+// its policy says of a parent that never came.
+func parentMayFollow(job Job) bool { return strings.HasPrefix(job.Caller, contract.OutboxCallerPrefix) }
