@@ -13,13 +13,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // MaxDelaySeconds is the largest delaySeconds (the SQS maximum).
 const MaxDelaySeconds = 900
 
-// MaxRunAhead is how far ahead runAt may be.
-const MaxRunAhead = 365 * 24 * time.Hour
+// MaxRunAhead is how far ahead runAt may be: the guards' lives are
+// derived from the same constant (internal/lifetime).
+const MaxRunAhead = lifetime.MaxRunAhead
 
 // RunNowWithin is how close to now a runAt runs now: one in the past, or
 // less than this ahead, is no delay at all.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // Attribute names of an outbox item.
@@ -39,7 +40,7 @@ var outboxAttrs = []string{OutboxAttrPK, OutboxAttrProducer, OutboxAttrIdempoten
 
 // OutboxRetention is how long an outbox item lives (its expiresAt, the table's
 // TTL): long enough for the stream (24 h) to have relayed it.
-const OutboxRetention = 24 * time.Hour
+const OutboxRetention = lifetime.OutboxItem
 
 // producerName is what a producer may be called: it is part of the caller
 // and of every item's key (an IAM condition on dynamodb:LeadingKeys limits
@@ -71,6 +72,17 @@ type OutboxItem struct {
 	// wrote the item ("" for none): the relay's span continues it, so the
 	// job's trace starts in the producer's. A malformed one is ignored.
 	Traceparent string
+}
+
+// RelayableUntil is the latest an item can be relayed again: its
+// expiresAt (DynamoDB's TTL deletes it some time after; a MODIFY of it may
+// come until then), then the stream's retention of that last record. Zero
+// without an expiresAt.
+func (it OutboxItem) RelayableUntil() time.Time {
+	if it.ExpiresAt <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(it.ExpiresAt, 0).Add(lifetime.StreamRetention)
 }
 
 // Caller is the caller the item's job belongs to: outbox:<producer>.

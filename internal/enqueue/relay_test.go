@@ -65,3 +65,21 @@ func TestItemRewrittenWithAnotherRunAtIsRefused(t *testing.T) {
 		t.Fatalf("rewrite with another runAt: %+v; want 422 %s", a, enqueue.ProblemKeyMismatch)
 	}
 }
+
+// An item that can be relayed again later than the relay's floor (written
+// with a longer TTL) keeps its decision until then: a MODIFY of it on the
+// fourth day is still the same job.
+func TestRelayDecisionOutlivesItsItem(t *testing.T) {
+	w := newWorld()
+	h := newHandler(w)
+	until := w.Now().Add(5 * 24 * time.Hour)
+	a := h.EnqueueFor(context.Background(), enqueue.Request{Caller: "outbox:p", Type: "email.welcome.v1", IdempotencyKey: "long-lived",
+		Body: []byte(`{"args":{"userId":"u-1"}}`), RelayableUntil: until})
+	if a.Status != http.StatusAccepted {
+		t.Fatalf("%+v", a)
+	}
+	r, ok := w.storedAnswer("outbox:p", "long-lived")
+	if !ok || r.KeepUntil.Before(until) {
+		t.Fatalf("the decision is kept until %s (%v); want at least %s, when its item can last be relayed", r.KeepUntil, ok, until)
+	}
+}

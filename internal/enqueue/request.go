@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -28,6 +29,11 @@ type Request struct {
 	CorrelationID string
 	// Body is the request body as the API takes it.
 	Body []byte
+	// RelayableUntil is when the request can come again at the latest
+	// (an outbox item: its expiresAt, then its stream record's retention;
+	// zero: lifetime.RelayDecision from now): the decision is kept at
+	// least that long.
+	RelayableUntil time.Time
 }
 
 // Answer is what the API would have answered a Request: its HTTP status
@@ -102,12 +108,19 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	// (its retry must not wait out the lock while the event source spends
 	// its retries).
 	resp, p := h.runOnce(ctx, log, h.Idempotency.TakeOver, r.Caller, killpoint.RelayKey(idemKey), fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
-		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.RelayDecision}, jt, in, r.Caller, idemKey, fp, corr, obs.TraceHeader(ctx))
+		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: relayFloor(h.now(), r.RelayableUntil)}, jt, in, r.Caller, idemKey, fp, corr, obs.TraceHeader(ctx))
 	})
 	if p != nil {
 		return problemAnswer(p)
 	}
 	return answerOf(resp.StatusCode, []byte(resp.Body))
+}
+
+// relayFloor is how long a relay's decision is kept at least: the relay's
+// floor, or until its item can no longer be relayed when that is later (an
+// item written with a longer TTL, or whose TTL deletion is late).
+func relayFloor(now, until time.Time) time.Duration {
+	return max(lifetime.RelayDecision, until.Sub(now))
 }
 
 // problemAnswer is the answer of a problem.

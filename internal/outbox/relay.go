@@ -40,6 +40,7 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/vclock"
 )
 
 // Enqueuer enqueues one request exactly as the HTTP API does: the same job
@@ -82,11 +83,14 @@ const ParentWait = 2 * time.Minute
 
 // young reports whether rec was written less than ParentWait ago.
 func (r *Relay) young(rec events.DynamoDBEventRecord) bool {
-	now := time.Now
+	return r.now().Sub(rec.Change.ApproximateCreationDateTime.Time) < ParentWait
+}
+
+func (r *Relay) now() time.Time {
 	if r.Now != nil {
-		now = r.Now
+		return r.Now()
 	}
-	return now().Sub(rec.Change.ApproximateCreationDateTime.Time) < ParentWait
+	return vclock.Now()
 }
 
 // Handle relays a batch of stream records in order. It never returns an
@@ -143,8 +147,15 @@ func (r *Relay) relayItem(ctx context.Context, log *slog.Logger, rec events.Dyna
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		log = log.With(obs.KeySpanID, sc.SpanID().String())
 	}
+	if it.ExpiresAt > 0 && !r.now().Before(time.Unix(it.ExpiresAt, 0)) {
+		// Expired, not yet deleted by the TTL (which can take days): as
+		// every read here, an expired item is gone. Relayed, a late write of
+		// it could outlive the decision stored for it and make a second job.
+		return true, r.deadLetter(ctx, log, rec, it, fmt.Sprintf(
+			"the item expired at %s, before it was relayed (an expired item is gone; write a new one)", time.Unix(it.ExpiresAt, 0).UTC().Format(time.RFC3339)))
+	}
 	a := r.Enqueuer.EnqueueFor(ctx, enqueue.Request{Caller: it.Caller(), Type: it.Type, IdempotencyKey: it.IdempotencyKey,
-		CorrelationID: it.CorrelationID, Body: it.Body()})
+		CorrelationID: it.CorrelationID, Body: it.Body(), RelayableUntil: it.RelayableUntil()})
 	switch {
 	case a.Status >= 200 && a.Status < 300:
 		if a.JobID != "" && a.JobID != it.JobID() {

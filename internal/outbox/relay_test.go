@@ -370,3 +370,23 @@ func TestItemAfterAParentNotYetThere(t *testing.T) {
 		})
 	}
 }
+
+// An item whose expiresAt has passed (its TTL not yet applied: that can
+// take days) is gone, as every read here treats an expired item: it is a
+// dead letter with the reason, never relayed (its stored decision may be
+// gone too, so it could make a second job).
+func TestExpiredItemIsADeadLetterNotAJob(t *testing.T) {
+	h := newHarness()
+	now := time.Unix(1900000000, 0).Add(time.Hour)
+	h.relay.Now = func() time.Time { return now }
+	if failed := h.handle(t, record("MODIFY", image("signup", "k-old", "u-1"))); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if len(h.api.asked) != 0 {
+		t.Fatalf("an expired item was relayed: %+v", h.api.asked)
+	}
+	dl, ok := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-old"))]
+	if !ok || !strings.Contains(dl.Reason, "expired") {
+		t.Fatalf("dead letter %+v (%v); want one saying the item expired", dl, ok)
+	}
+}
