@@ -3,13 +3,10 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // The job types the API ships with that a producer enqueues, each with a
@@ -205,43 +202,19 @@ func (c *Client) Enqueue(ctx context.Context, jobType string, args any, opts Enq
 	if !segment.MatchString(jobType) {
 		return nil, fmt.Errorf("client: job type %q: want letters, digits, '.', '_', '~' or '-'", jobType)
 	}
-	if opts.DelaySeconds < 0 {
-		return nil, fmt.Errorf("client: DelaySeconds %d is negative", opts.DelaySeconds)
+	fields, err := jobFields(args, opts)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	runAt := ""
-	if !opts.RunAt.IsZero() {
-		if opts.DelaySeconds != 0 {
-			return nil, errors.New("client: give RunAt or DelaySeconds, not both")
-		}
-		runAt = opts.RunAt.UTC().Format(time.RFC3339Nano)
-	}
-	idem := opts.IdempotencyKey
-	if idem == "" {
-		idem = uuid.NewString()
-	} else if !printableKey.MatchString(idem) {
-		return nil, errors.New("client: IdempotencyKey must be 1-255 printable ASCII characters")
-	}
-	if args == nil {
-		args = struct{}{}
-	}
-	body, err := json.Marshal(struct {
-		Args            any             `json:"args"`
-		Key             string          `json:"key,omitempty"`
-		DelaySeconds    int             `json:"delaySeconds,omitempty"`
-		RunAt           string          `json:"runAt,omitempty"`
-		DuplicatePolicy DuplicatePolicy `json:"duplicatePolicy,omitempty"`
-		After           string          `json:"after,omitempty"`
-		AfterPolicy     AfterPolicy     `json:"afterPolicy,omitempty"`
-	}{args, opts.Key, opts.DelaySeconds, runAt, opts.DuplicatePolicy, opts.After, opts.AfterPolicy})
+	body, err := json.Marshal(fields)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode args of %s: %w", jobType, err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("Idempotency-Key", idem)
-	if opts.CorrelationID != "" {
-		h.Set("X-Correlation-Id", opts.CorrelationID)
+	idem, err := idempotencyKey(opts.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
+	h := postHeader(idem, opts.CorrelationID)
 	r, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/jobs/" + jobType, body: body, header: h})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,47 @@ func TestAgainstTheLocalStack(t *testing.T) {
 	t.Run("two sessions of one role are one caller", func(t *testing.T) { sessionsOfOneRole(t, l) })
 	t.Run("cancel", func(t *testing.T) { cancel(t, l) })
 	t.Run("a signed caller lists its own jobs, a page at a time", func(t *testing.T) { listOwnJobs(t, l) })
+	t.Run("a batch with a continuation, retried, runs each job once in order", func(t *testing.T) { batchWithContinuation(t, l) })
+}
+
+// batchWithContinuation: EnqueueBatch through the gateway, signed: a
+// welcome and a password reset that waits for it (#0). The same
+// Idempotency-Key again replays the answer with the same job ids; the
+// continuation runs after its parent succeeded; GetBatch says so, and
+// another caller cannot read the batch.
+func batchWithContinuation(t *testing.T, l *devstack.Local) {
+	ctx := context.Background()
+	me := signedAs(t, l, devstack.LocalIdentities[1])
+	batch := []client.BatchJob{
+		{Type: client.TypeWelcome, Args: client.WelcomeArgs{UserID: "u-demo-2"}, Key: unique(t) + ":welcome"},
+		{Type: client.TypePasswordReset, Args: client.PasswordResetArgs{UserID: "u-demo-2", CountryCode: "DE"}, Key: unique(t) + ":reset", After: client.BatchRef(0)},
+	}
+	opts := client.BatchOptions{IdempotencyKey: unique(t)}
+	first, err := me.EnqueueBatch(ctx, batch, opts)
+	if err != nil || first.StatusCode != http.StatusAccepted || first.Jobs[1].State != client.StateAwaitingContinuation {
+		t.Fatalf("batch: %+v, %v; want 202 with job 1 AwaitingContinuation", first, err)
+	}
+	again, err := me.EnqueueBatch(ctx, batch, opts)
+	if err != nil || !again.Replayed || again.BatchID != first.BatchID || again.Jobs[0].JobID != first.Jobs[0].JobID || again.Jobs[1].JobID != first.Jobs[1].JobID {
+		t.Fatalf("the batch again: %+v, %v; want the first answer replayed", again, err)
+	}
+	done, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	child, err := me.Wait(done, first.Jobs[1].JobID, 250*time.Millisecond)
+	if err != nil || child.State != client.StateSucceeded || child.After != first.Jobs[0].JobID {
+		t.Fatalf("the continuation: %+v, %v; want Succeeded after %s", child, err, first.Jobs[0].JobID)
+	}
+	parent, err := me.Get(ctx, first.Jobs[0].JobID)
+	if err != nil || parent.State != client.StateSucceeded || parent.UpdatedAt.After(child.UpdatedAt) {
+		t.Fatalf("the parent: %+v, %v; want Succeeded before its continuation (%s)", parent, err, child.UpdatedAt)
+	}
+	b, err := me.GetBatch(ctx, first.BatchID)
+	if err != nil || b.State != client.BatchAccepted || b.Counts[client.StateSucceeded] != 2 {
+		t.Fatalf("GetBatch: %+v, %v; want Accepted with 2 Succeeded", b, err)
+	}
+	if _, err := signedAs(t, l, devstack.LocalIdentities[3]).GetBatch(ctx, first.BatchID); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("GetBatch by another caller: %v; want ErrNotFound", err)
+	}
 }
 
 // listOwnJobs: GET /v1/jobs through the gateway, signed, from the jobs

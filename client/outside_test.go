@@ -1,9 +1,10 @@
 package client_test
 
 import (
-	"github.com/runstwice/runstwice/internal/testkit"
 	"strings"
 	"testing"
+
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestOutsideModuleBuildsWithTheClient: a program in a module of its own
