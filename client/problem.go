@@ -37,7 +37,13 @@ const (
 	// an operator raises the quota or schedules fire. Send a runAt within
 	// 15 minutes, or retry later with the same Idempotency-Key.
 	ProblemScheduleQuota = ProblemTypePrefix + "schedule-quota-exceeded"
+	// ProblemTooManyContinuations: the job an After names already has
+	// MaxContinuations waiting (409).
+	ProblemTooManyContinuations = ProblemTypePrefix + "too-many-continuations"
 )
+
+// MaxContinuations is the most continuations that wait for one job.
+const MaxContinuations = 100
 
 // Errors a *Problem matches with errors.Is.
 var (

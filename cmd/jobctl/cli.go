@@ -52,6 +52,8 @@ func refusedf(format string, args ...any) error {
 // app is one jobctl invocation.
 type app struct {
 	stdout, stderr io.Writer
+	// stdin is what `enqueue --batch -` reads (os.Stdin when nil).
+	stdin io.Reader
 	// stderrTTY reports that stderr is a terminal (progress lines redraw).
 	stderrTTY bool
 	json      bool

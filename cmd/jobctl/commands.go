@@ -78,6 +78,10 @@ var commands = []*command{
 			"BD unless given); the outbox relay then enqueues the job, and the mail goes out. The user existing\n" +
 			"already fails the transaction: nothing is written and no job is made (4)."},
 	{name: "enqueue", usage: enqueueUsage, run: (*app).enqueue, help: enqueueHelp},
+	{name: "batches get", usage: batchesGetUsage, run: (*app).batchesGet,
+		help: "A batch of the caller's through the API (GET /v1/batches/{batchId}): its state (Accepted, or Accepting\n" +
+			"while an accept cut short completes by itself) and each job's id and state now, with the count per\n" +
+			"state. --api and --caller as for enqueue. Another caller's batch, or none, is not found (3)."},
 }
 
 // find returns the command args name, and the rest of args.

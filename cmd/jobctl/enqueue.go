@@ -16,7 +16,7 @@ import (
 )
 
 // enqueueUsage is the synopsis of `jobctl enqueue`.
-const enqueueUsage = "enqueue TYPE key=value… [--key K] [--policy P] [--delay S | --run-at TIME] [--idempotency-key K] [--api URL] [--caller NAME]"
+const enqueueUsage = "enqueue (TYPE key=value… [--key K] [--policy P] [--delay S | --run-at TIME | --after JOB_ID [--after-policy P]] | --batch FILE) [--idempotency-key K] [--api URL] [--caller NAME]"
 
 // enqueueHelp is what `jobctl enqueue --help` says: every flag.
 const enqueueHelp = "Enqueue a job through the API with the producer client, as a program would: signed with SigV4\n" +
@@ -32,6 +32,14 @@ const enqueueHelp = "Enqueue a job through the API with the producer client, as 
 	"                       offset (2026-12-03T09:00:00Z, 2026-12-03T10:00:00+01:00) or a duration from\n" +
 	"                       now (90m, 2h, 3d); it reads Scheduled until then. Beyond 15 minutes it waits\n" +
 	"                       in a one-time schedule, precise to about a minute. Not with --delay\n" +
+	"  --after JOB_ID       make the job a continuation: it waits (AwaitingContinuation) for the job\n" +
+	"                       JOB_ID, one of the caller's, to end, and is sent then; not with --delay/--run-at\n" +
+	"  --after-policy P     which ends of JOB_ID run it: OnSucceeded (default; it is cancelled, with the\n" +
+	"                       reason, if JOB_ID is cancelled, expires or fails for good) or OnAnyEnd\n" +
+	"  --batch FILE         enqueue a batch instead, all or nothing: FILE (- for stdin) holds the body of\n" +
+	"                       POST /v1/batches, {\"jobs\":[{\"type\":…,\"args\":{…},…},…]} with 1-100 jobs, each with\n" +
+	"                       the fields of a single enqueue; \"after\":\"#0\" names an earlier job of the batch.\n" +
+	"                       A refused batch lists each job's problem and made no job (exit 2)\n" +
 	"  --idempotency-key K  the request's Idempotency-Key, to repeat an earlier call safely (the API\n" +
 	"                       answers it again instead of making a second job); default: a new one\n" +
 	"  --api URL            the API's base URL (default $RUNSTWICE_API_URL; for stage local, the running\n" +
@@ -49,6 +57,8 @@ type enqueueRequest struct {
 	api       string
 	caller    string
 	hasCaller bool
+	// batch is the --batch file ("-" for stdin); then there is no type.
+	batch string
 }
 
 func parseEnqueue(rest []string, getenv func(string) string, now time.Time) (enqueueRequest, error) {
@@ -101,6 +111,16 @@ func parseEnqueue(rest []string, getenv func(string) string, now time.Time) (enq
 				return r, err
 			}
 			r.opts.RunAt = at
+		case "after":
+			r.opts.After = value
+		case "after-policy":
+			p, err := parseAfterPolicy(value)
+			if err != nil {
+				return r, err
+			}
+			r.opts.AfterPolicy = p
+		case "batch":
+			r.batch = value
 		case "api":
 			r.api = value
 		case "caller":
@@ -109,11 +129,24 @@ func parseEnqueue(rest []string, getenv func(string) string, now time.Time) (enq
 			return r, usagef("enqueue: unknown flag --%s", name)
 		}
 	}
+	if r.batch != "" {
+		if r.jobType != "" || len(r.args) > 0 || r.opts.Key != "" || r.opts.DuplicatePolicy != "" || r.opts.DelaySeconds != 0 ||
+			!r.opts.RunAt.IsZero() || r.opts.After != "" || r.opts.AfterPolicy != "" {
+			return r, usagef("enqueue: --batch takes its jobs from the file: no type, args, --key, --policy, --delay, --run-at or --after")
+		}
+		return r, nil
+	}
 	if r.jobType == "" {
-		return r, usagef("enqueue needs a job type, e.g. jobctl enqueue email.welcome.v1 userId=u-123")
+		return r, usagef("enqueue needs a job type, e.g. jobctl enqueue email.welcome.v1 userId=u-123 (or --batch FILE)")
 	}
 	if !r.opts.RunAt.IsZero() && r.opts.DelaySeconds != 0 {
 		return r, usagef("enqueue: give --delay or --run-at, not both")
+	}
+	if r.opts.After != "" && (!r.opts.RunAt.IsZero() || r.opts.DelaySeconds != 0) {
+		return r, usagef("enqueue: a continuation (--after) is sent when its parent ends: not with --delay or --run-at")
+	}
+	if r.opts.AfterPolicy != "" && r.opts.After == "" {
+		return r, usagef("enqueue: --after-policy needs --after")
 	}
 	return r, nil
 }
@@ -128,6 +161,15 @@ func parseRunAt(v string, now time.Time) (time.Time, error) {
 		return now.Add(d), nil
 	}
 	return time.Time{}, usagef("enqueue: --run-at %q is neither an RFC 3339 time with Z or an offset (2026-12-03T09:00:00Z) nor a duration from now (90m, 2h, 3d)", v)
+}
+
+func parseAfterPolicy(v string) (client.AfterPolicy, error) {
+	for _, p := range []client.AfterPolicy{client.OnSucceeded, client.OnAnyEnd} {
+		if strings.EqualFold(v, string(p)) {
+			return p, nil
+		}
+	}
+	return "", usagef("enqueue: --after-policy %q is not OnSucceeded or OnAnyEnd", v)
 }
 
 func parsePolicy(v string) (client.DuplicatePolicy, error) {
@@ -166,36 +208,18 @@ func (a *app) enqueue(ctx context.Context, rest []string) error {
 	if err != nil {
 		return err
 	}
-	if r.api == "" {
-		if a.stage != "local" {
-			return usagef("enqueue: --api URL is needed for stage %s (the stack's ApiUrl output)", a.stage)
-		}
-		r.api = localapi.DefaultURL
-		if a.stateDir == "" {
-			a.stateDir = findStateDir()
-		}
-		if info, ok, err := localStack(a.stateDir); err == nil && ok && info.APIURL != "" {
-			r.api = info.APIURL // the running local stack's API, whatever its port
-		}
+	if err := a.resolveAPI(&r, "enqueue"); err != nil {
+		return err
 	}
 	c, how, err := a.producer(ctx, r)
 	if err != nil {
 		return err
 	}
+	if r.batch != "" {
+		return a.enqueueBatch(ctx, c, r, how)
+	}
 	res, err := c.Enqueue(ctx, r.jobType, r.args, r.opts)
-	var p *client.Problem
-	switch {
-	case errors.As(err, &p) && (errors.Is(p, client.ErrDuplicateRejected) || p.Type == client.ProblemUnknownType):
-		if a.json {
-			_ = a.printJSON(p)
-		}
-		return &refusedError{p.Detail}
-	case errors.As(err, &p) && p.Status == http.StatusBadRequest:
-		if a.json {
-			_ = a.printJSON(p)
-		}
-		return usagef("enqueue: the API rejected the request: %v", p)
-	case err != nil:
+	if err := a.refused(err); err != nil {
 		return err
 	}
 	if a.json {
@@ -219,6 +243,52 @@ func (a *app) enqueue(ctx context.Context, rest []string) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// refused maps an API's answer to an enqueue to jobctl's exit codes: a
+// duplicate policy, an unknown type or a parent with too many
+// continuations is 4, a parent that is not the caller's 3, rejected args
+// 2; with --json the problem is printed too.
+func (a *app) refused(err error) error {
+	var p *client.Problem
+	switch {
+	case errors.As(err, &p) && (errors.Is(p, client.ErrDuplicateRejected) || p.Type == client.ProblemUnknownType ||
+		p.Type == client.ProblemTooManyContinuations):
+		if a.json {
+			_ = a.printJSON(p)
+		}
+		return &refusedError{p.Detail}
+	case errors.As(err, &p) && p.Status == http.StatusNotFound: // the job --after names is not the caller's
+		if a.json {
+			_ = a.printJSON(p)
+		}
+		return &notFoundError{p.Detail}
+	case errors.As(err, &p) && p.Status == http.StatusBadRequest:
+		if a.json {
+			_ = a.printJSON(p)
+		}
+		return usagef("enqueue: the API rejected the request: %v", p)
+	}
+	return err
+}
+
+// resolveAPI fills in r's API when --api was not given: for stage local
+// the running local stack's, whatever its port.
+func (a *app) resolveAPI(r *enqueueRequest, cmd string) error {
+	if r.api != "" {
+		return nil
+	}
+	if a.stage != "local" {
+		return usagef("%s: --api URL is needed for stage %s (the stack's ApiUrl output)", cmd, a.stage)
+	}
+	r.api = localapi.DefaultURL
+	if a.stateDir == "" {
+		a.stateDir = findStateDir()
+	}
+	if info, ok, err := localStack(a.stateDir); err == nil && ok && info.APIURL != "" {
+		r.api = info.APIURL // the running local stack's API, whatever its port
+	}
+	return nil
 }
 
 // isLocal tells an API on this machine (the local stack); tests replace it.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
 	"github.com/runstwice/runstwice/internal/operate"
@@ -56,11 +57,18 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 		return err
 	}
 	markers := dynamostore.New(client, a.res.MarkersTable)
-	j, err := jobs.NewStore(client, a.res.JobsTable, markers).Get(ctx, id)
+	store := jobs.NewStore(client, a.res.JobsTable, markers)
+	j, err := store.Get(ctx, id)
 	if err == nil {
 		var attrs map[string]any
 		if attrs, err = joblist.NewLister(client, a.res.JobsTable, markers).Attributes(ctx, id); err == nil {
-			return a.printJob(j, attrs)
+			var then chainLinks
+			if then, err = continuationsOf(ctx, store, id); err == nil {
+				if len(then) > 0 {
+					attrs["continuations"] = then
+				}
+				return a.printJob(j, attrs)
+			}
 		}
 	}
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -313,4 +321,44 @@ func (a *app) operateErr(id string, err error) error {
 		return refusedf("%s", no.Reason)
 	}
 	return err
+}
+
+// chainLink is a job of a chain with its state now.
+type chainLink struct {
+	JobID string     `json:"jobId"`
+	State jobs.State `json:"state"`
+}
+
+// chainLinks are the jobs that wait (or waited) for a job: a list in
+// JSON, "id (State), …" in text.
+type chainLinks []chainLink
+
+func (c chainLinks) String() string {
+	s := make([]string, len(c))
+	for i, l := range c {
+		s[i] = l.JobID + " (" + string(l.State) + ")"
+	}
+	return strings.Join(s, ", ")
+}
+
+// continuationsOf reads the jobs that wait for job id, with their states
+// as GET shows them.
+func continuationsOf(ctx context.Context, store *jobs.Store, id string) (chainLinks, error) {
+	ids, err := store.Continuations(ctx, id)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	keys := make([]engine.Key, len(ids))
+	for i, c := range ids {
+		keys[i] = engine.Key{JobID: c}
+	}
+	views, err := store.Views(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chainLinks, len(views))
+	for i, v := range views {
+		out[i] = chainLink{JobID: v.ID, State: v.State}
+	}
+	return out, nil
 }

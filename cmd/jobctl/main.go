@@ -1,7 +1,7 @@
 // Command jobctl is the on-call tool for runstwice: flip kill switches (also
 // for a while, with a reason), triage, redrive and drop dead letters, list,
 // read and cancel jobs, list the schedules and send a recurring schedule's
-// tick by hand, mend a user's stored address, enqueue a job.
+// tick by hand, mend a user's stored address, enqueue a job or a batch.
 //
 //	jobctl [--stage S] [--endpoint URL] [--json] COMMAND
 //	  toggles list
@@ -15,7 +15,9 @@
 //	  schedules list
 //	  schedules trigger NAME [--at TIME]
 //	  users set-email USER_ID ADDRESS
-//	  enqueue TYPE key=value… [--key K] [--policy P] [--delay S] [--idempotency-key K] [--api URL] [--caller NAME]
+//	  enqueue TYPE key=value… [--key K] [--policy P] [--delay S | --run-at TIME | --after JOB_ID [--after-policy P]] [--idempotency-key K] [--api URL] [--caller NAME]
+//	  enqueue --batch FILE [--idempotency-key K] [--api URL] [--caller NAME]
+//	  batches get BATCH_ID [--api URL] [--caller NAME]
 //
 // `jobctl --help` (or `help`, or COMMAND --help) prints help on stdout.
 //

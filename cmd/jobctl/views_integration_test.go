@@ -378,3 +378,50 @@ func TestEveryViewOfAJobAgrees(t *testing.T) {
 		})
 	}
 }
+
+// A continuation shows in every view: GET and jobctl jobs get|list read it
+// AwaitingContinuation, jobs get of its parent lists it with its state, in
+// text and JSON; a cancel ends it, and it leaves the parent's list.
+func TestContinuationsInEveryView(t *testing.T) {
+	w := newViewsWorld(t)
+	parent := w.enqueue(t)
+	resp := w.call(t, http.MethodPost, "/v1/jobs/"+contract.Welcome.Name, `{"args":{"userId":"u-views-child"},"after":"`+parent+`"}`,
+		map[string]string{"idempotency-key": "views-child"})
+	var child struct{ JobID, State string }
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(resp.Body), &child) != nil || child.State != string(jobs.StateAwaitingContinuation) {
+		t.Fatalf("POST with after: %d %s", resp.StatusCode, resp.Body)
+	}
+	for name, s := range map[string]shown{"GET": w.get(t, child.JobID), "jobctl jobs get --json": w.jobctlGet(t, child.JobID),
+		"jobctl jobs get": w.jobctlGetText(t, child.JobID), "jobctl jobs list": w.jobctlList(t, child.JobID)} {
+		if s.State != string(jobs.StateAwaitingContinuation) {
+			t.Errorf("%s: the continuation reads %s", name, s.State)
+		}
+	}
+	links := func() []struct{ JobID, State string } {
+		code, out, stderr := w.cli("jobs", "get", parent, "--json")
+		var got struct {
+			Continuations []struct{ JobID, State string } `json:"continuations"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("jobs get --json: exit %d %s %s", code, out, stderr)
+		}
+		return got.Continuations
+	}
+	if l := links(); len(l) != 1 || l[0].JobID != child.JobID || l[0].State != string(jobs.StateAwaitingContinuation) {
+		t.Fatalf("the parent's continuations: %+v", l)
+	}
+	if code, out, _ := w.cli("jobs", "get", parent); code != exitOK || !strings.Contains(out, child.JobID+" (AwaitingContinuation)") {
+		t.Fatalf("jobs get of the parent, as text: exit %d\n%s", code, out)
+	}
+	if code, out, _ := w.cli("jobs", "get", child.JobID); code != exitOK || !regexp.MustCompile(`(?m)^after\s+`+parent+`$`).MatchString(out) {
+		t.Fatalf("jobs get of the continuation names no parent:\n%s", out)
+	}
+	if s, ok := w.cancel(t, child.JobID); !ok || s.State != string(jobs.StateCancelled) {
+		t.Fatalf("cancel the continuation: %+v %t", s, ok)
+	}
+	// A cancelled continuation no longer waits: it leaves its parent's
+	// list (and frees its place of MaxContinuations).
+	if l := links(); len(l) != 0 {
+		t.Fatalf("the parent's continuations after the cancel: %+v; want none", l)
+	}
+}

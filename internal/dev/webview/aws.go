@@ -198,7 +198,42 @@ func (t *JobsTable) Job(ctx context.Context, id string) (Job, bool, error) {
 	case err != nil:
 		return Job{}, false, fmt.Errorf("webview: %w", err)
 	}
-	return jobRow(j), true, nil
+	row := jobRow(j)
+	if row.Chain, err = t.chain(ctx, j); err != nil {
+		return Job{}, false, fmt.Errorf("webview: the chain of %s: %w", id, err)
+	}
+	return row, true, nil
+}
+
+// chain reads the job j waits for and the jobs that wait for j, each with
+// its state now (as GET shows it): one GetItem of j's continuations, then
+// one BatchGetItem of the records and one of their markers.
+func (t *JobsTable) chain(ctx context.Context, j jobs.Job) (Chain, error) {
+	children, err := t.store.Continuations(ctx, j.ID)
+	if err != nil {
+		return Chain{}, err
+	}
+	keys := make([]engine.Key, 0, len(children)+1)
+	for _, id := range children {
+		keys = append(keys, engine.Key{JobID: id})
+	}
+	if j.After != "" {
+		keys = append(keys, engine.Key{JobID: j.After})
+	}
+	views, err := t.store.Views(ctx, keys)
+	if err != nil {
+		return Chain{}, err
+	}
+	var c Chain
+	for i, v := range views {
+		l := Link{ID: v.ID, Type: v.Type, State: string(v.State)}
+		if i == len(children) { // the parent, last
+			c.Parent, c.AfterPolicy = &l, cmp.Or(string(j.AfterPolicy), string(contract.OnSucceeded))
+			continue
+		}
+		c.Children = append(c.Children, l)
+	}
+	return c, nil
 }
 
 // jobRow is job j's row, every field as jobs.View shows it (as GET

@@ -255,3 +255,41 @@ func TestIntegrationSSMSwitches(t *testing.T) {
 		t.Fatalf("a parameter naming no registered type: %+v", typo)
 	}
 }
+
+// A job's page reads its chain from the stack's tables: the job it waits
+// for and the jobs that wait for it, each with its state now (the parent
+// Succeeded by its marker, the child still waiting); a job alone has none.
+func TestIntegrationJobPageReadsTheChain(t *testing.T) {
+	l := provisionLocal(t)
+	ctx := context.Background()
+	markers := dynamostore.New(l.db, l.table("MarkersTable"))
+	store := jobs.NewStore(l.db, l.table("JobsTable"), markers)
+	now := time.Now().UTC()
+	parent := reserve(t, store, "job-parent", "email.welcome.v1", "welcome:u-chain", now.Add(-time.Minute))
+	child := jobs.Job{ID: "job-child", Caller: parent.Caller, Type: "email.password-reset.v1", Key: "reset:u-chain", Queue: "critical",
+		Message: "{}", CreatedAt: now, RunAt: now, After: parent.ID, AfterPolicy: contract.OnAnyEnd}
+	if d, err := store.Reserve(ctx, child, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
+		t.Fatalf("reserve the continuation: %v %v", d.Outcome, err)
+	}
+	alone := reserve(t, store, "job-alone", "email.welcome.v1", "welcome:u-alone", now)
+	if _, err := markers.Claim(ctx, parent.MarkerKey(), "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	src := webview.NewJobsTable(l.db, l.table("JobsTable"), l.table("MarkersTable"))
+	p, ok, err := src.Job(ctx, parent.ID)
+	if err != nil || !ok || p.Chain.Parent != nil || len(p.Chain.Children) != 1 {
+		t.Fatalf("the parent's page: %+v, %t, %v; want one child, no parent", p.Chain, ok, err)
+	}
+	if c := p.Chain.Children[0]; c.ID != "job-child" || c.State != string(jobs.StateAwaitingContinuation) || c.Type != "email.password-reset.v1" {
+		t.Fatalf("the child as its parent's page shows it: %+v", c)
+	}
+	c, ok, err := src.Job(ctx, "job-child")
+	if err != nil || !ok || c.Chain.Parent == nil || c.Chain.Parent.ID != parent.ID || c.Chain.Parent.State != string(jobs.StateSucceeded) ||
+		c.Chain.AfterPolicy != string(contract.OnAnyEnd) || len(c.Chain.Children) != 0 {
+		t.Fatalf("the child's page: %+v, %t, %v; want after the Succeeded parent, OnAnyEnd", c.Chain, ok, err)
+	}
+	if a, ok, err := src.Job(ctx, alone.ID); err != nil || !ok || !a.Chain.Alone() {
+		t.Fatalf("a job alone: %+v, %t, %v", a.Chain, ok, err)
+	}
+}

@@ -36,11 +36,12 @@ var actionText = map[Action]struct{ Button, Confirm, Yes string }{
 }
 
 // Available reports whether action applies to the job in its state:
-// cancel before it runs (Pending, Enqueued, Scheduled, Parked), run now
+// cancel before it runs (AwaitingContinuation, Pending, Enqueued,
+// Scheduled, Parked), run now
 // while it waits for its time (Scheduled), redrive once it failed.
 func (j Job) Available(action Action) bool {
 	switch jobs.State(j.State) {
-	case jobs.StatePending, jobs.StateEnqueued, jobs.StateParked:
+	case jobs.StateAwaitingContinuation, jobs.StatePending, jobs.StateEnqueued, jobs.StateParked:
 		return action == ActionCancel
 	case jobs.StateScheduled:
 		return action == ActionCancel || action == ActionRunNow

@@ -37,6 +37,7 @@ func TestJobPageOffersTheActionsItsStateAllows(t *testing.T) {
 		want  []Action
 	}{
 		{"Scheduled", []Action{ActionRunNow, ActionCancel}},
+		{"AwaitingContinuation", []Action{ActionCancel}},
 		{"Enqueued", []Action{ActionCancel}},
 		{"Parked", []Action{ActionCancel}},
 		{"Processing", nil},
@@ -149,5 +150,35 @@ func TestListLinksShortIDsAndLabelsClasses(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the list lacks %s", want)
 		}
+	}
+}
+
+// The chain section links the job a continuation waits for and the jobs
+// that wait for it, with their states and the policy in words; a waiting
+// continuation can be cancelled.
+func TestJobPageDrawsTheChain(t *testing.T) {
+	j := jobAt("AwaitingContinuation")
+	j.Chain = Chain{Parent: &Link{ID: "parent-0000-1111", Type: "email.welcome.v1", State: "Processing"}, AfterPolicy: "OnSucceeded",
+		Children: []Link{{ID: "child-a-2222-3333", Type: "email.password-reset.v1", State: "AwaitingContinuation"}, {ID: "child-b", Type: "webhook.deliver.v1", State: "Cancelled"}}}
+	h := New(Sources{Job: fakeJobReader{jobID: j}, Operator: &fakeOperator{}}, quietOptions())
+	code, body := get(t, h, "/_local/jobs/"+jobID)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	for _, want := range []string{
+		`data-parent="parent-0000-1111"`, `href="/_local/jobs/parent-0000-1111"`, "runs after its success, and is cancelled if it ends otherwise",
+		`data-children="2"`, `href="/_local/jobs/child-a-2222-3333"`, `<code>child-a-…</code>`, `href="/_local/jobs/child-b"`,
+		`state-cancelled">Cancelled`, `href="/_local/jobs/` + jobID + `/cancel"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "this job alone") {
+		t.Error("a job in a chain reads alone")
+	}
+	j.Chain = Chain{}
+	if _, body := get(t, New(Sources{Job: fakeJobReader{jobID: j}}, quietOptions()), "/_local/jobs/"+jobID); !strings.Contains(body, "this job alone") {
+		t.Error("a job in no chain does not say so")
 	}
 }

@@ -56,7 +56,33 @@ type Job struct {
 	CorrelationID string
 	FailedAt      time.Time
 	History       []Outcome
+	// Chain is the job's place in a chain of continuations: the job it
+	// waits for, and the jobs that wait for it (a job's own page only).
+	Chain Chain
 }
+
+// Chain is what a job's page draws of its continuations.
+type Chain struct {
+	// Parent is the job this one waits (or waited) for, and AfterPolicy
+	// which of its ends run this one; nil for a job that waits for none.
+	Parent      *Link
+	AfterPolicy string
+	// Children are the jobs that wait (or waited) for this one.
+	Children []Link
+}
+
+// Link is a job a chain names, with its state now.
+type Link struct {
+	ID    string
+	Type  string
+	State string
+}
+
+// Short is the linked job id's first eight characters.
+func (l Link) Short() string { return shortID(l.ID) }
+
+// Alone reports that the job is in no chain.
+func (c Chain) Alone() bool { return c.Parent == nil && len(c.Children) == 0 }
 
 // Outcome is one earlier outcome of a job (jobs.View's history).
 type Outcome struct {
