@@ -19,6 +19,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -230,6 +231,7 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
+	killpoint.At(killpoint.MidBatch) // the chaos build's: written, nothing reserved
 	var handed []jobs.Job
 	if stored.State != jobs.BatchAccepted {
 		if stored, handed, err = h.finishBatch(ctx, log, stored); err != nil {
@@ -237,6 +239,7 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 			return unavailable(corr), false
 		}
 	}
+	killpoint.At(killpoint.MidBatch) // sent, the answer not stored
 	resp, err := h.completeBatch(ctx, lock, lifetime.Until(now, due, lifetime.StoredAnswer), stored, handed)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: batch: complete", obs.KeyError, obs.Redact(err))

@@ -18,6 +18,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -80,6 +81,7 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 	if err != nil {
 		return b, nil, err
 	}
+	killpoint.At(killpoint.MidBatch) // the chaos build's: reserved, none sent
 	done := make([]chan struct{}, len(b.Jobs))
 	for i := range done {
 		done[i] = make(chan struct{})

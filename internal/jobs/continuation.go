@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
@@ -269,7 +270,11 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		// as long as that item can still be relayed.
 		return Wait, nil
 	}
-	switch Judge(c.AfterPolicy, parent, now) {
+	verdict := Judge(c.AfterPolicy, parent, now)
+	if killpoint.Mutated(killpoint.ContinuationUnguarded) {
+		return s.sendReleased(ctx, c, send) // the chaos build's mutation: no verdict, no guard
+	}
+	switch verdict {
 	case Run:
 		c.stored, c.State, c.ReleasedAt, c.RunAt, c.UpdatedAt = StatePending, StatePending, now, now, now
 		upd := expression.Set(expression.Name(AttrState), expression.Value(StatePending)).

@@ -19,10 +19,16 @@ const (
 	AfterEffect    = string(engine.StepAfterEffect)
 	AfterClaim     = string(engine.StepAfterClaim)
 	BeforeResponse = string(engine.StepBeforeResponse)
+	// MidBatch is a batch's accept cut short (internal/enqueue): after
+	// its item is written, after its jobs are reserved, after they are
+	// sent, before its answer is stored. The API's process and the batch
+	// finisher's die there.
+	MidBatch = "mid-batch"
 )
 
-// Steps lists the step boundaries, in the order a job meets them.
-var Steps = []string{AfterDecode, AfterLease, AfterEffect, AfterClaim, BeforeResponse}
+// Steps lists the step boundaries, in the order a job meets them, and
+// the batch's.
+var Steps = []string{AfterDecode, AfterLease, AfterEffect, AfterClaim, BeforeResponse, MidBatch}
 
 // EnvVar names the variable a chaos build reads: comma-separated
 // step=probability pairs, e.g. "after-effect=0.02,after-lease=0.01".
@@ -55,10 +61,15 @@ const (
 	// so an item relayed again after the job it deduplicated onto ended
 	// becomes a new job.
 	RelayForgets = "relay-forgets"
+	// ContinuationUnguarded: a parent's end sends each of its waiting
+	// continuations without its guard (the policy's verdict and the
+	// conditional write that moves it out of AwaitingContinuation), so a
+	// continuation its parent's end refuses runs.
+	ContinuationUnguarded = "continuation-unguarded"
 )
 
 // Mutations lists the mutations.
-var Mutations = []string{NoClaim, NoPeek, IgnoreSwitch, NoLease, ShortGuards, NoSweep, SkipPages, RelayForgets}
+var Mutations = []string{NoClaim, NoPeek, IgnoreSwitch, NoLease, ShortGuards, NoSweep, SkipPages, RelayForgets, ContinuationUnguarded}
 
 // ClockMutations are the mutations that remove a fix of the promise across
 // time (docs/chaos.md, "The clock"): the clock scenarios break them.

@@ -52,8 +52,9 @@ const DefaultFaults = "dynamodb:*:throttle=0.02,dynamodb:*:drop=0.01,dynamodb:*:
 
 // DefaultKillAt is how often a function process is killed at each step
 // (RUNSTWICE_KILL_AT): per batch at after-decode and before-response, per
-// record at the others.
-const DefaultKillAt = "after-decode=0.01,after-lease=0.005,after-effect=0.01,after-claim=0.005,before-response=0.01"
+// record at the others; at mid-batch, at each of the three points of a
+// batch's accept (the API's, or its finisher's).
+const DefaultKillAt = "after-decode=0.01,after-lease=0.005,after-effect=0.01,after-claim=0.005,before-response=0.01,mid-batch=0.1"
 
 // Config is one campaign.
 type Config struct {

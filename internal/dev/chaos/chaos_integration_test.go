@@ -24,7 +24,9 @@ import (
 // and from outside (the outbox relay, the fan-out mid-page), twins, copies,
 // cancels, a switch flipped, SSM and SES away for a while, poisoned jobs,
 // redrives, a share of the jobs through the outbox (some written twice,
-// some refused by their transaction's condition), the weekly digest's
+// some refused by their transaction's condition), continuations of jobs
+// killed, redriven, cancelled and copied, batches whose accept is killed
+// mid-way, the weekly digest's
 // fan-out ticked while off, twice at once and for two weeks of two pages —
 // and every invariant of the ledger holds.
 // Randomness is seeded and only invariants are asserted, never timings or
@@ -34,7 +36,7 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 	// Kills twice as often as make chaos's default, so that a run of this
 	// size surely kills some processes (about a dozen).
 	l, err := chaos.Run(context.Background(), chaos.Config{Root: repoRoot(t), StateDir: t.TempDir(), N: 200, Seed: 1,
-		KillAt:    "after-decode=0.02,after-lease=0.01,after-effect=0.02,after-claim=0.01,before-response=0.02",
+		KillAt:    "after-decode=0.02,after-lease=0.01,after-effect=0.02,after-claim=0.01,before-response=0.02,mid-batch=0.15",
 		SESOutage: 15 * time.Second, Timeout: 15 * time.Minute, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +65,8 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 		t.Errorf("no job took the dead-letter path (poisoned %d, failed %d, dead-lettered %d, redriven %d)", f.Poisoned, f.FailedAtEnd, f.DeadLettered, f.Redriven)
 	case f.Faults["throttle"] == 0 || f.Faults["down"] == 0:
 		t.Errorf("faults %v; want throttles and outages", f.Faults)
+	case f.Chain.Continuations == 0 || f.Chain.Ran == 0 || f.Chain.CancelledBy+f.Chain.Waiting == 0 || f.Chain.Batches == 0 || f.Chain.BatchJobs < 2*f.Chain.Batches:
+		t.Errorf("continuations and batches: %+v; want continuations that ran and ones their parent's end refused, and batches", f.Chain)
 	case f.LostInvocations == 0:
 		t.Errorf("kills %v, no invocation lost; want processes killed", f.Kills)
 	case f.Clock == nil || f.Clock.OffsetDays < 31+60+365+400 || f.Clock.Fates[chaos.FateCancelled] == 0 || f.Clock.Fates[chaos.FateRanNow] == 0 ||
@@ -73,29 +77,37 @@ func TestShortCampaignKeepsThePromise(t *testing.T) {
 
 // TestMutatedRunnerBreaksTheLedger proves that the campaign can fail: with
 // each guarantee of the runner removed on purpose (a chaos build told to
-// skip the claim, the peek, the kill switch or the lease), a small campaign
-// breaks the invariants that guarantee keeps (without the kill switch, the
-// tick while the fan-out is off runs it, too). AWS faults and kills are off,
+// skip the claim, the peek, the kill switch, the lease or a continuation's
+// guard), a small campaign breaks the invariants that guarantee keeps
+// (without the kill switch, the tick while the fan-out is off runs it,
+// too; without its guard, a continuation its parent's end refuses runs). AWS faults and kills are off,
 // so what breaks is the mutation's doing, not the weather's. The four
 // campaigns run at once, each on its own stack.
 func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
+	mix := chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05, Outbox: 0.1}
+	// Continuations, some waiting for parents that are cancelled or can
+	// never succeed: without its guard, a parent's end runs them all.
+	chained := mix
+	chained.After, chained.Cancel, chained.Poisoned = 0.3, 0.05, 0.03
 	for _, tc := range []struct {
-		mutation string
-		broken   []string
+		mutations []string
+		mix       chaos.Mix
+		broken    []string
 	}{
-		{killpoint.NoClaim, []string{chaos.InvExtra}},
-		{killpoint.NoPeek, []string{chaos.InvExtra}},
-		{killpoint.IgnoreSwitch, []string{chaos.InvFailClosed, chaos.InvTickOff}},
-		{killpoint.NoLease, []string{chaos.InvExtra}},
+		{[]string{killpoint.NoClaim}, mix, []string{chaos.InvExtra}},
+		{[]string{killpoint.NoPeek}, mix, []string{chaos.InvExtra}},
+		// Two mutations in one run (each breaks its own invariant): one
+		// stack less to wait for.
+		{[]string{killpoint.IgnoreSwitch, killpoint.ContinuationUnguarded}, chained, []string{chaos.InvFailClosed, chaos.InvTickOff, chaos.InvContinuation}},
+		{[]string{killpoint.NoLease}, mix, []string{chaos.InvExtra}},
 	} {
-		t.Run(tc.mutation, func(t *testing.T) {
+		t.Run(strings.Join(tc.mutations, "+"), func(t *testing.T) {
 			t.Parallel() // each campaign has its own stack; most of it is waiting
 			l, err := chaos.Run(context.Background(), chaos.Config{Root: root, StateDir: t.TempDir(), N: 120, Seed: 7, NoClock: true,
-				Faults: "none", KillAt: "none", Mutations: []string{tc.mutation}, WeeklyPartners: 3,
-				Mix:       chaos.Mix{Twins: 0.15, Copies: 0.3, Delayed: 0.05, Outbox: 0.1},
-				SESOutage: 3 * time.Second, Timeout: 6 * time.Minute, Log: io.Discard})
+				Faults: "none", KillAt: "none", Mutations: tc.mutations, WeeklyPartners: 3,
+				Mix: tc.mix, SESOutage: 3 * time.Second, Timeout: 6 * time.Minute, Log: io.Discard})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,10 +119,10 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 				case i < 0:
 					t.Fatalf("the ledger has no invariant %q", name)
 				case l.Invariants[i].OK():
-					t.Fatalf("with %s, %q holds; the campaign cannot see the mutation:\n%s", tc.mutation, name, table.String())
+					t.Fatalf("with %s, %q holds; the campaign cannot see the mutation:\n%s", tc.mutations, name, table.String())
 				}
 				inv := l.Invariants[i]
-				t.Logf("with %s: %s: %d (%v)", tc.mutation, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
+				t.Logf("with %s: %s: %d (%v)", tc.mutations, inv.Name, inv.Count, inv.IDs[:min(3, len(inv.IDs))])
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
+	"github.com/runstwice/runstwice/internal/enqueue"
 )
 
 func TestPlanIsSeededAndMixed(t *testing.T) {
@@ -35,13 +36,21 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 				t.Fatalf("job %d goes through the outbox with an HTTP treatment: %+v", i, a[i])
 			}
 		}
-		if a[i].JobID != engine.DeriveMessageID(caller, a[i].IdemKey) {
+		if a[i].After != b[i].After || a[i].AfterPolicy != b[i].AfterPolicy || a[i].BatchKey != b[i].BatchKey || a[i].BatchAt != b[i].BatchAt {
+			t.Fatalf("job %d's chain or batch differs between two plans with one seed", i)
+		}
+		want := engine.DeriveMessageID(caller, a[i].IdemKey)
+		if a[i].batched() {
+			want = enqueue.BatchJobID(caller, a[i].BatchKey, a[i].BatchAt)
+		}
+		if a[i].JobID != want {
 			t.Fatalf("job %d: id %s is not derived from its caller %s and Idempotency-Key", i, a[i].JobID, caller)
 		}
 		count[a[i].Kind.Type]++
 		for name, on := range map[string]bool{"delayed": a[i].Delay > 0, "twins": a[i].Twins > 0, "copies": a[i].Copies > 0,
 			"cancel": a[i].Cancel, "front": a[i].Front != frontNone, "poisoned": a[i].Poisoned,
-			"outbox": a[i].Source == viaOutbox, "rewrite": a[i].Rewrite, "refuse": a[i].Refuse} {
+			"outbox": a[i].Source == viaOutbox, "rewrite": a[i].Rewrite, "refuse": a[i].Refuse,
+			"after": a[i].continuation(), "batched": a[i].batched()} {
 			if on {
 				count[name]++
 			}
@@ -62,6 +71,10 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 	}
 	if count["outbox"] < 40 || count["outbox"] > 80 || count["rewrite"] >= count["outbox"] || count["refuse"] >= count["outbox"] {
 		t.Errorf("%d jobs through the outbox (%d rewritten, %d refused) out of 400; want about 15%%, some of them rewritten and refused", count["outbox"], count["rewrite"], count["refuse"])
+	}
+	checkChainsAndBatches(t, a)
+	if count["after"] < 20 || count["after"] > 60 || count["batched"] < 20 || count["batched"] > 80 {
+		t.Errorf("%d continuations and %d batched jobs out of 400; want about 10%% each", count["after"], count["batched"])
 	}
 	if count["poisoned"] != 4 {
 		t.Errorf("%d poisoned; want exactly 1%% of 400", count["poisoned"])
@@ -301,5 +314,43 @@ func TestKillerChoosesItsBatches(t *testing.T) {
 	}
 	if relay < 100 || relay > 200 {
 		t.Fatalf("%d of 1000 relay batches killed; want about 15%%", relay)
+	}
+}
+
+// checkChainsAndBatches: a continuation waits for an earlier HTTP job, has
+// no delay and no copies, and half of them (about) wait for a parent that
+// will not succeed; a batch's jobs are HTTP jobs without twins, numbered
+// from 0, its first one carrying the batch's front fault, and a parent
+// outside a batch comes before it.
+func checkChainsAndBatches(t *testing.T, a []plannedJob) {
+	t.Helper()
+	failing, lead := 0, map[string]int{}
+	for i, j := range a {
+		if j.continuation() {
+			p := a[j.parent()]
+			if j.parent() >= i || p.Source != viaHTTP || j.Delay != 0 || j.Copies != 0 || j.AfterPolicy == "" {
+				t.Fatalf("job %d: continuation of %d: %+v", i, j.parent(), j)
+			}
+			if p.Cancel || p.Poisoned {
+				failing++
+			}
+			if j.batched() && p.BatchKey != j.BatchKey && j.parent() >= j.Lead-1 {
+				t.Fatalf("job %d of batch %s waits for job %d, outside the batch and after its start", i, j.BatchKey, j.parent())
+			}
+		}
+		if !j.batched() {
+			continue
+		}
+		if j.Source != viaHTTP || j.Twins != 0 || (j.BatchAt > 0 && j.Front != frontNone) {
+			t.Fatalf("job %d in batch %s: %+v", i, j.BatchKey, j)
+		}
+		if j.BatchAt == 0 {
+			lead[j.BatchKey] = i
+		} else if j.Lead != lead[j.BatchKey]+1 || !a[lead[j.BatchKey]].leads() {
+			t.Fatalf("job %d: #%d of batch %s that starts at %d, not %d", i, j.BatchAt, j.BatchKey, j.Lead-1, lead[j.BatchKey])
+		}
+	}
+	if failing == 0 {
+		t.Error("no continuation waits for a parent that will not succeed")
 	}
 }

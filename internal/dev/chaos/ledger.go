@@ -84,6 +84,8 @@ type Figures struct {
 	Digests        int            `json:"digests"`
 	DigestsOne     int            `json:"digestsExactlyOne"`
 	FanoutStates   map[string]int `json:"fanoutStates"`
+	// Chain counts the continuations and batches.
+	Chain ChainFigures `json:"chain"`
 	// Clock is the clock campaign's (nil without it).
 	Clock *ClockFigures `json:"clock,omitempty"`
 }
@@ -116,6 +118,14 @@ type perJob struct {
 	r        result
 	sends    []send // mails SES accepted for it, oldest first
 	explains map[string]int
+	// want is the state the ground truth says it must read ("" when it
+	// says none: the job is lost).
+	want string
+	// refusedAs is, for a continuation its parent's end does not run,
+	// what it must read instead: Cancelled (its parent was cancelled
+	// under OnSucceeded) or AwaitingContinuation (its parent failed and
+	// can still be redriven, or is waiting itself).
+	refusedAs string
 }
 
 // accountant draws a ledger: the figures, and every breach of an
@@ -138,8 +148,12 @@ func account(in ledgerInput) *Ledger {
 	jobs := a.jobs()
 	explain(jobs, a.t)
 	for id, j := range jobs {
-		a.judge(id, j)
+		if !j.r.Job.continuation() {
+			a.judge(id, j)
+		}
 	}
+	a.continuations(jobs) // after their parents, each chain in order
+	a.batches()
 	a.requests()
 	a.fanout()
 	names := invariantNames
@@ -348,6 +362,8 @@ func (a *accountant) judge(id string, j *perJob) {
 		want = string(client.StateSucceeded)
 	case cancelled:
 		want = string(client.StateCancelled)
+	case j.refusedAs != "":
+		want = j.refusedAs
 	case lettered && letter.Reason != "" && (letter.Status == deadletter.StatusDead || letter.Status == deadletter.StatusDropped):
 		want = string(client.StateFailed)
 		f.FailedAtEnd++
@@ -357,19 +373,25 @@ func (a *accountant) judge(id string, j *perJob) {
 	if want != state && (want != "" || terminal(state)) {
 		a.fail(InvWrongState, id+" reads "+state+", ground truth "+orNone(want))
 	}
+	j.want = want
 }
 
 // requests checks the enqueue attempts: the API answers 5xx (or 409 in
 // flight to a request that has no twin) only when a fault touched the
 // request.
 func (a *accountant) requests() {
-	lone := map[string]bool{}
+	lone, batchKey := map[string]bool{}, map[string]bool{}
 	for _, r := range a.in.results {
-		lone[r.Job.IdemKey] = r.Job.Twins == 0
+		lone[r.Job.IdemKey] = r.Job.Twins == 0 && !r.Job.batched()
+		batchKey[r.Job.BatchKey] = r.Job.batched()
 	}
 	hit := touched(a.t.Faults)
+	kills := a.midBatchKills()
 	for _, at := range a.t.Attempts {
 		touched := hit[at.IdemKey] || hit[engine.DeriveMessageID(Caller, at.IdemKey)]
+		if batchKey[at.IdemKey] && at.Status >= http.StatusInternalServerError && !at.Injected && !touched {
+			touched = a.batchExplained(at.IdemKey, hit, &kills)
+		}
 		switch {
 		case at.Injected:
 		case at.Status >= http.StatusInternalServerError:

@@ -53,11 +53,18 @@ const (
 	// InvOrphans: no schedule outlives its ended job once the hourly sweep
 	// ran, nor any of the clock's jobs the last jump.
 	InvOrphans = "schedules of ended jobs left after the sweep or the last jump"
+	// InvContinuation: a continuation runs once after its parent's end
+	// when its policy runs it, and otherwise never: it reads Cancelled
+	// with a reason naming its parent, or keeps waiting for a parent that
+	// can still be redriven.
+	InvContinuation = "continuations run against their policy, before their parent, or cancelled without naming it"
+	// InvBatch: a batch is all or nothing, whatever killed its accept.
+	InvBatch = "batches with some of their jobs made and others not"
 )
 
 // invariantNames are the invariants in the ledger's order.
 var invariantNames = []string{InvLost, InvExtra, InvWrongState, InvEnqueue5xx, InvInFlight, InvFailClosed, InvCancelledRan,
-	InvNotAccepted, InvForeignMail, InvRefusedJob, InvTickOff, InvNotQuiet}
+	InvNotAccepted, InvForeignMail, InvRefusedJob, InvTickOff, InvContinuation, InvBatch, InvNotQuiet}
 
 // clockInvariantNames are the clock campaign's invariants, after the
 // others (a campaign without the clock has none of them).

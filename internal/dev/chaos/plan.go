@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/enqueue"
 )
 
 // Caller is the caller every request of a campaign names (X-Caller).
@@ -129,7 +131,27 @@ type plannedJob struct {
 	// same job). Refuse: its transaction signs up a user who exists
 	// already, so it fails its condition on purpose and makes no job.
 	Rewrite, Refuse bool
+	// After is 1 + the index of the planned job this one is a
+	// continuation of (0: it waits for none); AfterPolicy is its policy.
+	After       int
+	AfterPolicy client.AfterPolicy
+	// Lead is 1 + the index of the first job of the batch this job is
+	// sent in (POST /v1/batches; 0: none); BatchAt is its index in the
+	// batch, BatchKey the batch's Idempotency-Key. The batch's first job
+	// sends it; a continuation of an earlier job of its batch names it
+	// "#k".
+	Lead, BatchAt int
+	BatchKey      string
 }
+
+// continuation reports whether the job waits for another, parent which.
+func (j plannedJob) continuation() bool { return j.After > 0 }
+func (j plannedJob) parent() int        { return j.After - 1 }
+
+// batched reports whether the job is sent in a batch, leads whether it is
+// the batch's first job (which sends it).
+func (j plannedJob) batched() bool { return j.Lead > 0 }
+func (j plannedJob) leads() bool   { return j.Lead == j.Index+1 }
 
 // source is how a job gets into the system.
 type source int
@@ -148,14 +170,17 @@ const (
 // Outbox is the share of the jobs enqueued through the outbox instead of
 // HTTP; of those, Rewrite are written twice and Refuse fail their
 // transaction's condition on purpose.
+// After is the share of the HTTP jobs that are continuations of an
+// earlier one, and Batched the share sent in batches of 2 to 6.
 type Mix struct {
 	Delayed, Twins, Copies, Cancel, FrontBefore, FrontAfter, Poisoned float64
 	Outbox, Rewrite, Refuse                                           float64
+	After, Batched                                                    float64
 }
 
 // DefaultMix is the mix of make chaos.
 var DefaultMix = Mix{Delayed: 0.10, Twins: 0.05, Copies: 0.15, Cancel: 0.03, FrontBefore: 0.03, FrontAfter: 0.03, Poisoned: 0.01,
-	Outbox: 0.15, Rewrite: 0.25, Refuse: 0.10}
+	Outbox: 0.15, Rewrite: 0.25, Refuse: 0.10, After: 0.10, Batched: 0.10}
 
 // Producer is the producer the campaign writes its outbox items as: its
 // jobs belong to caller outbox:chaos.
@@ -212,7 +237,66 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 		}
 		out[i] = j
 	}
+	// Drawn apart too, so the plan above stays the one a seed drew.
+	chain(out, mix, rand.New(rand.NewPCG(seed+4, seed+5)), runID)
 	return out
+}
+
+// chain makes a share of the plan's HTTP jobs continuations of earlier
+// ones and sends a share in batches. Every other continuation waits for a
+// parent that will not succeed (cancelled or poisoned) when there is one,
+// most of those OnSucceeded: the ledger then sees the policy cancel them,
+// or keep them waiting. A continuation is not delayed and gets no copies
+// (no copy of a message can precede its first send).
+func chain(out []plannedJob, mix Mix, rng *rand.Rand, runID string) {
+	for i := range out {
+		j := &out[i]
+		if j.Source != viaHTTP || i == 0 || rng.Float64() >= mix.After {
+			continue
+		}
+		var parents, failing []int
+		for p := max(0, i-40); p < i; p++ {
+			if out[p].Source == viaHTTP {
+				parents = append(parents, p)
+				if out[p].Cancel || out[p].Poisoned {
+					failing = append(failing, p)
+				}
+			}
+		}
+		if len(parents) == 0 {
+			continue
+		}
+		j.After, j.AfterPolicy = 1+parents[rng.IntN(len(parents))], client.OnSucceeded
+		if len(failing) > 0 && rng.IntN(2) == 0 {
+			j.After = 1 + failing[rng.IntN(len(failing))]
+		}
+		if rng.IntN(4) == 0 {
+			j.AfterPolicy = client.OnAnyEnd
+		}
+		j.Delay, j.Copies = 0, 0
+	}
+	for i := 0; i < len(out); i++ {
+		if out[i].Source != viaHTTP || out[i].Twins > 0 || out[i].batched() || rng.Float64() >= mix.Batched/3.5 {
+			continue
+		}
+		key, size := fmt.Sprintf("chaos-%s-batch-%d", runID, i), 2+rng.IntN(5)
+		members := []int{i}
+		for k := i + 1; k < len(out) && len(members) < size; k++ {
+			p := out[k].parent()
+			// No twins (the batch is the request), and a parent outside
+			// the batch must come before it (its answer names the job id).
+			if out[k].Source != viaHTTP || out[k].Twins > 0 || (out[k].continuation() && p >= i && !slices.Contains(members, p)) {
+				continue
+			}
+			members = append(members, k)
+		}
+		for n, k := range members {
+			out[k].Lead, out[k].BatchAt, out[k].BatchKey, out[k].Front = i+1, n, key, frontNone
+			out[k].JobID = enqueue.BatchJobID(Caller, key, n)
+		}
+		out[i].Front = []frontFault{frontNone, frontBefore, frontAfter}[rng.IntN(3)]
+		i = members[len(members)-1]
+	}
 }
 
 // every reports whether job i is one of a fraction p of the jobs, spread

@@ -71,7 +71,11 @@ func (l *Ledger) Print(w io.Writer) {
 	row("digests owed (partner and week)", f.Digests)
 	row("  with exactly one mail", f.DigestsOne)
 	row("fan-out jobs at the end (ticks, pages)", joinCounts(f.FanoutStates, nil))
+	c := f.Chain
+	row("continuations (ran, cancelled by their parent, waiting)", fmt.Sprintf("%d (%d, %d, %d)", c.Continuations, c.Ran, c.CancelledBy, c.Waiting))
+	row("batches (answered 202), their jobs", fmt.Sprintf("%d (%d), %d", c.Batches, c.BatchAccepted, c.BatchJobs))
 	row("enqueue 5xx (explained by AWS faults)", fmt.Sprintf("%d (%d)", f.Enqueue5xx, f.Enqueue5xxFaults))
+	row("  batch 5xx explained by a kill of the accept", c.BatchKilled)
 	row("409 in flight (retried by the client)", f.InFlight409)
 	row("quiet at the end", f.Quiet)
 	if k := f.Clock; k != nil {

@@ -39,11 +39,14 @@ type truth struct {
 	// RefusedJobs are the ids of the outbox jobs whose transaction was
 	// refused on purpose and that exist all the same.
 	RefusedJobs map[string]bool
-	Sends       []send
-	Claims      []claim
-	Faults      []faults.Event
-	Seen        seen
-	Attempts    []attempt
+	// BatchMade are the ids of the jobs of batches never answered 202
+	// that exist all the same (their finisher completed the batch).
+	BatchMade map[string]bool
+	Sends     []send
+	Claims    []claim
+	Faults    []faults.Event
+	Seen      seen
+	Attempts  []attempt
 }
 
 func (c *campaign) readTruth(ctx context.Context, results []result, fan fanoutPlan) (*truth, error) {
@@ -62,7 +65,7 @@ func (c *campaign) readTruth(ctx context.Context, results []result, fan fanoutPl
 		t.Letters[l.ID] = l
 	}
 	t.States = c.getAll(ctx, append(slices.Clone(results), fan.Digests...))
-	t.Fanout, t.RefusedJobs = map[string]client.Job{}, map[string]bool{}
+	t.Fanout, t.RefusedJobs, t.BatchMade = map[string]client.Job{}, map[string]bool{}, map[string]bool{}
 	for id := range fan.Jobs {
 		if j, ok := c.readJob(ctx, id, digest.Caller); ok {
 			t.Fanout[id] = j
@@ -70,9 +73,14 @@ func (c *campaign) readTruth(ctx context.Context, results []result, fan fanoutPl
 	}
 	store := jobs.NewStore(c.db, c.res.Jobs, nil)
 	for _, r := range results {
-		if r.Refused {
-			if _, err := store.Get(ctx, r.Job.JobID); !errors.Is(err, jobs.ErrNotFound) {
+		if !r.Refused && (r.Accepted || !r.Job.batched()) {
+			continue
+		}
+		if _, err := store.Get(ctx, r.Job.JobID); !errors.Is(err, jobs.ErrNotFound) {
+			if r.Refused {
 				t.RefusedJobs[r.Job.JobID] = true
+			} else {
+				t.BatchMade[r.Job.JobID] = true
 			}
 		}
 	}
