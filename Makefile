@@ -168,9 +168,11 @@ integration: venv $(RIE_STAMP) chromium
 ## invariant breaks, naming the job ids. N jobs (300; N=10000 for the long
 ## run), SEED=1; then the clock campaign: the virtual clock jumps 31, 60,
 ## 365 and 400 days between enqueue, cancel, run-now and delivery.
-## MUTATE=no-claim|no-peek|ignore-switch|no-lease|short-guards|no-sweep|
-## skip-pages|relay-forgets breaks the runner on purpose (the run must then
-## fail). A short run is part of `make test`.
+## Continuations and batches ride along (a tenth of the jobs each), batch
+## accepts killed mid-way. MUTATE=no-claim|no-peek|ignore-switch|no-lease|
+## short-guards|no-sweep|skip-pages|relay-forgets|continuation-unguarded
+## breaks the runner on purpose (the run must then fail). A short run is
+## part of `make test`.
 N ?= 300
 SEED ?= 1
 MUTATE ?=
