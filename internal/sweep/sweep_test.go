@@ -1,0 +1,68 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/jobs"
+)
+
+// fakeSweeper answers one sweep with rep and err, and counts the sweeps.
+type fakeSweeper struct {
+	rep   jobs.SweepReport
+	err   error
+	calls int
+}
+
+func (f *fakeSweeper) SweepSchedules(context.Context) (jobs.SweepReport, error) {
+	f.calls++
+	return f.rep, f.err
+}
+
+func TestHandlersNeedASweeper(t *testing.T) {
+	if _, err := Handlers(nil); err == nil {
+		t.Fatal("Handlers(nil) made a handler")
+	}
+	h, err := Handlers(&fakeSweeper{})
+	if err != nil || len(h) != 1 || h[contract.ScheduleSweep.Name] == nil {
+		t.Fatalf("Handlers = %v, %v; want the sweep's handler alone, under %s", h, err, contract.ScheduleSweep.Name)
+	}
+}
+
+// A tick sweeps once and logs what it deleted and kept; a sweep that
+// could not delete a schedule fails the job (SQS retries it), what it did
+// delete is logged all the same.
+func TestATickSweepsAndFailsOnlyWhenADeleteFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"all deleted", nil, false},
+		{"a delete failed", errors.New("scheduler: throttled"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &fakeSweeper{rep: jobs.SweepReport{Listed: 3, Deleted: []string{"job-a", "job-b"}, Kept: []string{"job-c"}}, err: tc.err}
+			h, _ := Handlers(s)
+			var logs bytes.Buffer
+			err := h[contract.ScheduleSweep.Name].Handle(context.Background(), engine.Job{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, tc.err)) {
+				t.Fatalf("Handle = %v; want an error %t wrapping %v", err, tc.wantErr, tc.err)
+			}
+			if s.calls != 1 {
+				t.Fatalf("%d sweeps; want one per tick", s.calls)
+			}
+			for _, want := range []string{"listed=3", "deleted=2", "deletedJobIds=\"[job-a job-b]\"", "kept=1"} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the log lacks %s:\n%s", want, logs.String())
+				}
+			}
+		})
+	}
+}
