@@ -65,6 +65,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	rows = append(rows, w...)
+	fmt.Fprintln(os.Stderr, "==> the enqueue path's DynamoDB writes, single and batched, on moto")
+	bc, err := bench.BatchCost(ctx, m.Endpoint, 20, 3)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, bc...)
 
 	if !*skipLoad {
 		fmt.Fprintln(os.Stderr, "==> enqueue through the local stack")

@@ -17,8 +17,8 @@ import (
 
 // Enqueue starts the local stack (on free ports, its state in a temporary
 // directory), sends requests enqueues at each concurrency through its API,
-// measures batches and continuations (Chain), and then measures the idle CPU of the whole stack once its workers have
-// drained. Progress goes to progress.
+// then, once its workers have drained, measures batches and continuations
+// (Chain) and, those drained too, the idle CPU of the whole stack. Progress goes to progress.
 func Enqueue(ctx context.Context, root string, requests int, levels []int, progress io.Writer) ([]Row, error) {
 	dir, err := tempDir()
 	if err != nil {
@@ -46,12 +46,6 @@ func Enqueue(ctx context.Context, root string, requests int, levels []int, progr
 			Row{"enqueue", name + ": 5xx or no answer", fmt.Sprint(r.ServerErrors + r.Failed), "0", r.ServerErrors+r.Failed == 0},
 		)
 	}
-	fmt.Fprintln(progress, "==> batches and continuations through the local stack")
-	chain, err := Chain(ctx, l, 10, 30)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, chain...)
 	// Idle means idle: the workers first drain what was enqueued (a fixed
 	// wait measured a stack still sending the load's mail).
 	drained, err := waitDrained(ctx, l, drainLimit)
@@ -59,6 +53,17 @@ func Enqueue(ctx context.Context, root string, requests int, levels []int, progr
 		return nil, err
 	}
 	rows = append(rows, Row{"enqueue", "the workers drain the load's jobs after its last request", drained.Round(100 * time.Millisecond).String(), "", true})
+	// Batches and continuations on the drained stack, then their own jobs
+	// drained too before the idle CPU.
+	fmt.Fprintln(progress, "==> batches and continuations through the local stack")
+	chain, err := Chain(ctx, l, 10, 30)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, chain...)
+	if _, err := waitDrained(ctx, l, drainLimit); err != nil {
+		return nil, err
+	}
 	cores, err := loadgen.TreeCPU(ctx, os.Getpid(), 10*time.Second)
 	if err != nil {
 		return nil, err

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
@@ -33,7 +31,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 	cfg.APIOptions = append(cfg.APIOptions, counter.Option)
 	db := dynamodb.NewFromConfig(cfg)
 	table := fmt.Sprintf("bench-markers-%d", time.Now().UnixNano())
-	if err := createMarkers(ctx, db, table); err != nil {
+	if err := createTable(ctx, db, table, dynamostore.AttrHandler, dynamostore.AttrMessageKey); err != nil {
 		return nil, err
 	}
 	var rows []Row
@@ -105,22 +103,4 @@ func timeBatch(ctx context.Context, r *engine.Runner, ev events.SQSEvent, counte
 		n += counter.Get("DynamoDB." + op)
 	}
 	return d, n, err
-}
-
-func createMarkers(ctx context.Context, db *dynamodb.Client, table string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(dynamostore.AttrHandler), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(dynamostore.AttrMessageKey), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(dynamostore.AttrHandler), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(dynamostore.AttrMessageKey), KeyType: types.KeyTypeRange},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("bench: create %s: %w", table, err)
-	}
-	return nil
 }
