@@ -79,7 +79,12 @@ const drainLimit = 10 * time.Minute
 // DLQ) holds nothing visible, in flight or delayed, three checks in a row a
 // second apart, and returns how long that took. It fails after limit.
 func waitDrained(ctx context.Context, l *devstack.Local, limit time.Duration) (time.Duration, error) {
-	urls := l.WorkQueueURLs()
+	return waitQuiet(ctx, l, l.WorkQueueURLs(), limit)
+}
+
+// waitQuiet waits until the queues urls hold no message (three reads a
+// second apart) and returns how long that took.
+func waitQuiet(ctx context.Context, l *devstack.Local, urls []string, limit time.Duration) (time.Duration, error) {
 	client := sqs.NewFromConfig(moto.Config(l.Endpoint, moto.Region))
 	start := time.Now()
 	for quiet := 0; quiet < 3; {

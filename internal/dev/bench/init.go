@@ -22,6 +22,8 @@ var firstEvent = map[string]string{
 	"email":   `{"Records":[]}`,
 	"dlq":     `{"Records":[]}`,
 	"outbox":  `{"Records":[]}`,
+	"chain":   `{"Records":[]}`,
+	"webhook": `{"Records":[]}`,
 }
 
 // initReport is the emulator's line about a function's init phase.
@@ -61,7 +63,7 @@ func Init(ctx context.Context, root, endpoint string, starts int) ([]Row, error)
 	}
 	defer spans.Close()
 	var rows []Row
-	for _, fn := range []string{"enqueue", "email", "dlq", "outbox"} {
+	for _, fn := range []string{"enqueue", "email", "dlq", "outbox", "chain", "webhook"} {
 		id, ok := tmpl.FunctionByCodeURI("functions/" + fn)
 		if !ok {
 			return nil, fmt.Errorf("bench: no function with CodeUri functions/%s in template.yaml", fn)

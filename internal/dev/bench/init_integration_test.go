@@ -27,8 +27,8 @@ func TestInitStartsEveryFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 8 {
-		t.Fatalf("%d init rows; want two per function (enqueue, email, dlq, outbox): %+v", len(rows), rows)
+	if len(rows) != 12 {
+		t.Fatalf("%d init rows; want two per function (enqueue, email, dlq, outbox, chain, webhook): %+v", len(rows), rows)
 	}
 	for _, r := range rows {
 		if r.Value == "" || r.Value == "0.0 ms" || strings.HasSuffix(r.Value, "(0.0 ms)") {
