@@ -153,7 +153,7 @@ unit:
 
 ## integration: unit and integration tests; integration tests start moto.
 ## The chaos package runs a short campaign with the clock campaign, four
-## mutated ones and one mutated clock campaign, two at a time (see
+## mutated ones and one mutated clock campaign, three at a time (see
 ## docs/chaos.md for its time on 2 cores), past go test's default 10-minute
 ## limit per package.
 integration: venv $(RIE_STAMP) chromium

@@ -280,6 +280,16 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	return c.ledger(results, fan, truth, redriven, quiet && c.waitQuiet(ctx), run, after), nil
 }
 
+// apiAttempts bounds the tries of one request to the API. A kill of the
+// process answering it costs two (the 5xx, then a 409 until the dead
+// request's lock expires), and a batch's accept meets up to three kill
+// points (make test kills at each with probability 0.15): a budget of 10
+// once ran out for a batch killed again and again, whose jobs had been
+// made. A caller that gave up there would retry the key later and be
+// answered; the campaign, as that caller, keeps trying long enough not to
+// give up.
+const apiAttempts = 24
+
 // clockNow is the campaign's reading of the virtual clock.
 func (c *campaign) clockNow() time.Time {
 	if c.clock == nil {
@@ -347,7 +357,7 @@ func (c *campaign) startStack(ctx context.Context) error {
 	c.front = newFront(http.DefaultTransport)
 	c.api, err = client.New(c.stack.APIURL, client.WithCaller(Caller),
 		client.WithHTTPClient(&http.Client{Transport: c.front, Timeout: time.Minute}),
-		client.WithRetry(10, 200*time.Millisecond, 3*time.Second))
+		client.WithRetry(apiAttempts, 200*time.Millisecond, 3*time.Second))
 	if err != nil {
 		return err
 	}

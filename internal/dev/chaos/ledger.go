@@ -241,7 +241,7 @@ func (a *accountant) jobs() map[string]*perJob {
 			}
 			continue
 		case !r.Accepted:
-			a.fail(InvNotAccepted, r.Job.IdemKey)
+			a.fail(InvNotAccepted, strings.TrimSuffix(r.Job.IdemKey+" ("+r.Err+")", " ()"))
 			continue
 		case r.Job.Source == viaOutbox:
 			f.OutboxJobs++
