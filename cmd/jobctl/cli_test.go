@@ -84,6 +84,14 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"users", "set-email", "u-bad"}, "users set-email USER_ID ADDRESS"},
 		{[]string{"users", "set-email", "u-bad", "Bad Address <bad@example.com>"}, "not a plain address"},
 		{[]string{"users", "set-email", "u-bad", "a@example.com, b@example.com"}, "not a plain address"},
+		{[]string{"toggles", "list", "extra"}, `toggles list takes no arguments, got "extra"`},
+		{[]string{"schedules", "list", "a", "b"}, `schedules list takes no arguments, got "a b"`},
+		{[]string{"dlq", "list", "x"}, "dlq list takes no arguments"},
+		{[]string{"jobs", "list", "x"}, "jobs list takes no arguments"},
+		{[]string{"jobs", "get", "a", "b"}, `jobs get takes one job ID, got "a b"`},
+		{[]string{"jobs", "trace"}, "jobs trace takes one job ID"},
+		{[]string{"schedules", "trigger"}, "schedules trigger takes one schedule name"},
+		{[]string{"demo", "signup", "u-1"}, "demo signup takes a user id and an address"},
 	} {
 		code, stdout, stderr := runOffline(t, tc.args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {

@@ -177,6 +177,17 @@ type cmdArgs struct {
 	set  map[string]bool
 }
 
+// parseN is parseArgs for a command that takes exactly n positionals: any
+// other count is a usage error saying that cmd takes what ("no arguments",
+// "one job ID").
+func parseN(args []string, spec map[string]bool, n int, cmd, what string) (cmdArgs, error) {
+	p, err := parseArgs(args, spec)
+	if err == nil && len(p.pos) != n {
+		err = usagef("%s takes %s, got %q", cmd, what, strings.Join(p.pos, " "))
+	}
+	return p, err
+}
+
 // parseArgs parses a command's arguments: flags (--name, --name=value,
 // --name value) anywhere among positionals. spec maps each flag the
 // command takes to whether it takes a value.

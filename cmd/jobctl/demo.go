@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -25,12 +24,9 @@ const signupProducer = "signup"
 // goes out. Signing the same user up again fails the transaction, and no
 // second job is made.
 func (a *app) demoSignup(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"name": true, "role": true, "country": true})
+	p, err := parseN(args, map[string]bool{"name": true, "role": true, "country": true}, 2, "demo signup", "a user id and an address")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 2 {
-		return usagef("demo signup takes a user id and an address, got %q", strings.Join(p.pos, " "))
 	}
 	userID, given := p.pos[0], p.pos[1]
 	address, ok := email.PlainAddress(given)

@@ -57,12 +57,9 @@ func (a *app) filter(p cmdArgs) (deadletter.Filter, error) {
 func (a *app) dlqList(ctx context.Context, args []string) error {
 	spec := maps.Clone(filterSpec)
 	spec["status"] = true
-	p, err := parseArgs(args, spec)
+	p, err := parseN(args, spec, 0, "dlq list", "no arguments")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 0 {
-		return usagef("dlq list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
 	f, err := a.filter(p)
 	if err != nil {

@@ -33,12 +33,9 @@ func (a *app) lister() *joblist.Lister {
 // jobArg parses the one job ID `jobs <cmd>` takes, connects, and returns
 // the ID and a DynamoDB client for the stores.
 func (a *app) jobArg(ctx context.Context, args []string, cmd string) (string, *dynamodb.Client, error) {
-	p, err := parseArgs(args, nil)
+	p, err := parseN(args, nil, 1, "jobs "+cmd, "one job ID")
 	if err != nil {
 		return "", nil, err
-	}
-	if len(p.pos) != 1 {
-		return "", nil, usagef("jobs %s needs one job ID", cmd)
 	}
 	if err := a.connect(ctx); err != nil {
 		return "", nil, err
@@ -176,12 +173,9 @@ var states = []jobs.State{jobs.StatePending, jobs.StateEnqueued, jobs.StateSched
 	jobs.StateSucceeded, jobs.StateFailed, jobs.StateExpired, "Parked", "Cancelled"}
 
 func (a *app) jobsList(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"type": true, "state": true, "since": true})
+	p, err := parseN(args, map[string]bool{"type": true, "state": true, "since": true}, 0, "jobs list", "no arguments")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 0 {
-		return usagef("jobs list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
 	f := joblist.Filter{Type: p.vals["type"]}
 	if err := a.checkType(f.Type); err != nil {

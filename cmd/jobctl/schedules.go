@@ -44,12 +44,8 @@ type scheduleRow struct {
 // schedulesList serves `schedules list`: the stage's recurring schedules and
 // its jobs' one-time schedules.
 func (a *app) schedulesList(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, nil)
-	if err != nil {
+	if _, err := parseN(args, nil, 0, "schedules list", "no arguments"); err != nil {
 		return err
-	}
-	if len(p.pos) != 0 {
-		return usagef("schedules list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
 	if err := a.connect(ctx); err != nil {
 		return err
@@ -112,12 +108,9 @@ func (a *app) schedulesList(ctx context.Context, args []string) error {
 // minute), sent to its queue at once. Its job id comes from the name and the
 // time, so the same time twice is one job.
 func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"at": true, "again": false})
+	p, err := parseN(args, map[string]bool{"at": true, "again": false}, 1, "schedules trigger", "one schedule name")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 1 {
-		return usagef("usage: jobctl %s", schedulesTriggerUsage)
 	}
 	name := p.pos[0]
 	again := p.set["again"]

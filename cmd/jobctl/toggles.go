@@ -71,12 +71,8 @@ func (a *app) defaults() map[string]bool {
 }
 
 func (a *app) togglesList(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, nil)
-	if err != nil {
+	if _, err := parseN(args, nil, 0, "toggles list", "no arguments"); err != nil {
 		return err
-	}
-	if len(p.pos) != 0 {
-		return usagef("toggles list takes no arguments, got %q", strings.Join(p.pos, " "))
 	}
 	if err := a.connect(ctx); err != nil {
 		return err
@@ -179,12 +175,9 @@ func shorten(s string, n int) string {
 }
 
 func (a *app) togglesSet(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"for": true, "reason": true})
+	p, err := parseN(args, map[string]bool{"for": true, "reason": true}, 2, "toggles set", "a TYPE and on|off")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 2 {
-		return usagef("toggles set needs TYPE and on|off")
 	}
 	name, value := p.pos[0], p.pos[1]
 	enabled, ok := ssmswitch.Parse(value)

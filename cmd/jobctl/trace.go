@@ -28,12 +28,9 @@ const barWidth = 32
 // and the spans it links to. A deployed stack keeps no spans of its own:
 // they are in the collector its OtlpEndpoint names.
 func (a *app) jobsTrace(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, map[string]bool{"api": true})
+	p, err := parseN(args, map[string]bool{"api": true}, 1, "jobs trace", "one job ID")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 1 {
-		return usagef("jobs trace needs one job ID")
 	}
 	id, api := p.pos[0], p.vals["api"]
 	if api == "" {

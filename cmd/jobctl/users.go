@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -16,12 +15,9 @@ import (
 // user's stored address, the cause of a dead letter "stored e-mail address
 // is not a plain address", so that a redrive of the letter can succeed.
 func (a *app) usersSetEmail(ctx context.Context, args []string) error {
-	p, err := parseArgs(args, nil)
+	p, err := parseN(args, nil, 2, "users set-email", "a user id and an address")
 	if err != nil {
 		return err
-	}
-	if len(p.pos) != 2 {
-		return usagef("users set-email takes a user id and an address, got %q", strings.Join(p.pos, " "))
 	}
 	userID, given := p.pos[0], p.pos[1]
 	address, ok := email.PlainAddress(given)

@@ -148,21 +148,9 @@ func (h *Handler) postBatch(ctx context.Context, log *slog.Logger, req events.AP
 	if h.Batches == nil {
 		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured")
 	}
-	body, err := requestBodyUpTo(req, MaxBatchBytes)
-	switch {
-	case errors.Is(err, errTooLarge):
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the batch is larger than %d bytes", MaxBatchBytes))
-	case err != nil:
-		return events.APIGatewayV2HTTPResponse{}, validation("body", "is marked base64 but is not valid base64")
-	}
-	if err := checkContentType(req.Headers); err != nil {
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
-	}
-	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
-	key, err := contract.ParseKey(rawKey)
-	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, validation("header "+HeaderIdempotencyKey,
-			strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")+"; send 1-255 printable ASCII characters that name this batch")
+	body, key, p := keyedBody(req, MaxBatchBytes, "the batch", "name this batch")
+	if p != nil {
+		return events.APIGatewayV2HTTPResponse{}, p
 	}
 	items, p := h.decodeBatch(body, h.now())
 	if p != nil {

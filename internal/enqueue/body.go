@@ -4,13 +4,16 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
+	"net/http"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // MaxBodyBytes is the largest accepted request body (docs/api.md).
@@ -45,13 +48,46 @@ var (
 // DynamoDB's 400 KB.
 const MaxBatchBytes = 192 << 10
 
-// requestBody returns the raw body, base64-decoded when API Gateway encoded
-// it, refusing one over MaxBodyBytes (errTooLarge).
-func requestBody(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
-	return requestBodyUpTo(req, MaxBodyBytes)
+// keyedBody reads what every POST that makes jobs carries: its body (at
+// most limit bytes; what names it in the 413's detail, "the body" or "the
+// batch"), in application/json, and its Idempotency-Key, whose error ends
+// with keyHint. Any of them wrong is the problem to answer.
+func keyedBody(req events.APIGatewayV2HTTPRequest, limit int, what, keyHint string) ([]byte, string, *Problem) {
+	body, err := requestBodyUpTo(req, limit)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, "", newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("%s is larger than %d bytes", what, limit))
+	case err != nil:
+		return nil, "", validation("body", "is marked base64 but is not valid base64")
+	}
+	if err := checkContentType(req.Headers); err != nil {
+		return nil, "", newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
+	}
+	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
+	key, err := contract.ParseKey(rawKey)
+	if err != nil {
+		return nil, "", validation("header "+HeaderIdempotencyKey,
+			strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")+"; send 1-255 printable ASCII characters that "+keyHint)
+	}
+	return body, key, nil
 }
 
-// requestBodyUpTo is requestBody with limit bytes at most.
+// invalidProblem is the answer to err from decoding or encoding what (a
+// body, a request, a job's message): a 400 naming the fields for a
+// validation error, else a logged 500.
+func invalidProblem(log *slog.Logger, op, what string, err error) *Problem {
+	var ve *engine.ValidationError
+	if errors.As(err, &ve) {
+		p := newProblem(http.StatusBadRequest, ProblemValidation, what+" is invalid: "+ve.Detail())
+		p.Errors = ve.Fields
+		return p
+	}
+	log.Error("enqueue: "+op, obs.KeyError, obs.Redact(err))
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "internal error")
+}
+
+// requestBodyUpTo returns the raw body, base64-decoded when API Gateway
+// encoded it, refusing one over limit bytes (errTooLarge).
 func requestBodyUpTo(req events.APIGatewayV2HTTPRequest, limit int) ([]byte, error) {
 	if !req.IsBase64Encoded {
 		if len(req.Body) > limit {

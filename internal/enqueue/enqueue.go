@@ -38,33 +38,13 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 	if p := scheduledOnly(jt); p != nil {
 		return events.APIGatewayV2HTTPResponse{}, p
 	}
-	body, err := requestBody(req)
-	switch {
-	case errors.Is(err, errTooLarge):
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes))
-	case err != nil:
-		return events.APIGatewayV2HTTPResponse{}, validation("body", "is marked base64 but is not valid base64")
-	}
-	if err := checkContentType(req.Headers); err != nil {
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnsupportedMediaType, ProblemMediaType, err.Error())
-	}
-	rawKey, _ := header(req.Headers, HeaderIdempotencyKey)
-	idemKey, err := contract.ParseKey(rawKey)
-	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, validation("header "+HeaderIdempotencyKey,
-			strings.TrimPrefix(err.Error(), contract.ErrInvalidKey.Error()+": ")+
-				"; send 1-255 printable ASCII characters that name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
+	body, idemKey, p := keyedBody(req, MaxBodyBytes, "the body", "name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
+	if p != nil {
+		return events.APIGatewayV2HTTPResponse{}, p
 	}
 	in, err := contract.DecodeBodyAt(jt, body, h.now())
 	if err != nil {
-		var ve *engine.ValidationError
-		if errors.As(err, &ve) {
-			p := newProblem(http.StatusBadRequest, ProblemValidation, "the body is invalid: "+ve.Detail())
-			p.Errors = ve.Fields
-			return events.APIGatewayV2HTTPResponse{}, p
-		}
-		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusInternalServerError, ProblemInternal, "internal error")
+		return events.APIGatewayV2HTTPResponse{}, invalidProblem(log, "decode", "the body", err)
 	}
 	if strings.HasPrefix(in.After, "#") {
 		return events.APIGatewayV2HTTPResponse{}, validation("after", "names a job of the same batch ("+contract.Printable(in.After)+

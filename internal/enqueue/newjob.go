@@ -2,16 +2,13 @@ package enqueue
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"maps"
-	"net/http"
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // newJob is the job request in of type jt makes for caller under job id
@@ -31,14 +28,7 @@ func (h *Handler) newJob(ctx context.Context, log *slog.Logger, jt engine.JobTyp
 	}
 	body, err := env.Encode()
 	if err != nil {
-		var ve *engine.ValidationError
-		if errors.As(err, &ve) {
-			p := newProblem(http.StatusBadRequest, ProblemValidation, "the job message is invalid: "+ve.Detail())
-			p.Errors = ve.Fields
-			return jobs.Job{}, p
-		}
-		log.Error("enqueue: encode", obs.KeyError, obs.Redact(err))
-		return jobs.Job{}, newProblem(http.StatusInternalServerError, ProblemInternal, "internal error")
+		return jobs.Job{}, invalidProblem(log, "encode", "the job message", err)
 	}
 	return jobs.Job{
 		ID: id, Caller: caller, Type: jt.Name, Key: in.Key, Queue: string(jt.Queue), CorrelationID: corr,

@@ -3,7 +3,6 @@ package enqueue
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -86,14 +85,7 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	}
 	in, err := contract.DecodeBodyAt(jt, r.Body, h.now())
 	if err != nil {
-		var ve *engine.ValidationError
-		if errors.As(err, &ve) {
-			p := newProblem(http.StatusBadRequest, ProblemValidation, "the request is invalid: "+ve.Detail())
-			p.Errors = ve.Fields
-			return problemAnswer(p)
-		}
-		log.Error("enqueue: decode", obs.KeyError, obs.Redact(err))
-		return problemAnswer(newProblem(http.StatusInternalServerError, ProblemInternal, "internal error"))
+		return problemAnswer(invalidProblem(log, "decode", "the request", err))
 	}
 	if strings.HasPrefix(in.After, "#") {
 		return problemAnswer(validation("after", "names a job of a batch; give the jobId of the job this one waits for"))
