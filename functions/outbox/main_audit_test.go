@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/enqueue"
-	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -34,22 +32,14 @@ import (
 // table"), and relaying a valid item never panics: with its tables
 // unreachable it is a batch item failure, retried.
 func TestAuditRelayAsDeployedHasItsRequestLayer(t *testing.T) {
-	vars := testkit.With(map[string]string{
+	relay := testkit.MustBuild(t, build, map[string]string{
 		"STAGE": "dev", "JOBS_TABLE": "jobs", "MARKERS_TABLE": "markers", "DEAD_LETTERS_TABLE": "letters",
 		"IDEMPOTENCY_TABLE": "idem", // what a fixed template passes; today's build ignores it
 		"SCHEDULE_GROUP":    "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
-		"DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:dlq",
-		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq",
 		// Nothing listens here: every AWS call fails at once.
 		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_MAX_ATTEMPTS": "1",
-	}, testkit.WorkQueueEnv("http://127.0.0.1:1", "arn:aws:sqs:us-east-1:123456789012"))
-	for k, v := range vars {
-		t.Setenv(k, v)
-	}
-	relay, err := build(context.Background(), obs.NewLogger(io.Discard, "error"))
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
+	}, testkit.WorkQueueEnv("http://127.0.0.1:1", "arn:aws:sqs:us-east-1:123456789012"), testkit.AWSEnv())
 	if h, ok := relay.Enqueuer.(*enqueue.Handler); ok && h.Idempotency == nil {
 		t.Errorf("the deployed relay's enqueue.Handler has no Idempotency, but EnqueueFor runs every item under the request layer")
 	}
