@@ -6,17 +6,13 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestBuildNamesEveryMissingVariable: a misconfigured function refuses to
 // start and names every missing variable at once.
 func TestBuildNamesEveryMissingVariable(t *testing.T) {
-	want := []string{"STAGE", "MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "IDEMPOTENCY_TABLE"}
-	for _, q := range contract.Queues {
-		want = append(want, envvar.QueueURLEnv(q))
-	}
+	want := append([]string{"STAGE", "MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "IDEMPOTENCY_TABLE"}, testkit.QueueURLVars(contract.Queues)...)
 	testkit.Refuses(t, build, testkit.Blank(want...), want...)
 }
 

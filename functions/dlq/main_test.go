@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -12,10 +11,7 @@ import (
 // start and names every missing variable at once, the queue URLs (its
 // redrive targets) included.
 func TestBuildNamesEveryMissingVariable(t *testing.T) {
-	missing := []string{"STAGE", "DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE"}
-	for _, q := range contract.Queues {
-		missing = append(missing, envvar.QueueURLEnv(q))
-	}
+	missing := append([]string{"STAGE", "DEAD_LETTERS_TABLE", "JOBS_TABLE", "MARKERS_TABLE"}, testkit.QueueURLVars(contract.Queues)...)
 	testkit.Refuses(t, build, testkit.Blank(missing...), missing...)
 }
 

@@ -4,17 +4,13 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // TestBuildNamesEveryMissingVariable: a misconfigured function refuses to
 // start and names every missing or malformed variable at once.
 func TestBuildNamesEveryMissingVariable(t *testing.T) {
-	missing := []string{"STAGE", "MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "WEBHOOK_URL"}
-	for _, q := range Consumes {
-		missing = append(missing, envvar.QueueURLEnv(q))
-	}
+	missing := append([]string{"STAGE", "MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "WEBHOOK_URL"}, testkit.QueueURLVars(Consumes)...)
 	env := testkit.With(testkit.Blank(missing...), map[string]string{"PARK_DELAY": "soon", "BACKOFF_BASE": "soon"})
 	testkit.Refuses(t, build, env, append(missing, "PARK_DELAY", "BACKOFF_BASE")...)
 }
@@ -35,13 +31,9 @@ func TestBuildWiresEverything(t *testing.T) {
 
 // complete is every variable the function reads.
 func complete() map[string]string {
-	env := testkit.With(map[string]string{
+	return testkit.With(map[string]string{
 		"STAGE": "local", "MARKERS_TABLE": "m", "JOBS_TABLE": "j", "DLQ_URL": "http://q/dlq",
 		"WEBHOOK_URL": "http://127.0.0.1:1/events", "TOGGLE_TTL": "5s", "PARK_DELAY": "2", "MAX_RECEIVE_COUNT": "5",
 		"BACKOFF_BASE": "2s", "BACKOFF_FACTOR": "3", "BACKOFF_CAP": "1m",
-	}, testkit.AWSEnv())
-	for _, q := range Consumes {
-		env[envvar.QueueURLEnv(q)] = "http://q/" + string(q)
-	}
-	return env
+	}, testkit.With(testkit.WorkQueueEnv("http://q", ""), testkit.AWSEnv()))
 }

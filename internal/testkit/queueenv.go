@@ -3,6 +3,7 @@ package testkit
 import (
 	"maps"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 )
@@ -27,5 +28,15 @@ func WorkQueueEnv(urlBase, arnBase string) map[string]string {
 func With(env map[string]string, more map[string]string) map[string]string {
 	out := maps.Clone(env)
 	maps.Copy(out, more)
+	return out
+}
+
+// QueueURLVars returns the names of the variables that hold the URLs of
+// queues (QUEUE_URL_<QUEUE>).
+func QueueURLVars(queues []engine.Queue) []string {
+	out := make([]string, len(queues))
+	for i, q := range queues {
+		out[i] = envvar.QueueURLEnv(q)
+	}
 	return out
 }
