@@ -50,10 +50,7 @@ func readEnvFile(t *testing.T) (envFile, *stack.Template) {
 	if err := json.Unmarshal(raw, &f.blocks); err != nil {
 		t.Fatalf("events/env.json: %v", err)
 	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	return f, tmpl
 }
 

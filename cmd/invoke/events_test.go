@@ -124,10 +124,7 @@ func TestEvents(t *testing.T) {
 			t.Errorf("events/expect.json names %s, which is not in events/", name)
 		}
 	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	rie, err := lambdarie.Binary(root)
 	if err != nil {
 		t.Fatal(err)

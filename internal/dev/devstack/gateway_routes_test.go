@@ -2,26 +2,17 @@ package devstack
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/runstwice/runstwice/internal/dev/stack"
-	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 // The local gateway has the HTTP API's routes, as template.yaml declares
 // them: a route added to the template and not here would answer 404
 // locally.
 func TestGatewayHasTheTemplatesRoutes(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	var want []string
 	for _, id := range tmpl.IDs("AWS::ApiGatewayV2::Route") {
 		want = append(want, fmt.Sprint(tmpl.Resources[id].Properties["RouteKey"]))

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -50,14 +49,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	srv := testenv.Moto(t)
 	cfg := srv.Config()
 	ctx := context.Background()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	st, err := stack.Provision(ctx, stack.NewClients(cfg), tmpl, stack.Options{StackName: testenv.Name(t, "outbox")})
 	if err != nil {
 		t.Fatal(err)

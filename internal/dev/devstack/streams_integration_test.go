@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -150,14 +149,7 @@ func TestStreamPollerOnMoto(t *testing.T) {
 // the template's DynamoDB events, resolved against what was provisioned.
 func TestStreamSourcesFromTheTemplate(t *testing.T) {
 	srv := testenv.Moto(t)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	name := testenv.Name(t, "streams")
 	st, err := stack.Provision(context.Background(), stack.NewClients(srv.Config()), tmpl, stack.Options{StackName: name})
 	if err != nil {

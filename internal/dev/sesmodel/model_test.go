@@ -4,14 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/sesmodel"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/email"
@@ -25,14 +23,7 @@ var full = flag.Bool("full", false, "drain the full backlog of 10,000 digests at
 // source event.
 func settings(t *testing.T, event string) sesmodel.Settings {
 	t.Helper()
-	root, err := moto.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	s, err := sesmodel.FromTemplate(tmpl, event)
 	if err != nil {
 		t.Fatal(err)

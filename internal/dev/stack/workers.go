@@ -2,14 +2,11 @@ package stack
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/dev/moto"
 )
 
 // WorkQueueIDs returns the logical id of each work queue of the template,
@@ -99,22 +96,4 @@ func subString(v any) string {
 	}
 	s, _ := asMap(v)["Fn::Sub"].(string)
 	return s
-}
-
-// CheckWorker fails t with each of WorkerProblems for the worker function
-// in dir ("functions/email"), on the repository's template.yaml and the
-// bundle's job types: a worker main's test.
-func CheckWorker(t testing.TB, dir string, consumes []engine.Queue, handles func(string) bool) {
-	t.Helper()
-	root, err := moto.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range tmpl.WorkerProblems(dir, consumes, contract.Types(), handles) {
-		t.Error(p)
-	}
 }

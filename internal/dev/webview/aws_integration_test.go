@@ -5,7 +5,6 @@ package webview_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,14 +40,7 @@ func provisionLocal(t *testing.T) local {
 	t.Helper()
 	m := testenv.Moto(t)
 	m.Reset(t)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	cfg := m.Config()
 	st, err := stack.Provision(context.Background(), stack.NewClients(cfg), tmpl, stack.Options{
 		StackName: testenv.Name(t, "webview"), Params: map[string]string{"Stage": "local"},

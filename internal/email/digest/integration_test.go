@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -65,14 +64,7 @@ type awsWorld struct {
 func newAWSWorld(t *testing.T) *awsWorld {
 	t.Helper()
 	cfg := testenv.Moto(t).Config()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := stack.Load(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := stack.RepoTemplate(t)
 	clients := stack.NewClients(cfg)
 	clients.Scheduler = nil // no schedules: the test sends the ticks
 	st, err := stack.Provision(context.Background(), clients, tmpl, stack.Options{StackName: testenv.Name(t, "digest")})
