@@ -36,7 +36,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	smithytime "github.com/aws/smithy-go/time"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
@@ -120,56 +119,30 @@ func (d *Store) Peek(ctx context.Context, k engine.Key) (engine.Record, bool, er
 	return d.Decode(out.Item)
 }
 
-// maxBatchGet is DynamoDB's limit of keys per BatchGetItem.
-const maxBatchGet = 100
-
 // PeekBatch reads many markers with consistent reads, one BatchGetItem per 100
 // keys, following UnprocessedKeys with backoff. The result holds only the
 // markers that exist (and have not expired).
 func (d *Store) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
 	found := make(map[engine.Key]engine.Record, len(keys))
 	seen := make(map[engine.Key]bool, len(keys))
-	for start := 0; start < len(keys); start += maxBatchGet {
-		chunk := make([]map[string]types.AttributeValue, 0, maxBatchGet)
-		for _, k := range keys[start:min(start+maxBatchGet, len(keys))] {
-			if !seen[k] { // BatchGetItem refuses duplicate keys
-				seen[k] = true
-				chunk = append(chunk, KeyAV(k))
-			}
-		}
-		req := map[string]types.KeysAndAttributes{d.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if err := smithytime.SleepWithContext(ctx, backoff(attempt)); err != nil {
-					return nil, fmt.Errorf("marker: peek batch: %w", err)
-				}
-			}
-			if attempt == maxUnprocessedAttempts {
-				return nil, fmt.Errorf("marker: peek batch: keys still unprocessed after %d attempts", attempt)
-			}
-			out, err := d.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("marker: peek batch: %w", err)
-			}
-			for _, item := range out.Responses[d.table] {
-				rec, ok, err := d.Decode(item)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					found[rec.Key] = rec
-				}
-			}
-			req = out.UnprocessedKeys
+	avs := make([]map[string]types.AttributeValue, 0, len(keys))
+	for _, k := range keys {
+		if !seen[k] { // BatchGetItem refuses duplicate keys
+			seen[k] = true
+			avs = append(avs, KeyAV(k))
 		}
 	}
+	err := ddb.BatchGet(ctx, d.client.BatchGetItem, d.table, avs, "", func(item map[string]types.AttributeValue) error {
+		rec, ok, err := d.Decode(item)
+		if ok {
+			found[rec.Key] = rec
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marker: peek batch: %w", err)
+	}
 	return found, nil
-}
-
-const maxUnprocessedAttempts = 8
-
-func backoff(attempt int) time.Duration {
-	return min(time.Duration(1<<attempt)*10*time.Millisecond, time.Second)
 }
 
 // Conditions shared by the writes.

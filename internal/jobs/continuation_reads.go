@@ -2,13 +2,10 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/engine"
@@ -26,33 +23,29 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Job, erro
 func (s *Store) records(ctx context.Context, ids []string) (map[string]Job, error) {
 	out := make(map[string]Job, len(ids))
 	now := s.now()
-	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
-	for chunk := range slices.Chunk(distinct, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = keyAV(JobPK(id))
+	err := ddb.BatchGet(ctx, s.client.BatchGetItem, s.table, jobKeys(ids, JobPK), "", func(item map[string]types.AttributeValue) error {
+		var r record
+		ok, err := ddb.DecodeLive(item, now, &r)
+		if ok {
+			out[r.JobID] = r.job()
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt == 5 {
-				return nil, errors.New("jobs: records: keys still unprocessed")
-			}
-			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("jobs: records: %w", err)
-			}
-			for _, item := range res.Responses[s.table] {
-				var r record
-				if ok, err := ddb.DecodeLive(item, now, &r); err != nil {
-					return nil, fmt.Errorf("jobs: %w", err)
-				} else if ok {
-					out[r.JobID] = r.job()
-				}
-			}
-			req = res.UnprocessedKeys
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: records: %w", err)
 	}
 	return out, nil
+}
+
+// jobKeys returns the keys pk(id) of the distinct ids (BatchGetItem
+// refuses a key twice).
+func jobKeys(ids []string, pk func(string) string) []map[string]types.AttributeValue {
+	distinct := slices.Compact(slices.Sorted(slices.Values(ids)))
+	keys := make([]map[string]types.AttributeValue, len(distinct))
+	for i, id := range distinct {
+		keys[i] = keyAV(pk(id))
+	}
+	return keys
 }
 
 // Parents returns those of ids that have continuations (a continuations
@@ -61,28 +54,14 @@ func (s *Store) records(ctx context.Context, ids []string) (map[string]Job, erro
 // per 100 ids.
 func (s *Store) Parents(ctx context.Context, ids []string) ([]string, error) {
 	has := map[string]bool{}
-	distinct := slices.Compact(slices.Sorted(slices.Values(ids))) // BatchGetItem refuses a key twice
-	for chunk := range slices.Chunk(distinct, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = keyAV(ContinuationsOfPK(id))
+	err := ddb.BatchGet(ctx, s.client.BatchGetItem, s.table, jobKeys(ids, ContinuationsOfPK), AttrPK, func(item map[string]types.AttributeValue) error {
+		if pk, ok := item[AttrPK].(*types.AttributeValueMemberS); ok {
+			has[strings.TrimPrefix(pk.Value, "continuations#")] = true
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String(AttrPK)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt == 5 {
-				return nil, errors.New("jobs: parents: keys still unprocessed")
-			}
-			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("jobs: parents: %w", err)
-			}
-			for _, item := range res.Responses[s.table] {
-				if pk, ok := item[AttrPK].(*types.AttributeValueMemberS); ok {
-					has[strings.TrimPrefix(pk.Value, "continuations#")] = true
-				}
-			}
-			req = res.UnprocessedKeys
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: parents: %w", err)
 	}
 	var out []string
 	for _, id := range ids {

@@ -200,15 +200,7 @@ func (l *Lifecycle) Settle(ctx context.Context, jobID string, sent bool) error {
 			Set(expression.Name("failedAt"), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(TerminalRetention).Unix()))
 	}
-	u, err := l.update(JobPK(jobID), upd, existsIn(StatePending))
-	if err != nil {
-		return err
-	}
-	_, err = l.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	if err != nil && !ddb.IsConditionFailed(err) {
-		return fmt.Errorf("jobs: settle %s: %w", jobID, err)
-	}
-	return nil
+	return l.updateIn(ctx, jobID, StatePending, upd, "settle")
 }
 
 // MarkDropped records on Failed job jobID that its dead letter was
@@ -216,13 +208,19 @@ func (l *Lifecycle) Settle(ctx context.Context, jobID string, sent bool) error {
 // OnSucceeded is cancelled (by the next ReleaseContinuations of it). A job no longer
 // Failed, or gone, is left as it is.
 func (l *Lifecycle) MarkDropped(ctx context.Context, jobID string) error {
-	u, err := l.update(JobPK(jobID), expression.Set(expression.Name("letterDropped"), expression.Value(true)), existsIn(StateFailed))
+	return l.updateIn(ctx, jobID, StateFailed, expression.Set(expression.Name("letterDropped"), expression.Value(true)), "mark dropped")
+}
+
+// updateIn applies upd (what, in errors) to job jobID if it is in state s;
+// a job in any other state, or gone, is left as it is, and that is no
+// error.
+func (l *Lifecycle) updateIn(ctx context.Context, jobID string, s State, upd expression.UpdateBuilder, what string) error {
+	u, err := l.update(JobPK(jobID), upd, existsIn(s))
 	if err != nil {
 		return err
 	}
-	_, err = l.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	if err != nil && !ddb.IsConditionFailed(err) {
-		return fmt.Errorf("jobs: mark %s dropped: %w", jobID, err)
+	if _, err := l.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("jobs: %s %s: %w", what, jobID, err)
 	}
 	return nil
 }
