@@ -182,25 +182,23 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	}
 	switch source {
 	case "aws:dynamodb":
-		var ev events.DynamoDBEvent
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, fmt.Errorf("chain: stream event: %w", err)
-		}
-		resp, err := f.Stream.Handle(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
+		return serve(ctx, payload, "stream event", f.Stream.Handle)
 	case "aws:sqs", "":
-		var ev events.SQSEvent
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return nil, fmt.Errorf("chain: SQS event: %w", err)
-		}
-		resp, err := f.Runner.Handle(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
+		return serve(ctx, payload, "SQS event", f.Runner.Handle)
 	}
 	return nil, fmt.Errorf("chain: records from %q, neither the chain queue nor the markers stream", source)
+}
+
+// serve decodes payload as an event of type E (what, in errors), hands it
+// to handle and encodes its response.
+func serve[E, R any](ctx context.Context, payload []byte, what string, handle func(context.Context, E) (R, error)) ([]byte, error) {
+	var ev E
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("chain: %s: %w", what, err)
+	}
+	resp, err := handle(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
 }

@@ -31,6 +31,16 @@ type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }
 
+// invoke encodes ev as fn's event and invokes fn with it: fn's raw
+// response, or why there is none.
+func invoke(ctx context.Context, fn Invoker, ev any) ([]byte, error) {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	return fn.Invoke(ctx, payload)
+}
+
 // LocalAccount is the account id the local stack uses (moto's default).
 const LocalAccount = "123456789012"
 
@@ -111,10 +121,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, rt, param, body, iam)
-	payload, err := json.Marshal(ev)
-	if err == nil {
-		payload, err = g.fn.Invoke(r.Context(), payload)
-	}
+	payload, err := invoke(r.Context(), g.fn, ev)
 	var resp events.APIGatewayV2HTTPResponse
 	if err == nil {
 		err = json.Unmarshal(payload, &resp)

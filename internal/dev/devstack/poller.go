@@ -77,11 +77,7 @@ func (p *Poller) Once(ctx context.Context) (int, error) {
 	for i, m := range msgs {
 		ev.Records[i] = p.record(m)
 	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		return 0, err
-	}
-	respBody, err := p.Function.Invoke(ctx, payload)
+	respBody, err := invoke(ctx, p.Function, ev)
 	if err != nil {
 		// The whole batch failed: every record returns after its visibility
 		// timeout, as with a function error in AWS.

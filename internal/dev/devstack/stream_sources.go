@@ -60,53 +60,45 @@ const (
 // provisioned template, so the local stream pollers use the template's
 // settings. The stream and the on-failure queue must have been provisioned.
 func StreamSources(st *stack.Stack) ([]StreamSource, error) {
-	tmpl := st.Template()
+	evs, err := functionEvents(st, "DynamoDB")
+	if err != nil {
+		return nil, err
+	}
 	byARN := physicalByARN(st)
 	var out []StreamSource
-	for _, id := range tmpl.IDs(stack.TypeFunction) {
-		props, err := tmpl.FunctionProperties(id)
+	for _, e := range evs {
+		id, name, props, p := e.id, e.name, e.props, e.p
+		src, err := streamSettings(p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
 		}
-		events, _ := props["Events"].(map[string]any)
-		for name, ev := range events {
-			e, _ := ev.(map[string]any)
-			if e["Type"] != "DynamoDB" {
-				continue
+		src.Function = functionDir(props)
+		if src.StreamARN, err = st.ResolveString(p["Stream"]); err != nil {
+			return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+		}
+		fnName := src.Function
+		if v, ok := props["FunctionName"]; ok {
+			if fnName, err = st.ResolveString(v); err != nil {
+				return nil, fmt.Errorf("devstack: %s FunctionName: %w", id, err)
 			}
-			p, _ := e["Properties"].(map[string]any)
-			src, err := streamSettings(p)
+		}
+		if src.FunctionARN, err = st.ResolveString(map[string]any{"Fn::Sub": "arn:aws:lambda:${AWS::Region}:${AWS::AccountId}:function:" + fnName}); err != nil {
+			return nil, fmt.Errorf("devstack: %s: %w", id, err)
+		}
+		dest, _ := p["DestinationConfig"].(map[string]any)
+		onFailure, _ := dest["OnFailure"].(map[string]any)
+		if d, ok := onFailure["Destination"]; ok {
+			arn, err := st.ResolveString(d)
 			if err != nil {
-				return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+				return nil, fmt.Errorf("devstack: %s event %s: on-failure destination: %w", id, name, err)
 			}
-			src.Function = functionDir(props)
-			if src.StreamARN, err = st.ResolveString(p["Stream"]); err != nil {
-				return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+			q, ok := byARN[arn]
+			if !ok || q.URL == "" {
+				return nil, fmt.Errorf("devstack: %s event %s: on-failure destination %s is no provisioned queue", id, name, arn)
 			}
-			fnName := src.Function
-			if v, ok := props["FunctionName"]; ok {
-				if fnName, err = st.ResolveString(v); err != nil {
-					return nil, fmt.Errorf("devstack: %s FunctionName: %w", id, err)
-				}
-			}
-			if src.FunctionARN, err = st.ResolveString(map[string]any{"Fn::Sub": "arn:aws:lambda:${AWS::Region}:${AWS::AccountId}:function:" + fnName}); err != nil {
-				return nil, fmt.Errorf("devstack: %s: %w", id, err)
-			}
-			dest, _ := p["DestinationConfig"].(map[string]any)
-			onFailure, _ := dest["OnFailure"].(map[string]any)
-			if d, ok := onFailure["Destination"]; ok {
-				arn, err := st.ResolveString(d)
-				if err != nil {
-					return nil, fmt.Errorf("devstack: %s event %s: on-failure destination: %w", id, name, err)
-				}
-				q, ok := byARN[arn]
-				if !ok || q.URL == "" {
-					return nil, fmt.Errorf("devstack: %s event %s: on-failure destination %s is no provisioned queue", id, name, arn)
-				}
-				src.OnFailureURL = q.URL
-			}
-			out = append(out, src)
+			src.OnFailureURL = q.URL
 		}
+		out = append(out, src)
 	}
 	return out, nil
 }

@@ -299,11 +299,7 @@ func (p *StreamPoller) invoke(ctx context.Context, recs []streamtypes.Record) (i
 	for i, r := range recs {
 		ev.Records[i] = p.record(r)
 	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		return 0, err
-	}
-	body, err := p.Function.Invoke(ctx, payload)
+	body, err := invoke(ctx, p.Function, ev)
 	if err != nil {
 		return 0, fmt.Errorf("invoke: %w", err)
 	}
