@@ -45,16 +45,11 @@ type BackoffSchedule struct {
 // Cap of SQS's 12 h itself would be refused: SQS counts its limit from the
 // record's receipt, which came before the change).
 func (s BackoffSchedule) withDefaults() BackoffSchedule {
-	if s.Base <= 0 {
-		s.Base = DefaultBackoffBase
-	}
 	if s.Factor < 1 {
 		s.Factor = DefaultBackoffFactor
 	}
-	if s.Cap <= 0 {
-		s.Cap = DefaultBackoffCap
-	}
-	s.Cap = min(s.Cap, MaxBackoff)
+	s.Cap = min(positiveOr(s.Cap, DefaultBackoffCap), MaxBackoff)
+	s.Base = positiveOr(s.Base, DefaultBackoffBase)
 	s.Base = min(s.Base, s.Cap)
 	return s
 }

@@ -141,18 +141,10 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.ParkDelay <= 0 || cfg.ParkDelay > DefaultParkDelay {
 		cfg.ParkDelay = DefaultParkDelay
 	}
-	if cfg.MaxReceiveCount <= 0 {
-		cfg.MaxReceiveCount = DefaultMaxReceiveCount
-	}
-	if cfg.DeadlineMargin <= 0 {
-		cfg.DeadlineMargin = DefaultDeadlineMargin
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = DefaultWriteTimeout
-	}
-	if cfg.ClaimAttempts <= 0 {
-		cfg.ClaimAttempts = DefaultClaimAttempts
-	}
+	cfg.MaxReceiveCount = positiveOr(cfg.MaxReceiveCount, DefaultMaxReceiveCount)
+	cfg.DeadlineMargin = positiveOr(cfg.DeadlineMargin, DefaultDeadlineMargin)
+	cfg.WriteTimeout = positiveOr(cfg.WriteTimeout, DefaultWriteTimeout)
+	cfg.ClaimAttempts = positiveOr(cfg.ClaimAttempts, DefaultClaimAttempts)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -174,4 +166,13 @@ func New(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
+}
+
+// positiveOr is v, or def when v is not positive (a Config field left
+// zero, or set below zero).
+func positiveOr[T ~int | ~int32 | ~int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }

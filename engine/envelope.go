@@ -125,12 +125,9 @@ func (e Envelope) Check() error {
 // Encode returns the envelope's JSON body after checking it, so a malformed
 // envelope is never sent.
 func (e Envelope) Encode() ([]byte, error) {
-	if err := e.Check(); err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(e)
+	b, err := encodeChecked(e, "envelope")
 	if err != nil {
-		return nil, fmt.Errorf("engine: encode envelope: %w", err)
+		return nil, err
 	}
 	if len(b) > MaxEnvelopeBytes {
 		return nil, &ValidationError{Fields: []FieldError{{Field: "body", Reason: fmt.Sprintf("larger than %d bytes", MaxEnvelopeBytes)}}}

@@ -88,13 +88,17 @@ func (t Tick) Time() time.Time {
 }
 
 // Encode returns the tick's JSON after checking it.
-func (t Tick) Encode() ([]byte, error) {
-	if err := t.Check(); err != nil {
+func (t Tick) Encode() ([]byte, error) { return encodeChecked(t, "tick") }
+
+// encodeChecked returns v's JSON (a what) once v.Check passes, so a
+// malformed message is never sent.
+func encodeChecked(v interface{ Check() error }, what string) ([]byte, error) {
+	if err := v.Check(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(t)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("engine: encode tick: %w", err)
+		return nil, fmt.Errorf("engine: encode %s: %w", what, err)
 	}
 	return b, nil
 }

@@ -313,11 +313,18 @@ func (s *Store) moveAwaiting(ctx context.Context, id string, upd expression.Upda
 		return false, fmt.Errorf("jobs: release %s: %w", id, err)
 	}
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	return conditionFailed(err, "release "+id)
+}
+
+// conditionFailed sorts the error of a conditional write (what, in
+// errors): a failed condition, the item having moved on, is (true, nil);
+// any other error is returned.
+func conditionFailed(err error, what string) (bool, error) {
 	switch {
 	case ddb.IsConditionFailed(err):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("jobs: release %s: %w", id, err)
+		return false, fmt.Errorf("jobs: %s: %w", what, err)
 	}
 	return false, nil
 }

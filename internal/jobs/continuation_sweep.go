@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,13 +35,10 @@ type ContinuationSweepReport struct {
 // listed parent a ReleaseContinuations (a GetItem and a marker read, then a BatchGetItem
 // of its continuations when it has ended).
 func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (ContinuationSweepReport, error) {
-	var list struct {
-		IDs []string `dynamodbav:"jobIds,stringset"`
-	}
-	if _, err := s.getItem(ctx, ContinuationsPK, &list); err != nil {
+	ids, err := s.listed(ctx, ContinuationsPK)
+	if err != nil {
 		return ContinuationSweepReport{}, err
 	}
-	ids := slices.Sorted(slices.Values(list.IDs))
 	rep := ContinuationSweepReport{Parents: len(ids)}
 	var errs []error
 	for _, id := range ids {
@@ -95,13 +91,7 @@ func (s *Store) unlistParent(ctx context.Context, parent string, version int64) 
 		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsPK), UpdateExpression: off.Update(),
 			ExpressionAttributeNames: off.Names(), ExpressionAttributeValues: off.Values()}},
 	}})
-	switch {
-	case ddb.IsConditionFailed(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("jobs: continuation sweep %s: %w", parent, err)
-	}
-	return false, nil
+	return conditionFailed(err, "continuation sweep "+parent)
 }
 
 // unlist takes parent off the continuation sweep's list.

@@ -105,13 +105,10 @@ type SweepReport struct {
 // the next sweep. Cost: one GetItem for an empty list; per
 // listed job a DeleteSchedule, one GetItem of its record, one UpdateItem.
 func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
-	var list struct {
-		IDs []string `dynamodbav:"jobIds,stringset"`
-	}
-	if _, err := s.getItem(ctx, SweepPK, &list); err != nil {
+	ids, err := s.listed(ctx, SweepPK)
+	if err != nil {
 		return SweepReport{}, err
 	}
-	ids := slices.Sorted(slices.Values(list.IDs))
 	rep := SweepReport{Listed: len(ids)}
 	var errs []error
 	for _, id := range ids {
@@ -147,4 +144,16 @@ func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// listed returns the job ids of the list item pk (a sweep's list), in
+// order; none when there is no list.
+func (s *Store) listed(ctx context.Context, pk string) ([]string, error) {
+	var list struct {
+		IDs []string `dynamodbav:"jobIds,stringset"`
+	}
+	if _, err := s.getItem(ctx, pk, &list); err != nil {
+		return nil, err
+	}
+	return slices.Sorted(slices.Values(list.IDs)), nil
 }

@@ -17,6 +17,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/proc"
 )
 
 // maxBody is the largest request body the proxy reads (an SQS message is at
@@ -134,10 +136,6 @@ func (s *Server) Close() {
 	if s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if s.srv.Shutdown(ctx) != nil {
-		_ = s.srv.Close()
-	}
+	proc.Shutdown(s.srv, 2*time.Second)
 	<-s.end
 }

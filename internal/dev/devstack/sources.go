@@ -22,20 +22,14 @@ type EventSource struct {
 // EventSources reads the SQS events of every function in the provisioned
 // template, so the local pollers use the template's batch sizes and windows.
 func EventSources(st *stack.Stack) ([]EventSource, error) {
-	evs, err := functionEvents(st, "SQS")
-	if err != nil {
-		return nil, err
-	}
-	byARN := physicalByARN(st)
-	var out []EventSource
-	for _, e := range evs {
+	return sourcesOf(st, "SQS", func(e functionEvent, byARN map[string]stack.Physical) (EventSource, error) {
 		arn, err := st.ResolveString(e.p["Queue"])
 		if err != nil {
-			return nil, fmt.Errorf("devstack: %s event %s: %w", e.id, e.name, err)
+			return EventSource{}, fmt.Errorf("devstack: %s event %s: %w", e.id, e.name, err)
 		}
 		q, ok := byARN[arn]
 		if !ok {
-			return nil, fmt.Errorf("devstack: %s event %s: queue %s was not provisioned", e.id, e.name, arn)
+			return EventSource{}, fmt.Errorf("devstack: %s event %s: queue %s was not provisioned", e.id, e.name, arn)
 		}
 		src := EventSource{Function: functionDir(e.props), QueueARN: arn, QueueURL: q.URL, BatchSize: 10}
 		if n, err := strconv.Atoi(fmt.Sprint(e.p["BatchSize"])); err == nil {
@@ -44,9 +38,8 @@ func EventSources(st *stack.Stack) ([]EventSource, error) {
 		if n, err := strconv.Atoi(fmt.Sprint(e.p["MaximumBatchingWindowInSeconds"])); err == nil {
 			src.Window = time.Duration(n) * time.Second
 		}
-		out = append(out, src)
-	}
-	return out, nil
+		return src, nil
+	})
 }
 
 // functionEvent is one event of a function of the template.
@@ -56,11 +49,13 @@ type functionEvent struct {
 	p        map[string]any // the event's properties
 }
 
-// functionEvents returns the events of type typ ("SQS", "DynamoDB") of
-// every function of st's template, in the order of their ids and names.
-func functionEvents(st *stack.Stack, typ string) ([]functionEvent, error) {
+// sourcesOf reads, with read, each event of type typ ("SQS", "DynamoDB")
+// of every function of st's template, in the order of their ids and names;
+// read resolves it against the provisioned resources, byARN.
+func sourcesOf[S any](st *stack.Stack, typ string, read func(e functionEvent, byARN map[string]stack.Physical) (S, error)) ([]S, error) {
 	tmpl := st.Template()
-	var out []functionEvent
+	byARN := physicalByARN(st)
+	var out []S
 	for _, id := range tmpl.IDs(stack.TypeFunction) {
 		props, err := tmpl.FunctionProperties(id)
 		if err != nil {
@@ -69,10 +64,15 @@ func functionEvents(st *stack.Stack, typ string) ([]functionEvent, error) {
 		events, _ := props["Events"].(map[string]any)
 		for _, name := range slices.Sorted(maps.Keys(events)) {
 			e, _ := events[name].(map[string]any)
-			if e["Type"] == typ {
-				p, _ := e["Properties"].(map[string]any)
-				out = append(out, functionEvent{id: id, name: name, props: props, p: p})
+			if e["Type"] != typ {
+				continue
 			}
+			p, _ := e["Properties"].(map[string]any)
+			src, err := read(functionEvent{id: id, name: name, props: props, p: p}, byARN)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, src)
 		}
 	}
 	return out, nil

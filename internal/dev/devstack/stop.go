@@ -1,9 +1,10 @@
 package devstack
 
 import (
-	"context"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/proc"
 )
 
 // Stop stops every process the stack started and removes stack.json and
@@ -17,11 +18,7 @@ func (l *Local) Stop() {
 			l.cancel()
 		}
 		if l.server != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			if l.server.Shutdown(ctx) != nil {
-				_ = l.server.Close()
-			}
-			cancel()
+			proc.Shutdown(l.server, 3*time.Second)
 		}
 		l.wg.Wait()
 		var wg sync.WaitGroup

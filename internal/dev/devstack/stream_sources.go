@@ -60,47 +60,40 @@ const (
 // provisioned template, so the local stream pollers use the template's
 // settings. The stream and the on-failure queue must have been provisioned.
 func StreamSources(st *stack.Stack) ([]StreamSource, error) {
-	evs, err := functionEvents(st, "DynamoDB")
-	if err != nil {
-		return nil, err
-	}
-	byARN := physicalByARN(st)
-	var out []StreamSource
-	for _, e := range evs {
+	return sourcesOf(st, "DynamoDB", func(e functionEvent, byARN map[string]stack.Physical) (StreamSource, error) {
 		id, name, props, p := e.id, e.name, e.props, e.p
 		src, err := streamSettings(p)
 		if err != nil {
-			return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+			return StreamSource{}, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
 		}
 		src.Function = functionDir(props)
 		if src.StreamARN, err = st.ResolveString(p["Stream"]); err != nil {
-			return nil, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
+			return StreamSource{}, fmt.Errorf("devstack: %s event %s: %w", id, name, err)
 		}
 		fnName := src.Function
 		if v, ok := props["FunctionName"]; ok {
 			if fnName, err = st.ResolveString(v); err != nil {
-				return nil, fmt.Errorf("devstack: %s FunctionName: %w", id, err)
+				return StreamSource{}, fmt.Errorf("devstack: %s FunctionName: %w", id, err)
 			}
 		}
 		if src.FunctionARN, err = st.ResolveString(map[string]any{"Fn::Sub": "arn:aws:lambda:${AWS::Region}:${AWS::AccountId}:function:" + fnName}); err != nil {
-			return nil, fmt.Errorf("devstack: %s: %w", id, err)
+			return StreamSource{}, fmt.Errorf("devstack: %s: %w", id, err)
 		}
 		dest, _ := p["DestinationConfig"].(map[string]any)
 		onFailure, _ := dest["OnFailure"].(map[string]any)
 		if d, ok := onFailure["Destination"]; ok {
 			arn, err := st.ResolveString(d)
 			if err != nil {
-				return nil, fmt.Errorf("devstack: %s event %s: on-failure destination: %w", id, name, err)
+				return StreamSource{}, fmt.Errorf("devstack: %s event %s: on-failure destination: %w", id, name, err)
 			}
 			q, ok := byARN[arn]
 			if !ok || q.URL == "" {
-				return nil, fmt.Errorf("devstack: %s event %s: on-failure destination %s is no provisioned queue", id, name, arn)
+				return StreamSource{}, fmt.Errorf("devstack: %s event %s: on-failure destination %s is no provisioned queue", id, name, arn)
 			}
 			src.OnFailureURL = q.URL
 		}
-		out = append(out, src)
-	}
-	return out, nil
+		return src, nil
+	})
 }
 
 // streamSettings reads the settings of a DynamoDB event's properties, with

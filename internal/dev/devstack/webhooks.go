@@ -1,7 +1,6 @@
 package devstack
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/dev/proc"
 	"github.com/runstwice/runstwice/internal/webhook"
 )
 
@@ -115,11 +115,7 @@ func (r *Receiver) Close() {
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if r.srv.Shutdown(ctx) != nil {
-		_ = r.srv.Close()
-	}
+	proc.Shutdown(r.srv, 2*time.Second)
 }
 
 // Webhook prints a delivery the local receiver took.

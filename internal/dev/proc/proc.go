@@ -1,10 +1,13 @@
 // Package proc is what the dev tools that run helper processes (moto,
-// aws-lambda-rie) share: finding the binary, a free loopback port for it,
-// and a process group that dies with this process and is stopped as one.
+// aws-lambda-rie) and local servers share: finding the binary, a free
+// loopback port for it, a process group that dies with this process and is
+// stopped as one, and a server's stop.
 package proc
 
 import (
+	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -56,5 +59,15 @@ func Stop[T any](pid int, exited <-chan T) {
 	case <-time.After(StopGrace):
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-exited
+	}
+}
+
+// Shutdown stops srv: the calls under way get grace to finish, then the
+// rest are closed.
+func Shutdown(srv *http.Server, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		_ = srv.Close()
 	}
 }
