@@ -92,6 +92,7 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"jobs", "trace"}, "jobs trace takes one job ID"},
 		{[]string{"schedules", "trigger"}, "schedules trigger takes one schedule name"},
 		{[]string{"demo", "signup", "u-1"}, "demo signup takes a user id and an address"},
+		{[]string{"demo", "signup", "u-1", "Ada <ada@example.com>"}, "demo signup: \"Ada <ada@example.com>\" is not a plain address"},
 	} {
 		code, stdout, stderr := runOffline(t, tc.args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {

@@ -24,14 +24,9 @@ const signupProducer = "signup"
 // goes out. Signing the same user up again fails the transaction, and no
 // second job is made.
 func (a *app) demoSignup(ctx context.Context, args []string) error {
-	p, err := parseN(args, map[string]bool{"name": true, "role": true, "country": true}, 2, "demo signup", "a user id and an address")
+	p, userID, address, err := userAndAddress(args, map[string]bool{"name": true, "role": true, "country": true}, "demo signup")
 	if err != nil {
 		return err
-	}
-	userID, given := p.pos[0], p.pos[1]
-	address, ok := email.PlainAddress(given)
-	if !ok {
-		return usagef("demo signup: %q is not a plain address (e.g. ada@example.com)", given)
 	}
 	role, country := cmp.Or(p.vals["role"], "city-partner"), cmp.Or(p.vals["country"], "BD")
 	job := client.OutboxJob{

@@ -15,14 +15,9 @@ import (
 // user's stored address, the cause of a dead letter "stored e-mail address
 // is not a plain address", so that a redrive of the letter can succeed.
 func (a *app) usersSetEmail(ctx context.Context, args []string) error {
-	p, err := parseN(args, nil, 2, "users set-email", "a user id and an address")
+	_, userID, address, err := userAndAddress(args, nil, "users set-email")
 	if err != nil {
 		return err
-	}
-	userID, given := p.pos[0], p.pos[1]
-	address, ok := email.PlainAddress(given)
-	if !ok {
-		return usagef("users set-email: %q is not a plain address (one address, no display name, e.g. ada@example.com)", given)
 	}
 	if err := a.connect(ctx); err != nil {
 		return err
@@ -39,4 +34,17 @@ func (a *app) usersSetEmail(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "user %s: e-mail address set to %s (was %q)\n", userID, address, previous)
 	return nil
+}
+
+// userAndAddress parses the arguments of a command (cmd, with the flags of
+// spec) that takes a user id and one plain e-mail address.
+func userAndAddress(args []string, spec map[string]bool, cmd string) (p cmdArgs, userID, address string, err error) {
+	if p, err = parseN(args, spec, 2, cmd, "a user id and an address"); err != nil {
+		return p, "", "", err
+	}
+	address, ok := email.PlainAddress(p.pos[1])
+	if !ok {
+		return p, "", "", usagef("%s: %q is not a plain address (one address, no display name, e.g. ada@example.com)", cmd, p.pos[1])
+	}
+	return p, p.pos[0], address, nil
 }
