@@ -125,12 +125,7 @@ func TestAuditRetryOfABatchCutShortIsNotRefused(t *testing.T) {
 	fillContinuations(t, s, parent.JobID, jobs.MaxContinuations-1)
 	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-1"}},` +
 		`{"type":"email.welcome.v1","args":{"userId":"u-2"},"after":"` + parent.JobID + `"}]}`
-	idem := s.h.Idempotency
-	s.h.Idempotency = &failComplete{Idempotency: idem, n: 1}
-	if r := call(t, s.h, postBatch("retried", body)); r.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("the first try, its answer's write failing: %d %s", r.StatusCode, r.Body)
-	}
-	s.h.Idempotency = idem
+	firstTryCutShort(t, s, "retried", body)
 	if made := batchJobsExisting(t, s, "retried", 2); len(made) != 2 {
 		t.Fatalf("after the first try jobs %v exist; want both (the batch's item is written, its jobs reserved)", made)
 	}
@@ -250,5 +245,17 @@ func TestAuditBatchAnswerSaysWhatItsJobsAre(t *testing.T) {
 	}
 	if b.Jobs[0].State != string(jobs.StateCancelled) {
 		t.Fatalf("the batch's answer (202, replayed for a day) says job 0 is %s; its record says Cancelled", b.Jobs[0].State)
+	}
+}
+
+// firstTryCutShort posts batch body under key with its answer's write
+// failing: the first try, cut short after its jobs were made (503).
+func firstTryCutShort(t *testing.T, s *stack, key, body string) {
+	t.Helper()
+	idem := s.h.Idempotency
+	s.h.Idempotency = &failComplete{Idempotency: idem, n: 1}
+	defer func() { s.h.Idempotency = idem }()
+	if r := call(t, s.h, postBatch(key, body)); r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the first try, its answer's write failing: %d %s", r.StatusCode, r.Body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -81,6 +82,10 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 	if err != nil {
 		return b, nil, err
 	}
+	earlier, err := h.earlierResolutions(ctx, b)
+	if err != nil {
+		return b, nil, err
+	}
 	killpoint.At(killpoint.MidBatch) // the chaos build's: reserved, none sent
 	done := make([]chan struct{}, len(b.Jobs))
 	for i := range done {
@@ -109,6 +114,10 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if x, ok := earlier[i]; ok && x != j.ID {
+				errs[i] = h.answerAs(ctx, &b.Jobs[i], x)
+				return
+			}
 			sent[i], errs[i] = h.finishJob(ctx, log, &b.Jobs[i], j, pre[i], own)
 		})
 	}
@@ -124,6 +133,49 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 		}
 	}
 	return b, handed, nil
+}
+
+// earlierResolutions returns, by index, what an earlier try of batch b
+// resolved the "#k" of its jobs to: a job that waits for "#k" and was
+// reserved keeps that job in its own record. A job k deduplicated onto an
+// active job X, and its dependents reserved after X, before the try was cut
+// short; X may have ended since, and job k would now be a new job of its
+// own. The batch answers what its first try decided, so job k is X again,
+// the job its dependents wait for. One BatchGetItem when a job of b waits
+// for another of b, none otherwise.
+func (h *Handler) earlierResolutions(ctx context.Context, b jobs.Batch) (map[int]string, error) {
+	refs := map[string]int{} // a dependent's own id: the index it waits for
+	for _, bj := range b.Jobs {
+		if k, ok := strings.CutPrefix(bj.Job.After, "#"); ok {
+			n, _ := strconv.Atoi(k)
+			refs[bj.Job.ID] = n
+		}
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	recs, err := h.Batches.Records(ctx, slices.Collect(maps.Keys(refs)))
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for id, r := range recs {
+		if r.After != "" {
+			out[refs[id]] = r.After
+		}
+	}
+	return out, nil
+}
+
+// answerAs answers batch job bj as job x, the active job an earlier try of
+// the batch deduplicated it onto (earlierResolutions), with x's state now.
+func (h *Handler) answerAs(ctx context.Context, bj *jobs.BatchJob, x string) error {
+	cur, err := h.Jobs.Get(ctx, x)
+	if err != nil {
+		return fmt.Errorf("jobs[%d]: read %s, the job an earlier try answered: %w", bj.Index, x, err)
+	}
+	bj.JobID, bj.State, bj.Deduplicated = x, cur.State, true
+	return nil
 }
 
 // preReserve reserves the batch's new jobs that wait for no other and
@@ -260,11 +312,18 @@ func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *
 			log.Warn("enqueue: batch: a parent's release failed; the continuation sweep releases it", obs.KeyError, obs.Redact(err))
 		}
 		for i := range b.Jobs {
-			switch id := b.Jobs[i].JobID; {
+			bj := &b.Jobs[i]
+			switch id := bj.JobID; {
 			case slices.Contains(rep.Sent, id):
-				b.Jobs[i].State = jobs.StateEnqueued
+				bj.State = jobs.StateEnqueued
 			case slices.Contains(rep.Cancelled, id):
-				b.Jobs[i].State = jobs.StateCancelled
+				bj.State = jobs.StateCancelled
+			case bj.State == jobs.StateAwaitingContinuation && !bj.Deduplicated && resolvedAfter(*b, *bj) == p && (err != nil || rep.State.Terminal()):
+				// Decided or being sent by another release, or kept
+				// waiting by its policy: its record says which.
+				if cur, gerr := h.Jobs.Get(ctx, id); gerr == nil {
+					bj.State = cur.State
+				}
 			}
 		}
 	}

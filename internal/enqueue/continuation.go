@@ -47,13 +47,15 @@ func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep kee
 		state = jobs.StateEnqueued
 	case slices.Contains(rep.Cancelled, job.ID):
 		state = jobs.StateCancelled
-	case err != nil, !slices.Contains(rep.Waiting, job.ID) && rep.State.Terminal():
+	case err != nil, rep.State.Terminal():
 		if err != nil {
 			log.Warn("enqueue: the continuation's parent has ended and its release failed; the continuation sweep releases it",
 				obs.KeyError, obs.Redact(err))
 		}
-		// Decided by another release meanwhile (or not yet): say what its
-		// record says.
+		// The parent has ended and this release did not decide the job:
+		// another release did, or is sending it (it is in rep.Waiting
+		// then), or its policy keeps it waiting (a Failed parent a redrive
+		// may still run). Say what its record says.
 		if cur, gerr := h.Jobs.Get(ctx, job.ID); gerr == nil {
 			state = cur.State
 		}

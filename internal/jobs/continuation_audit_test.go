@@ -192,21 +192,29 @@ func TestAuditACancelledContinuationStaysCancelled(t *testing.T) {
 	}
 	stored := f.Get(t, child.ID).Stored()
 	// The parent runs when due, 60 days later, and succeeds.
-	f.Clock.Advance(61 * 24 * time.Hour)
-	succeed(t, f, parent)
-	s := newSends()
-	if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil {
-		t.Fatal(err)
-	}
-	_, tomb, err := f.Markers.Peek(ctx, child.MarkerKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.count(child.ID) > 0 && !tomb {
+	if sent, tomb := succeedLater(t, f, parent, child); sent > 0 && !tomb {
 		t.Fatalf("a continuation cancelled (the retried DELETE answered Cancelled; its record stayed %s) was sent when its parent "+
 			"succeeded 61 days later, and its tombstone has expired: its worker runs it; GET now says %s",
 			stored, f.Get(t, child.ID).State)
 	}
+}
+
+// succeedLater lets 61 days pass, the parent succeed (it was due in 60)
+// and its end be released; it returns how often child was sent and
+// whether a tombstone stands over it then.
+func succeedLater(t *testing.T, f *jobstest.World, parent, child jobs.Job) (sent int, tomb bool) {
+	t.Helper()
+	f.Clock.Advance(61 * 24 * time.Hour)
+	succeed(t, f, parent)
+	s := newSends()
+	if _, err := f.Store.ReleaseContinuations(context.Background(), parent.ID, s.send); err != nil {
+		t.Fatal(err)
+	}
+	_, tomb, err := f.Markers.Peek(context.Background(), child.MarkerKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.count(child.ID), tomb
 }
 
 // TestAuditARepeatedContinuationRequestFindsItsJob: the same continuation

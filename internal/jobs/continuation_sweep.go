@@ -16,7 +16,8 @@ import (
 
 // ContinuationSweepReport is what one continuation sweep did.
 type ContinuationSweepReport struct {
-	// Parents is how many parents the list held.
+	// Parents is how many parents the list held; the run took on at most
+	// Store.SweepWindow of them, from where the last run stopped.
 	Parents int
 	// Sent and Cancelled name the continuations the sweep decided.
 	Sent, Cancelled []string
@@ -31,15 +32,20 @@ type ContinuationSweepReport struct {
 // marker's stream record shows: a parent that Expired, a Failed parent
 // whose letter was dropped or has aged out of the dead-letter queue, a
 // continuation enqueued as its parent ended whose enqueue stopped before it
-// decided, and a release cut short. Cost: one GetItem of the list; per
-// listed parent a ReleaseContinuations (a GetItem and a marker read, then a BatchGetItem
+// decided, and a release cut short. A run takes on at most SweepWindow
+// parents, after those the last run took on (see window). Cost: one GetItem
+// of the list (and an UpdateItem of its cursor when the list is longer than
+// the window); per parent taken on a ReleaseContinuations (a GetItem and a marker read, then a BatchGetItem
 // of its continuations when it has ended).
 func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (ContinuationSweepReport, error) {
-	ids, err := s.listed(ctx, ContinuationsPK)
+	ids, cursor, err := s.listed(ctx, ContinuationsPK)
 	if err != nil {
 		return ContinuationSweepReport{}, err
 	}
 	rep := ContinuationSweepReport{Parents: len(ids)}
+	if ids, err = s.window(ctx, ContinuationsPK, ids, cursor); err != nil {
+		return rep, err
+	}
 	var errs []error
 	for _, id := range ids {
 		r, err := s.ReleaseContinuations(ctx, id, send)

@@ -272,6 +272,8 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		return j, nil
 	case j.State.Terminal() || j.State == StateProcessing:
 		return j, fmt.Errorf("%w: %s is %s", ErrConflict, jobID, j.State)
+	case rec.stored == StateAwaitingContinuation:
+		return s.cancelWaiting(ctx, jobID, caller, rec)
 	}
 	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey(), rec.Due())
 	if err != nil {
@@ -307,6 +309,30 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	}
 	// The answer is the record as written, through the one View every read
 	// uses: the same attempts, reason and times a GET right after shows.
+	rec.stored, rec.LastOutcome, rec.LastReason, rec.UpdatedAt = StateCancelled, OutcomeCancelled, "cancelled by its caller", time.UnixMilli(now.UnixMilli())
+	return s.view(rec, tomb, true), nil
+}
+
+// cancelWaiting cancels a continuation that waits for its parent (rec,
+// stored AwaitingContinuation). It has no message out: its record is what
+// every release reads, so the record is written first, and a cancel cut
+// short after it leaves a job that reads Cancelled and is never sent (the
+// tombstone first would read Cancelled too, for the tombstone's life only,
+// and a parent that ends later would send it). The tombstone follows for
+// the one release that read the job waiting just before. A release that
+// moved the job first (it is being sent) leaves it to an ordinary cancel.
+func (s *Store) cancelWaiting(ctx context.Context, jobID, caller string, rec Job) (Job, error) {
+	now, moved, err := s.recordCancel(ctx, jobID, rec)
+	switch {
+	case err != nil:
+		return Job{}, err
+	case moved:
+		return s.Cancel(ctx, jobID, caller)
+	}
+	tomb, err := s.markers.Tombstone(ctx, rec.MarkerKey(), rec.Due())
+	if err != nil && !errors.Is(err, engine.ErrCancelled) {
+		return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its tombstone: %w", jobID, err)
+	}
 	rec.stored, rec.LastOutcome, rec.LastReason, rec.UpdatedAt = StateCancelled, OutcomeCancelled, "cancelled by its caller", time.UnixMilli(now.UnixMilli())
 	return s.view(rec, tomb, true), nil
 }

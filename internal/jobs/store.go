@@ -70,6 +70,10 @@ type Store struct {
 	// MaxQueueDelay when it is cancelled or run now (nil: no job has one).
 	// *schedule.Scheduler is one.
 	Schedules ScheduleDeleter
+	// SweepWindow is how many listed ids one run of a sweep (of schedules,
+	// of continuations) takes on, from where the last run stopped
+	// (DefaultSweepWindow if 0).
+	SweepWindow int
 }
 
 // ScheduleDeleter deletes the one-time schedule of a job: existed is false

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/runstwice/runstwice/internal/ddb"
 )
 
 // SweepPK is the key of the schedule sweep's list: the ids of the jobs
@@ -102,14 +104,19 @@ type SweepReport struct {
 // whose schedule is gone for good: any job whose record was last written
 // longer ago than the pending timeout (an enqueue that was making its
 // schedule when it was cancelled is over by then). A job kept stays for
-// the next sweep. Cost: one GetItem for an empty list; per
-// listed job a DeleteSchedule, one GetItem of its record, one UpdateItem.
+// the next sweep. A run takes on at most SweepWindow jobs, after those the
+// last run took on (see window). Cost: one GetItem for an empty list (and
+// an UpdateItem of its cursor when the list is longer than the window); per
+// job taken on a DeleteSchedule, one GetItem of its record, one UpdateItem.
 func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
-	ids, err := s.listed(ctx, SweepPK)
+	ids, cursor, err := s.listed(ctx, SweepPK)
 	if err != nil {
 		return SweepReport{}, err
 	}
 	rep := SweepReport{Listed: len(ids)}
+	if ids, err = s.window(ctx, SweepPK, ids, cursor); err != nil {
+		return rep, err
+	}
 	var errs []error
 	for _, id := range ids {
 		var r record
@@ -147,13 +154,52 @@ func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
 }
 
 // listed returns the job ids of the list item pk (a sweep's list), in
-// order; none when there is no list.
-func (s *Store) listed(ctx context.Context, pk string) ([]string, error) {
+// order, and the list's cursor (see window); none when there is no list.
+func (s *Store) listed(ctx context.Context, pk string) (ids []string, cursor string, err error) {
 	var list struct {
-		IDs []string `dynamodbav:"jobIds,stringset"`
+		IDs    []string `dynamodbav:"jobIds,stringset"`
+		Cursor string   `dynamodbav:"cursor"`
 	}
 	if _, err := s.getItem(ctx, pk, &list); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return slices.Sorted(slices.Values(list.IDs)), nil
+	return slices.Sorted(slices.Values(list.IDs)), list.Cursor, nil
+}
+
+// DefaultSweepWindow is how many listed ids one run of a sweep takes on
+// (Store.SweepWindow): a few seconds of work, well inside a run of the
+// function.
+const DefaultSweepWindow = 200
+
+// attrCursor is where a sweep's list keeps the last id a run took on.
+const attrCursor = "cursor"
+
+// window returns what one run of the sweep of list pk takes on: at most
+// SweepWindow of ids, those after the list's cursor (wrapping round to the
+// first). When that is not all of them, the cursor moves to the last one
+// taken before the run works on any (one UpdateItem), so the next run
+// starts after them even if this one dies midway: every listed id is
+// reached within a bounded number of runs, however long the list.
+func (s *Store) window(ctx context.Context, pk string, ids []string, cursor string) ([]string, error) {
+	n := cmp.Or(s.SweepWindow, DefaultSweepWindow)
+	if len(ids) <= n {
+		return ids, nil
+	}
+	start, _ := slices.BinarySearch(ids, cursor)
+	if start < len(ids) && ids[start] == cursor {
+		start++
+	}
+	win := make([]string, 0, n)
+	for i := range n {
+		win = append(win, ids[(start+i)%len(ids)])
+	}
+	u, err := ddb.Update(s.table, keyAV(pk), expression.Set(expression.Name(attrCursor), expression.Value(win[n-1])),
+		expression.AttributeExists(expression.Name(AttrPK)), false)
+	if err == nil {
+		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobs: sweep %s cursor: %w", pk, err)
+	}
+	return win, nil
 }

@@ -5,6 +5,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -116,5 +117,40 @@ func TestCancelOfAPendingJobStaysListedUntilItsEnqueueIsOver(t *testing.T) {
 	}
 	if len(d.asked) < 2 {
 		t.Fatalf("schedule deletes %v; want the cancel's and the sweep's", d.asked)
+	}
+}
+
+// A sweep takes on a window of its list a run, from where the last run
+// stopped and round to the start: with five jobs listed and a window of
+// two, three runs ask for every schedule, the third wrapping round, and
+// the cursor moves before the run's work, so a run that dies midway does
+// not hold the next one at the same place.
+func TestSweepTakesOnAWindowFromWhereTheLastRunStopped(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	d := &deleter{err: errors.New("scheduler down")}
+	f.Store.Schedules = d
+	var ids []string
+	for i := range 5 {
+		j := jobstest.Enqueue(t, f.Store, scheduled(t, f, fmt.Sprintf("w-%d", i), 40*day))
+		if _, err := f.Store.Cancel(ctx, j.ID, "c"); err == nil {
+			t.Fatal("cancel succeeded although its schedule could not be deleted")
+		}
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids)
+	f.Store.SweepWindow = 2
+	var runs [][]string
+	for range 3 {
+		d.asked = nil
+		rep, err := f.Store.SweepSchedules(ctx)
+		if err == nil || rep.Listed != 5 {
+			t.Fatalf("sweep = %+v, %v; want five listed and the deletes failing", rep, err)
+		}
+		runs = append(runs, d.asked)
+	}
+	want := [][]string{{ids[0], ids[1]}, {ids[2], ids[3]}, {ids[4], ids[0]}}
+	if !slices.EqualFunc(runs, want, slices.Equal) {
+		t.Fatalf("runs asked for %v; want %v", runs, want)
 	}
 }
