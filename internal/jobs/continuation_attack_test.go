@@ -165,3 +165,47 @@ func TestAttackSweepReachesEveryListedParent(t *testing.T) {
 			got.State, gone.ID, rep.Cancelled, err)
 	}
 }
+
+// racedClient runs before, once, ahead of the first write it is asked for:
+// what another function did between a call's read and its write.
+type racedClient struct {
+	jobs.DynamoAPI
+	before func()
+}
+
+func (c *racedClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if b := c.before; b != nil {
+		c.before = nil
+		b()
+	}
+	return c.DynamoAPI.UpdateItem(ctx, in, o...)
+}
+
+// A cancel that read its continuation waiting, while the chain function's
+// release moves it, sends it and its worker runs it before the cancel
+// writes: the cancel (its record's write conditional on the job still
+// waiting) is refused with the job's state, Succeeded, and no read ever
+// calls the job that ran Cancelled.
+func TestCancelRacingTheReleaseNeverCallsAJobThatRanCancelled(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parent := jobstest.Enqueue(t, f.Store, f.Job("email.welcome.v1", "c", "parent", 0))
+	child := continuation(t, f, "c", "child", parent.ID, contract.OnSucceeded)
+	succeed(t, f, parent)
+	raced := &racedClient{DynamoAPI: f.Client, before: func() {
+		s := newSends()
+		if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil || s.count(child.ID) != 1 {
+			t.Errorf("the racing release: %v, sent %d", err, s.count(child.ID))
+		}
+		succeed(t, f, child)
+	}}
+	st := jobs.NewStore(raced, f.JobsTable, f.Markers)
+	st.Now = f.Clock.Now
+	got, err := st.Cancel(ctx, child.ID, "c")
+	if !errors.Is(err, jobs.ErrConflict) || got.State != jobs.StateSucceeded {
+		t.Fatalf("cancel = %s, %v; want ErrConflict with Succeeded", got.State, err)
+	}
+	if j := f.Get(t, child.ID); j.State != jobs.StateSucceeded {
+		t.Fatalf("GET says %s for a job that ran", j.State)
+	}
+}

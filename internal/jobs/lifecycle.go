@@ -262,7 +262,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 		// that raced the first cancel may still make its schedule); the
 		// sweep takes it off.
 		if rec.stored.Active() {
-			if _, _, err := s.recordCancel(ctx, jobID, rec); err != nil {
+			if _, _, err := s.recordCancel(ctx, jobID, rec, Sources(EventCancelled)...); err != nil {
 				return Job{}, err
 			}
 		}
@@ -292,7 +292,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	// The tombstone decides; the record follows so lists and policies see
 	// it. A record that moved on meanwhile (it failed) keeps its story: the
 	// tombstone still reads Cancelled.
-	now, moved, err := s.recordCancel(ctx, jobID, rec)
+	now, moved, err := s.recordCancel(ctx, jobID, rec, Sources(EventCancelled)...)
 	if err != nil {
 		return Job{}, err
 	}
@@ -322,7 +322,10 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 // the one release that read the job waiting just before. A release that
 // moved the job first (it is being sent) leaves it to an ordinary cancel.
 func (s *Store) cancelWaiting(ctx context.Context, jobID, caller string, rec Job) (Job, error) {
-	now, moved, err := s.recordCancel(ctx, jobID, rec)
+	// Only while it still waits: once a release moved it (Pending) its
+	// message may be out, and only the tombstone, written first, stops it
+	// without ever calling Cancelled a job that ran.
+	now, moved, err := s.recordCancel(ctx, jobID, rec, StateAwaitingContinuation)
 	switch {
 	case err != nil:
 		return Job{}, err
@@ -337,16 +340,17 @@ func (s *Store) cancelWaiting(ctx context.Context, jobID, caller string, rec Job
 	return s.view(rec, tomb, true), nil
 }
 
-// recordCancel writes the record of job jobID (as read: rec) Cancelled, in
-// every state a cancel may leave; moved reports that the record had left
-// them meanwhile (it failed). It keeps a park the cancel overtook in the
+// recordCancel writes the record of job jobID (as read: rec) Cancelled if
+// it is in one of the states from (a cancel's: Sources(EventCancelled));
+// moved reports that the record had left them meanwhile (it failed, or a
+// release moved a waiting continuation). It keeps a park the cancel overtook in the
 // history and takes a waiting continuation off its parent's list.
-func (s *Store) recordCancel(ctx context.Context, jobID string, rec Job) (now time.Time, moved bool, err error) {
+func (s *Store) recordCancel(ctx context.Context, jobID string, rec Job, from ...State) (now time.Time, moved bool, err error) {
 	now = s.now()
 	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, "cancelled by its caller").
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
-	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(Sources(EventCancelled)), false)
+	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(from), false)
 	if err != nil {
 		return now, false, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
