@@ -3,6 +3,7 @@ package enqueue
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,11 @@ const batchesPath = "/v1/batches"
 type Batches interface {
 	PutBatch(ctx context.Context, b jobs.Batch, until time.Time) (jobs.Batch, error)
 	GetBatch(ctx context.Context, batchID string) (jobs.Batch, error)
+	// TakeBatch makes a try (owner) the one that decides a batch's jobs,
+	// for jobs.BatchLease (jobs.ErrBatchBusy while another holds it).
+	TakeBatch(ctx context.Context, b jobs.Batch, owner string) (jobs.Batch, error)
+	// ReleaseBatch ends a try's hold when it stops without accepting.
+	ReleaseBatch(ctx context.Context, b jobs.Batch) error
 	BatchAccepted(b jobs.Batch) idempotency.Companion
 	AcceptBatch(ctx context.Context, b jobs.Batch) error
 	// Views reads jobs with their states, Records as stored; Continuations
@@ -211,15 +217,33 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 		log.Error("enqueue: batch: send its finisher", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
+	// This try holds the batch it writes; a retry takes over the one an
+	// earlier try wrote once that try's lease is over, so no two tries (a
+	// retry and the finisher) decide its jobs at once.
+	owner := rand.Text()
+	b.TakenBy, b.TakenUntil = owner, now.Add(jobs.BatchLease).UnixMilli()
 	stored, err := h.Batches.PutBatch(ctx, b, lifetime.Until(now, due, lifetime.StoredAnswer))
+	if err == nil && stored.State != jobs.BatchAccepted && stored.TakenBy != owner {
+		stored, err = h.Batches.TakeBatch(ctx, stored, owner)
+	}
 	switch {
 	case errors.Is(err, jobs.ErrBatchMismatch):
 		return keyReused(corr), false
+	case errors.Is(err, jobs.ErrBatchBusy):
+		p := newProblem(http.StatusConflict, ProblemInFlight, "another try of this batch (its finisher, or an earlier request) is accepting it; retry later")
+		p.retryAfter = jobs.BatchLease
+		return p.response(corr), false
 	case err != nil:
 		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
 	killpoint.At(killpoint.MidBatch) // the chaos build's: written, nothing reserved
+	accepted := false
+	defer func() {
+		if !accepted && stored.TakenBy == owner {
+			h.releaseBatch(ctx, log, stored)
+		}
+	}()
 	var handed []jobs.Job
 	if stored.State != jobs.BatchAccepted {
 		if stored, handed, err = h.finishBatch(ctx, log, stored); err != nil {
@@ -233,8 +257,17 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 		log.Error("enqueue: batch: complete", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), false
 	}
+	accepted = true
 	log.Info("enqueue: batch accepted", "jobs", len(stored.Jobs))
 	return toAPI(resp), true
+}
+
+// releaseBatch ends this try's hold of batch b (it stops without accepting
+// it); a failure is logged: the hold then ends with its lease.
+func (h *Handler) releaseBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) {
+	if err := h.Batches.ReleaseBatch(ctx, b); err != nil {
+		log.Warn("enqueue: batch: release its hold; the next try waits out its lease", obs.KeyError, obs.Redact(err))
+	}
 }
 
 // maxCompanions is how many promotions ride in the completion's

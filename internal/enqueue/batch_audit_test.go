@@ -64,8 +64,7 @@ func batchJobsExisting(t *testing.T, s *stack, key string, n int) []int {
 func TestAuditBatchChainedOntoADeduplicatedJobIsAllOrNothing(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	x := mustBody(t, call(t, s.h, post(welcome, "x", `{"args":{"userId":"u-0"}}`)), http.StatusAccepted)
-	s.receive(t, contract.QueueDefault)
+	x := activeJob(t, s)
 	fillContinuations(t, s, x.JobID, jobs.MaxContinuations)
 	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
 		`{"type":"email.welcome.v1","args":{"userId":"u-1"},"after":"#0"},` +
@@ -180,8 +179,7 @@ func TestAuditBatchKeyReusedAfterItsAnswerExpiredIsRefusedWhole(t *testing.T) {
 func TestAuditBatchStatesOutliveNoJob(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	x := mustBody(t, call(t, s.h, post(welcome, "x", `{"args":{"userId":"u-0"}}`)), http.StatusAccepted)
-	s.receive(t, contract.QueueDefault)
+	x := activeJob(t, s)
 	later := s.clock.Now().Add(300 * 24 * time.Hour).Truncate(time.Second).Format(time.RFC3339)
 	b := decodeBatch(t, call(t, s.h, postBatch("later", `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"},"runAt":"`+later+`"}]}`)),
 		http.StatusAccepted)
@@ -258,4 +256,14 @@ func firstTryCutShort(t *testing.T, s *stack, key, body string) {
 	if r := call(t, s.h, postBatch(key, body)); r.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("the first try, its answer's write failing: %d %s", r.StatusCode, r.Body)
 	}
+}
+
+// activeJob enqueues a welcome job for u-0 (key "x") and takes its message
+// off the queue: an active job a batch's job 0 of the same args
+// deduplicates onto.
+func activeJob(t *testing.T, s *stack) acceptedBody {
+	t.Helper()
+	x := mustBody(t, call(t, s.h, post(welcome, "x", `{"args":{"userId":"u-0"}}`)), http.StatusAccepted)
+	s.receive(t, contract.QueueDefault)
+	return x
 }

@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,15 +55,21 @@ func (h *Handler) FinishBatch(ctx context.Context, batchID string) error {
 	case b.State == jobs.BatchAccepted:
 		return nil
 	}
+	// One try at a time decides the batch's jobs: while a retry of its
+	// request holds it, the finisher fails and its job is retried.
+	if b, err = h.Batches.TakeBatch(ctx, b, rand.Text()); err != nil {
+		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
+	}
 	b, handed, err := h.finishBatch(ctx, log, b)
+	if err == nil {
+		err = h.promoteBatch(ctx, handed)
+	}
+	if err == nil {
+		err = h.Batches.AcceptBatch(ctx, b)
+	}
 	if err != nil {
+		h.releaseBatch(ctx, log, b)
 		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
-	}
-	if err := h.promoteBatch(ctx, handed); err != nil {
-		return fmt.Errorf("enqueue: finish batch %s: %w", batchID, err)
-	}
-	if err := h.Batches.AcceptBatch(ctx, b); err != nil {
-		return err
 	}
 	log.Info("enqueue: batch finished by its finisher", "jobs", len(b.Jobs))
 	return nil
@@ -78,11 +85,11 @@ func (h *Handler) FinishBatch(ctx context.Context, batchID string) error {
 // caller writes. It is idempotent: every job's id is derived, so a second
 // finish finds each job as the first left it.
 func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batch) (jobs.Batch, []jobs.Job, error) {
-	pre, err := h.preReserve(ctx, b)
+	earlier, err := h.earlierResolutions(ctx, b)
 	if err != nil {
 		return b, nil, err
 	}
-	earlier, err := h.earlierResolutions(ctx, b)
+	pre, err := h.preReserve(ctx, b, earlier)
 	if err != nil {
 		return b, nil, err
 	}
@@ -96,6 +103,13 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 	own := make(map[string]bool, len(b.Jobs))
 	for _, bj := range b.Jobs {
 		own[bj.Job.ID] = true
+	}
+	for k, x := range earlier {
+		if x == b.Jobs[k].Job.ID || own[x] {
+			// Its own job, or another of the batch's (a twin of its key):
+			// deciding it again gives the same answer.
+			delete(earlier, k)
+		}
 	}
 	sem := make(chan struct{}, batchConcurrency)
 	var wg sync.WaitGroup
@@ -114,7 +128,7 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if x, ok := earlier[i]; ok && x != j.ID {
+			if x, ok := earlier[i]; ok {
 				errs[i] = h.answerAs(ctx, &b.Jobs[i], x)
 				return
 			}
@@ -168,13 +182,19 @@ func (h *Handler) earlierResolutions(ctx context.Context, b jobs.Batch) (map[int
 }
 
 // answerAs answers batch job bj as job x, the active job an earlier try of
-// the batch deduplicated it onto (earlierResolutions), with x's state now.
+// the batch deduplicated it onto (earlierResolutions), with x's state now:
+// Expired when x's record is gone (what waits for it is decided as after
+// an Expired parent).
 func (h *Handler) answerAs(ctx context.Context, bj *jobs.BatchJob, x string) error {
+	state := jobs.StateExpired
 	cur, err := h.Jobs.Get(ctx, x)
-	if err != nil {
+	switch {
+	case err == nil:
+		state = cur.State
+	case !errors.Is(err, jobs.ErrNotFound):
 		return fmt.Errorf("jobs[%d]: read %s, the job an earlier try answered: %w", bj.Index, x, err)
 	}
-	bj.JobID, bj.State, bj.Deduplicated = x, cur.State, true
+	bj.JobID, bj.State, bj.Deduplicated = x, state, true
 	return nil
 }
 
@@ -183,7 +203,7 @@ func (h *Handler) answerAs(ctx context.Context, bj *jobs.BatchJob, x string) err
 // transaction, and returns their decisions by index (nil for a job left
 // to finishJob's own reservation: a transaction that found a key or an id
 // taken reserves nothing, and its jobs are decided one by one).
-func (h *Handler) preReserve(ctx context.Context, b jobs.Batch) ([]*jobs.Decision, error) {
+func (h *Handler) preReserve(ctx context.Context, b jobs.Batch, earlier map[int]string) ([]*jobs.Decision, error) {
 	out := make([]*jobs.Decision, len(b.Jobs))
 	keys := map[string]int{}
 	for _, bj := range b.Jobs {
@@ -217,7 +237,7 @@ func (h *Handler) preReserve(ctx context.Context, b jobs.Batch) ([]*jobs.Decisio
 		return nil
 	}
 	for i, bj := range b.Jobs {
-		if bj.Job.After != "" || keys[jobs.DedupPK(bj.Job.Caller, bj.Job.Type, bj.Job.Key)] > 1 {
+		if _, answered := earlier[i]; answered || bj.Job.After != "" || keys[jobs.DedupPK(bj.Job.Caller, bj.Job.Type, bj.Job.Key)] > 1 {
 			continue
 		}
 		if chunk = append(chunk, i); len(chunk) == jobs.MaxReserveNew {

@@ -4,8 +4,12 @@ package enqueue_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
@@ -139,8 +143,7 @@ func succeededRacing(t *testing.T, s *stack) string {
 func TestAttackBatchChainKeepsTheParentItAnswers(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	x := mustBody(t, call(t, s.h, post(welcome, "x", `{"args":{"userId":"u-0"}}`)), http.StatusAccepted)
-	s.receive(t, contract.QueueDefault)
+	x := activeJob(t, s)
 	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
 		`{"type":"email.welcome.v1","args":{"userId":"u-1"},"after":"#0"}]}`
 	firstTryCutShort(t, s, "flip", body)
@@ -179,5 +182,181 @@ func TestAttackBatchChainKeepsTheParentItAnswers(t *testing.T) {
 	}
 	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 0 {
 		t.Fatalf("the retry sent %d message(s); the first try's decisions stand and nothing is left to send", len(envs))
+	}
+}
+
+// TestAttack2BatchRetryCompletesWhenTheJobItsFirstTryAnsweredIsGone:
+// earlierResolutions makes a retry (or the finisher) answer job 0 as the
+// job X its dependents' records wait for, and answerAs reads X with
+// h.Jobs.Get. X's record has a TTL (an active job's ActiveRecord, 19 days
+// from its runAt; a cancelled one's 14 days); job 1's record, waiting for X,
+// has none while it waits (and 14 days more once the sweep cancels it). A
+// batch lives as long as its latest job is due (here job 2, 40 days ahead),
+// and its accept is finished by whatever try comes next. Once X's record is
+// gone, answerAs fails with ErrNotFound, errs[0] fails job 1 ("waits for
+// jobs[0], which failed"), and finishBatch fails: every retry of the request
+// and every run of the finisher answers 503, the batch stays Accepting for
+// good. Besides, preReserve runs before earlierResolutions and X's dedup
+// pointer expired with its record: where the transaction names the item
+// that failed it (DynamoDB does; moto here names none, so it is not seen
+// below), job 0 is reserved anew, a Pending record no answer names.
+//
+// docs/api.md: "A crash at any point of the accept leaves no job, or a batch
+// that completes by itself", and "job k is that job again in every later
+// answer (with its state then), even if it has ended since".
+func TestAttack2BatchRetryCompletesWhenTheJobItsFirstTryAnsweredIsGone(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	x := activeJob(t, s)
+	later := s.clock.Now().Add(40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-1"},"after":"#0"},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-2"},"runAt":"` + later + `"}]}`
+	firstTryCutShort(t, s, "gone", body)
+	job0, job1 := enqueue.BatchJobID(alice, "gone", 0), enqueue.BatchJobID(alice, "gone", 1)
+	if got, err := s.jobs.Get(ctx, job1); err != nil || got.After != x.JobID {
+		t.Fatalf("after the first try job 1 reads %+v %v; want it waiting for %s (job 0 deduplicated onto it)", got.State, err, x.JobID)
+	}
+	// Its finisher failed meanwhile (an outage for its retries). X never
+	// runs; 20 days on, its record and its pointer are past their TTL, and
+	// the continuation sweep has cancelled job 1 (its parent Expired).
+	s.clock.Advance(20 * 24 * time.Hour)
+	if _, err := s.jobs.Get(ctx, x.JobID); err == nil {
+		t.Fatal("X's record still reads; the test wants it gone")
+	}
+	if _, err := s.jobs.SweepContinuations(ctx, s.h.SendFunc()); err != nil {
+		t.Fatal(err)
+	}
+	resp := call(t, s.h, postBatch("gone", body))
+	fin := s.h.FinishBatch(ctx, enqueue.BatchID(alice, "gone"))
+	b, berr := s.jobs.GetBatch(ctx, enqueue.BatchID(alice, "gone"))
+	stray, serr := s.jobs.Get(ctx, job0)
+	if resp.StatusCode != http.StatusAccepted || fin != nil || berr != nil || b.State != jobs.BatchAccepted {
+		t.Fatalf("the retry of a batch whose job 0 the first try answered as %s (its record gone since) answered %d %s; "+
+			"its finisher: %v; the batch is %q (%v), never completed; job 0's own id %s: %s %v",
+			x.JobID, resp.StatusCode, resp.Body, fin, b.State, berr, job0, stray.State, serr)
+	}
+	if serr == nil {
+		a := decodeBatch(t, resp, http.StatusAccepted)
+		if a.Jobs[0].JobID != job0 {
+			t.Fatalf("the retry made job 0 anew (%s, %s) although its answer says job 0 is %s", job0, stray.State, a.Jobs[0].JobID)
+		}
+	}
+}
+
+// hookedReserve is the enqueue's jobs table with before run ahead of the
+// first Reserve of job id (what another function did meanwhile), and
+// fail failing every Reserve of job failID.
+type hookedReserve struct {
+	enqueue.Jobs
+	id     string
+	before func()
+	failID string
+}
+
+func (h *hookedReserve) Reserve(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error) {
+	if job.ID == h.failID {
+		return jobs.Decision{}, errors.New("DynamoDB unavailable")
+	}
+	if b := h.before; b != nil && job.ID == h.id {
+		h.before = nil
+		b()
+	}
+	return h.Jobs.Reserve(ctx, job, policy)
+}
+
+// TestAttack2BatchFinisherAndRetryAnswerOneJobZero: earlierResolutions
+// reads the dependents' records once, before any job of the try is
+// reserved, and nothing makes the resolution of "#0" one decision shared by
+// the tries that run at once (the finisher arrives 60 s after the first
+// try; a client's retry at that moment runs alongside it). Here the first
+// try deduplicated job 0 onto X and was cut short before job 1's
+// reservation (503, nothing waits for X). The finisher reads no earlier
+// resolution; before it reserves job 0, the retry runs whole: job 0 is X
+// (deduplicated), job 1 is reserved waiting for X, 202 stored and replayed
+// for a day. X is cancelled and its end released (job 1 cancelled with it).
+// The finisher then reserves job 0 as a new job of its own and sends it,
+// finds job 1's record as it stands, and writes the batch's answer over
+// the retry's: GET /v1/batches says job 0 is the new job (running) and job
+// 1 waits for it, the stored 202 says job 0 is X; job 1 in fact waited for
+// X and was cancelled with it, while a job 0 the caller was told is X runs
+// with nothing after it. This is the defect earlierResolutions fixed for
+// one try after another, with the two tries at once.
+//
+// Fixed by a hold on the batch (jobs.Store.TakeBatch): the tries of a
+// batch decide its jobs one at a time.
+func TestAttack2BatchFinisherAndRetryAnswerOneJobZero(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	x := activeJob(t, s)
+	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-1"},"after":"#0"}]}`
+	job0, job1 := enqueue.BatchJobID(alice, "race", 0), enqueue.BatchJobID(alice, "race", 1)
+	plain := s.h.Jobs
+	// The first try: job 0 is X, job 1's reservation fails (503).
+	s.h.Jobs = &hookedReserve{Jobs: plain, failID: job1}
+	if r := call(t, s.h, postBatch("race", body)); r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the first try, job 1's reservation failing: %d %s", r.StatusCode, r.Body)
+	}
+	s.h.Jobs = plain
+	var retry events.APIGatewayV2HTTPResponse
+	finisher := *s.h
+	finisher.Jobs = &hookedReserve{Jobs: plain, id: job0, before: func() {
+		retry = call(t, s.h, postBatch("race", body))
+		if _, err := s.jobs.Cancel(ctx, x.JobID, alice); err != nil {
+			t.Error(err)
+		}
+		if _, err := s.jobs.ReleaseContinuations(ctx, x.JobID, s.h.SendFunc()); err != nil {
+			t.Error(err)
+		}
+	}}
+	fin := finisher.FinishBatch(ctx, enqueue.BatchID(alice, "race"))
+	// The fix: one try at a time holds the batch (TakeBatch): the retry
+	// that came while the finisher held it is refused, to come back; once
+	// the finisher accepted the batch, the retry is answered from it.
+	if retry.StatusCode != http.StatusConflict || retry.Headers["Retry-After"] == "" {
+		t.Fatalf("a retry while the finisher holds the batch: %d %v %s; want 409 request-in-flight with Retry-After", retry.StatusCode, retry.Headers, retry.Body)
+	}
+	if fin != nil {
+		t.Fatalf("the finisher: %v", fin)
+	}
+	retried := decodeBatch(t, call(t, s.h, postBatch("race", body)), http.StatusAccepted)
+	got := decodeBatch(t, call(t, s.h, request(http.MethodGet, "/v1/batches/"+enqueue.BatchID(alice, "race"), "")), http.StatusOK)
+	rec1, err := s.jobs.Get(ctx, job1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, oerr := s.jobs.Get(ctx, job0)
+	_, envs := s.receive(t, contract.QueueDefault)
+	if got.Jobs[0].JobID != retried.Jobs[0].JobID || rec1.After != got.Jobs[0].JobID {
+		t.Fatalf("the retry's stored 202 says job 0 is %s (%s); the batch (its finisher: %v) says job 0 is %s (%s) and job 1 (%s) "+
+			"waits for it; job 1 waits for %s and reads %s (%q); job 0's own job %s reads %s %v, %d message(s) sent",
+			retried.Jobs[0].JobID, retried.Jobs[0].State, fin, got.Jobs[0].JobID, got.Jobs[0].State, got.Jobs[1].State,
+			rec1.After, rec1.State, rec1.LastReason, job0, own.State, oerr, len(envs))
+	}
+}
+
+// TestAttack2BatchRetryAnswersAJobAsItsTwinIs: jobs 0 and 1 of a batch
+// hold one key, so one of them is the other, deduplicated (finishJob:
+// "another job of this very batch holds the key ... promoted with the
+// batch's answer"); job 2 waits for "#0" and job 3 for "#1", so both wait
+// for the one that was made. On the first try the answer says the
+// deduplicated one is its twin with the twin's queued state. A retry (the
+// first try cut short at its answer) now takes the deduplicated one through
+// earlierResolutions: answerAs reads its twin's record with Get, before
+// the retry's own promotion of the twin is written (it rides with the
+// answer), and answers the record's Pending: the stored 202, replayed for a
+// day, says one job is Enqueued at index 0 and Pending at index 1.
+func TestAttack2BatchRetryAnswersAJobAsItsTwinIs(t *testing.T) {
+	s := newStack(t)
+	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-2"},"after":"#0"},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-3"},"after":"#1"}]}`
+	firstTryCutShort(t, s, "twin", body)
+	b := decodeBatch(t, call(t, s.h, postBatch("twin", body)), http.StatusAccepted)
+	if b.Jobs[1].JobID != b.Jobs[0].JobID || b.Jobs[1].State != b.Jobs[0].State {
+		t.Fatalf("the retry's answer (stored, replayed for a day) says job 0 is %s %s (deduplicated %t) and job 1 is %s %s (deduplicated %t): "+
+			"one job, two states", b.Jobs[0].JobID, b.Jobs[0].State, b.Jobs[0].Deduplicated, b.Jobs[1].JobID, b.Jobs[1].State, b.Jobs[1].Deduplicated)
 	}
 }

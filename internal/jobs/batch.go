@@ -83,6 +83,46 @@ type Batch struct {
 	CreatedAt   int64      `dynamodbav:"createdAt"`
 	Jobs        []BatchJob `dynamodbav:"jobs"`
 	ExpiresAt   int64      `dynamodbav:"expiresAt"`
+	// TakenBy is the try of the batch's accept (its request, a retry, the
+	// finisher) that holds it until TakenUntil (Unix ms): one try at a time
+	// decides its jobs (TakeBatch), and only the holder marks it accepted.
+	TakenBy    string `dynamodbav:"takenBy,omitempty"`
+	TakenUntil int64  `dynamodbav:"takenUntil,omitempty"`
+}
+
+// BatchLease is how long a try of a batch's accept holds the batch: longer
+// than any try runs (the enqueue and chain functions stop at 30 s), so two
+// tries never decide its jobs at once.
+const BatchLease = 45 * time.Second
+
+// ErrBatchBusy is returned (wrapped) by TakeBatch when another try holds
+// the batch, or it is no longer Accepting.
+var ErrBatchBusy = errors.New("jobs: another try holds the batch")
+
+// TakeBatch makes try owner the holder of batch b for BatchLease, if b is
+// still Accepting and no other try holds it (its lease is absent, expired
+// or owner's own); else ErrBatchBusy. It returns b held by owner.
+func (s *Store) TakeBatch(ctx context.Context, b Batch, owner string) (Batch, error) {
+	now := s.now()
+	until := now.Add(BatchLease).UnixMilli()
+	free := expression.AttributeNotExists(expression.Name("takenUntil")).
+		Or(expression.Name("takenUntil").LessThanEqual(expression.Value(now.UnixMilli()))).
+		Or(expression.Name("takenBy").Equal(expression.Value(owner)))
+	u, err := ddb.Update(s.table, keyAV(BatchPK(b.ID)),
+		expression.Set(expression.Name("takenBy"), expression.Value(owner)).Set(expression.Name("takenUntil"), expression.Value(until)),
+		expression.Name(AttrState).Equal(expression.Value(BatchAccepting)).And(free), false)
+	if err != nil {
+		return b, fmt.Errorf("jobs: take batch %s: %w", b.ID, err)
+	}
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	switch {
+	case ddb.IsConditionFailed(err):
+		return b, fmt.Errorf("%w: %s", ErrBatchBusy, b.ID)
+	case err != nil:
+		return b, fmt.Errorf("jobs: take batch %s: %w", b.ID, err)
+	}
+	b.TakenBy, b.TakenUntil = owner, until
+	return b, nil
 }
 
 // Created is when the batch was accepted first.
@@ -159,10 +199,26 @@ func (s *Store) GetBatch(ctx context.Context, batchID string) (Batch, error) {
 	return b, nil
 }
 
+// ReleaseBatch ends the hold of the try that holds b (b.TakenBy), when it
+// stops without accepting it, so that a retry need not wait out its lease.
+// A batch another try has taken since is left as it is.
+func (s *Store) ReleaseBatch(ctx context.Context, b Batch) error {
+	u, err := ddb.Update(s.table, keyAV(BatchPK(b.ID)), expression.Remove(expression.Name("takenUntil")),
+		expression.Name("takenBy").Equal(expression.Value(b.TakenBy)), false)
+	if err == nil {
+		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	}
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("jobs: release batch %s: %w", b.ID, err)
+	}
+	return nil
+}
+
 // BatchAccepted is the write that records batch b accepted with its
 // answers (b.Jobs' JobID, State, Deduplicated), to commit with the
 // request's completion (an idempotency.Companion) or on its own
-// (Store.AcceptBatch). Writing it again is harmless.
+// (Store.AcceptBatch). Only the try that holds the batch (b.TakenBy) writes
+// it; writing it again is harmless.
 func (s *Store) BatchAccepted(b Batch) idempotency.Companion { return batchAccepted{s: s, b: b} }
 
 type batchAccepted struct {
@@ -176,7 +232,7 @@ func (a batchAccepted) TransactItem() (types.TransactWriteItem, error) {
 	b.store()
 	u, err := ddb.Update(a.s.table, keyAV(BatchPK(b.ID)),
 		expression.Set(expression.Name(AttrState), expression.Value(BatchAccepted)).Set(expression.Name("jobs"), expression.Value(b.Jobs)),
-		expression.AttributeExists(expression.Name(AttrPK)), false)
+		expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name("takenBy").Equal(expression.Value(b.TakenBy))), false)
 	if err != nil {
 		return types.TransactWriteItem{}, fmt.Errorf("jobs: accept batch %s: %w", b.ID, err)
 	}

@@ -391,3 +391,57 @@ func rawHistory(t *testing.T, f *jobstest.World, jobID string) []map[string]any 
 	}
 	return item.History
 }
+
+// A batch is held by one try of its accept at a time: the try that wrote
+// it holds it; another try is refused while that hold lasts (ErrBatchBusy)
+// and takes it once the holder released it or its lease ran out; only the
+// holder marks it accepted, and an accepted batch is taken by no one.
+func TestBatchIsHeldByOneTryAtATime(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	b := jobs.Batch{ID: "b-1", Caller: "c", Fingerprint: "fp", CreatedAt: f.Clock.Now().UnixMilli(),
+		TakenBy: "first", TakenUntil: f.Clock.Now().Add(jobs.BatchLease).UnixMilli()}
+	first, err := f.Store.PutBatch(ctx, b, f.Clock.Now().Add(24*time.Hour))
+	if err != nil || first.TakenBy != "first" {
+		t.Fatalf("put: %+v, %v", first, err)
+	}
+	if _, err := f.Store.TakeBatch(ctx, first, "retry"); !errors.Is(err, jobs.ErrBatchBusy) {
+		t.Fatalf("a retry while the first try holds it: %v; want ErrBatchBusy", err)
+	}
+	if _, err := f.Store.TakeBatch(ctx, first, "first"); err != nil {
+		t.Fatalf("the holder taking it again: %v", err)
+	}
+	if err := f.Store.ReleaseBatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := f.Store.TakeBatch(ctx, first, "retry")
+	if err != nil {
+		t.Fatalf("a retry after the first try released it: %v", err)
+	}
+	// The first try, released and overtaken, cannot mark it accepted; nor
+	// can it release the retry's hold.
+	if err := f.Store.AcceptBatch(ctx, first); err == nil {
+		t.Fatal("a try that no longer holds the batch marked it accepted")
+	}
+	if err := f.Store.ReleaseBatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Store.TakeBatch(ctx, first, "finisher"); !errors.Is(err, jobs.ErrBatchBusy) {
+		t.Fatalf("the finisher while the retry holds it: %v; want ErrBatchBusy", err)
+	}
+	// The retry dies; its lease runs out and the finisher takes over.
+	f.Clock.Advance(jobs.BatchLease + time.Second)
+	fin, err := f.Store.TakeBatch(ctx, retry, "finisher")
+	if err != nil {
+		t.Fatalf("the finisher after the retry's lease ran out: %v", err)
+	}
+	if err := f.Store.AcceptBatch(ctx, fin); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Store.GetBatch(ctx, b.ID); err != nil || got.State != jobs.BatchAccepted {
+		t.Fatalf("after the finisher: %+v, %v; want Accepted", got.State, err)
+	}
+	if _, err := f.Store.TakeBatch(ctx, fin, "late"); !errors.Is(err, jobs.ErrBatchBusy) {
+		t.Fatalf("taking an accepted batch: %v; want ErrBatchBusy", err)
+	}
+}
