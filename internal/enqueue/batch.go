@@ -226,12 +226,14 @@ func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempo
 	if err == nil && stored.State != jobs.BatchAccepted && stored.TakenBy != owner {
 		stored, err = h.Batches.TakeBatch(ctx, stored, owner)
 	}
+	// A batch another try holds is answered when that hold ends.
+	holdLeft := max(time.UnixMilli(stored.TakenUntil).Sub(h.now()), time.Second)
 	switch {
 	case errors.Is(err, jobs.ErrBatchMismatch):
 		return keyReused(corr), false
 	case errors.Is(err, jobs.ErrBatchBusy):
 		p := newProblem(http.StatusConflict, ProblemInFlight, "another try of this batch (its finisher, or an earlier request) is accepting it; retry later")
-		p.retryAfter = jobs.BatchLease
+		p.retryAfter = min(holdLeft, jobs.BatchLease)
 		return p.response(corr), false
 	case err != nil:
 		log.Error("enqueue: batch: put", obs.KeyError, obs.Redact(err))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -101,7 +102,8 @@ var ErrBatchBusy = errors.New("jobs: another try holds the batch")
 
 // TakeBatch makes try owner the holder of batch b for BatchLease, if b is
 // still Accepting and no other try holds it (its lease is absent, expired
-// or owner's own); else ErrBatchBusy. It returns b held by owner.
+// or owner's own); else ErrBatchBusy. It returns b held by owner, or, when
+// busy, b with the holder and its TakenUntil as stored.
 func (s *Store) TakeBatch(ctx context.Context, b Batch, owner string) (Batch, error) {
 	now := s.now()
 	until := now.Add(BatchLease).UnixMilli()
@@ -110,13 +112,19 @@ func (s *Store) TakeBatch(ctx context.Context, b Batch, owner string) (Batch, er
 		Or(expression.Name("takenBy").Equal(expression.Value(owner)))
 	u, err := ddb.Update(s.table, keyAV(BatchPK(b.ID)),
 		expression.Set(expression.Name("takenBy"), expression.Value(owner)).Set(expression.Name("takenUntil"), expression.Value(until)),
-		expression.Name(AttrState).Equal(expression.Value(BatchAccepting)).And(free), false)
+		expression.Name(AttrState).Equal(expression.Value(BatchAccepting)).And(free), true)
 	if err != nil {
 		return b, fmt.Errorf("jobs: take batch %s: %w", b.ID, err)
 	}
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
 	switch {
 	case ddb.IsConditionFailed(err):
+		var held struct {
+			TakenBy    string `dynamodbav:"takenBy"`
+			TakenUntil int64  `dynamodbav:"takenUntil"`
+		}
+		_ = attributevalue.UnmarshalMap(ddb.OldItem(err), &held)
+		b.TakenBy, b.TakenUntil = held.TakenBy, held.TakenUntil
 		return b, fmt.Errorf("%w: %s", ErrBatchBusy, b.ID)
 	case err != nil:
 		return b, fmt.Errorf("jobs: take batch %s: %w", b.ID, err)

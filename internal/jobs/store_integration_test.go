@@ -405,8 +405,8 @@ func TestBatchIsHeldByOneTryAtATime(t *testing.T) {
 	if err != nil || first.TakenBy != "first" {
 		t.Fatalf("put: %+v, %v", first, err)
 	}
-	if _, err := f.Store.TakeBatch(ctx, first, "retry"); !errors.Is(err, jobs.ErrBatchBusy) {
-		t.Fatalf("a retry while the first try holds it: %v; want ErrBatchBusy", err)
+	if busy, err := f.Store.TakeBatch(ctx, first, "retry"); !errors.Is(err, jobs.ErrBatchBusy) || busy.TakenBy != "first" || busy.TakenUntil != b.TakenUntil {
+		t.Fatalf("a retry while the first try holds it: %v, held by %q until %d; want ErrBatchBusy and the first try's hold", err, busy.TakenBy, busy.TakenUntil)
 	}
 	if _, err := f.Store.TakeBatch(ctx, first, "first"); err != nil {
 		t.Fatalf("the holder taking it again: %v", err)
