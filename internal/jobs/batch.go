@@ -238,9 +238,13 @@ type batchAccepted struct {
 func (a batchAccepted) TransactItem() (types.TransactWriteItem, error) {
 	b := a.b
 	b.store()
+	held := expression.Name("takenBy").Equal(expression.Value(b.TakenBy))
+	if b.TakenBy == "" {
+		held = expression.AttributeNotExists(expression.Name("takenBy")) // a batch written before holds existed
+	}
 	u, err := ddb.Update(a.s.table, keyAV(BatchPK(b.ID)),
 		expression.Set(expression.Name(AttrState), expression.Value(BatchAccepted)).Set(expression.Name("jobs"), expression.Value(b.Jobs)),
-		expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name("takenBy").Equal(expression.Value(b.TakenBy))), false)
+		expression.AttributeExists(expression.Name(AttrPK)).And(held), false)
 	if err != nil {
 		return types.TransactWriteItem{}, fmt.Errorf("jobs: accept batch %s: %w", b.ID, err)
 	}

@@ -444,4 +444,15 @@ func TestBatchIsHeldByOneTryAtATime(t *testing.T) {
 	if _, err := f.Store.TakeBatch(ctx, fin, "late"); !errors.Is(err, jobs.ErrBatchBusy) {
 		t.Fatalf("taking an accepted batch: %v; want ErrBatchBusy", err)
 	}
+	// A batch written before holds existed (no takenBy) is accepted, and
+	// accepted again by a retry answered from it.
+	old, err := f.Store.PutBatch(ctx, jobs.Batch{ID: "b-old", Caller: "c", Fingerprint: "fp"}, f.Clock.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := f.Store.AcceptBatch(ctx, old); err != nil {
+			t.Fatalf("accepting a batch that has no hold: %v", err)
+		}
+	}
 }
