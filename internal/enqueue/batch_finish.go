@@ -105,10 +105,8 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 		own[bj.Job.ID] = true
 	}
 	for k, x := range earlier {
-		if x == b.Jobs[k].Job.ID || own[x] {
-			// Its own job, or another of the batch's (a twin of its key):
-			// deciding it again gives the same answer.
-			delete(earlier, k)
+		if x == b.Jobs[k].Job.ID {
+			delete(earlier, k) // its own job: deciding it again finds it
 		}
 	}
 	sem := make(chan struct{}, batchConcurrency)
@@ -129,6 +127,13 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if x, ok := earlier[i]; ok {
+				if own[x] {
+					// A twin of the batch (one key): it is that job, with
+					// the state the batch answers for it (below), never
+					// its record read mid-promotion.
+					b.Jobs[i].JobID, b.Jobs[i].Deduplicated = x, true
+					return
+				}
 				errs[i] = h.answerAs(ctx, &b.Jobs[i], x)
 				return
 			}
@@ -138,6 +143,15 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return b, nil, err
+	}
+	for k, x := range earlier {
+		if own[x] {
+			if t := slices.IndexFunc(b.Jobs, func(bj jobs.BatchJob) bool { return bj.JobID == x && !bj.Deduplicated }); t >= 0 {
+				b.Jobs[k].State = b.Jobs[t].State
+			} else if err := h.answerAs(ctx, &b.Jobs[k], x); err != nil {
+				return b, nil, err
+			}
+		}
 	}
 	h.decideContinuations(ctx, log, &b)
 	var handed []jobs.Job

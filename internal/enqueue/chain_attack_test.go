@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
@@ -358,5 +361,120 @@ func TestAttack2BatchRetryAnswersAJobAsItsTwinIs(t *testing.T) {
 	if b.Jobs[1].JobID != b.Jobs[0].JobID || b.Jobs[1].State != b.Jobs[0].State {
 		t.Fatalf("the retry's answer (stored, replayed for a day) says job 0 is %s %s (deduplicated %t) and job 1 is %s %s (deduplicated %t): "+
 			"one job, two states", b.Jobs[0].JobID, b.Jobs[0].State, b.Jobs[0].Deduplicated, b.Jobs[1].JobID, b.Jobs[1].State, b.Jobs[1].Deduplicated)
+	}
+}
+
+// asWrittenBeforeTheHold removes the hold's attributes from batch
+// batchID's item: the item as a release without TakeBatch wrote it (its
+// accept, or its finisher's AcceptBatch, wrote no takenBy).
+func asWrittenBeforeTheHold(t *testing.T, s *stack, batchID string) {
+	t.Helper()
+	_, err := s.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.jobsTable),
+		Key:              map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.BatchPK(batchID)}},
+		UpdateExpression: aws.String("REMOVE takenBy, takenUntil"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttack3RetryOfABatchAcceptedBeforeTheHoldIsAnswered: a batch
+// accepted by its finisher before this release (AcceptBatch wrote no
+// takenBy; the request's own answer was never stored, its first try cut
+// short) is answered by the request's retry "from the batch" (FinishBatch:
+// "a retry of that request finds the batch accepted and answers from it").
+// The retry's PutBatch finds it Accepted with TakenBy "" and skips
+// TakeBatch; its completion commits BatchAccepted, now conditional on
+// takenBy = "" , which an item with no takenBy fails: ErrCompanionFailed,
+// the fallback commits the same condition again, and the retry answers 503.
+// Every retry does the same until the batch's answer lifetime ends: the
+// client, told to "retry with the same Idempotency-Key", never gets its
+// answer although every job of its batch exists.
+func TestAttack3RetryOfABatchAcceptedBeforeTheHoldIsAnswered(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}}]}`
+	id := enqueue.BatchID(alice, "legacy")
+	firstTryCutShort(t, s, "legacy", body)
+	// Before the release: the item had no hold, and the finisher of that
+	// release accepted it without one.
+	asWrittenBeforeTheHold(t, s, id)
+	if err := s.h.FinishBatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	asWrittenBeforeTheHold(t, s, id)
+	if b, err := s.jobs.GetBatch(ctx, id); err != nil || b.State != jobs.BatchAccepted {
+		t.Fatalf("the batch reads %q %v; want it accepted", b.State, err)
+	}
+	var codes []int
+	for range 3 {
+		r := call(t, s.h, postBatch("legacy", body))
+		codes = append(codes, r.StatusCode)
+		if r.StatusCode == http.StatusAccepted {
+			return
+		}
+	}
+	t.Fatalf("every retry of a batch its finisher accepted before the hold (no takenBy) answers %v, never its 202: "+
+		"the completion's BatchAccepted is conditional on takenBy = \"\"", codes)
+}
+
+// TestAttack3RetryKeepsJobOneAsItsTwin: jobs 0 and 1 of a batch hold one
+// key, so on the first try job 1 is job 0, deduplicated (finishJob: "another
+// job of this very batch holds the key"), and job 2 ("after":"#1") is
+// reserved waiting for job 0. The first try is cut short at its answer
+// (503). Job 0 ends (its caller cancels it; its end is released, job 2
+// cancelled with it). The retry's earlierResolutions finds "#1" resolved to
+// job 0, and finishBatch drops that resolution because job 0 is "another of
+// the batch's (a twin of its key): deciding it again gives the same
+// answer". It does not: job 0 has ended, the default policy
+// (AllowAfterFailed) allows a new job under the key, and job 1 is reserved
+// anew under its own id and sent: a second job for the key the first try
+// answered as one, and the stored answer (replayed for a day) says job 1 is
+// that new job and job 2 waits for it, while job 2 waited for job 0 and was
+// cancelled with it. Exactly what earlierResolutions was written to prevent
+// (TestAttackBatchChainKeepsTheParentItAnswers), reopened for a twin.
+func TestAttack3RetryKeepsJobOneAsItsTwin(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	body := `{"jobs":[{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-0"}},` +
+		`{"type":"email.welcome.v1","args":{"userId":"u-2"},"after":"#1"}]}`
+	job0, job1, job2 := enqueue.BatchJobID(alice, "twin3", 0), enqueue.BatchJobID(alice, "twin3", 1), enqueue.BatchJobID(alice, "twin3", 2)
+	// On the first try job 0 takes the key, job 1 is it (job 1's
+	// reservation comes after job 0's record exists).
+	plain := s.h.Jobs
+	s.h.Jobs = &hookedReserve{Jobs: plain, id: job1, before: func() {
+		for range 100 {
+			if _, err := s.jobs.Get(ctx, job0); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}}
+	firstTryCutShort(t, s, "twin3", body)
+	s.h.Jobs = plain
+	if got, err := s.jobs.Get(ctx, job2); err != nil || got.After != job0 {
+		t.Fatalf("after the first try job 2 reads %+v after %s %v; want it waiting for job 0 %s (job 1 is job 0; job 1 %s)", got.State, got.After, err, job0, job1)
+	}
+	s.receive(t, contract.QueueDefault) // job 0's message, the first try's
+	if _, err := s.jobs.Cancel(ctx, job0, alice); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.jobs.ReleaseContinuations(ctx, job0, s.h.SendFunc()); err != nil {
+		t.Fatal(err)
+	}
+	b := decodeBatch(t, call(t, s.h, postBatch("twin3", body)), http.StatusAccepted)
+	rec2, err := s.jobs.Get(ctx, job2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, serr := s.jobs.Get(ctx, job1)
+	_, envs := s.receive(t, contract.QueueDefault)
+	if b.Jobs[1].JobID != job0 || serr == nil || len(envs) != 0 {
+		t.Fatalf("the retry's answer (stored, replayed for a day) says job 1 is %s (%s, deduplicated %t) and job 2 (%s) waits for it; "+
+			"the first try answered job 1 as job 0 %s, and job 2 waits for %s and reads %s; job 1's own id %s reads %s %v; "+
+			"the retry sent %d message(s)", b.Jobs[1].JobID, b.Jobs[1].State, b.Jobs[1].Deduplicated, b.Jobs[2].State,
+			job0, rec2.After, rec2.State, job1, stray.State, serr, len(envs))
 	}
 }
