@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,15 +256,21 @@ type hookedReserve struct {
 	id     string
 	before func()
 	failID string
+	mu     sync.Mutex // a batch reserves its jobs concurrently
 }
 
 func (h *hookedReserve) Reserve(ctx context.Context, job jobs.Job, policy contract.DuplicatePolicy) (jobs.Decision, error) {
 	if job.ID == h.failID {
 		return jobs.Decision{}, errors.New("DynamoDB unavailable")
 	}
-	if b := h.before; b != nil && job.ID == h.id {
+	if job.ID == h.id {
+		h.mu.Lock()
+		b := h.before
 		h.before = nil
-		b()
+		h.mu.Unlock()
+		if b != nil {
+			b()
+		}
 	}
 	return h.Jobs.Reserve(ctx, job, policy)
 }

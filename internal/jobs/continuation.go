@@ -258,8 +258,9 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 	switch {
 	case c.stored == StatePending && !c.ReleasedAt.IsZero():
 		// Released, its message not yet promoted: another release is
-		// sending it, or one stopped part-way and left it to this one.
-		if now.Sub(c.UpdatedAt) <= s.pendingTimeout() {
+		// sending it, or one stopped part-way and left it to this one (at
+		// once when its send failed, else after the pending timeout).
+		if now.Sub(c.UpdatedAt) <= s.pendingTimeout() && !c.sendFailed {
 			return Wait, nil
 		}
 		return s.sendReleased(ctx, c, send)
@@ -335,6 +336,7 @@ func conditionFailed(err error, what string) (bool, error) {
 func (s *Store) sendReleased(ctx context.Context, c Job, send SendFunc) (Verdict, error) {
 	c.RunAt = s.now()
 	if err := send(ctx, c); err != nil {
+		s.sendFailed(ctx, c)
 		return Wait, fmt.Errorf("jobs: release %s: send: %w", c.ID, err)
 	}
 	if err := s.Promote(ctx, c); err != nil {
@@ -343,6 +345,20 @@ func (s *Store) sendReleased(ctx context.Context, c Job, send SendFunc) (Verdict
 		return Run, err
 	}
 	return Run, nil
+}
+
+// sendFailed records on released continuation c (Pending, as this release
+// left it) that its send failed, so that the next release (the stream's
+// retry of the parent's end) sends it at once rather than after the
+// pending timeout, when only the continuation sweep would. Best effort: a
+// record written since (promoted, or released again) is left as it is.
+func (s *Store) sendFailed(ctx context.Context, c Job) {
+	u, err := ddb.Update(s.table, keyAV(JobPK(c.ID)), expression.Set(expression.Name("sendFailedAt"), expression.Value(s.now().UnixMilli())),
+		existsIn(StatePending).And(expression.Name("updatedAt").Equal(expression.Value(ms(c.UpdatedAt)))), false)
+	if err == nil {
+		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	}
+	_ = err // best effort, as documented: the pending timeout still ends the wait
 }
 
 // detach takes continuation c, cancelled while it waited, off its parent's

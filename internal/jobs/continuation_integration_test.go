@@ -207,10 +207,10 @@ func TestContinuationRefusals(t *testing.T) {
 	}
 }
 
-// A release cut short after it moved the continuation out of waiting (its
-// send failed) leaves it Pending; the continuation sweep sends it once the
-// pending timeout has passed, and takes the parent off its list. A parent
-// that expired without running is decided by the sweep too.
+// A release whose send failed after it moved the continuation out of
+// waiting leaves it Pending, marked so; the next release, here the
+// continuation sweep, sends it at once (no release is sending it), and
+// once. A parent that expired without running is decided by the sweep too.
 func TestContinuationSweepFinishesWhatNoMarkerShows(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
@@ -229,8 +229,8 @@ func TestContinuationSweepFinishesWhatNoMarkerShows(t *testing.T) {
 	}
 	s.err = nil
 	rep, err := f.Store.SweepContinuations(ctx, s.send)
-	if err != nil || s.count(child.ID) != 0 || !slices.Contains(rep.Kept, parent.ID) {
-		t.Fatalf("within the pending timeout: %+v %v, sent %d; want it left to the release in flight", rep, err, s.count(child.ID))
+	if err != nil || s.count(child.ID) != 1 || slices.Contains(rep.Kept, parent.ID) {
+		t.Fatalf("within the pending timeout: %+v %v, sent %d; want it sent at once (its send failed: no release is sending it)", rep, err, s.count(child.ID))
 	}
 	f.Clock.Advance(jobs.QueueRetention + time.Hour) // past the pending timeout; gone expires
 	rep, err = f.Store.SweepContinuations(ctx, s.send)
@@ -243,8 +243,8 @@ func TestContinuationSweepFinishesWhatNoMarkerShows(t *testing.T) {
 	if got := f.Get(t, orphan.ID); got.State != jobs.StateCancelled || !strings.Contains(got.LastReason, gone.ID) || !strings.Contains(got.LastReason, "ended Expired") {
 		t.Fatalf("the continuation of an expired parent reads %s %q; want Cancelled naming it", got.State, got.LastReason)
 	}
-	if rep.Parents != 2 || len(rep.Kept) != 0 {
-		t.Fatalf("sweep %+v; want both parents decided and off the list", rep)
+	if rep.Parents != 1 || len(rep.Kept) != 0 {
+		t.Fatalf("sweep %+v; want the expired parent (the other was taken off by the first sweep) decided and off the list", rep)
 	}
 	if rep, _ = f.Store.SweepContinuations(ctx, s.send); rep.Parents != 0 || s.count(child.ID) != 1 {
 		t.Fatalf("a second sweep saw %d parents and sent %d; want none and once", rep.Parents, s.count(child.ID))
@@ -344,5 +344,37 @@ func TestReserveRefusedIsCancelledWithItsReason(t *testing.T) {
 	other.After = j.After
 	if d, err := f.Store.ReserveRefused(ctx, other, "refused"); err != nil || d.Outcome != jobs.Duplicate || d.Job.ID != held.ID {
 		t.Fatalf("a key held by %s: %v %v %s", held.ID, d.Outcome, err, d.Job.ID)
+	}
+}
+
+// A release whose send fails leaves the continuation Pending and says so
+// (an error, so the markers stream retries the parent's end); the retry
+// sends it at once, not after the pending timeout, and once: a third
+// release finds it Enqueued.
+func TestAReleaseWhoseSendFailedIsSentByTheNextAtOnce(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	parent := jobstest.Enqueue(t, f.Store, f.Job("email.welcome.v1", "c", "parent", 0))
+	child := continuation(t, f, "c", "child", parent.ID, contract.OnSucceeded)
+	succeed(t, f, parent)
+	s := newSends()
+	s.err = errors.New("SQS down")
+	if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err == nil {
+		t.Fatal("a release whose send failed answered no error")
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StatePending {
+		t.Fatalf("after the failed send the continuation reads %s; want Pending", got.State)
+	}
+	s.err = nil
+	for range 2 {
+		if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.count(child.ID); n != 1 {
+		t.Fatalf("the releases after the failed send sent it %d times; want once, at once", n)
+	}
+	if got := f.Get(t, child.ID); got.State != jobs.StateEnqueued {
+		t.Fatalf("after the retry the continuation reads %s; want Enqueued", got.State)
 	}
 }

@@ -130,6 +130,9 @@ type Job struct {
 	// ReleasedAt is when a continuation's parent ended and released it: its
 	// delay counts from then, not from CreatedAt. Never shown.
 	ReleasedAt time.Time `json:"-"`
+	// sendFailed: a released continuation's last send failed, and no
+	// release is sending it: the next one sends it at once.
+	sendFailed bool
 	// LetterDropped reports that a Failed job's dead letter was dropped by
 	// an operator, so it cannot be redriven: what waits for it under
 	// OnSucceeded is cancelled. Never shown.

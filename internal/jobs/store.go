@@ -139,6 +139,9 @@ type record struct {
 	AfterPolicy   string `dynamodbav:"afterPolicy,omitempty"`
 	ReleasedAt    int64  `dynamodbav:"releasedAt,omitempty"`
 	LetterDropped bool   `dynamodbav:"letterDropped,omitempty"`
+	// SendFailedAt: when a release's send of the continuation failed (it
+	// stays Pending; see Store.sendReleased).
+	SendFailedAt int64 `dynamodbav:"sendFailedAt,omitempty"`
 }
 
 // pointer is a dedup pointer as stored.
@@ -205,6 +208,7 @@ func (r record) job() Job {
 		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), RunAt: fromMS(r.RunAt),
 		After: r.After, AfterPolicy: contract.AfterPolicy(r.AfterPolicy),
 		ReleasedAt: fromMS(r.ReleasedAt), LetterDropped: r.LetterDropped,
+		sendFailed: r.SendFailedAt != 0 && r.SendFailedAt >= r.UpdatedAt,
 	}
 	if r.FailedAt != 0 {
 		t := fromMS(r.FailedAt)
