@@ -392,8 +392,7 @@ func (h *Handler) refusesBatch(ctx context.Context, log *slog.Logger, b jobs.Bat
 	first := map[string]int{}   // → the first of them
 	for i, bj := range b.Jobs {
 		parent := bj.Job.After
-		if k, ok := strings.CutPrefix(parent, "#"); ok {
-			n, _ := strconv.Atoi(k)
+		if n, ok := batchRef(parent); ok {
 			if holders[n] == nil || !holders[n].State.Active() {
 				continue // job n is a new job of the batch
 			}

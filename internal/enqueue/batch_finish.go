@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -114,8 +112,7 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 		wg.Go(func() {
 			defer close(done[i])
 			j := b.Jobs[i].Job
-			if k, ok := strings.CutPrefix(j.After, "#"); ok {
-				n, _ := strconv.Atoi(k)
+			if n, ok := batchRef(j.After); ok {
 				<-done[n]
 				if errs[n] != nil {
 					errs[i] = fmt.Errorf("jobs[%d] waits for jobs[%d], which failed", i, n)
@@ -315,8 +312,7 @@ func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *
 
 // resolvedAfter is the job id batch job bj waits for.
 func resolvedAfter(b jobs.Batch, bj jobs.BatchJob) string {
-	if k, ok := strings.CutPrefix(bj.Job.After, "#"); ok {
-		n, _ := strconv.Atoi(k)
+	if n, ok := batchRef(bj.Job.After); ok {
 		return b.Jobs[n].JobID
 	}
 	return bj.Job.After

@@ -23,8 +23,7 @@ import (
 func (h *Handler) earlierResolutions(ctx context.Context, b jobs.Batch) (map[int]string, error) {
 	refs := map[string]int{} // a dependent's own id: the index it waits for
 	for _, bj := range b.Jobs {
-		if k, ok := strings.CutPrefix(bj.Job.After, "#"); ok {
-			n, _ := strconv.Atoi(k)
+		if n, ok := batchRef(bj.Job.After); ok {
 			refs[bj.Job.ID] = n
 		}
 	}
@@ -59,4 +58,15 @@ func (h *Handler) answerAs(ctx context.Context, bj *jobs.BatchJob, x string) err
 	}
 	bj.JobID, bj.State, bj.Deduplicated = x, state, true
 	return nil
+}
+
+// batchRef returns the index an after of "#<index>" names, an earlier job
+// of the same batch (decodeBatch has checked it), and whether after is one.
+func batchRef(after string) (int, bool) {
+	k, ok := strings.CutPrefix(after, "#")
+	if !ok {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(k)
+	return n, true
 }
