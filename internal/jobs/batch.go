@@ -211,11 +211,8 @@ func (s *Store) GetBatch(ctx context.Context, batchID string) (Batch, error) {
 // stops without accepting it, so that a retry need not wait out its lease.
 // A batch another try has taken since is left as it is.
 func (s *Store) ReleaseBatch(ctx context.Context, b Batch) error {
-	u, err := ddb.Update(s.table, keyAV(BatchPK(b.ID)), expression.Remove(expression.Name("takenUntil")),
-		expression.Name("takenBy").Equal(expression.Value(b.TakenBy)), false)
-	if err == nil {
-		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	}
+	err := s.updateItem(ctx, BatchPK(b.ID), expression.Remove(expression.Name("takenUntil")),
+		expression.Name("takenBy").Equal(expression.Value(b.TakenBy)))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("jobs: release batch %s: %w", b.ID, err)
 	}

@@ -353,11 +353,8 @@ func (s *Store) sendReleased(ctx context.Context, c Job, send SendFunc) (Verdict
 // pending timeout, when only the continuation sweep would. Best effort: a
 // record written since (promoted, or released again) is left as it is.
 func (s *Store) sendFailed(ctx context.Context, c Job) {
-	u, err := ddb.Update(s.table, keyAV(JobPK(c.ID)), expression.Set(expression.Name("sendFailedAt"), expression.Value(s.now().UnixMilli())),
-		existsIn(StatePending).And(expression.Name("updatedAt").Equal(expression.Value(ms(c.UpdatedAt)))), false)
-	if err == nil {
-		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	}
+	err := s.updateItem(ctx, JobPK(c.ID), expression.Set(expression.Name("sendFailedAt"), expression.Value(s.now().UnixMilli())),
+		existsIn(StatePending).And(expression.Name("updatedAt").Equal(expression.Value(ms(c.UpdatedAt)))))
 	_ = err // best effort, as documented: the pending timeout still ends the wait
 }
 
@@ -369,12 +366,9 @@ func (s *Store) detach(ctx context.Context, c Job) {
 	if c.After == "" {
 		return
 	}
-	u, err := ddb.Update(s.table, keyAV(ContinuationsOfPK(c.After)),
+	err := s.updateItem(ctx, ContinuationsOfPK(c.After),
 		expression.Delete(expression.Name(attrContinuations), expression.Value(&types.AttributeValueMemberSS{Value: []string{c.ID}})),
-		expression.AttributeExists(expression.Name(AttrPK)), false)
-	if err == nil {
-		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	}
+		expression.AttributeExists(expression.Name(AttrPK)))
 	_ = err // best effort, as documented
 	s.settlePointer(ctx, c, terminalExpiry(s.now(), time.Time{}))
 }
@@ -384,12 +378,9 @@ func (s *Store) detach(ctx context.Context, c Job) {
 // while it still names c: a failure leaves a pointer to an ended job,
 // which decides nothing wrong, only lives on).
 func (s *Store) settlePointer(ctx context.Context, c Job, exp int64) {
-	u, err := ddb.Update(s.table, keyAV(DedupPK(c.Caller, c.Type, c.Key)),
+	err := s.updateItem(ctx, DedupPK(c.Caller, c.Type, c.Key),
 		expression.Set(expression.Name(AttrExpiresAt), expression.Value(exp)),
-		expression.Name(AttrJobID).Equal(expression.Value(c.ID)), false)
-	if err == nil {
-		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	}
+		expression.Name(AttrJobID).Equal(expression.Value(c.ID)))
 	_ = err // best effort, as documented
 }
 

@@ -102,13 +102,10 @@ func (s *Store) unlistParent(ctx context.Context, parent string, version int64) 
 
 // unlist takes parent off the continuation sweep's list.
 func (s *Store) unlist(ctx context.Context, parent string) error {
-	u, err := ddb.Update(s.table, keyAV(ContinuationsPK),
+	err := s.updateItem(ctx, ContinuationsPK,
 		expression.Delete(expression.Name(attrSweepIDs), expression.Value(&types.AttributeValueMemberSS{Value: []string{parent}})),
-		expression.AttributeExists(expression.Name(AttrPK)), false)
-	if err != nil {
-		return fmt.Errorf("jobs: continuation sweep: %w", err)
-	}
-	if _, err := s.client.UpdateItem(ctx, ddb.UpdateInput(u)); err != nil && !ddb.IsConditionFailed(err) {
+		expression.AttributeExists(expression.Name(AttrPK)))
+	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("jobs: continuation sweep %s: %w", parent, err)
 	}
 	return nil

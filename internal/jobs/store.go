@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -231,6 +232,18 @@ func getLive(ctx context.Context, c ddb.Getter, table, pk string, now time.Time,
 		return false, fmt.Errorf("jobs: get %s: %w", pk, err)
 	}
 	return ok, nil
+}
+
+// updateItem applies upd to the item pk if cond holds: one conditional
+// UpdateItem. A failed condition is returned as it is
+// (ddb.IsConditionFailed tells it).
+func (s *Store) updateItem(ctx context.Context, pk string, upd expression.UpdateBuilder, cond expression.ConditionBuilder) error {
+	u, err := ddb.Update(s.table, keyAV(pk), upd, cond, false)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	return err
 }
 
 // getItem reads one live item into out (see getLive).

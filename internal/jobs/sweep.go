@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/runstwice/runstwice/internal/ddb"
 )
 
 // SweepPK is the key of the schedule sweep's list: the ids of the jobs
@@ -193,11 +192,8 @@ func (s *Store) window(ctx context.Context, pk string, ids []string, cursor stri
 	for i := range n {
 		win = append(win, ids[(start+i)%len(ids)])
 	}
-	u, err := ddb.Update(s.table, keyAV(pk), expression.Set(expression.Name(attrCursor), expression.Value(win[n-1])),
-		expression.AttributeExists(expression.Name(AttrPK)), false)
-	if err == nil {
-		_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
-	}
+	err := s.updateItem(ctx, pk, expression.Set(expression.Name(attrCursor), expression.Value(win[n-1])),
+		expression.AttributeExists(expression.Name(AttrPK)))
 	if err != nil {
 		return nil, fmt.Errorf("jobs: sweep %s cursor: %w", pk, err)
 	}
