@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // OutboxJob is a job to enqueue inside a producer's own DynamoDB
@@ -108,7 +109,7 @@ func outboxItem(job OutboxJob, now time.Time) (contract.OutboxItem, error) {
 	if err := it.Check(it.PK()); err != nil {
 		return contract.OutboxItem{}, fmt.Errorf("client: %w", err)
 	}
-	if it.CorrelationID != "" && !engine.ValidCorrelationID(it.CorrelationID) {
+	if it.CorrelationID != "" && !message.ValidCorrelationID(it.CorrelationID) {
 		return contract.OutboxItem{}, errors.New("client: CorrelationID must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
 	}
 	if _, err := contract.DecodeBodyAt(jt, it.Body(), now); err != nil {

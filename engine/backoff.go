@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"time"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // Defaults of Config.Backoff (docs/deploy.md, "Sending within SES's rate",
@@ -79,14 +77,14 @@ func (s BackoffSchedule) Delay(attempt int, random func(n int64) int64) time.Dur
 // A permanent failure left to the redrive policy goes back at once, and a
 // record interrupted by the deadline (or left without an outcome) comes
 // back after the visibility timeout, which the deadline already spent.
-func (r *Runner) backsOff(it *item) bool {
+func (m *runner) backsOff(it *item) bool {
 	switch {
-	case r.cfg.Backoff == nil, it.out.final, IsPermanent(it.out.err):
+	case m.o.Backoff == nil, it.out.final, IsPermanent(it.out.err):
 		return false
-	case ReceiveCount(it.msg) >= r.cfg.MaxReceiveCount:
+	case ReceiveCount(it.msg) >= m.o.MaxReceiveCount:
 		return false // the final attempt: its next receive is the DLQ's
 	}
-	return it.out.kind == kindFailed || it.out.kind == kindBusy
+	return it.out.kind == kindFailed || it.out.kind == kindBusy || it.holdFor > 0
 }
 
 // backOff postpones every record of the batch that backs off, with one
@@ -97,7 +95,7 @@ func (r *Runner) backsOff(it *item) bool {
 // batch item failure and returns after the queue's visibility timeout; a
 // failure of some changes (a VisibilityError) leaves the others backed
 // off.
-func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item, start time.Time) {
+func (m *runner) backOff(ctx context.Context, base *slog.Logger, items []item, start time.Time) {
 	var (
 		changes []VisibilityChange
 		which   []*item
@@ -105,10 +103,13 @@ func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item, s
 	now := time.Now() // the real clock, as SQS keeps the receipt's
 	for i := range items {
 		it := &items[i]
-		if !r.backsOff(it) {
+		if !m.backsOff(it) {
 			continue
 		}
-		d := r.cfg.BackoffSchedule.Delay(ReceiveCount(it.msg), r.cfg.Random)
+		d := m.o.BackoffSchedule.Delay(ReceiveCount(it.msg), m.o.Random)
+		if it.holdFor > 0 {
+			d = it.holdFor // a held record waits what it was told to
+		}
 		if left := visibilityLeft(it.msg, start, now).Truncate(time.Second); left < d {
 			if left < time.Second {
 				it.log.Warn("not backed off: SQS's 12 h from the record's receipt are spent; it comes back after the queue's visibility timeout")
@@ -122,7 +123,7 @@ func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item, s
 	if len(changes) == 0 {
 		return
 	}
-	err := r.write(ctx, func(wctx context.Context) error { return r.cfg.Backoff.ChangeVisibility(wctx, changes) })
+	err := m.write(ctx, func(wctx context.Context) error { return m.o.Backoff.ChangeVisibility(wctx, changes) })
 	failed := map[string]bool{}
 	var partial *VisibilityError
 	switch {
@@ -132,10 +133,10 @@ func (r *Runner) backOff(ctx context.Context, base *slog.Logger, items []item, s
 			failed[id] = true
 		}
 		base.Warn("back-off failed for some records; those come back after the queue's visibility timeout, the others as backed off",
-			obs.KeyError, obs.Redact(err), "records", len(changes), "failed", len(partial.Failed))
+			keyError, Redact(err), "records", len(changes), "failed", len(partial.Failed))
 	default:
 		base.Warn("back-off failed; the records it names come back after the queue's visibility timeout",
-			obs.KeyError, obs.Redact(err), "records", len(changes))
+			keyError, Redact(err), "records", len(changes))
 		return
 	}
 	for i, it := range which {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // PermanentError marks a failure that no retry can fix (bad input, a state
@@ -82,7 +80,7 @@ func panicText(v any) string {
 	case runtime.Error:
 		return v.Error()
 	case error:
-		return obs.Redact(v)
+		return Redact(v)
 	}
 	return fmt.Sprintf("a value of type %T", v)
 }
@@ -119,7 +117,7 @@ func ErrorClass(err error) string {
 	case errors.Is(err, ErrLeaseLost):
 		return "lease-lost"
 	}
-	if code := obs.ErrorCode(err); code != "" {
+	if code := ErrorCode(err); code != "" {
 		return class + " " + code
 	}
 	return class
@@ -137,4 +135,23 @@ func PermanentClass(err error) string {
 		return class
 	}
 	return ErrorClass(Permanent(err))
+}
+
+// ErrMalformed is what a record the runner refuses before its work wraps:
+// a body its kind's decode refuses, or a payload without a key. Its class
+// is "validation".
+var ErrMalformed = errors.New("malformed")
+
+// ErrUnknownType is what a record wraps whose route no kind of the Mux
+// handles. Its class is "validation".
+var ErrUnknownType = errors.New("unknown job type")
+
+// malformed marks err as a record refused before its work (no route, a
+// body its kind does not decode, no key): its class is "validation". An
+// error that already says so is kept as it is.
+func malformed(err error) error {
+	if errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownType) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }

@@ -7,11 +7,10 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // The metric names the engine and its adapters count. Job metrics have
@@ -151,7 +150,7 @@ func (m *Metrics) Flush() {
 	}
 	ts := m.now().UnixMilli()
 	if m.Function != "" && coldStart.CompareAndSwap(true, false) {
-		m.write(ts, []string{obs.KeyStage, obs.KeyFunction}, map[string]any{obs.KeyStage: stage, obs.KeyFunction: m.Function}, map[string]int{ColdStart: 1})
+		m.write(ts, []string{"stage", "function"}, map[string]any{"stage": stage, "function": m.Function}, map[string]int{ColdStart: 1})
 	}
 	types := make([]string, 0, len(m.counts))
 	for t := range m.counts {
@@ -159,11 +158,11 @@ func (m *Metrics) Flush() {
 	}
 	slices.Sort(types)
 	for _, t := range types {
-		m.write(ts, []string{obs.KeyStage, obs.KeyType}, map[string]any{obs.KeyStage: stage, obs.KeyType: t}, m.counts[t])
+		m.write(ts, []string{"stage", keyType}, map[string]any{"stage": stage, keyType: t}, m.counts[t])
 	}
 	for _, t := range slices.Sorted(maps.Keys(m.byReason)) {
 		for _, r := range slices.Sorted(maps.Keys(m.byReason[t])) {
-			m.write(ts, []string{obs.KeyStage, obs.KeyType, obs.KeyReason}, map[string]any{obs.KeyStage: stage, obs.KeyType: t, obs.KeyReason: r}, m.byReason[t][r])
+			m.write(ts, []string{"stage", keyType, keyReason}, map[string]any{"stage": stage, keyType: t, keyReason: r}, m.byReason[t][r])
 		}
 	}
 	clear(m.counts)
@@ -191,4 +190,10 @@ func (m *Metrics) write(ts int64, dims []string, doc map[string]any, counts map[
 
 // NewLogger returns the JSON logger the runner's records log through, at
 // level ("debug", "info", "warn", "error"; info if empty).
-func NewLogger(w io.Writer, level string) *slog.Logger { return obs.NewLogger(w, level) }
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

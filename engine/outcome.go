@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // kind is what became of one record. Every record ends with exactly one,
@@ -44,6 +42,12 @@ const (
 	kindBusy
 	// kindInterrupted: the invocation's deadline came first; retried.
 	kindInterrupted
+	// kindHeld: a FIFO record behind a retried one of its group, or a
+	// record that must wait and cannot be re-sent (a FIFO record, or no
+	// Parker): retried, never run now.
+	kindHeld
+	// kindHeldOff: like kindHeld, for a record whose switch is off.
+	kindHeldOff
 	// kindClaimFailed: the effect ran but its marker could not be written
 	// even after retries: reported done (an effect is never re-run on
 	// purpose), logged and counted.
@@ -75,6 +79,8 @@ var outcomes = map[kind]struct {
 	kindFailed:       {"retry", slog.LevelWarn, []string{JobsFailed}, true, false},
 	kindBusy:         {"retry", slog.LevelInfo, nil, true, false},
 	kindInterrupted:  {"retry", slog.LevelWarn, nil, true, false},
+	kindHeld:         {"retry", slog.LevelInfo, nil, true, false},
+	kindHeldOff:      {"retry", slog.LevelWarn, []string{JobsSkipped}, true, false},
 	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{JobsSucceeded, ClaimFailed}, false, false},
 }
 
@@ -92,15 +98,15 @@ type outcome struct {
 // finish writes the record's one outcome line and its metrics, and reports
 // a batch item failure when SQS must retry it. It is the only place that
 // counts job metrics.
-func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResponse) {
+func (m *runner) finish(ctx context.Context, it *item, resp *events.SQSEventResponse) {
 	o := outcomes[it.out.kind]
 	name, level := o.name, o.level
 	if it.out.final {
 		name, level = "failed", slog.LevelError
 	}
-	attrs := []slog.Attr{slog.String(obs.KeyOutcome, name), slog.Int("attempt", ReceiveCount(it.msg))}
+	attrs := []slog.Attr{slog.String(keyOutcome, name), slog.Int("attempt", ReceiveCount(it.msg))}
 	if it.out.reason != "" {
-		attrs = append(attrs, slog.String(obs.KeyReason, it.out.reason))
+		attrs = append(attrs, slog.String(keyReason, it.out.reason))
 	}
 	if it.retryIn > 0 {
 		attrs = append(attrs, slog.Int("retryInSeconds", int(it.retryIn/time.Second)))
@@ -110,16 +116,26 @@ func (r *Runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 		if o.final {
 			class = PermanentClass(it.out.err)
 		}
-		attrs = append(attrs, slog.String(obs.KeyError, obs.Redact(it.out.err)), slog.String("errorClass", class))
+		attrs = append(attrs, slog.String(keyError, Redact(it.out.err)), slog.String("errorClass", class))
 	}
 	it.log.LogAttrs(ctx, level, "job outcome", attrs...)
-	for _, m := range o.metrics {
-		r.cfg.Metrics.Count(m, it.metricType(), 1)
+	for _, name := range o.metrics {
+		m.o.Metrics.Count(name, it.metricType(), 1)
 	}
 	if it.out.kind == kindNoop {
-		r.cfg.Metrics.CountReason(JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
+		m.o.Metrics.CountReason(JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
 	}
 	if o.retry {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})
 	}
+}
+
+// settles reports whether an outcome of kind k leaves its key settled for
+// the rest of the batch: a later record of the key is a duplicate.
+func settles(k kind) bool {
+	switch k {
+	case kindSucceeded, kindNoop, kindDuplicate, kindSkipped, kindCancelled, kindClaimFailed:
+		return true
+	}
+	return false
 }

@@ -2,55 +2,29 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// Job is what a Handler gets: the validated envelope and its type.
-type Job struct {
-	Envelope Envelope
-	Type     JobType
-	// Attempt is the SQS receive count of this delivery (1 for the first).
-	Attempt int
-	// Logger carries jobId, type, key, correlationId, traceId and the
-	// request id.
-	Logger *slog.Logger
-}
-
-// Handler runs one job type's work: load what the effect needs, then the
-// effect. It may run concurrently with other records of the batch. Work that
-// turns out unnecessary (user deleted, address already confirmed) returns
-// NoOp(reason): a success whose marker is still claimed. Return
-// Permanent(err) for a failure no retry can fix; any other error is retried.
-type Handler interface {
-	Handle(ctx context.Context, job Job) error
-}
-
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job Job) error
-
-// Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, job Job) error { return f(ctx, job) }
-
-// Switch is the kill switch: whether a job type may run now. def is the
-// type's EnabledByDefault, the answer when the switch cannot be read (a
-// type that is off by default is fail-closed). Package ssmswitch reads it
-// from SSM Parameter Store.
+// Switch is the kill switch: whether a kind may run now. def is the
+// answer when the switch has no value for name or cannot be read:
+// !Kind.FailClosed. Package ssmswitch reads it from SSM Parameter Store.
 type Switch interface {
-	IsJobEnabled(ctx context.Context, jobType string, def bool) bool
+	IsJobEnabled(ctx context.Context, name string, def bool) bool
 }
 
-// Parker re-sends a disabled job to its queue after delay, under the same
-// messageId, so it neither runs nor burns its receive count (package
-// sqsqueue).
+// Parker re-sends a received record, its body and message attributes
+// unchanged, to the queue it came from (msg.EventSourceARN) after delay: a
+// record whose switch is off (or that snoozed) neither runs nor spends its
+// receive count. Package sqsqueue parks on SQS.
 type Parker interface {
-	Park(ctx context.Context, queue Queue, env Envelope, body string, delay time.Duration) error
+	Park(ctx context.Context, msg events.SQSMessage, delay time.Duration) error
 }
 
-// DeadLetterer sends a message that can never succeed straight to the
-// dead-letter queue with the reason attached (package sqsqueue).
+// DeadLetterer sends a record that can never succeed, its body and message
+// attributes unchanged, straight to the dead-letter queue with the reason
+// attached (package sqsqueue).
 type DeadLetterer interface {
 	DeadLetter(ctx context.Context, msg events.SQSMessage, reason string) error
 }
@@ -70,49 +44,23 @@ type Failure struct {
 	Reason string
 	// Attempts is the number of deliveries (the SQS receive count).
 	Attempts int
-	// Due is the job's run time (Envelope.RunAt; zero for none): a
-	// recorder keeps the record at least until every copy of the job that
-	// can still be delivered is past.
+	// Due is the job's run time (Kind.Due; zero for none): a recorder
+	// keeps the record at least until every copy of the job that can still
+	// be delivered is past.
 	Due time.Time
 }
 
-// JobRecorder writes what the runner learns onto a job's record, when the
-// application keeps one: parked, failed on its final attempt, done without
-// work (OutcomeNoop, OutcomeSkipped), done with its claim failed. A job
-// without a record is not an error: the recorder returns nil.
+// JobRecorder writes what the runner learns onto an application's own
+// record of a job, found by the job's key: parked, failed on its final
+// attempt, done without work (OutcomeNoop, OutcomeSkipped), done with its
+// claim failed. A job without a record is not an error: the recorder
+// returns nil.
 type JobRecorder interface {
 	// MarkParked records that the job is parked; cancelled reports that it
 	// was cancelled meanwhile (it is then skipped, not parked). A record
 	// whose state does not allow a park is not an error.
-	MarkParked(ctx context.Context, jobID string) (cancelled bool, err error)
-	MarkFailed(ctx context.Context, jobID string, f Failure) error
-	RecordOutcome(ctx context.Context, jobID, outcome, reason string) error
-	MarkUnclaimed(ctx context.Context, jobID, reason string) error
-}
-
-// TickJob is the job a recurring schedule's tick becomes (see Tick).
-type TickJob struct {
-	ID, Caller, Type, Key, Queue string
-	CorrelationID, TraceID       string
-	// Message is the envelope derived from the tick, encoded.
-	Message string
-	At      time.Time
-}
-
-// TickDecision is what RecordTick found.
-type TickDecision struct {
-	// Busy: another tick is creating the job of this key right now.
-	Busy bool
-	// Own: the record is this tick's own job; when false, HolderID names
-	// the job of another scheduled time that holds the key.
-	Own      bool
-	HolderID string
-	// Recorded: the record was written now (not found already there).
-	Recorded bool
-}
-
-// TickJobs writes the job record of a tick the first time a worker sees
-// it, as an enqueue does for a request.
-type TickJobs interface {
-	RecordTick(ctx context.Context, job TickJob) (TickDecision, error)
+	MarkParked(ctx context.Context, key string) (cancelled bool, err error)
+	MarkFailed(ctx context.Context, key string, f Failure) error
+	RecordOutcome(ctx context.Context, key, outcome, reason string) error
+	MarkUnclaimed(ctx context.Context, key, reason string) error
 }

@@ -9,8 +9,8 @@ import (
 
 // SnoozeError is what a Handler returns when its job cannot run yet for a
 // reason that passes by itself: a send rate to wait for, a quota to reset.
-// The runner sends a new copy of the job's message to its queue after
-// Delay, under the same messageId (as it parks a job whose switch is off),
+// The runner sends a new copy of the record's message to its queue after
+// Delay, unchanged (as it parks a job whose switch is off),
 // and the delivery ends without a retry: the copy's receive count starts
 // again, so a wait never spends one of the job's receives, however long or
 // often it waits. Create it with Snooze or SnoozeParked; match it with
@@ -71,14 +71,19 @@ func asSnooze(err error) (*SnoozeError, bool) {
 // Parked with the reason first (a job cancelled meanwhile is not sent
 // again). A send that fails retries the record, as a failed park does. The
 // send runs under the writes' own deadline, so a snooze decided late in the
-// invocation still gets out.
-func (r *Runner) snooze(ctx context.Context, it *item, s *SnoozeError) outcome {
+// invocation still gets out. A FIFO record (or one without a Parker) is
+// held instead: retried after the delay, in its place.
+func (m *runner) snooze(ctx context.Context, it *item, s *SnoozeError) outcome {
 	delay := snoozeDelay(s.Delay)
-	if s.Park && r.cfg.Jobs != nil {
+	if it.group != "" || m.o.Parker == nil {
+		it.holdFor = delay
+		return outcome{kind: kindHeld, reason: s.Reason + "; it stays in its queue and comes back in " + delay.String()}
+	}
+	if s.Park && m.o.Recorder != nil {
 		var cancelled bool
-		err := r.write(ctx, func(wctx context.Context) error {
+		err := m.write(ctx, func(wctx context.Context) error {
 			var err error
-			cancelled, err = r.cfg.Jobs.MarkParked(wctx, it.env.MessageID)
+			cancelled, err = m.o.Recorder.MarkParked(wctx, it.key.JobID)
 			return err
 		})
 		switch {
@@ -87,12 +92,12 @@ func (r *Runner) snooze(ctx context.Context, it *item, s *SnoozeError) outcome {
 		case err != nil:
 			return outcome{kind: kindFailed, reason: "it must wait (" + s.Reason + ") and its record could not be marked parked", err: err}
 		}
-		r.onRecord(ctx, it, slog.LevelWarn, "could not record why the job is parked", func(wctx context.Context, id string) error {
-			return r.cfg.Jobs.RecordOutcome(wctx, id, OutcomeParked, s.Reason)
+		m.onRecord(ctx, it, slog.LevelWarn, "could not record why the job is parked", func(wctx context.Context, id string) error {
+			return m.o.Recorder.RecordOutcome(wctx, id, OutcomeParked, s.Reason)
 		})
 	}
-	err := r.write(ctx, func(wctx context.Context) error {
-		return r.cfg.Parker.Park(wctx, it.typ.Queue, it.env, it.msg.Body, delay)
+	err := m.write(ctx, func(wctx context.Context) error {
+		return m.o.Parker.Park(wctx, it.msg, delay)
 	})
 	if err != nil {
 		return outcome{kind: kindFailed, reason: "it must wait (" + s.Reason + ") and its copy could not be sent", err: err}

@@ -7,8 +7,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // tracerName is the instrumentation scope of the engine's spans.
@@ -33,35 +31,36 @@ const (
 // dead-lettered or whose claim failed ends it with an Error status. A
 // record with no trace header starts a trace of its own. Without a tracer
 // it is do.
-func (r *Runner) traced(ctx context.Context, it *item, do func(context.Context) outcome) outcome {
-	if r.tracer == nil {
+func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) outcome) outcome {
+	if m.tracer == nil {
 		return do(ctx)
 	}
+	queue := m.o.QueueName(it.msg, it.set.name)
 	opts := make([]trace.SpanStartOption, 0, 3)
 	opts = append(opts,
 		consumerKind,
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
 			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", string(it.typ.Queue)),
+			attribute.String("messaging.destination.name", queue),
 			attribute.String("messaging.message.id", it.msg.MessageId),
-			attribute.String(AttrJobID, it.env.MessageID),
-			attribute.String(AttrJobType, it.typ.Name),
+			attribute.String(AttrJobID, it.key.JobID),
+			attribute.String(AttrJobType, it.set.name),
 		))
 	if sc, ok := ParseXRay(it.trace); ok {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := r.tracer.Start(ctx, r.spanName(it.typ.Queue), opts...)
+	ctx, span := m.tracer.Start(ctx, queue+" process", opts...)
 	defer span.End()
-	ctx = ContextWithTracedJob(ctx, it.env.MessageID, it.typ.Name)
+	ctx = ContextWithTracedJob(ctx, it.key.JobID, it.set.name)
 	// The record's log lines say their span (and its trace, when the
 	// record came without one).
 	sc := span.SpanContext()
 	logAttrs := make([]slog.Attr, 1, 2)
-	logAttrs[0] = slog.String(obs.KeySpanID, sc.SpanID().String())
+	logAttrs[0] = slog.String(keySpanID, sc.SpanID().String())
 	if it.trace == "" {
-		logAttrs = append(logAttrs, slog.String(obs.KeyTraceID, XRayTraceID(sc.TraceID())))
+		logAttrs = append(logAttrs, slog.String(keyTraceID, XRayTraceID(sc.TraceID())))
 	}
 	it.log = slog.New(spanLines{it.log.Handler(), logAttrs})
 	o := do(ctx)
@@ -100,15 +99,6 @@ func (h spanLines) WithGroup(name string) slog.Handler {
 
 // consumerKind is the kind of every record span.
 var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
-
-// spanName is the name of the record spans of queue q, "<q> process":
-// made once per queue (New), not once per record.
-func (r *Runner) spanName(q Queue) string {
-	if name, ok := r.spanNames[q]; ok {
-		return name
-	}
-	return string(q) + " process"
-}
 
 // tracedJobKey carries the job a span is about in a context.
 type tracedJobKey struct{}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // MaxVisibility is SQS's largest visibility timeout (12 hours).
@@ -67,7 +65,7 @@ type VisibilityError struct {
 
 // Error names how many changes failed and each record with its reason, in
 // message id order, each reason with a provider's message replaced by its
-// code (obs.Redact).
+// code (Redact).
 func (e *VisibilityError) Error() string {
 	ids := make([]string, 0, len(e.Failed))
 	for id := range e.Failed {
@@ -76,7 +74,7 @@ func (e *VisibilityError) Error() string {
 	slices.Sort(ids)
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = id + " (" + obs.Redact(e.Failed[id]) + ")"
+		parts[i] = id + " (" + Redact(e.Failed[id]) + ")"
 	}
 	return fmt.Sprintf("%d visibility changes failed: %s", len(ids), strings.Join(parts, ", "))
 }

@@ -6,13 +6,14 @@ import (
 	"time"
 )
 
-// Key names one marker: the job's type and its id (the envelope's
-// messageId). A store lays them out as it likes (dynamostore: the hash key
-// "<type>#<job id>" and the range key the job id).
+// Key names one marker: the kind's name and the job's key. A store lays
+// them out as it likes (dynamostore: the hash key "<name>#<key>" and the
+// range key the key).
 type Key struct {
-	// Type is the job type's name, e.g. "email.welcome.v1".
+	// Type is the kind's name (Kind.Name), e.g. "orders.ship".
 	Type string
-	// JobID is the job's id (Envelope.MessageID).
+	// JobID is the job's key (Kind.Key of its payload; the bundle's job
+	// id).
 	JobID string
 }
 
@@ -45,6 +46,31 @@ type Record struct {
 	LeasedAt    time.Time
 	ProcessedAt time.Time
 	ExpiresAt   time.Time
+	// Fingerprint is the payload fingerprint the marker was written with
+	// (Mark.Fingerprint), "" for none.
+	Fingerprint string
+	// Result is what a claim stored with the marker (Mark.Result): Do's
+	// result. Nil for none.
+	Result []byte
+}
+
+// Mark is what a write of a marker carries besides its key.
+type Mark struct {
+	// Owner is the writer: the lease holder, or the claimer ("" for a
+	// claim or failure written without a lease).
+	Owner string
+	// Until is when a lease ends (Lease only).
+	Until time.Time
+	// Expires is when the marker may be forgotten: a store reads it as
+	// absent from then on. The runner sets it to SettledUntil(now, due,
+	// retention).
+	Expires time.Time
+	// Fingerprint identifies the payload's content (the hex SHA-256 of
+	// Kind.Fingerprint's bytes); "" for none. Lease and Claim keep it.
+	Fingerprint string
+	// Result is kept by Claim with the done marker (Do's result); nil for
+	// none.
+	Result []byte
 }
 
 // DefaultRetention is how long a settled marker lives: longer than queue
@@ -123,24 +149,28 @@ var (
 //   - a write retried after its response was lost finds its own item: the
 //     retry is a success, never a conflict with itself;
 //   - a marker past its expiry reads as absent;
-//   - a settled marker (claimed, failed) lives at least its retention past
-//     the later of its write and due, the job's run time (zero: none), so a
-//     job run before its time (an operator's run-now) is still guarded when
-//     a copy that waited for that time arrives (SettledUntil).
+//   - a marker lives until the Mark.Expires it was written with, which the
+//     runner sets to its retention past the later of the write and the
+//     job's run time (SettledUntil), so a job run before its time (an
+//     operator's run-now) is still guarded when a copy that waited for that
+//     time arrives;
+//   - a claim keeps its fingerprint and result, and a lease its
+//     fingerprint, for the peeks that follow.
 type Store interface {
 	// PeekBatch reads the markers of keys in one consistent read; a key
 	// without a marker is absent from the map.
 	PeekBatch(ctx context.Context, keys []Key) (map[Key]Record, error)
-	// Lease takes or renews the lease on k for owner until until. A settled
-	// marker is ErrProcessed, ErrCancelled or ErrFailed; another owner's
-	// live lease is ErrLeaseHeld.
-	Lease(ctx context.Context, k Key, owner string, until time.Time) (Record, error)
-	// Claim marks k done; it reports false when it already was. due is
-	// the job's run time (Envelope.RunAt; zero for none).
-	Claim(ctx context.Context, k Key, owner string, due time.Time) (bool, error)
-	// Fail marks k FAILED after a claim-then-effect job's effect failed;
-	// due as for Claim.
-	Fail(ctx context.Context, k Key, owner string, due time.Time) error
+	// Lease takes or renews the lease on k for m.Owner until m.Until,
+	// keeping m.Fingerprint. A settled marker is ErrProcessed, ErrCancelled
+	// or ErrFailed; another owner's live lease is ErrLeaseHeld. On a
+	// conflict the marker found is returned with the error (a peek).
+	Lease(ctx context.Context, k Key, m Mark) (Record, error)
+	// Claim marks k done with m.Fingerprint and m.Result until m.Expires;
+	// it reports false when it already was done (or settled otherwise).
+	Claim(ctx context.Context, k Key, m Mark) (bool, error)
+	// Fail marks k FAILED until m.Expires after a claim-then-effect job's
+	// effect failed (or its final attempt did).
+	Fail(ctx context.Context, k Key, m Mark) error
 	// Release gives up owner's lease on k.
 	Release(ctx context.Context, k Key, owner string) error
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/events"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -33,20 +32,4 @@ func ParseTraceparent(v string) (trace.SpanContext, bool) {
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{TraceparentHeader: v})
 	sc := trace.SpanContextFromContext(ctx)
 	return sc, sc.IsValid()
-}
-
-// JobTraceHeader is the trace a record of job env continues, as an X-Ray
-// trace header: the record's AWSTraceHeader, else the traceparent its
-// envelope carries (a job that waited in a one-time schedule: EventBridge
-// Scheduler sends no trace header) in X-Ray form, else "". The runner's
-// record span, its log lines, a parked copy and a dead letter keep it; a
-// consumer of the dead-letter queue continues it the same way.
-func JobTraceHeader(msg events.SQSMessage, env Envelope) string {
-	if h := RecordTraceHeader(msg); h != "" {
-		return h
-	}
-	if sc, ok := ParseTraceparent(env.Traceparent); ok {
-		return FormatXRay(sc)
-	}
-	return ""
 }

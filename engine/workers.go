@@ -52,9 +52,9 @@ func (w *workers) work(f func()) {
 // (testing/synctest) sets Go to func(f func()) { go f() }: a kept worker
 // would outlive the test's bubble, and its wait on the process's channel
 // would keep the bubble's clock from moving.
-func (r *Runner) goRecord(f func()) {
-	if r.cfg.Go != nil {
-		r.cfg.Go(f)
+func (m *runner) goRecord(f func()) {
+	if m.o.Go != nil {
+		m.o.Go(f)
 		return
 	}
 	recordWorkers.run(f)

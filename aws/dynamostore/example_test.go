@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // A function's markers live in a table of its own; the store goes into the
@@ -23,5 +23,5 @@ func ExampleNew() {
 	}
 	markers := dynamostore.New(dynamodb.NewFromConfig(cfg), "my-function-markers")
 	markers.Retention = 30 * 24 * time.Hour
-	_ = engine.Config{Markers: markers}
+	_ = runner.Config{Markers: markers}
 }

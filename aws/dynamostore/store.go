@@ -33,13 +33,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/ddb"
-	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // Attribute names of a marker item. HandlerName and MessageKey are the table's
@@ -55,6 +54,10 @@ const (
 	AttrLeasedAt    = "leasedAt"
 	AttrProcessedAt = "processedAt"
 	AttrExpiresAt   = "expiresAt"
+	// AttrFingerprint keeps a payload's fingerprint, AttrResult what a
+	// claim stored (Do's result).
+	AttrFingerprint = "fingerprint"
+	AttrResult      = "result"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -89,13 +92,28 @@ func New(client API, table string) *Store {
 func (d *Store) Table() string { return d.table }
 
 func (d *Store) retention() time.Duration {
-	return ddb.DurationOr(d.Retention, engine.DefaultRetention)
+	if d.Retention > 0 {
+		return d.Retention
+	}
+	return engine.DefaultRetention
 }
 
-// until is when a marker settled at now, of a job due at due, expires: its
-// retention after the later of the two, and never before the job's last
-// delivery (lifetime.Until).
-func (d *Store) until(now, due time.Time) time.Time { return lifetime.Until(now, due, d.retention()) }
+// now is the store's clock.
+func (d *Store) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// expiry is the expiry a write asked for (Mark.Expires), or its retention
+// from now when it asked for none.
+func (d *Store) expiry(asked, now time.Time) time.Time {
+	if asked.IsZero() {
+		return now.Add(d.retention())
+	}
+	return asked
+}
 
 // KeyAV is the table key of k.
 func KeyAV(k engine.Key) map[string]types.AttributeValue {
@@ -132,7 +150,7 @@ func (d *Store) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Ke
 			avs = append(avs, KeyAV(k))
 		}
 	}
-	err := ddb.BatchGet(ctx, d.client.BatchGetItem, d.table, avs, "", func(item map[string]types.AttributeValue) error {
+	err := d.batchGet(ctx, avs, func(item map[string]types.AttributeValue) error {
 		rec, ok, err := d.Decode(item)
 		if ok {
 			found[rec.Key] = rec
@@ -154,41 +172,42 @@ func ownedBy(owner string) expression.ConditionBuilder {
 	return expression.Name(AttrOwner).Equal(expression.Value(owner))
 }
 
-func absentOrExpired(now time.Time) expression.ConditionBuilder {
-	return ddb.AbsentOrExpired(AttrHandler, now)
-}
-
-// Lease takes the lease on k for owner until the given time. It succeeds when
-// there is no marker, when the previous lease expired, or when owner already
-// holds it. Otherwise it returns the marker found with ErrProcessed,
-// ErrCancelled, ErrFailed or ErrLeaseHeld: a failed lease doubles as a peek.
-func (d *Store) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
-	now := ddb.Now(d.Now)
-	rec := engine.Record{Key: k, State: engine.StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(d.retention())}
+// Lease takes the lease on k for m.Owner until m.Until, keeping
+// m.Fingerprint. It succeeds when there is no marker, when the previous
+// lease expired, or when the owner already holds it. Otherwise it returns
+// the marker found with ErrProcessed, ErrCancelled, ErrFailed or
+// ErrLeaseHeld: a failed lease doubles as a peek.
+func (d *Store) Lease(ctx context.Context, k engine.Key, m engine.Mark) (engine.Record, error) {
+	now := d.now()
+	rec := engine.Record{Key: k, State: engine.StateLeased, Owner: m.Owner, LeaseUntil: m.Until, LeasedAt: now.Truncate(time.Millisecond),
+		ExpiresAt: d.expiry(m.Expires, m.Until), Fingerprint: m.Fingerprint}
 	cond := absentOrExpired(now).Or(stateIs(engine.StateLeased).And(expression.Or(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli())),
-		ownedBy(owner),
+		ownedBy(m.Owner),
 	)))
 	return d.take(ctx, rec, cond, "lease")
 }
 
-// Claim records k as processed and reports whether this call wrote the
-// marker (false: it was already processed). With owner "" it is the plain
+// Claim records k as processed, with m.Fingerprint and m.Result, until
+// m.Expires, and reports whether this call wrote the marker (false: it was
+// already processed). With m.Owner "" it is the plain
 // conditional put (attribute_not_exists): a failed condition means already
 // processed and is no error. With an owner it completes that owner's lease:
 // it succeeds when the owner still holds the lease (or there is no marker),
 // returns false and nil when the marker is already settled, and
 // ErrLeaseLost when another worker took the lease over. A claim whose
 // response was lost and that the SDK retried finds its own marker and wins.
-func (d *Store) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
-	now := ddb.Now(d.Now)
+func (d *Store) Claim(ctx context.Context, k engine.Key, m engine.Mark) (bool, error) {
+	now := d.now()
 	cond := absentOrExpired(now)
+	owner := m.Owner
 	if owner == "" {
 		owner = "claim:" + token()
 	} else {
 		cond = cond.Or(stateIs(engine.StateLeased).And(ownedBy(owner)))
 	}
-	rec := engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+	rec := engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: d.expiry(m.Expires, now),
+		Fingerprint: m.Fingerprint, Result: m.Result}
 	old, failed, err := d.put(ctx, rec, cond)
 	switch {
 	case err != nil:
@@ -207,13 +226,14 @@ func (d *Store) Claim(ctx context.Context, k engine.Key, owner string, due time.
 // only a redrive clears, so no other copy of the job runs meanwhile. With an
 // owner it turns that owner's claim (a claim-then-effect job whose effect
 // failed after its claim) or lease (a job that failed on its final attempt)
-// into StateFailed; with owner "" (no worker holds the job) it succeeds when
+// into StateFailed; with m.Owner "" (no worker holds the job) it succeeds when
 // there is no marker or only an expired lease. A marker that is already
 // FAILED is success. Otherwise it returns ErrLeaseLost: the job is done,
 // cancelled, or another worker holds it.
-func (d *Store) Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error {
-	now := ddb.Now(d.Now)
-	rec := engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+func (d *Store) Fail(ctx context.Context, k engine.Key, m engine.Mark) error {
+	now := d.now()
+	owner := m.Owner
+	rec := engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: d.expiry(m.Expires, now), Fingerprint: m.Fingerprint}
 	cond := absentOrExpired(now).Or(stateIs(engine.StateLeased).And(expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	if owner != "" {
 		cond = ownedBy(owner).And(expression.Or(stateIs(engine.StateDone), stateIs(engine.StateLeased)))
@@ -235,8 +255,8 @@ func (d *Store) Fail(ctx context.Context, k engine.Key, owner string, due time.T
 // time: the tombstone outlives the last copy of the job that can still be
 // delivered (its one-time schedule's firing, however far ahead).
 func (d *Store) Tombstone(ctx context.Context, k engine.Key, due time.Time) (engine.Record, error) {
-	now := ddb.Now(d.Now)
-	rec := engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: d.until(now, due)}
+	now := d.now()
+	rec := engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, d.retention())}
 	cond := absentOrExpired(now).Or(stateIs(engine.StateCancelled)).Or(stateIs(engine.StateLeased).And(
 		expression.Name(AttrLeaseUntil).LessThanEqual(expression.Value(now.UnixMilli()))))
 	return d.take(ctx, rec, cond, "cancel")
@@ -259,12 +279,15 @@ func (d *Store) take(ctx context.Context, rec engine.Record, cond expression.Con
 // expire. It deletes the marker only while owner still holds the lease; if
 // not, there is nothing of owner's to release and it returns nil.
 func (d *Store) Release(ctx context.Context, k engine.Key, owner string) error {
-	in, err := ddb.DeleteInput(d.table, KeyAV(k), stateIs(engine.StateLeased).And(ownedBy(owner)))
+	expr, err := expression.NewBuilder().WithCondition(stateIs(engine.StateLeased).And(ownedBy(owner))).Build()
 	if err != nil {
 		return fmt.Errorf("marker: release: %w", err)
 	}
-	_, err = d.client.DeleteItem(ctx, in)
-	if err == nil || ddb.IsConditionFailed(err) {
+	_, err = d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(d.table), Key: KeyAV(k), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if _, failed := conditionFailed(err); err == nil || failed {
 		return nil
 	}
 	return fmt.Errorf("marker: release %s/%s: %w", k.Type, k.JobID, err)
@@ -280,6 +303,8 @@ type item struct {
 	LeasedAt    int64        `dynamodbav:"leasedAt,omitempty"`   // epoch milliseconds
 	ProcessedAt string       `dynamodbav:"processedAt,omitempty"`
 	ExpiresAt   int64        `dynamodbav:"expiresAt"` // epoch seconds (TTL)
+	Fingerprint string       `dynamodbav:"fingerprint,omitempty"`
+	Result      []byte       `dynamodbav:"result,omitempty"`
 }
 
 // put writes rec under cond. failed reports a failed condition, with the
@@ -287,7 +312,7 @@ type item struct {
 func (d *Store) put(ctx context.Context, rec engine.Record, cond expression.ConditionBuilder) (old engine.Record, failed bool, err error) {
 	it := item{
 		HandlerName: PartitionKey(rec.Key), MessageKey: rec.Key.JobID, State: rec.State, Owner: rec.Owner,
-		ExpiresAt: rec.ExpiresAt.Unix(),
+		ExpiresAt: rec.ExpiresAt.Unix(), Fingerprint: rec.Fingerprint, Result: rec.Result,
 	}
 	if !rec.LeaseUntil.IsZero() {
 		it.LeaseUntil = rec.LeaseUntil.UnixMilli()
@@ -298,15 +323,16 @@ func (d *Store) put(ctx context.Context, rec engine.Record, cond expression.Cond
 	if !rec.ProcessedAt.IsZero() {
 		it.ProcessedAt = rec.ProcessedAt.UTC().Format(time.RFC3339Nano)
 	}
-	p, err := ddb.Put(d.table, it, cond, true)
+	in, err := d.putIf(it, cond)
 	if err != nil {
 		return engine.Record{}, false, err
 	}
-	_, err = d.client.PutItem(ctx, ddb.PutInput(p))
-	if err == nil || !ddb.IsConditionFailed(err) {
+	_, err = d.client.PutItem(ctx, in)
+	av, failed := conditionFailed(err)
+	if !failed {
 		return engine.Record{}, false, err
 	}
-	if av := ddb.OldItem(err); av != nil {
+	if av != nil {
 		old, _, err = d.Decode(av)
 		return old, true, err
 	}
@@ -317,14 +343,13 @@ func (d *Store) put(ctx context.Context, rec engine.Record, cond expression.Cond
 // Decode decodes a marker item; ok is false for no item or an expired one.
 func (d *Store) Decode(av map[string]types.AttributeValue) (engine.Record, bool, error) {
 	var it item
-	ok, err := ddb.DecodeLive(av, ddb.Now(d.Now), &it)
-	if err != nil {
-		return engine.Record{}, false, fmt.Errorf("marker: %w", err)
-	}
-	if !ok {
+	if !live(av, d.now()) {
 		return engine.Record{}, false, nil
 	}
-	r := engine.Record{Key: keyOf(it.HandlerName, it.MessageKey), State: it.State, Owner: it.Owner}
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return engine.Record{}, false, fmt.Errorf("marker: decode: %w", err)
+	}
+	r := engine.Record{Key: keyOf(it.HandlerName, it.MessageKey), State: it.State, Owner: it.Owner, Fingerprint: it.Fingerprint, Result: it.Result}
 	if r.State == "" { // a marker written by a plain claim from another tool
 		r.State = engine.StateDone
 	}

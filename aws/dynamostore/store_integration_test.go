@@ -6,7 +6,6 @@ import (
 	"context"
 	"maps"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,7 +29,7 @@ func TestDynamoPeekBatchIsOneCall(t *testing.T) {
 		keys[i] = engine.Key{Type: "email.welcome.v1", JobID: testenv.Name(t, "m")}
 	}
 	for _, k := range keys[:4] {
-		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
+		if _, err := d.Claim(ctx, k, engine.Mark{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +58,7 @@ func TestDynamoStoresOnePartitionPerJob(t *testing.T) {
 	want := map[string]string{}
 	for _, id := range []string{"job-1", "job-2"} {
 		k := engine.Key{Type: "email.welcome.v1", JobID: id}
-		if _, err := d.Claim(ctx, k, "", time.Time{}); err != nil {
+		if _, err := d.Claim(ctx, k, engine.Mark{}); err != nil {
 			t.Fatal(err)
 		}
 		want["email.welcome.v1#"+id] = id

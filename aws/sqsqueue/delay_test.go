@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // sends is an SQSAPI that records every SendMessage.
@@ -51,13 +51,13 @@ func TestDelaysRoundUp(t *testing.T) {
 				t.Errorf("DelaySeconds(%v) = %d, want %d", tc.delay, got, tc.want)
 			}
 			api := &sends{}
-			s := New(api, map[engine.Queue]string{contract.QueueDefault: "http://q/default"}, "")
+			s := New(api, map[string]string{"default": "https://sqs.us-east-1.amazonaws.com/123456789012/default"}, "")
 			ctx := context.Background()
-			if err := s.Send(ctx, Message{Queue: contract.QueueDefault, Body: "{}", Delay: tc.delay}); err != nil {
+			if err := s.Send(ctx, Message{Queue: "default", Body: "{}", Delay: tc.delay}); err != nil {
 				t.Fatal(err)
 			}
-			env := engine.Envelope{MessageID: "m-1", Type: "email.welcome.v1"}
-			if err := s.Park(ctx, contract.QueueDefault, env, "{}", tc.delay); err != nil {
+			rec := events.SQSMessage{MessageId: "m-1", Body: "{}", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:default"}
+			if err := s.Park(ctx, rec, tc.delay); err != nil {
 				t.Fatal(err)
 			}
 			for i, in := range api.in {

@@ -9,21 +9,20 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
-// One sender parks and dead-letters for the runner; the visibility back-off
-// postpones its transient retries. The work queues are named by the
-// engine's queue names, as the job types declare them.
+// One sender parks and dead-letters for a handler; the visibility back-off
+// postpones its transient retries. A park goes back to the queue the record
+// came from, so the sender is given that queue's URL.
 func ExampleNew() {
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
 	client := sqs.NewFromConfig(cfg)
-	urls := map[engine.Queue]string{
-		contract.QueueDefault: "https://sqs.eu-west-1.amazonaws.com/123456789012/my-jobs",
+	urls := map[string]string{
+		"orders": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders",
 	}
-	queues := sqsqueue.New(client, urls, "https://sqs.eu-west-1.amazonaws.com/123456789012/my-jobs-dlq")
-	_ = engine.Config{Parker: queues, DeadLetterer: queues, Backoff: sqsqueue.NewVisibility(client, urls)}
+	queues := sqsqueue.New(client, urls, "https://sqs.eu-west-1.amazonaws.com/123456789012/orders-dlq")
+	_ = engine.Options{Parker: queues, DeadLetterer: queues, Backoff: sqsqueue.NewVisibility(client, urls)}
 }

@@ -19,7 +19,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -42,6 +45,25 @@ func DelaySeconds(d time.Duration) int32 {
 // MaxReason bounds the reason attribute of a dead letter.
 const MaxReason = 1024
 
+// The message attributes a job message carries (Attributes): its type and
+// correlation id, so queues can be inspected and filtered without decoding
+// bodies.
+const (
+	AttrType          = "type"
+	AttrCorrelationID = "correlationId"
+)
+
+// The message attributes DeadLetter adds to a letter. A message moved to
+// the dead-letter queue by the queue's redrive policy has none of them.
+const (
+	AttrReason       = "reason"       // why the message can never succeed
+	AttrSourceQueue  = "sourceQueue"  // ARN of the queue it came from
+	AttrReceiveCount = "receiveCount" // deliveries before it was dead-lettered
+)
+
+// maxAttributes is SQS's limit of message attributes on one message.
+const maxAttributes = 10
+
 // SQSAPI is the part of the SQS client the sender uses.
 type API interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
@@ -49,7 +71,8 @@ type API interface {
 
 // Message is one job message for a work queue.
 type Message struct {
-	Queue engine.Queue
+	// Queue is the queue's name, a key of the URLs the Sender was given.
+	Queue string
 	// Body is the encoded envelope; its messageId is the job id.
 	Body          string
 	Type          string
@@ -65,13 +88,15 @@ type Message struct {
 // Sender sends job messages. Its zero value is not usable; call New.
 type Sender struct {
 	client API
-	urls   map[engine.Queue]string
+	urls   map[string]string
 	dlqURL string
 }
 
-// New returns a sender to the work queues at urls and the dead-letter queue
-// at dlqURL ("" for a sender that never dead-letters, such as enqueue's).
-func New(client API, urls map[engine.Queue]string, dlqURL string) *Sender {
+// New returns a sender to the work queues whose URLs urls maps by name, and
+// to the dead-letter queue at dlqURL ("" for a sender that never
+// dead-letters). A park goes back to the queue a record came from: the URL
+// among urls whose queue its EventSourceARN names.
+func New(client API, urls map[string]string, dlqURL string) *Sender {
 	return &Sender{client: client, urls: urls, dlqURL: dlqURL}
 }
 
@@ -84,10 +109,10 @@ func stringAttr(v string) types.MessageAttributeValue {
 func Attributes(jobType, correlationID string) map[string]types.MessageAttributeValue {
 	attrs := map[string]types.MessageAttributeValue{}
 	if jobType != "" {
-		attrs[engine.AttrType] = stringAttr(jobType)
+		attrs[AttrType] = stringAttr(jobType)
 	}
 	if correlationID != "" {
-		attrs[engine.AttrCorrelationID] = stringAttr(correlationID)
+		attrs[AttrCorrelationID] = stringAttr(correlationID)
 	}
 	return attrs
 }
@@ -138,15 +163,66 @@ func traceAttribute(header string) map[string]types.MessageSystemAttributeValue 
 	}
 }
 
-// Park re-sends a disabled job's body unchanged (so under the same job id) to
-// its queue after delay: it neither runs nor burns its receive count.
-func (s *Sender) Park(ctx context.Context, queue engine.Queue, env engine.Envelope, body string, delay time.Duration) error {
-	err := s.Send(ctx, Message{Queue: queue, Body: body, Type: env.Type, CorrelationID: env.CorrelationID, Delay: delay,
-		TraceHeader: engine.TraceHeader(ctx)})
+// Park re-sends a received record unchanged (its body and message
+// attributes, so under the same job) to the queue it came from after
+// delay: it neither runs nor burns its receive count. The copy keeps the
+// job's trace (engine.TraceHeader of ctx, else the record's own). The
+// queue's URL must be among the Sender's URLs.
+func (s *Sender) Park(ctx context.Context, msg events.SQSMessage, delay time.Duration) error {
+	url, err := s.urlOf(msg.EventSourceARN)
 	if err != nil {
-		return fmt.Errorf("park %s: %w", env.MessageID, err)
+		return fmt.Errorf("park %s: %w", msg.MessageId, err)
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl: aws.String(url), MessageBody: aws.String(msg.Body), DelaySeconds: DelaySeconds(delay),
+		MessageAttributes:       copyAttributes(msg.MessageAttributes, nil),
+		MessageSystemAttributes: traceAttribute(cmp.Or(engine.TraceHeader(ctx), engine.RecordTraceHeader(msg))),
+	}
+	if _, err := s.client.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("park %s: queue: send: %w", msg.MessageId, err)
 	}
 	return nil
+}
+
+// urlOf finds the URL of the queue an event source ARN names
+// (arn:aws:sqs:<region>:<account>:<name>) among the Sender's URLs.
+func (s *Sender) urlOf(arn string) (string, error) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[5] == "" {
+		return "", fmt.Errorf("queue: %q is not an SQS queue ARN", arn)
+	}
+	account, name := parts[4], parts[5]
+	for _, u := range s.urls {
+		segs := strings.Split(strings.TrimRight(u, "/"), "/")
+		if len(segs) >= 2 && segs[len(segs)-1] == name && segs[len(segs)-2] == account {
+			return u, nil
+		}
+	}
+	return "", fmt.Errorf("queue: no URL for queue %s of account %s among the sender's", name, account)
+}
+
+// copyAttributes converts a received record's message attributes into
+// what SendMessage takes, after first (which win), at most SQS's ten.
+// Attributes named in first come first; the record's own follow in name
+// order.
+func copyAttributes(own map[string]events.SQSMessageAttribute, first map[string]types.MessageAttributeValue) map[string]types.MessageAttributeValue {
+	out := make(map[string]types.MessageAttributeValue, len(first)+len(own))
+	maps.Copy(out, first)
+	for _, name := range slices.Sorted(maps.Keys(own)) {
+		if len(out) >= maxAttributes {
+			break
+		}
+		if _, taken := out[name]; taken {
+			continue
+		}
+		a := own[name]
+		v := types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+		if a.DataType == "" {
+			v.DataType = aws.String("String")
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // DeadLetter sends the raw body of msg to the dead-letter queue with the
@@ -164,25 +240,27 @@ func (s *Sender) DeadLetter(ctx context.Context, msg events.SQSMessage, reason s
 		reason = reason[:MaxReason]
 	}
 	attrs := map[string]types.MessageAttributeValue{
-		engine.AttrReason:       stringAttr(reason),
-		engine.AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(engine.ReceiveCount(msg)))},
+		AttrReason:       stringAttr(reason),
+		AttrReceiveCount: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(engine.ReceiveCount(msg)))},
 	}
 	if msg.EventSourceARN != "" {
-		attrs[engine.AttrSourceQueue] = stringAttr(msg.EventSourceARN)
+		attrs[AttrSourceQueue] = stringAttr(msg.EventSourceARN)
 	}
-	for _, name := range []string{engine.AttrType, engine.AttrCorrelationID} {
-		if a, ok := msg.MessageAttributes[name]; ok && a.StringValue != nil && *a.StringValue != "" {
-			attrs[name] = stringAttr(*a.StringValue)
-		}
-	}
+	attrs = copyAttributes(msg.MessageAttributes, attrs)
 	body := msg.Body
 	if body == "" {
 		body = "(empty body)" // SQS refuses an empty message; the reason says what happened
 	}
-	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
+	in := &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.dlqURL), MessageBody: aws.String(body), MessageAttributes: attrs,
 		MessageSystemAttributes: traceAttribute(cmp.Or(engine.TraceHeader(ctx), engine.RecordTraceHeader(msg))),
-	})
+	}
+	if group := msg.Attributes["MessageGroupId"]; group != "" {
+		// A FIFO queue's dead-letter queue is FIFO too: the letter keeps
+		// its group, and its SQS message id dedups a repeated send.
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(msg.MessageId)
+	}
+	_, err := s.client.SendMessage(ctx, in)
 	if err != nil {
 		return fmt.Errorf("queue: dead-letter %s: %w", msg.MessageId, err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
@@ -28,34 +27,37 @@ func TestSender(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", nil)
 	dlq := testenv.NewQueue(t, client, "dlq", nil)
-	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, dlq.URL)
+	s := sqsqueue.New(client, map[string]string{"default": work.URL}, dlq.URL)
 	ctx := context.Background()
 
 	const trace = "Root=1-5759e988-bd862e3fe1be46a994272793"
-	if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: `{"v":1}`, Type: "email.welcome.v1", CorrelationID: "c-1", TraceHeader: trace}); err != nil {
+	if err := s.Send(ctx, sqsqueue.Message{Queue: "default", Body: `{"v":1}`, Type: "email.welcome.v1", CorrelationID: "c-1", TraceHeader: trace}); err != nil {
 		t.Fatal(err)
 	}
 	got := testenv.Receive(t, client, work.URL, time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != `{"v":1}` || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != "email.welcome.v1" ||
-		aws.ToString(got[0].MessageAttributes[engine.AttrCorrelationID].StringValue) != "c-1" || got[0].Attributes["AWSTraceHeader"] != trace {
+	if len(got) != 1 || aws.ToString(got[0].Body) != `{"v":1}` || aws.ToString(got[0].MessageAttributes[sqsqueue.AttrType].StringValue) != "email.welcome.v1" ||
+		aws.ToString(got[0].MessageAttributes[sqsqueue.AttrCorrelationID].StringValue) != "c-1" || got[0].Attributes["AWSTraceHeader"] != trace {
 		t.Fatalf("sent %+v", got)
 	}
 
-	// A park is delayed: nothing is visible at once.
-	env := engine.Envelope{MessageID: "m-1", Type: "email.welcome.v1", CorrelationID: "c-2"}
-	if err := s.Park(ctx, contract.QueueDefault, env, `{"v":2}`, 2*time.Second); err != nil {
+	// A park is delayed: nothing is visible at once. It goes back to the
+	// queue the record came from, with the record's own attributes.
+	rec := events.SQSMessage{MessageId: "sqs-0", Body: `{"v":2}`, EventSourceARN: work.ARN,
+		MessageAttributes: map[string]events.SQSMessageAttribute{"tenant": {DataType: "String", StringValue: aws.String("t-9")}}}
+	if err := s.Park(ctx, rec, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := testenv.Receive(t, client, work.URL, 0); len(got) != 0 {
 		t.Fatalf("a parked message was visible at once: %+v", got)
 	}
-	if got := testenv.Receive(t, client, work.URL, 5*time.Second); len(got) != 1 || aws.ToString(got[0].Body) != `{"v":2}` {
+	if got := testenv.Receive(t, client, work.URL, 5*time.Second); len(got) != 1 || aws.ToString(got[0].Body) != `{"v":2}` ||
+		aws.ToString(got[0].MessageAttributes["tenant"].StringValue) != "t-9" {
 		t.Fatalf("parked message after its delay: %+v", got)
 	}
 
 	msg := events.SQSMessage{MessageId: "sqs-1", Body: "", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:critical",
 		Attributes:        map[string]string{"ApproximateReceiveCount": "3"},
-		MessageAttributes: map[string]events.SQSMessageAttribute{engine.AttrType: {DataType: "String", StringValue: aws.String("email.welcome.v1")}}}
+		MessageAttributes: map[string]events.SQSMessageAttribute{sqsqueue.AttrType: {DataType: "String", StringValue: aws.String("email.welcome.v1")}}}
 	if err := s.DeadLetter(ctx, msg, "permanent: bad args"); err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +66,12 @@ func TestSender(t *testing.T) {
 		t.Fatalf("%d dead letters", len(got))
 	}
 	a := got[0].MessageAttributes
-	if aws.ToString(a[engine.AttrReason].StringValue) != "permanent: bad args" || aws.ToString(a[engine.AttrReceiveCount].StringValue) != strconv.Itoa(3) ||
-		aws.ToString(a[engine.AttrSourceQueue].StringValue) != msg.EventSourceARN || aws.ToString(a[engine.AttrType].StringValue) != "email.welcome.v1" ||
+	if aws.ToString(a[sqsqueue.AttrReason].StringValue) != "permanent: bad args" || aws.ToString(a[sqsqueue.AttrReceiveCount].StringValue) != strconv.Itoa(3) ||
+		aws.ToString(a[sqsqueue.AttrSourceQueue].StringValue) != msg.EventSourceARN || aws.ToString(a[sqsqueue.AttrType].StringValue) != "email.welcome.v1" ||
 		aws.ToString(got[0].Body) != "(empty body)" {
 		t.Fatalf("dead letter %+v %v", got[0], a)
 	}
-	if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueBulk, Body: "x"}); err == nil {
+	if err := s.Send(ctx, sqsqueue.Message{Queue: "bulk", Body: "x"}); err == nil {
 		t.Fatal("sent to a queue with no URL")
 	}
 }
@@ -81,10 +83,10 @@ func TestChangeVisibility(t *testing.T) {
 	counter := testenv.NewCallCounter()
 	counted := sqs.NewFromConfig(testenv.Moto(t).Config(counter.Option))
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := sqsqueue.New(client, map[string]string{"default": work.URL}, "")
 	ctx := context.Background()
 	for _, body := range []string{"soon", "late"} {
-		if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+		if err := s.Send(ctx, sqsqueue.Message{Queue: "default", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +104,7 @@ func TestChangeVisibility(t *testing.T) {
 		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSourceARN: work.ARN}
 		changes = append(changes, engine.VisibilityChange{Message: rec, Timeout: timeouts[aws.ToString(m.Body)]})
 	}
-	v := sqsqueue.NewVisibility(counted, map[engine.Queue]string{contract.QueueDefault: work.URL})
+	v := sqsqueue.NewVisibility(counted, map[string]string{"default": work.URL})
 	if err := v.ChangeVisibility(ctx, changes); err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +137,11 @@ func TestChangeVisibility(t *testing.T) {
 func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 	client := testenv.SQS(t)
 	work := testenv.NewQueue(t, client, "work", map[string]string{"VisibilityTimeout": "1"})
-	s := sqsqueue.New(client, map[engine.Queue]string{contract.QueueDefault: work.URL}, "")
+	s := sqsqueue.New(client, map[string]string{"default": work.URL}, "")
 	ctx := context.Background()
 	bodies := []string{"short", "twelve-hours", "max-backoff"}
 	for _, body := range bodies {
-		if err := s.Send(ctx, sqsqueue.Message{Queue: contract.QueueDefault, Body: body}); err != nil {
+		if err := s.Send(ctx, sqsqueue.Message{Queue: "default", Body: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +162,7 @@ func TestChangeVisibilityPastTwelveHoursRefusesOnlyThatRecord(t *testing.T) {
 		ids[aws.ToString(m.Body)] = rec.MessageId
 	}
 	time.Sleep(10 * time.Millisecond) // moto counts from the send: let a little time pass
-	err := sqsqueue.NewVisibility(client, map[engine.Queue]string{contract.QueueDefault: work.URL}).ChangeVisibility(ctx, changes)
+	err := sqsqueue.NewVisibility(client, map[string]string{"default": work.URL}).ChangeVisibility(ctx, changes)
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) || len(ve.Failed) != 1 || ve.Failed[ids["twelve-hours"]] == nil {
 		t.Fatalf("error %v; want only the 12 h change (%s) refused", err, ids["twelve-hours"])

@@ -25,7 +25,7 @@ func TestBodyAttributes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			attrs := BodyAttributes(tc.body)
-			want := map[string]string{engine.AttrType: tc.typ, engine.AttrCorrelationID: tc.corr}
+			want := map[string]string{AttrType: tc.typ, AttrCorrelationID: tc.corr}
 			for name, v := range want {
 				a, ok := attrs[name]
 				if v == "" {

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // maxBatchEntries is how many entries one SQS batch call takes.
@@ -38,7 +37,7 @@ type Visibility struct {
 }
 
 // NewVisibility returns a Visibility of the work queues at urls.
-func NewVisibility(client VisibilityAPI, urls map[engine.Queue]string) *Visibility {
+func NewVisibility(client VisibilityAPI, urls map[string]string) *Visibility {
 	byName := map[string]string{}
 	for _, u := range urls {
 		if p, err := url.Parse(u); err == nil && p.Path != "" {
@@ -152,7 +151,7 @@ func (v *Visibility) change(ctx context.Context, queueURL string, batch []engine
 // entryRefusal reports an error of a whole call that one entry's request
 // can cause: a timeout past the limit, a receipt handle no longer valid.
 func entryRefusal(err error) bool {
-	switch obs.ErrorCode(err) {
+	switch engine.ErrorCode(err) {
 	case "InvalidParameterValue", "ReceiptHandleIsInvalid", "AWS.SimpleQueueService.MessageNotInflight", "MessageNotInflight":
 		return true
 	}
@@ -173,6 +172,6 @@ func (e *entryError) Error() string {
 	return "failed on SQS's side: " + e.code
 }
 
-// Redacted marks the text as ours (obs.Redact keeps it): a code, no
+// Redacted marks the text as ours (engine.Redact keeps it): a code, no
 // provider message.
 func (e *entryError) Redacted() bool { return true }

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // batchAPI answers each ChangeMessageVisibilityBatch call with answer
@@ -65,7 +64,7 @@ func TestOneRefusedEntryDoesNotDropTheOthers(t *testing.T) {
 		}
 		return "", false
 	}}
-	v := NewVisibility(api, map[engine.Queue]string{contract.QueueDefault: "http://sqs.local/123456789012/runstwice-test-default"})
+	v := NewVisibility(api, map[string]string{"default": "http://sqs.local/123456789012/runstwice-test-default"})
 	err := v.ChangeVisibility(context.Background(), []engine.VisibilityChange{change("a"), change("b"), change("c"), change("d")})
 	var ve *engine.VisibilityError
 	if !errors.As(err, &ve) {
@@ -90,7 +89,7 @@ func TestOneRefusedEntryDoesNotDropTheOthers(t *testing.T) {
 // A call that fails as a whole fails each of its records, by id.
 func TestFailedCallNamesEveryRecord(t *testing.T) {
 	api := &batchAPI{answer: func(int, string) (string, bool) { return "", false }, err: errors.New("AccessDenied")}
-	v := NewVisibility(api, map[engine.Queue]string{contract.QueueDefault: "http://sqs.local/123456789012/runstwice-test-default"})
+	v := NewVisibility(api, map[string]string{"default": "http://sqs.local/123456789012/runstwice-test-default"})
 	err := v.ChangeVisibility(context.Background(), []engine.VisibilityChange{change("a"), change("b"),
 		{Message: events.SQSMessage{MessageId: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:elsewhere"}}})
 	var ve *engine.VisibilityError

@@ -10,8 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/runstwice/runstwice/aws/ssmswitch"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The kill switches of a function are the parameters under one path, one
@@ -26,9 +27,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, err := engine.NewRegistry(engine.JobType{
+	reg, err := message.NewRegistry(message.JobType{
 		Name: "webhook.deliver.v1", Queue: contract.QueueDefault, EnabledByDefault: true,
-		Args:      []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+		Args:      []message.ArgSpec{{Name: "eventId", Format: message.FormatID, Required: true}},
 		KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
 	})
 	if err != nil {
@@ -37,7 +38,7 @@ func ExampleNew() {
 	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
 	switches := ssmswitch.New(ssm.NewFromConfig(cfg), "/my-function/toggles", known)
 	switches.TTL = 30 * time.Second
-	_ = engine.Config{Registry: reg, Switch: switches}
+	_ = runner.Config{Registry: reg, Switch: switches}
 	fmt.Println("the bundle's own functions read", contract.SwitchPath("prod"))
 	// Output: the bundle's own functions read /runstwice/prod/toggles
 }

@@ -45,7 +45,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 // DefaultTTL is how long values read from SSM are trusted.
@@ -170,7 +169,7 @@ func (s *Source) current(ctx context.Context) map[string]parsed {
 	for _, name := range sortedKeys(raw) {
 		if err := values[name].err; err != nil {
 			s.logger().Warn("toggle value unreadable; the registry default applies",
-				obs.KeyType, name, "value", clip(raw[name]), "parameter", s.path+"/"+name, obs.KeyError, err)
+				"type", name, "value", clip(raw[name]), "parameter", s.path+"/"+name, "error", err)
 			s.Metrics.Count(engine.UnreadableToggle, name, 1)
 		}
 	}

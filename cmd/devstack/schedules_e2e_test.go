@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // TestSchedulesOnTheLocalStack: the running stack fires a one-time at()
@@ -44,7 +44,7 @@ func TestSchedulesOnTheLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := engine.Envelope{V: 1, MessageID: engine.DeriveMessageID("local-user", "e2e-at-"+time.Now().Format(time.RFC3339Nano)),
+	env := message.Envelope{V: 1, MessageID: message.DeriveMessageID("local-user", "e2e-at-"+time.Now().Format(time.RFC3339Nano)),
 		Type: "email.welcome.v1", Key: "welcome:u-demo-2", CorrelationID: "e2e-at", Args: map[string]string{"userId": "u-demo-2"},
 		EnqueuedAt: time.Now().UTC()}
 	body, err := env.Encode()

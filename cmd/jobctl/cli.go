@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Exit codes (also in usage and the package comment).
@@ -69,7 +69,7 @@ type app struct {
 	stateDir string
 	// toggleTTL is the running local stack's ToggleTtl ("" when unknown).
 	toggleTTL string
-	reg       *engine.Registry
+	reg       *message.Registry
 	cfg       aws.Config
 	res       resources
 }

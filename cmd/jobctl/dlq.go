@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 )
@@ -29,7 +29,7 @@ var filterSpec = map[string]bool{"type": true, "since": true, "reason": true}
 func (a *app) deadLetters() *deadletter.Store {
 	db := dynamodb.NewFromConfig(a.cfg)
 	s := deadletter.NewStore(db, a.res.DeadLettersTable)
-	s.Markers = dynamostore.New(db, a.res.MarkersTable) // a redriven letter whose job ran reads succeeded
+	s.Markers = marker.NewStore(db, a.res.MarkersTable) // a redriven letter whose job ran reads succeeded
 	return s
 }
 
@@ -229,7 +229,7 @@ func (a *app) dlqRedrive(ctx context.Context, args []string) error {
 		if err := a.lookupQueueURLs(ctx, client); err != nil {
 			return err
 		}
-		sender = pacedSender{next: sqsqueue.New(client, a.res.Queues, ""), limiter: newLimiter(rate, a.clock())}
+		sender = pacedSender{next: sqsqueue.New(client, envvar.ByName(a.res.Queues), ""), limiter: newLimiter(rate, a.clock())}
 	}
 	r := a.redriver(sender, store)
 	verb := "redriving"

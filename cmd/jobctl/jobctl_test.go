@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/deadlettertest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/message"
 )
 
 // cli points jobctl at moto the way a user would: AWS_ENDPOINT_URL and the
@@ -131,8 +131,8 @@ func TestDLQListAndRedrive(t *testing.T) {
 	names.DeadLetters = testenv.Name(t, "dead-letters")
 	w := deadlettertest.New(t, names)
 
-	env := engine.Envelope{
-		V: 1, MessageID: engine.DeriveMessageID("alice", "k-dlq"), Type: contract.Welcome.Name, Key: "welcome:u-1",
+	env := message.Envelope{
+		V: 1, MessageID: message.DeriveMessageID("alice", "k-dlq"), Type: contract.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c-1", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC(),
 	}
 	body, _ := env.Encode()
@@ -157,7 +157,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("queue holds %d messages after redrive; want 1", len(got))
 	}
-	back, err := engine.Decode([]byte(aws.ToString(got[0].Body)))
+	back, err := message.Decode([]byte(aws.ToString(got[0].Body)))
 	if err != nil || back.MessageID != env.MessageID {
 		t.Fatalf("redriven body %+v, %v; want the same messageId", back, err)
 	}

@@ -16,18 +16,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/schedule"
 )
 
 func (a *app) lister() *joblist.Lister {
 	client := dynamodb.NewFromConfig(a.cfg)
-	return joblist.NewLister(client, a.res.JobsTable, dynamostore.New(client, a.res.MarkersTable))
+	return joblist.NewLister(client, a.res.JobsTable, marker.NewStore(client, a.res.MarkersTable))
 }
 
 // jobArg parses the one job ID `jobs <cmd>` takes, connects, and returns
@@ -53,7 +54,7 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	markers := dynamostore.New(client, a.res.MarkersTable)
+	markers := marker.NewStore(client, a.res.MarkersTable)
 	store := jobs.NewStore(client, a.res.JobsTable, markers)
 	j, err := store.Get(ctx, id)
 	if err == nil {
@@ -256,7 +257,7 @@ func (a *app) parseSince(s string) (time.Time, error) {
 // jobStore is the jobs table with its markers and the stage's one-time job
 // schedules (runstwice-<stage>-jobs), which cancel and run-now delete.
 func (a *app) jobStore(client *dynamodb.Client) *jobs.Store {
-	s := jobs.NewStore(client, a.res.JobsTable, dynamostore.New(client, a.res.MarkersTable))
+	s := jobs.NewStore(client, a.res.JobsTable, marker.NewStore(client, a.res.MarkersTable))
 	s.Schedules = schedule.New(scheduler.NewFromConfig(a.cfg), schedule.Config{Group: schedule.GroupName(a.stage)})
 	return s
 }
@@ -291,7 +292,7 @@ func (a *app) jobsRunNow(ctx context.Context, args []string) error {
 	if err := a.lookupQueueURLs(ctx, sqs.NewFromConfig(a.cfg)); err != nil {
 		return err
 	}
-	op := operate.Operator{Jobs: a.jobStore(client), Queue: sqsqueue.New(sqs.NewFromConfig(a.cfg), a.res.Queues, "")}
+	op := operate.Operator{Jobs: a.jobStore(client), Queue: sqsqueue.New(sqs.NewFromConfig(a.cfg), envvar.ByName(a.res.Queues), "")}
 	res, err := op.RunNow(ctx, id)
 	if err != nil {
 		return a.operateErr(id, err)

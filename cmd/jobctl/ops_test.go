@@ -25,6 +25,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/message"
 )
 
 // stageWorld is a stage's tables and queues on moto (deadlettertest), named
@@ -69,7 +70,7 @@ func (w *stageWorld) queuedIDs(t *testing.T) []string {
 				break
 			}
 			for _, m := range msgs {
-				env, err := engine.Decode([]byte(aws.ToString(m.Body)))
+				env, err := message.Decode([]byte(aws.ToString(m.Body)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -294,7 +295,7 @@ func TestJobsListAndGet(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || got["derivedState"] != "Failed" || got["key"] != "welcome:u-9" {
 		t.Fatalf("jobs get --json: %s", out)
 	}
-	if code, _, _ := w.cli("jobs", "get", engine.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "get", message.NewMessageID()); code != exitNotFound {
 		t.Fatalf("jobs get of a missing job: exit %d", code)
 	}
 }
@@ -395,7 +396,7 @@ func TestJobsCancel(t *testing.T) {
 	if code, _, stderr := w.cli("jobs", "cancel", failed); code != exitRefused || !strings.Contains(stderr, "Failed") {
 		t.Fatalf("cancel of a failed job: exit %d %s; want refused, naming its state", code, stderr)
 	}
-	if code, _, _ := w.cli("jobs", "cancel", engine.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "cancel", message.NewMessageID()); code != exitNotFound {
 		t.Fatalf("cancel of a missing job: exit %d; want %d", code, exitNotFound)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/message"
 )
 
 // resources names the tables and queues jobctl works on.
@@ -18,7 +18,7 @@ type resources struct {
 	DeadLettersTable string
 	UsersTable       string
 	OutboxTable      string
-	Queues           map[engine.Queue]string
+	Queues           map[message.Queue]string
 }
 
 // resolveResources finds the resources of a stage: the functions' environment
@@ -45,7 +45,7 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 		}
 		return physical[logicalID]
 	}
-	queues := make(map[engine.Queue]string, len(contract.Queues))
+	queues := make(map[message.Queue]string, len(contract.Queues))
 	for _, q := range contract.Queues {
 		queues[q] = pick(envvar.QueueURLEnv(q), QueueLogicalID(q))
 	}
@@ -61,7 +61,7 @@ func resolveResources(stage, stateDir string, getenv func(string) string) resour
 
 // QueueLogicalID is a work queue's logical id in template.yaml: its name,
 // capitalised, and "Queue" (CriticalQueue, …, WebhooksQueue).
-func QueueLogicalID(q engine.Queue) string {
+func QueueLogicalID(q message.Queue) string {
 	return strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"
 }
 

@@ -14,12 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // TestJobsRunNow: a Scheduled job in its one-time schedule runs at once,
@@ -34,12 +34,12 @@ func TestJobsRunNow(t *testing.T) {
 	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(group)}); err != nil {
 		t.Fatal(err)
 	}
-	sched := schedule.New(sc, schedule.Config{Group: group, RoleARN: testenv.SchedulerRoleARN, QueueARNs: map[engine.Queue]string{
+	sched := schedule.New(sc, schedule.Config{Group: group, RoleARN: testenv.SchedulerRoleARN, QueueARNs: map[message.Queue]string{
 		contract.QueueDefault: w.Queues[contract.QueueDefault].ARN,
 	}})
-	scheduled := func(key string) engine.Envelope {
+	scheduled := func(key string) message.Envelope {
 		now := time.Now().UTC()
-		env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: key,
+		env := message.Envelope{V: message.Version, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: key,
 			CorrelationID: "corr-" + key, Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now}
 		body, err := env.Encode()
 		if err != nil {
@@ -94,7 +94,7 @@ func TestJobsRunNow(t *testing.T) {
 	if code, _, stderr := w.cli("jobs", "run-now", cancelled.MessageID); code != exitRefused || !strings.Contains(stderr, "Cancelled") {
 		t.Fatalf("run-now of a cancelled job: exit %d %s; want refused, naming its state", code, stderr)
 	}
-	if code, _, _ := w.cli("jobs", "run-now", engine.NewMessageID()); code != exitNotFound {
+	if code, _, _ := w.cli("jobs", "run-now", message.NewMessageID()); code != exitNotFound {
 		t.Fatalf("run-now of a missing job: exit %d; want %d", code, exitNotFound)
 	}
 	if ids := w.queuedIDs(t); len(ids) != 0 {
@@ -104,7 +104,7 @@ func TestJobsRunNow(t *testing.T) {
 	// A job due within SQS's delay never had a schedule: run-now says so,
 	// not that its schedule is gone.
 	now := time.Now().UTC()
-	soon := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-soon",
+	soon := message.Envelope{V: message.Version, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-soon",
 		CorrelationID: "corr-soon", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: now}
 	body, err := soon.Encode()
 	if err != nil {

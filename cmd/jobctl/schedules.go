@@ -16,11 +16,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/switchview"
+	"github.com/runstwice/runstwice/message"
 )
 
 const schedulesTriggerUsage = "schedules trigger NAME [--at TIME] [--again]"
@@ -137,7 +138,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	// (--again: the first second after it whose tick has no job).
 	store := a.jobStore(dynamodb.NewFromConfig(a.cfg))
 	for tries := 0; ; tries++ {
-		prev, err := store.Get(ctx, engine.TickMessageID(name, at))
+		prev, err := store.Get(ctx, message.TickMessageID(name, at))
 		if errors.Is(err, jobs.ErrNotFound) {
 			break
 		}
@@ -161,7 +162,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 		s.TargetARN, s.Input = aws.ToString(got.Target.Arn), aws.ToString(got.Target.Input)
 	}
 	body := s.Fill(at, "jobctl-"+uuid.NewString())
-	tick, err := engine.DecodeTick([]byte(body))
+	tick, err := message.DecodeTick([]byte(body))
 	if err != nil {
 		return refusedf("schedule %s's input is not a tick (%v); only recurring schedules of ticks can be triggered", name, err)
 	}
@@ -176,13 +177,13 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = sqsqueue.New(client, a.res.Queues, "").Send(ctx, sqsqueue.Message{
-		Queue: q, Body: body, Type: tick.Type, CorrelationID: tick.CorrelationID,
+	err = sqsqueue.New(client, envvar.ByName(a.res.Queues), "").Send(ctx, sqsqueue.Message{
+		Queue: string(q), Body: body, Type: tick.Type, CorrelationID: tick.CorrelationID,
 	})
 	if err != nil {
 		return err
 	}
-	jobID := engine.TickMessageID(name, at)
+	jobID := message.TickMessageID(name, at)
 	if a.json {
 		return a.printJSON(map[string]any{"schedule": name, "scheduledTime": tick.ScheduledTime, "type": tick.Type,
 			"queue": q, "jobId": jobID, "correlationId": tick.CorrelationID})
@@ -194,7 +195,7 @@ func (a *app) schedulesTrigger(ctx context.Context, args []string) error {
 
 // queueOfARN is the work queue whose ARN is arn (its name is the ARN's last
 // part and its URL's last path element).
-func (a *app) queueOfARN(arn string) (engine.Queue, error) {
+func (a *app) queueOfARN(arn string) (message.Queue, error) {
 	name := arn[strings.LastIndex(arn, ":")+1:]
 	for q, url := range a.res.Queues {
 		if url != "" && url[strings.LastIndex(url, "/")+1:] == name {

@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // `schedules list` shows a stage's recurring schedule with its next fire,
@@ -69,7 +69,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		}
 		ids = append(ids, sent.JobID)
 	}
-	if ids[0] != ids[1] || ids[0] != engine.DeriveMessageID("schedule:"+digest.ScheduleName, "2026-12-07T09:00:00Z") {
+	if ids[0] != ids[1] || ids[0] != message.DeriveMessageID("schedule:"+digest.ScheduleName, "2026-12-07T09:00:00Z") {
 		t.Fatalf("job ids %v; the same time twice is one job", ids)
 	}
 	msgs := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, 1)
@@ -77,7 +77,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 		t.Fatalf("%d ticks in the bulk queue, want 2 (the worker makes them one job)", len(msgs))
 	}
 	for _, m := range msgs {
-		tick, err := engine.DecodeTick([]byte(aws.ToString(m.Body)))
+		tick, err := message.DecodeTick([]byte(aws.ToString(m.Body)))
 		if err != nil || tick.ScheduledTime != "2026-12-07T09:00:00Z" || !strings.HasPrefix(tick.CorrelationID, "jobctl-") {
 			t.Fatalf("tick %+v %v", tick, err)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -47,14 +48,14 @@ type shown struct {
 type viewsWorld struct {
 	*stageWorld
 	api      *enqueue.Handler
-	run      *engine.Runner
+	run      *runner.Runner
 	switches *testkit.Switches
 	answer   error // what the handler answers next
 	view     http.Handler
 	seq      int
 }
 
-func (w *viewsWorld) Handle(context.Context, engine.Job) error { return w.answer }
+func (w *viewsWorld) Handle(context.Context, runner.Job) error { return w.answer }
 
 func newViewsWorld(t *testing.T) *viewsWorld {
 	t.Helper()
@@ -63,7 +64,7 @@ func newViewsWorld(t *testing.T) *viewsWorld {
 	w.api = &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(w.DB, idem), Jobs: w.Jobs,
 		Queue: sqsqueue.New(w.SQS, w.URLs(), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	var err error
-	w.run, err = engine.New(engine.Config{Registry: contract.Registry(), Handlers: map[string]engine.Handler{contract.Welcome.Name: w},
+	w.run, err = runner.New(runner.Config{Registry: contract.Registry(), Handlers: map[string]runner.Handler{contract.Welcome.Name: w},
 		Switch: w.switches, Markers: w.Markers, Parker: &testkit.Queues{}, DeadLetterer: &testkit.Queues{}, Jobs: jobs.ForEngine(w.Recorder),
 		Logger: obs.NewLogger(io.Discard, "error")})
 	if err != nil {

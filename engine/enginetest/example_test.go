@@ -9,27 +9,29 @@ import (
 	"github.com/runstwice/runstwice/engine/enginetest"
 )
 
-// Check is RunTwice without a testing.T: it reports the first way the
-// handler fails to converge. A handler that counts its effects by job id
-// converges; one that keys its effect by something else would not.
+// Check is RunTwice without a testing.T: it reports the first way the work
+// fails to converge. Work that counts its effects by the job's key
+// converges under a lease.
 func ExampleCheck() {
-	invoice := engine.JobType{
-		Name:  "billing.invoice-ready.v1",
-		Args:  []engine.ArgSpec{{Name: "invoiceId", Format: engine.FormatID, Required: true}},
-		Queue: "default", EnabledByDefault: true, Lease: true,
-		KeyPrefix: "invoice-ready", KeyArgs: []string{"invoiceId"},
+	type invoice struct {
+		ID string `json:"invoiceId"`
 	}
 	var mu sync.Mutex
-	sent := map[string]int{} // job id -> notifications
-	err := enginetest.Check(enginetest.Case{
-		Type: invoice,
-		Handler: engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+	sent := map[string]int{} // invoice id -> notifications
+	err := enginetest.Check(enginetest.Case[invoice]{
+		Kind: engine.Kind[invoice]{
+			Name:  "billing.invoice-ready",
+			Key:   func(i invoice) (string, error) { return i.ID, nil },
+			Lease: true,
+		},
+		Work: func(ctx context.Context, job engine.Job[invoice]) error {
 			mu.Lock()
 			defer mu.Unlock()
-			sent[job.Envelope.MessageID]++
+			sent[job.Key]++
 			return nil
-		}),
-		Effects: func(jobID string) int { mu.Lock(); defer mu.Unlock(); return sent[jobID] },
+		},
+		New:     func(key string) invoice { return invoice{ID: key} },
+		Effects: func(key string) int { mu.Lock(); defer mu.Unlock(); return sent[key] },
 	})
 	fmt.Println("converges:", err == nil)
 	// Output: converges: true

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/engine"
 )
 
 // Switches is the kill switch in memory: a type's value, else its default.
@@ -43,9 +41,13 @@ func (s *Switches) IsJobEnabled(_ context.Context, jobType string, def bool) boo
 
 // Parked is one parked message.
 type Parked struct {
-	Queue engine.Queue
+	// Queue is the name of the queue it came from and goes back to (the
+	// last part of its EventSourceARN).
+	Queue string
 	Body  string
-	Delay time.Duration
+	// Attributes are its message attributes, kept as they were.
+	Attributes map[string]events.SQSMessageAttribute
+	Delay      time.Duration
 }
 
 // Queues records parks and dead letters (engine.Parker and
@@ -62,14 +64,15 @@ type Queues struct {
 }
 
 // Park implements engine.Parker.
-func (q *Queues) Park(_ context.Context, queue engine.Queue, _ engine.Envelope, body string, delay time.Duration) error {
+func (q *Queues) Park(_ context.Context, msg events.SQSMessage, delay time.Duration) error {
 	q.trace("park")
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ParkErr != nil {
 		return q.ParkErr
 	}
-	q.parked = append(q.parked, Parked{queue, body, delay})
+	queue := msg.EventSourceARN[strings.LastIndexByte(msg.EventSourceARN, ':')+1:]
+	q.parked = append(q.parked, Parked{Queue: queue, Body: msg.Body, Attributes: msg.MessageAttributes, Delay: delay})
 	return nil
 }
 
@@ -115,42 +118,6 @@ func (q *Queues) DeadCount() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.dead)
-}
-
-var seq atomic.Int64
-
-// Envelope returns a valid envelope of jobType with args, a fresh job id,
-// key and correlation id.
-func Envelope(jobType string, args map[string]string) engine.Envelope {
-	n := seq.Add(1)
-	return engine.Envelope{
-		V: engine.Version, MessageID: engine.DeriveMessageID("enginetest", fmt.Sprint(n, time.Now().UnixNano())), Type: jobType,
-		Key: fmt.Sprintf("k-%d", n), CorrelationID: fmt.Sprintf("c-%d", n), Args: args,
-		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
-	}
-}
-
-// ValidArgs returns args valid for jt: every declared arg with its format's
-// example value.
-func ValidArgs(jt engine.JobType) map[string]string {
-	args := make(map[string]string, len(jt.Args))
-	for _, a := range jt.Args {
-		args[a.Name] = a.Format.Example()
-	}
-	return args
-}
-
-// EnvelopeFor returns a valid envelope of jt.
-func EnvelopeFor(jt engine.JobType) engine.Envelope { return Envelope(jt.Name, ValidArgs(jt)) }
-
-// Record wraps env as the SQS record of a delivery with the receive count.
-func Record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
-	t.Helper()
-	body, err := env.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return RawRecord(string(body), receiveCount)
 }
 
 var sqsSeq atomic.Int64

@@ -1,7 +1,7 @@
 // Package enginetest is the engine's public test kit.
 //
-// RunTwice lets a job handler's author prove, with one call, that the
-// handler converges under at-least-once delivery: it drives the handler
+// RunTwice lets a kind's author prove, with one call, that the
+// work converges under at-least-once delivery: it drives the work
 // through the real runner (with the in-memory marker store, whose rules the
 // conformance suite proves equal to DynamoDB's) twice in sequence, twice
 // concurrently, and with a crash at each step boundary followed by a
@@ -13,6 +13,7 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,31 +23,35 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/memstore"
 )
 
-// Case is one job to prove.
-type Case struct {
-	// Type is the job type's declaration.
-	Type engine.JobType
-	// Handler is its handler, wired to fakes the test owns.
-	Handler engine.Handler
-	// Args are valid args of the job (ValidArgs(Type) if nil). Each
-	// scenario runs its own job (a new job id) with these args.
-	Args map[string]string
-	// Effects reports how often the job's effect happened so far (e.g. the
-	// mails a fake sender sent for that job id).
-	Effects func(jobID string) int
+// Case is one kind of job to prove.
+type Case[T any] struct {
+	// Kind is the kind's declaration.
+	Kind engine.Kind[T]
+	// Work is its work, wired to fakes the test owns.
+	Work func(context.Context, engine.Job[T]) error
+	// New returns a payload whose key (Kind.Key) is key: each scenario
+	// runs its own job under a fresh key (a random UUID).
+	New func(key string) T
+	// Encode turns a payload into a record's body (nil: encoding/json);
+	// Kind.Decode must read it back.
+	Encode func(T) ([]byte, error)
+	// Effects reports how often the effect of the job with key happened
+	// so far (e.g. the mails a fake sender sent for that key).
+	Effects func(key string) int
 	// ExactlyOnce makes the kit strict: every scenario, the crash between
 	// effect and claim included, must show exactly one effect. Without it
 	// that crash may show two (the runner repeats an effect whose claim it
-	// never wrote: duplicates over loss), so a handler that is not
-	// idempotent on its own passes. Set it for a handler that must be: one
-	// whose effect carries a key its provider dedups by (the job id as an
+	// never wrote: duplicates over loss), so work that is not idempotent
+	// on its own passes. Set it for work that must be: one whose effect
+	// carries a key its provider dedups by (the job's key as an
 	// Idempotency-Key), or that checks before it acts. It is for
-	// effect-then-claim types: under claim-then-effect the crash between
+	// effect-then-claim kinds: under claim-then-effect the crash between
 	// claim and effect loses the effect by design, which strict mode fails.
 	ExactlyOnce bool
 }
@@ -87,7 +92,7 @@ var scenarios = []scenario{
 // passes), or exactly one with Case.ExactlyOnce. Under claim-then-effect a
 // crash between claim and effect loses the effect instead (loss over
 // duplicates), which that scenario then allows, unless ExactlyOnce.
-func RunTwice(t *testing.T, c Case) {
+func RunTwice[T any](t *testing.T, c Case[T]) {
 	t.Helper()
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func RunTwice(t *testing.T, c Case) {
 
 // Check runs every scenario and returns an error naming each one whose
 // effect count is wrong, or nil.
-func Check(c Case) error {
+func Check[T any](c Case[T]) error {
 	var errs []error
 	for _, sc := range scenarios {
 		if err := check(c, sc); err != nil {
@@ -110,34 +115,36 @@ func Check(c Case) error {
 	return errors.Join(errs...)
 }
 
-func check(c Case, sc scenario) error {
-	if c.Effects == nil || c.Handler == nil {
-		return errors.New("enginetest: Case needs Handler and Effects")
-	}
-	reg, err := engine.NewRegistry(c.Type)
-	if err != nil {
-		return fmt.Errorf("enginetest: %w", err)
+func check[T any](c Case[T], sc scenario) error {
+	if c.Effects == nil || c.Work == nil || c.New == nil {
+		return errors.New("enginetest: Case needs Work, New and Effects")
 	}
 	lo, hi := 1, sc.maxEffects
 	switch {
 	case c.ExactlyOnce:
 		hi = 1
-	case c.Type.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim:
+	case c.Kind.Bias == engine.ClaimThenEffect && sc.crash == crashAfterClaim:
 		lo, hi = 0, 1 // the crash fell between claim and effect: lost, never repeated
 	}
-	args := c.Args
-	if args == nil {
-		args = ValidArgs(c.Type)
+	key := uuid.NewString() // fresh, and of a shape any key function takes
+	p := c.New(key)
+	encode := c.Encode
+	if encode == nil {
+		encode = func(v T) ([]byte, error) { return json.Marshal(v) }
 	}
-	env := Envelope(c.Type.Name, args)
-	w, err := newWorld(reg, c, sc.crash)
+	body, err := encode(p)
+	if err != nil {
+		return fmt.Errorf("enginetest: encode: %w", err)
+	}
+	if got, err := c.Kind.Key(p); err != nil || got != key {
+		return fmt.Errorf("enginetest: New(%q) gave a payload whose key is %q (%v)", key, got, err)
+	}
+	w, err := newWorld(c, sc.crash)
 	if err != nil {
 		return err
 	}
-	if err := w.deliver(env, sc); err != nil {
-		return err
-	}
-	if got := c.Effects(env.MessageID); got < lo || got > hi {
+	w.deliver(string(body), sc)
+	if got := c.Effects(key); got < lo || got > hi {
 		return fmt.Errorf("%s: the effect happened %d times; want %s", sc.name, got, want(lo, hi))
 	}
 	return nil
@@ -150,42 +157,44 @@ func want(lo, hi int) string {
 	return fmt.Sprintf("%d to %d", lo, hi)
 }
 
-// world is one runner on the kit's fakes with a crash point and a clock.
+// world is one handler on the kit's fakes with a crash point and a clock.
 type world struct {
 	clock  *Clock
 	store  *memstore.Store
-	runner *engine.Runner
+	handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	crash  *crashes
 }
 
-func newWorld(reg *engine.Registry, c Case, crash string) (*world, error) {
+func newWorld[T any](c Case[T], crash string) (*world, error) {
 	w := &world{clock: NewClock(time.Now()), store: memstore.New()}
 	w.store.Now = w.clock.Now
 	w.crash = &crashes{at: crash}
-	on := &Switches{} // a fail-closed type is proved switched on
-	on.Set(c.Type.Name, true)
-	r, err := engine.New(engine.Config{
-		Registry: reg, Handlers: map[string]engine.Handler{c.Type.Name: crashingHandler{c.Handler, w.crash}},
-		Switch: on, Markers: crashingMarkers{Store: w.store, crash: w.crash},
+	on := &Switches{} // a fail-closed kind is proved switched on
+	on.Set(c.Kind.Name, true)
+	work := func(ctx context.Context, job engine.Job[T]) error {
+		err := c.Work(ctx, job)
+		if err == nil {
+			w.crash.here(crashAfterEffect)
+		}
+		return err
+	}
+	h, err := engine.NewHandler(c.Kind, work, engine.Options{
+		Store: crashingMarkers{Store: w.store, crash: w.crash}, Switch: on,
 		Parker: &Queues{}, DeadLetterer: &Queues{},
 		Logger: engine.NewLogger(io.Discard, "error"), Now: w.clock.Now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enginetest: %w", err)
 	}
-	w.runner = r
+	w.handle = h.HandleSQS
 	return w, nil
 }
 
 // deliver plays the scenario: the first delivery (with its crash, or a
 // concurrent twin), then the redelivery SQS makes after the visibility
 // timeout, by when every lease has expired.
-func (w *world) deliver(env engine.Envelope, sc scenario) error {
-	body, err := env.Encode()
-	if err != nil {
-		return fmt.Errorf("enginetest: %w", err)
-	}
-	first := RawRecord(string(body), 1)
+func (w *world) deliver(body string, sc scenario) {
+	first := RawRecord(body, 1)
 	if sc.concurrent {
 		var wg sync.WaitGroup
 		for range 2 {
@@ -197,11 +206,10 @@ func (w *world) deliver(env engine.Envelope, sc scenario) error {
 	}
 	w.crash.disarm()
 	w.clock.Advance(2 * invocationTimeout)
-	w.invoke(RawRecord(string(body), 2))
+	w.invoke(RawRecord(body, 2))
 	// A last delivery of what may still be failing (a twin's busy retry).
 	w.clock.Advance(2 * invocationTimeout)
-	w.invoke(RawRecord(string(body), 3))
-	return nil
+	w.invoke(RawRecord(body, 3))
 }
 
 // invocationTimeout is the deadline of every invocation: the leases last
@@ -212,7 +220,7 @@ const invocationTimeout = time.Minute
 func (w *world) invoke(msg events.SQSMessage) {
 	ctx, cancel := context.WithDeadline(context.Background(), w.clock.Now().Add(invocationTimeout))
 	defer cancel()
-	_, _ = w.runner.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	_, _ = w.handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
 }
 
 // crashes kills the current invocation's record at the armed step, once.
@@ -237,34 +245,21 @@ func (c *crashes) here(step string) {
 
 func (c *crashes) disarm() { c.mu.Lock(); c.at = ""; c.mu.Unlock() }
 
-type crashingHandler struct {
-	engine.Handler
-	crash *crashes
-}
-
-func (h crashingHandler) Handle(ctx context.Context, job engine.Job) error {
-	err := h.Handler.Handle(ctx, job)
-	if err == nil {
-		h.crash.here(crashAfterEffect)
-	}
-	return err
-}
-
 type crashingMarkers struct {
 	*memstore.Store
 	crash *crashes
 }
 
-func (m crashingMarkers) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
-	r, err := m.Store.Lease(ctx, k, owner, until)
+func (m crashingMarkers) Lease(ctx context.Context, k engine.Key, mk engine.Mark) (engine.Record, error) {
+	r, err := m.Store.Lease(ctx, k, mk)
 	if err == nil {
 		m.crash.here(crashAfterLease)
 	}
 	return r, err
 }
 
-func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
-	won, err := m.Store.Claim(ctx, k, owner, due)
+func (m crashingMarkers) Claim(ctx context.Context, k engine.Key, mk engine.Mark) (bool, error) {
+	won, err := m.Store.Claim(ctx, k, mk)
 	if err == nil {
 		m.crash.here(crashAfterClaim)
 	}

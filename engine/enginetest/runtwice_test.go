@@ -10,63 +10,80 @@ import (
 	"github.com/runstwice/runstwice/engine/enginetest"
 )
 
-// effects counts a fake effect per job.
+// order is a team's own message: any JSON, its own key.
+type order struct {
+	ID     string `json:"orderId"`
+	Amount int    `json:"amount"`
+}
+
+// effects counts a fake effect per order.
 type effects struct {
 	mu sync.Mutex
 	n  map[string]int
-	// times is how often one call performs the effect (a broken handler
+	// times is how often one call performs the effect (broken work
 	// performs it twice).
 	times int
 }
 
-func (e *effects) Handle(_ context.Context, job engine.Job) error {
+func (e *effects) work(_ context.Context, job engine.Job[order]) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.n[job.Envelope.MessageID] += e.times
+	e.n[job.Payload.ID] += e.times
 	return nil
 }
 
 func (e *effects) count(id string) int { e.mu.Lock(); defer e.mu.Unlock(); return e.n[id] }
 
-func jobType(bias engine.Bias, lease bool) engine.JobType {
-	return engine.JobType{
-		Name: "test.effect.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
-		Queue: "default", EnabledByDefault: true, Bias: bias, Lease: lease, KeyPrefix: "effect", KeyArgs: []string{"userId"},
+func kind(bias engine.Bias, lease bool) engine.Kind[order] {
+	return engine.Kind[order]{
+		Name: "orders.ship", Key: func(o order) (string, error) { return o.ID, nil },
+		Bias: bias, Lease: lease,
 	}
 }
 
-// A well-behaved handler converges under every scenario, with either bias.
+func newOrder(key string) order { return order{ID: key, Amount: 12} }
+
+func orderCase(e *effects, bias engine.Bias, lease bool) enginetest.Case[order] {
+	return enginetest.Case[order]{Kind: kind(bias, lease), Work: e.work, New: newOrder, Effects: e.count}
+}
+
+// Converging work passes every scenario, with either bias.
 func TestRunTwicePassesAConvergingJob(t *testing.T) {
 	for _, bias := range []engine.Bias{engine.EffectThenClaim, engine.ClaimThenEffect} {
 		t.Run(bias.String(), func(t *testing.T) {
 			e := &effects{n: map[string]int{}, times: 1}
-			enginetest.RunTwice(t, enginetest.Case{Type: jobType(bias, true), Handler: e, Effects: e.count})
+			enginetest.RunTwice(t, orderCase(e, bias, true))
 		})
 	}
 }
 
 // The kit can fail: it names the scenarios where the effect happened too
-// often (a handler that performs its effect twice per call; a type without
-// a lease under concurrent delivery).
+// often (work that performs its effect twice per call; a kind without a
+// lease under concurrent delivery).
 func TestCheckNamesTheFailingCase(t *testing.T) {
 	e := &effects{n: map[string]int{}, times: 2}
-	err := enginetest.Check(enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: e, Effects: e.count})
+	err := enginetest.Check(orderCase(e, engine.EffectThenClaim, true))
 	if err == nil || !strings.Contains(err.Error(), "twice in sequence: the effect happened 2 times; want exactly 1") {
 		t.Fatalf("Check = %v; want the sequence case named", err)
 	}
+	once := &effects{n: map[string]int{}, times: 1}
+	err = enginetest.Check(orderCase(once, engine.EffectThenClaim, false))
+	if err == nil || !strings.Contains(err.Error(), "twice concurrently") {
+		t.Fatalf("Check of a kind without a lease = %v; want the concurrent case named", err)
+	}
 }
 
-// keyed is a handler whose effect is idempotent on its own: the provider
-// dedups by the job id, so a repeat of the call is no second effect.
+// keyed is work whose effect is idempotent on its own: the provider dedups
+// by the order id, so a repeat of the call is no second effect.
 type keyed struct {
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-func (k *keyed) Handle(_ context.Context, job engine.Job) error {
+func (k *keyed) work(_ context.Context, job engine.Job[order]) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.seen[job.Envelope.MessageID] = true
+	k.seen[job.Key] = true
 	return nil
 }
 
@@ -80,11 +97,11 @@ func (k *keyed) count(id string) int {
 }
 
 // Strict mode fails a bare counter (its effect repeats after a crash
-// between effect and claim, which the default mode allows) and passes a
-// handler keyed by the job id.
-func TestExactlyOnceFailsACounterAndPassesAKeyedHandler(t *testing.T) {
+// between effect and claim, which the default mode allows) and passes work
+// keyed by the order id.
+func TestExactlyOnceFailsACounterAndPassesKeyedWork(t *testing.T) {
 	counter := &effects{n: map[string]int{}, times: 1}
-	lenient := enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: counter, Effects: counter.count}
+	lenient := orderCase(counter, engine.EffectThenClaim, true)
 	if err := enginetest.Check(lenient); err != nil {
 		t.Fatalf("the default mode refused a counter: %v", err)
 	}
@@ -95,5 +112,16 @@ func TestExactlyOnceFailsACounterAndPassesAKeyedHandler(t *testing.T) {
 		t.Fatalf("strict Check of a counter = %v; want the crash between effect and claim named", err)
 	}
 	k := &keyed{seen: map[string]bool{}}
-	enginetest.RunTwice(t, enginetest.Case{Type: jobType(engine.EffectThenClaim, true), Handler: k, Effects: k.count, ExactlyOnce: true})
+	enginetest.RunTwice(t, enginetest.Case[order]{Kind: kind(engine.EffectThenClaim, true), Work: k.work, New: newOrder, Effects: k.count, ExactlyOnce: true})
+}
+
+// A Case whose New does not give the payload the key it was asked for is
+// refused: the kit could not count its effects.
+func TestCheckRefusesANewThatIgnoresTheKey(t *testing.T) {
+	e := &effects{n: map[string]int{}, times: 1}
+	c := orderCase(e, engine.EffectThenClaim, true)
+	c.New = func(string) order { return order{ID: "always-the-same"} }
+	if err := enginetest.Check(c); err == nil || !strings.Contains(err.Error(), "New(") {
+		t.Fatalf("Check = %v; want New named", err)
+	}
 }

@@ -50,7 +50,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 	_, canCancel := newStore(t, NewClock(time.Now())).(Canceller)
 	setup := func(t *testing.T) (under, *Clock) {
 		clock := NewClock(time.Now())
-		return under{newStore(t, clock), t}, clock
+		return under{newStore(t, clock), t, clock}, clock
 	}
 	// leasedByA is a new store and key, the key leased by owner "a" for a
 	// minute.
@@ -323,7 +323,29 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 // beyond engine.Store.
 type under struct {
 	engine.Store
-	t *testing.T
+	t     *testing.T
+	clock *Clock
+}
+
+// Lease takes the lease for owner until until.
+func (u under) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
+	return u.Store.Lease(ctx, k, engine.Mark{Owner: owner, Until: until})
+}
+
+// Claim claims k for owner, its job due at due: the marker lives its
+// retention past the later of now and due, as the runner asks.
+func (u under) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
+	return u.Store.Claim(ctx, k, u.settled(owner, due))
+}
+
+// Fail marks k failed for owner, its job due at due.
+func (u under) Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error {
+	return u.Store.Fail(ctx, k, u.settled(owner, due))
+}
+
+// settled is the mark of a settling write by owner of a job due at due.
+func (u under) settled(owner string, due time.Time) engine.Mark {
+	return engine.Mark{Owner: owner, Expires: engine.SettledUntil(u.clock.Now(), due, engine.DefaultRetention)}
 }
 
 // Peek reads one marker through PeekBatch.

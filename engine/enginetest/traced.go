@@ -63,15 +63,15 @@ func (m Traced) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Ke
 }
 
 // Lease records "lease" and takes the lease.
-func (m Traced) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
+func (m Traced) Lease(ctx context.Context, k engine.Key, mk engine.Mark) (engine.Record, error) {
 	m.Trace.Add("lease")
-	return m.Store.Lease(ctx, k, owner, until)
+	return m.Store.Lease(ctx, k, mk)
 }
 
-// Claim records "claim" and claims the engine.
-func (m Traced) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
+// Claim records "claim" and claims the marker.
+func (m Traced) Claim(ctx context.Context, k engine.Key, mk engine.Mark) (bool, error) {
 	m.Trace.Add("claim")
-	return m.Store.Claim(ctx, k, owner, due)
+	return m.Store.Claim(ctx, k, mk)
 }
 
 // Release records "release" and releases the lease.
@@ -81,9 +81,9 @@ func (m Traced) Release(ctx context.Context, k engine.Key, owner string) error {
 }
 
 // Fail records "fail" and marks the claim failed.
-func (m Traced) Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error {
+func (m Traced) Fail(ctx context.Context, k engine.Key, mk engine.Mark) error {
 	m.Trace.Add("fail")
-	return m.Store.Fail(ctx, k, owner, due)
+	return m.Store.Fail(ctx, k, mk)
 }
 
 // Tombstone records "tombstone" and cancels the job.

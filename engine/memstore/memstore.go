@@ -27,17 +27,17 @@ type Store struct {
 // New returns an empty store.
 func New() *Store { return &Store{items: map[engine.Key]engine.Record{}} }
 
-func (m *Store) retention() time.Duration {
-	if m.Retention > 0 {
-		return m.Retention
+func (s *Store) retention() time.Duration {
+	if s.Retention > 0 {
+		return s.Retention
 	}
 	return engine.DefaultRetention
 }
 
 // live returns the record under k unless it is absent or expired. Callers hold
 // mu.
-func (m *Store) live(k engine.Key, now time.Time) (engine.Record, bool) {
-	r, ok := m.items[k]
+func (s *Store) live(k engine.Key, now time.Time) (engine.Record, bool) {
+	r, ok := s.items[k]
 	if !ok || (!r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)) {
 		return engine.Record{}, false
 	}
@@ -45,31 +45,31 @@ func (m *Store) live(k engine.Key, now time.Time) (engine.Record, bool) {
 }
 
 // do runs f under the lock with the current time, unless Err is set.
-func (m *Store) do(f func(now time.Time) error) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.Err != nil {
-		return m.Err
+func (s *Store) do(f func(now time.Time) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Err != nil {
+		return s.Err
 	}
 	now := time.Now
-	if m.Now != nil {
-		now = m.Now
+	if s.Now != nil {
+		now = s.Now
 	}
 	return f(now())
 }
 
 // Peek reads one marker.
-func (m *Store) Peek(_ context.Context, k engine.Key) (r engine.Record, ok bool, err error) {
-	err = m.do(func(now time.Time) error { r, ok = m.live(k, now); return nil })
+func (s *Store) Peek(_ context.Context, k engine.Key) (r engine.Record, ok bool, err error) {
+	err = s.do(func(now time.Time) error { r, ok = s.live(k, now); return nil })
 	return r, ok, err
 }
 
 // PeekBatch reads many markers.
-func (m *Store) PeekBatch(_ context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
+func (s *Store) PeekBatch(_ context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
 	out := make(map[engine.Key]engine.Record, len(keys))
-	err := m.do(func(now time.Time) error {
+	err := s.do(func(now time.Time) error {
 		for _, k := range keys {
-			if r, ok := m.live(k, now); ok {
+			if r, ok := s.live(k, now); ok {
 				out[k] = r
 			}
 		}
@@ -81,31 +81,41 @@ func (m *Store) PeekBatch(_ context.Context, keys []engine.Key) (map[engine.Key]
 	return out, nil
 }
 
-// Lease takes the lease on k for owner until the given time; see
+// Lease takes the lease on k for m.Owner until m.Until; see
 // dynamostore.Store.Lease.
-func (m *Store) Lease(_ context.Context, k engine.Key, owner string, until time.Time) (rec engine.Record, err error) {
-	err = m.do(func(now time.Time) error {
-		if old, ok := m.live(k, now); ok && (old.State != engine.StateLeased || (old.Owner != owner && old.LeaseActive(now))) {
+func (s *Store) Lease(_ context.Context, k engine.Key, m engine.Mark) (rec engine.Record, err error) {
+	err = s.do(func(now time.Time) error {
+		if old, ok := s.live(k, now); ok && (old.State != engine.StateLeased || (old.Owner != m.Owner && old.LeaseActive(now))) {
 			rec = old
 			return old.Conflict()
 		}
-		rec = engine.Record{Key: k, State: engine.StateLeased, Owner: owner, LeaseUntil: until, LeasedAt: now.Truncate(time.Millisecond), ExpiresAt: until.Add(m.retention())}
-		m.items[k] = rec
+		rec = engine.Record{Key: k, State: engine.StateLeased, Owner: m.Owner, LeaseUntil: m.Until, LeasedAt: now.Truncate(time.Millisecond),
+			ExpiresAt: s.expiry(m.Expires, m.Until.Add(s.retention())), Fingerprint: m.Fingerprint}
+		s.items[k] = rec
 		return nil
 	})
 	return rec, err
 }
 
+// expiry is the expiry a write asked for, or def when it asked for none.
+func (s *Store) expiry(asked, def time.Time) time.Time {
+	if asked.IsZero() {
+		return def
+	}
+	return asked
+}
+
 // Claim records k as processed; see dynamostore.Store.Claim.
-func (m *Store) Claim(_ context.Context, k engine.Key, owner string, due time.Time) (won bool, err error) {
-	err = m.do(func(now time.Time) error {
-		if old, ok := m.live(k, now); ok && !(owner != "" && old.Owner == owner && (old.State == engine.StateLeased || old.State == engine.StateDone)) {
+func (s *Store) Claim(_ context.Context, k engine.Key, m engine.Mark) (won bool, err error) {
+	err = s.do(func(now time.Time) error {
+		if old, ok := s.live(k, now); ok && !(m.Owner != "" && old.Owner == m.Owner && (old.State == engine.StateLeased || old.State == engine.StateDone)) {
 			if old.Settled() {
 				return nil
 			}
 			return engine.ErrLeaseLost
 		}
-		m.items[k] = engine.Record{Key: k, State: engine.StateDone, Owner: owner, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
+		s.items[k] = engine.Record{Key: k, State: engine.StateDone, Owner: m.Owner, ProcessedAt: now,
+			ExpiresAt: s.expiry(m.Expires, now.Add(s.retention())), Fingerprint: m.Fingerprint, Result: m.Result}
 		won = true
 		return nil
 	})
@@ -113,45 +123,46 @@ func (m *Store) Claim(_ context.Context, k engine.Key, owner string, due time.Ti
 }
 
 // Fail records that k's job failed; see dynamostore.Store.Fail.
-func (m *Store) Fail(_ context.Context, k engine.Key, owner string, due time.Time) error {
-	return m.do(func(now time.Time) error {
-		old, ok := m.live(k, now)
+func (s *Store) Fail(_ context.Context, k engine.Key, m engine.Mark) error {
+	return s.do(func(now time.Time) error {
+		old, ok := s.live(k, now)
 		var may bool
 		switch {
 		case ok && old.State == engine.StateFailed:
 			return nil
-		case owner != "":
-			may = ok && old.Owner == owner && (old.State == engine.StateDone || old.State == engine.StateLeased)
+		case m.Owner != "":
+			may = ok && old.Owner == m.Owner && (old.State == engine.StateDone || old.State == engine.StateLeased)
 		default:
 			may = !ok || (old.State == engine.StateLeased && !old.LeaseActive(now))
 		}
 		if !may {
 			return engine.ErrLeaseLost
 		}
-		m.items[k] = engine.Record{Key: k, State: engine.StateFailed, Owner: owner, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
+		s.items[k] = engine.Record{Key: k, State: engine.StateFailed, Owner: m.Owner, ProcessedAt: now,
+			ExpiresAt: s.expiry(m.Expires, now.Add(s.retention())), Fingerprint: m.Fingerprint}
 		return nil
 	})
 }
 
 // Tombstone marks k cancelled, its job due at due; see dynamostore.Store.Tombstone.
-func (m *Store) Tombstone(_ context.Context, k engine.Key, due time.Time) (rec engine.Record, err error) {
-	err = m.do(func(now time.Time) error {
-		if old, ok := m.live(k, now); ok && old.State != engine.StateCancelled && (old.State != engine.StateLeased || old.LeaseActive(now)) {
+func (s *Store) Tombstone(_ context.Context, k engine.Key, due time.Time) (rec engine.Record, err error) {
+	err = s.do(func(now time.Time) error {
+		if old, ok := s.live(k, now); ok && old.State != engine.StateCancelled && (old.State != engine.StateLeased || old.LeaseActive(now)) {
 			rec = old
 			return old.Conflict()
 		}
-		rec = engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, m.retention())}
-		m.items[k] = rec
+		rec = engine.Record{Key: k, State: engine.StateCancelled, ProcessedAt: now, ExpiresAt: engine.SettledUntil(now, due, s.retention())}
+		s.items[k] = rec
 		return nil
 	})
 	return rec, err
 }
 
 // Release gives up owner's lease on k.
-func (m *Store) Release(_ context.Context, k engine.Key, owner string) error {
-	return m.do(func(time.Time) error {
-		if old, ok := m.items[k]; ok && old.State == engine.StateLeased && old.Owner == owner {
-			delete(m.items, k)
+func (s *Store) Release(_ context.Context, k engine.Key, owner string) error {
+	return s.do(func(time.Time) error {
+		if old, ok := s.items[k]; ok && old.State == engine.StateLeased && old.Owner == owner {
+			delete(s.items, k)
 		}
 		return nil
 	})
@@ -159,10 +170,10 @@ func (m *Store) Release(_ context.Context, k engine.Key, owner string) error {
 
 // ResetFailed deletes k when it is in engine.StateFailed (a redrive runs the effect
 // again); see marker.Resetter in the bundle.
-func (m *Store) ResetFailed(_ context.Context, k engine.Key) error {
-	return m.do(func(time.Time) error {
-		if old, ok := m.items[k]; ok && old.State == engine.StateFailed {
-			delete(m.items, k)
+func (s *Store) ResetFailed(_ context.Context, k engine.Key) error {
+	return s.do(func(time.Time) error {
+		if old, ok := s.items[k]; ok && old.State == engine.StateFailed {
+			delete(s.items, k)
 		}
 		return nil
 	})

@@ -42,17 +42,19 @@ import (
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // queue is the name this function gives its one work queue (QUEUE_URL).
-const queue engine.Queue = "webhooks"
+const queue message.Queue = "webhooks"
 
 // Deliver is the job type: one event to deliver, by its id. A failed
 // receiver is retried (with back-off, then the DLQ); the receiver dedups by
 // the Idempotency-Key, so effect-then-claim (the default bias) is right.
-var Deliver = engine.JobType{
+var Deliver = message.JobType{
 	Name:  "webhook.deliver.v1",
-	Args:  []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+	Args:  []message.ArgSpec{{Name: "eventId", Format: message.FormatID, Required: true}},
 	Queue: queue, EnabledByDefault: true, Lease: true,
 	KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
 }
@@ -71,7 +73,7 @@ type Webhook struct {
 // Deliver POSTs {"eventId": ...} with the job id as Idempotency-Key. A 2xx
 // is done; a 4xx other than 408 and 429 is the receiver refusing the event
 // for good (Permanent: the DLQ, not five retries); anything else retries.
-func (w Webhook) Deliver(ctx context.Context, job engine.Job, a deliverArgs) error {
+func (w Webhook) Deliver(ctx context.Context, job runner.Job, a deliverArgs) error {
 	body, err := json.Marshal(map[string]string{"eventId": a.EventID})
 	if err != nil {
 		return engine.Permanent(err)
@@ -135,7 +137,7 @@ const flushTimeout = 2 * time.Second
 // of every span the invocation made: Lambda freezes the process as soon as
 // the invocation returns, so spans still in the batcher would wait for the
 // next invocation, or be lost with the instance.
-func handler(r *engine.Runner, tp *sdktrace.TracerProvider) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+func handler(r *runner.Runner, tp *sdktrace.TracerProvider) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	if tp == nil {
 		return r.Handle
 	}
@@ -153,26 +155,26 @@ func handler(r *engine.Runner, tp *sdktrace.TracerProvider) func(context.Context
 // build wires the runner from the environment; with tp, the runner makes a
 // CONSUMER span per record, continuing the trace its sender put in the
 // message's AWSTraceHeader.
-func build(ctx context.Context, tp *sdktrace.TracerProvider) (*engine.Runner, error) {
+func build(ctx context.Context, tp *sdktrace.TracerProvider) (*runner.Runner, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: aws config: %w", err)
 	}
-	reg, err := engine.NewRegistry(Deliver)
+	reg, err := message.NewRegistry(Deliver)
 	if err != nil {
 		return nil, err
 	}
-	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[engine.Queue]string{queue: os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
+	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[string]string{string(queue): os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
 	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
 	hook := Webhook{URL: os.Getenv("WEBHOOK_URL"), Client: &http.Client{Timeout: 10 * time.Second}}
 	var tracer trace.TracerProvider // nil: no spans (never a nil *TracerProvider in it)
 	if tp != nil {
 		tracer = tp
 	}
-	return engine.New(engine.Config{
+	return runner.New(runner.Config{
 		TracerProvider: tracer,
 		Registry:       reg,
-		Handlers:       map[string]engine.Handler{Deliver.Name: engine.Typed(hook.Deliver)},
+		Handlers:       map[string]runner.Handler{Deliver.Name: runner.Typed(hook.Deliver)},
 		Switch:         ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
 		Markers:        dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
 		Parker:         queues, DeadLetterer: queues,

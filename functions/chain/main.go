@@ -10,19 +10,20 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/chain"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/wiring"
 	"github.com/runstwice/runstwice/internal/wiring/worker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Consumes is the work queues this function is the worker of: its event
 // sources in template.yaml (the main test checks both agree).
-var Consumes = []engine.Queue{contract.QueueChain}
+var Consumes = []message.Queue{contract.QueueChain}
 
 // The functions' mains have one form on purpose: each function is its own
 // binary that only wires adapters, and internal/function starts it.
@@ -47,7 +48,7 @@ func build(ctx context.Context, log *slog.Logger) (*chain.Function, error) {
 	p := w.Parts(ctx, e.Config)
 	runcfg := w.Config(e.Config, p, contract.Registry(), handlers, log)
 	runcfg.Ticks = jobs.TicksForEngine(e.Store)
-	runner, err := engine.New(runcfg)
+	runner, err := runner.New(runcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -26,7 +26,7 @@ func TestBuildWiresEverything(t *testing.T) {
 		"SCHEDULE_GROUP": "runstwice-dev-jobs", "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
 		"DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:dlq", "DLQ_URL": "http://q/dlq",
 	}, testkit.WorkQueueEnv("http://127.0.0.1:1", "arn:aws:sqs:us-east-1:123456789012"), testkit.AWSEnv())
-	stack.CheckWorker(t, "functions/chain", Consumes, f.Runner.(*engine.Runner).Handles)
+	stack.CheckWorker(t, "functions/chain", Consumes, f.Runner.(*runner.Runner).Handles)
 	if f.Stream == nil || f.Stream.Releaser == nil || f.Stream.Send == nil {
 		t.Fatalf("the function does not read the markers stream: %+v", f.Stream)
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/tracing"
 )
@@ -40,7 +40,7 @@ func build(ctx context.Context, log *slog.Logger) (*deadletter.Consumer, error) 
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(cfg)
-	markers := dynamostore.New(db, markersTable)
+	markers := marker.NewStore(db, markersTable)
 	return deadletter.NewConsumer(deadletter.Config{
 		Records: deadletter.NewStore(db, deadLetters), Markers: markers,
 		Jobs:     jobs.NewRecorder(db, jobsTable),

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
@@ -24,23 +23,25 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 	"github.com/runstwice/runstwice/internal/sweep"
 	"github.com/runstwice/runstwice/internal/wiring/worker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Consumes is the work queues this function is the worker of: its event
 // sources in template.yaml (the main test checks both agree). It sends only
 // to these (parked jobs, the digest fan-out's digests and pages).
-var Consumes = []engine.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk}
+var Consumes = []message.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk}
 
 // The functions' mains have one form on purpose: each function is
 // its own binary that only wires adapters, and internal/function starts it.
 func main() {
-	function.Main("email", build, func(h *engine.Runner) any { return h.Handle })
+	function.Main("email", build, func(h *runner.Runner) any { return h.Handle })
 }
 
-func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
+func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	env := envvar.New(os.Getenv)
 	w := worker.Read(env, Consumes...)
 	usersTable := env.Required("USERS_TABLE")
@@ -104,5 +105,5 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	maps.Copy(handlers, sweeps)
 	runcfg := w.Config(cfg, p, reg, handlers, log)
 	runcfg.Ticks = jobs.TicksForEngine(store)
-	return engine.New(runcfg)
+	return runner.New(runcfg)
 }

@@ -11,17 +11,18 @@ import (
 	"os"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/webhook"
 	"github.com/runstwice/runstwice/internal/wiring/worker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Consumes is the work queues this function is the worker of: its event
 // sources in template.yaml (the main test checks both agree).
-var Consumes = []engine.Queue{contract.WebhookDeliver.Queue}
+var Consumes = []message.Queue{contract.WebhookDeliver.Queue}
 
 // deliveryTimeout bounds one POST, well inside the function's 30 s.
 const deliveryTimeout = 10 * time.Second
@@ -29,10 +30,10 @@ const deliveryTimeout = 10 * time.Second
 // The functions' mains have one form on purpose: each function is its own
 // binary that only wires adapters, and internal/function starts it.
 func main() {
-	function.Main("webhook", build, func(h *engine.Runner) any { return h.Handle })
+	function.Main("webhook", build, func(h *runner.Runner) any { return h.Handle })
 }
 
-func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
+func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	env := envvar.New(os.Getenv)
 	w := worker.Read(env, Consumes...)
 	target := env.Required("WEBHOOK_URL")
@@ -44,5 +45,5 @@ func build(ctx context.Context, log *slog.Logger) (*engine.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.New(w.Config(cfg, w.Parts(ctx, cfg), contract.Registry(), handlers, log))
+	return runner.New(w.Config(cfg, w.Parts(ctx, cfg), contract.Registry(), handlers, log))
 }

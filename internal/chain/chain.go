@@ -30,6 +30,8 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Releaser releases the continuations of a job that ended, and says which
@@ -122,22 +124,22 @@ func endedJob(r events.DynamoDBEventRecord) (string, bool) {
 		return "", false
 	}
 	id, ok := img[dynamostore.AttrMessageKey]
-	if !ok || id.DataType() != events.DataTypeString || !engine.CanonicalUUID(id.String()) {
+	if !ok || id.DataType() != events.DataTypeString || !message.CanonicalUUID(id.String()) {
 		return "", false
 	}
 	return id.String(), true
 }
 
 // Handlers returns the runner's handlers of the chain queue's types.
-func Handlers(f Finisher, s Sweeper, send jobs.SendFunc) (map[string]engine.Handler, error) {
+func Handlers(f Finisher, s Sweeper, send jobs.SendFunc) (map[string]runner.Handler, error) {
 	if f == nil || s == nil || send == nil {
 		return nil, errors.New("chain: a Finisher, a Sweeper and a send are required")
 	}
-	return map[string]engine.Handler{
-		contract.BatchFinish.Name: engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+	return map[string]runner.Handler{
+		contract.BatchFinish.Name: runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 			return f.FinishBatch(ctx, job.Envelope.Args["batchId"])
 		}),
-		contract.ContinuationSweep.Name: engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+		contract.ContinuationSweep.Name: runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 			rep, err := s.SweepContinuations(ctx, send)
 			if job.Logger != nil {
 				job.Logger.Info("chain: continuation sweep", "parents", rep.Parents, "sent", rep.Sent, "cancelled", rep.Cancelled, "kept", len(rep.Kept))
@@ -150,7 +152,7 @@ func Handlers(f Finisher, s Sweeper, send jobs.SendFunc) (map[string]engine.Hand
 	}, nil
 }
 
-// SQSHandler is what the chain queue's records go to (*engine.Runner is
+// SQSHandler is what the chain queue's records go to (*runner.Runner is
 // one).
 type SQSHandler interface {
 	Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)

@@ -10,10 +10,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/chain"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 const (
@@ -159,13 +160,13 @@ func TestHandlersOfTheChainQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, jt := range []engine.JobType{contract.BatchFinish, contract.ContinuationSweep} {
+	for _, jt := range []message.JobType{contract.BatchFinish, contract.ContinuationSweep} {
 		if hs[jt.Name] == nil || jt.Queue != contract.QueueChain {
 			t.Fatalf("%s: handler %v on queue %s", jt.Name, hs[jt.Name], jt.Queue)
 		}
 	}
-	job := func(typ string, args map[string]string) engine.Job {
-		return engine.Job{Envelope: engine.Envelope{Type: typ, Args: args}}
+	job := func(typ string, args map[string]string) runner.Job {
+		return runner.Job{Envelope: message.Envelope{Type: typ, Args: args}}
 	}
 	if err := hs[contract.BatchFinish.Name].Handle(context.Background(), job(contract.BatchFinish.Name, map[string]string{"batchId": "b-1"})); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // MaxDelaySeconds is the largest delaySeconds (the SQS maximum).
@@ -57,7 +57,7 @@ func (b Body) Continuation() bool { return b.After != "" }
 var bodyFields = []string{"args", "key", "delaySeconds", "runAt", "duplicatePolicy", "after", "afterPolicy"}
 
 // DecodeBody is DecodeBodyAt the current time.
-func DecodeBody(t engine.JobType, body []byte) (Body, error) {
+func DecodeBody(t message.JobType, body []byte) (Body, error) {
 	return DecodeBodyAt(t, body, time.Now())
 }
 
@@ -66,15 +66,15 @@ func DecodeBody(t engine.JobType, body []byte) (Body, error) {
 // string IDs valid for t), key, delaySeconds (an integer 0–900) or runAt (an
 // RFC 3339 time with Z or an offset, at most MaxRunAhead after now; not
 // both) and duplicatePolicy. Every error it returns is a
-// *engine.ValidationError naming each bad field.
-func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
+// *message.ValidationError naming each bad field.
+func DecodeBodyAt(t message.JobType, body []byte, now time.Time) (Body, error) {
 	top, err := decodeObject(body)
 	if err != nil {
 		return Body{}, invalid("body", err.Error())
 	}
-	verr := &engine.ValidationError{}
+	verr := &message.ValidationError{}
 	add := func(field, reason string) {
-		verr.Fields = append(verr.Fields, engine.FieldError{Field: field, Reason: reason})
+		verr.Fields = append(verr.Fields, message.FieldError{Field: field, Reason: reason})
 	}
 	unknown := make([]string, 0)
 	for name := range top {
@@ -94,7 +94,7 @@ func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
 	} else if args, fields := decodeArgs(raw); len(fields) > 0 {
 		verr.Fields = append(verr.Fields, fields...)
 	} else if err := t.ValidateArgs(args); err != nil {
-		var ve *engine.ValidationError
+		var ve *message.ValidationError
 		if !errors.As(err, &ve) {
 			return Body{}, fmt.Errorf("contract: validate args: %w", err)
 		}
@@ -107,7 +107,7 @@ func DecodeBodyAt(t engine.JobType, body []byte, now time.Time) (Body, error) {
 		var k string
 		if json.Unmarshal(raw, &k) != nil || !isJSONString(raw) {
 			add("key", "must be a string")
-		} else if !engine.ValidKey(k) {
+		} else if !message.ValidKey(k) {
 			add("key", "must be 1-255 printable ASCII characters without spaces or '@' (keys are stored in plaintext: no e-mail addresses)")
 		} else {
 			req.Key = k
@@ -171,7 +171,7 @@ func decodeAfter(top map[string]json.RawMessage, req *Body, add func(field, reas
 			add("after", "must be a string: the jobId of the job this one waits for")
 		case strings.HasPrefix(s, "#"):
 			req.After = s
-		case !engine.CanonicalUUID(s):
+		case !message.CanonicalUUID(s):
 			add("after", "must be a jobId (a lowercase UUID, as the 202 answer gave it)")
 		default:
 			req.After = s
@@ -254,17 +254,17 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // decodeArgs parses args as a flat object of strings.
-func decodeArgs(raw json.RawMessage) (map[string]string, []engine.FieldError) {
+func decodeArgs(raw json.RawMessage) (map[string]string, []message.FieldError) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, []engine.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+		return nil, []message.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return nil, []engine.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
+		return nil, []message.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
 	}
 	args := make(map[string]string, len(m))
-	var fields []engine.FieldError
+	var fields []message.FieldError
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
@@ -274,7 +274,7 @@ func decodeArgs(raw json.RawMessage) (map[string]string, []engine.FieldError) {
 		v := m[name]
 		var s string
 		if !isJSONString(v) || json.Unmarshal(v, &s) != nil {
-			fields = append(fields, engine.FieldError{Field: "args." + Printable(name), Reason: "must be a string ID, not " + jsonKind(v)})
+			fields = append(fields, message.FieldError{Field: "args." + Printable(name), Reason: "must be a string ID, not " + jsonKind(v)})
 			continue
 		}
 		args[name] = s
@@ -324,12 +324,12 @@ func Printable(s string) string {
 	return b.String()
 }
 
-func invalid(field, reason string) *engine.ValidationError {
-	return &engine.ValidationError{Fields: []engine.FieldError{{Field: field, Reason: reason}}}
+func invalid(field, reason string) *message.ValidationError {
+	return &message.ValidationError{Fields: []message.FieldError{{Field: field, Reason: reason}}}
 }
 
 // exampleArgs shows the args of t as a JSON object, for error details.
-func exampleArgs(t engine.JobType) string {
+func exampleArgs(t message.JobType) string {
 	parts := make([]string, len(t.Args))
 	for i, a := range t.Args {
 		parts[i] = fmt.Sprintf("%q:%q", a.Name, a.Format.Example())

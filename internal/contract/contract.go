@@ -9,7 +9,7 @@ package contract
 import (
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The bundle's work queues. Each has its own redrive policy to the
@@ -18,25 +18,25 @@ import (
 // consumes webhooks; the chain function consumes chain (runstwice's own
 // jobs that finish batches and sweep continuations).
 const (
-	QueueCritical engine.Queue = "critical"
-	QueueDefault  engine.Queue = "default"
-	QueueBulk     engine.Queue = "bulk"
-	QueueWebhooks engine.Queue = "webhooks"
-	QueueChain    engine.Queue = "chain"
+	QueueCritical message.Queue = "critical"
+	QueueDefault  message.Queue = "default"
+	QueueBulk     message.Queue = "bulk"
+	QueueWebhooks message.Queue = "webhooks"
+	QueueChain    message.Queue = "chain"
 )
 
 // Queues lists the bundle's work queues: the e-mail function's in priority
 // order, then the webhook function's, then the chain function's. Whatever needs every queue (the
 // enqueue API, the outbox relay, the dead-letter recorder, jobctl, the
 // local stack) ranges over this list.
-var Queues = []engine.Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks, QueueChain}
+var Queues = []message.Queue{QueueCritical, QueueDefault, QueueBulk, QueueWebhooks, QueueChain}
 
-// The argument formats of the bundle's types beside engine.FormatID.
+// The argument formats of the bundle's types beside message.FormatID.
 var (
 	// FormatCountry is an ISO 3166-1 alpha-2 code such as "BD".
-	FormatCountry = engine.NewFormat("ISO 3166-1 alpha-2 country code", "BD", validCountry)
+	FormatCountry = message.NewFormat("ISO 3166-1 alpha-2 country code", "BD", validCountry)
 	// FormatISOWeek is an ISO 8601 week such as "2026-W48".
-	FormatISOWeek = engine.NewFormat("ISO week (YYYY-Www)", "2026-W48", validISOWeek)
+	FormatISOWeek = message.NewFormat("ISO week (YYYY-Www)", "2026-W48", validISOWeek)
 )
 
 // ISOWeek returns the ISO 8601 week of t in UTC (FormatISOWeek), e.g.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Attribute names of an outbox item.
@@ -93,7 +93,7 @@ func (it OutboxItem) PK() string { return it.Producer + "#" + it.IdempotencyKey 
 
 // JobID is the id the item's job has (and will have): derived from the
 // caller and the idempotency key exactly as for an API request.
-func (it OutboxItem) JobID() string { return engine.DeriveMessageID(it.Caller(), it.IdempotencyKey) }
+func (it OutboxItem) JobID() string { return message.DeriveMessageID(it.Caller(), it.IdempotencyKey) }
 
 // Body is the request body the API would have been sent for the item.
 func (it OutboxItem) Body() []byte {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The declarations of every job type runstwice ships, one place for all of
@@ -20,11 +21,11 @@ import (
 // new partner to confirm their address. It carries a verification token
 // (made at send time, 48 hours) and is unnecessary once the address is
 // confirmed.
-var PartnerVerification = engine.JobType{
+var PartnerVerification = message.JobType{
 	Name: "email.partner-verification.v1",
-	Args: []engine.ArgSpec{
-		{Name: "userId", Format: engine.FormatID, Required: true},
-		{Name: "roleCode", Format: engine.FormatID, Required: true, MaxLen: 32},
+	Args: []message.ArgSpec{
+		{Name: "userId", Format: message.FormatID, Required: true},
+		{Name: "roleCode", Format: message.FormatID, Required: true, MaxLen: 32},
 		{Name: "countryCode", Format: FormatCountry, Required: true},
 	},
 	Queue:            QueueCritical,
@@ -37,10 +38,10 @@ var PartnerVerification = engine.JobType{
 
 // PasswordReset is email.password-reset.v1: a password-reset link with a
 // token made at send time (valid one hour).
-var PasswordReset = engine.JobType{
+var PasswordReset = message.JobType{
 	Name: "email.password-reset.v1",
-	Args: []engine.ArgSpec{
-		{Name: "userId", Format: engine.FormatID, Required: true},
+	Args: []message.ArgSpec{
+		{Name: "userId", Format: message.FormatID, Required: true},
 		{Name: "countryCode", Format: FormatCountry, Required: true},
 	},
 	Queue:            QueueCritical,
@@ -53,9 +54,9 @@ var PasswordReset = engine.JobType{
 
 // Welcome is email.welcome.v1: a welcome mail with a link to the
 // application. It carries no token.
-var Welcome = engine.JobType{
+var Welcome = message.JobType{
 	Name:             "email.welcome.v1",
-	Args:             []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+	Args:             []message.ArgSpec{{Name: "userId", Format: message.FormatID, Required: true}},
 	Queue:            QueueDefault,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
@@ -69,10 +70,10 @@ var Welcome = engine.JobType{
 // addresses. It is fail-closed: it runs only while its switch
 // /runstwice/<stage>/toggles/email.partner-digest.v1 says on, so
 // template.yaml creates that parameter set to false.
-var PartnerDigest = engine.JobType{
+var PartnerDigest = message.JobType{
 	Name: "email.partner-digest.v1",
-	Args: []engine.ArgSpec{
-		{Name: "userId", Format: engine.FormatID, Required: true},
+	Args: []message.ArgSpec{
+		{Name: "userId", Format: message.FormatID, Required: true},
 		{Name: "digestId", Format: FormatISOWeek, Required: true, MaxLen: 8},
 	},
 	Queue:            QueueBulk,
@@ -103,12 +104,12 @@ var Fanout = FanoutIn(time.UTC)
 // more than 9 hours, still Sunday in UTC, is labelled its own week. The
 // e-mail function registers FanoutIn of its PARTNER_DIGEST_TIMEZONE; the
 // type is the same one in every zone, only the label of a tick differs.
-func FanoutIn(loc *time.Location) engine.JobType {
-	return engine.JobType{
+func FanoutIn(loc *time.Location) message.JobType {
+	return message.JobType{
 		Name: "email.partner-digest-fanout.v1",
-		Args: []engine.ArgSpec{
+		Args: []message.ArgSpec{
 			{Name: "digestId", Format: FormatISOWeek, Required: true, MaxLen: 8},
-			{Name: "after", Format: engine.FormatID},
+			{Name: "after", Format: message.FormatID},
 		},
 		Queue:            QueueBulk,
 		EnabledByDefault: false,
@@ -130,9 +131,9 @@ func FanoutIn(loc *time.Location) engine.JobType {
 // own. It is on by default (deleting the schedule of
 // an ended job is always safe) and, like every tick type, skips while its
 // switch is off: the next hour's tick tries again.
-var ScheduleSweep = engine.JobType{
+var ScheduleSweep = message.JobType{
 	Name:             "runstwice.schedule-sweep.v1",
-	Args:             []engine.ArgSpec{{Name: "hour", Format: engine.FormatID, Required: true, MaxLen: 16}},
+	Args:             []message.ArgSpec{{Name: "hour", Format: message.FormatID, Required: true, MaxLen: 16}},
 	Queue:            QueueDefault,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
@@ -152,9 +153,9 @@ var ScheduleSweep = engine.JobType{
 // right, and a lease keeps a concurrent twin from posting at the same time.
 // It runs on its own queue and its own function (functions/webhook,
 // internal/webhook).
-var WebhookDeliver = engine.JobType{
+var WebhookDeliver = message.JobType{
 	Name:             "webhook.deliver.v1",
-	Args:             []engine.ArgSpec{{Name: "eventId", Format: engine.FormatID, Required: true}},
+	Args:             []message.ArgSpec{{Name: "eventId", Format: message.FormatID, Required: true}},
 	Queue:            QueueWebhooks,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
@@ -169,9 +170,9 @@ var WebhookDeliver = engine.JobType{
 // finished (every job reserved and handed over, as the accept would have),
 // one that was never written or is accepted is left alone. runstwice makes
 // it; no request may (Internal).
-var BatchFinish = engine.JobType{
+var BatchFinish = message.JobType{
 	Name:             "runstwice.batch-finish.v1",
-	Args:             []engine.ArgSpec{{Name: "batchId", Format: engine.FormatID, Required: true, MaxLen: 36}},
+	Args:             []message.ArgSpec{{Name: "batchId", Format: message.FormatID, Required: true, MaxLen: 36}},
 	Queue:            QueueChain,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
@@ -186,9 +187,9 @@ var BatchFinish = engine.JobType{
 // failed and can no longer be redriven, and of a release cut short. Its one
 // arg is the tick's scheduled time (minute, UTC), also its key. On by
 // default; like every tick type it skips while its switch is off.
-var ContinuationSweep = engine.JobType{
+var ContinuationSweep = message.JobType{
 	Name:             "runstwice.continuation-sweep.v1",
-	Args:             []engine.ArgSpec{{Name: "at", Format: engine.FormatID, Required: true, MaxLen: 16}},
+	Args:             []message.ArgSpec{{Name: "at", Format: message.FormatID, Required: true, MaxLen: 16}},
 	Queue:            QueueChain,
 	EnabledByDefault: true,
 	Bias:             engine.EffectThenClaim,
@@ -220,14 +221,14 @@ func WeekOf(at time.Time, loc *time.Location) string {
 
 // Types returns the declaration of every shipped job type, sorted by name,
 // the weekly digest's tick labelled with its week in UTC.
-func Types() []engine.JobType { return TypesIn(time.UTC) }
+func Types() []message.JobType { return TypesIn(time.UTC) }
 
 // TypesIn is Types with the weekly digest's tick labelled in digestZone
 // (FanoutIn).
-func TypesIn(digestZone *time.Location) []engine.JobType {
-	out := []engine.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep, WebhookDeliver,
+func TypesIn(digestZone *time.Location) []message.JobType {
+	out := []message.JobType{PartnerVerification, PasswordReset, Welcome, PartnerDigest, FanoutIn(digestZone), ScheduleSweep, WebhookDeliver,
 		BatchFinish, ContinuationSweep}
-	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b message.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -236,14 +237,14 @@ func TypesIn(digestZone *time.Location) []engine.JobType {
 // declaration is a programming error and panics. A tick of the weekly
 // digest is labelled with its week in UTC here: RegistryIn labels it in the
 // schedule's time zone, as the e-mail function, which runs the ticks, does.
-func Registry() *engine.Registry { return RegistryIn(time.UTC) }
+func Registry() *message.Registry { return RegistryIn(time.UTC) }
 
 // RegistryIn is Registry with the weekly digest's tick labelled with the
 // ISO week of its scheduled time in digestZone (FanoutIn): the registry of
 // the e-mail function, given PARTNER_DIGEST_TIMEZONE. Only a tick's args
 // differ; every type, arg and key is the same in every zone.
-func RegistryIn(digestZone *time.Location) *engine.Registry {
-	r, err := engine.NewRegistry(TypesIn(digestZone)...)
+func RegistryIn(digestZone *time.Location) *message.Registry {
+	r, err := message.NewRegistry(TypesIn(digestZone)...)
 	if err != nil {
 		panic(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // shippedRow is one row of docs/job-types.md's table of the shipped types.
@@ -72,7 +73,7 @@ func TestShippedTypesAreTheDocumentedOnes(t *testing.T) {
 		for name, v := range values {
 			want = strings.ReplaceAll(want, "<"+name+">", v)
 		}
-		if got := jt.DeriveKey(values); got != want || !engine.ValidKey(got) {
+		if got := jt.DeriveKey(values); got != want || !message.ValidKey(got) {
 			t.Errorf("%s: natural key %q; the docs' %q gives %q", r.name, got, r.key, want)
 		}
 	}

@@ -12,10 +12,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/internal/vclock"
+	"github.com/runstwice/runstwice/message"
 )
 
 // UnknownType is the metric dimension and recorded type of a dead letter
@@ -46,7 +51,7 @@ type Records interface {
 // is one).
 type MarkerPeeker interface {
 	PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error)
-	Fail(ctx context.Context, k engine.Key, owner string, due time.Time) error
+	Fail(ctx context.Context, k engine.Key, m engine.Mark) error
 }
 
 // JobFailer marks a job Failed, conditionally: it never overwrites a
@@ -62,7 +67,7 @@ type Config struct {
 	// Jobs marks jobs Failed (optional).
 	Jobs JobFailer
 	// Registry names the known types (required).
-	Registry *engine.Registry
+	Registry *message.Registry
 	Logger   *slog.Logger
 	Metrics  *engine.Metrics
 	// TracerProvider, when set, makes a CONSUMER span per letter
@@ -110,7 +115,7 @@ type letter struct {
 	// code is the scheduler's error code of a scheduler's letter.
 	code string
 	// trace is the X-Ray trace header of the job the letter carries
-	// (engine.JobTraceHeader).
+	// (runner.JobTraceHeader).
 	trace string
 	log   *slog.Logger
 }
@@ -238,7 +243,7 @@ func (c *Consumer) failMarker(ctx context.Context, l *letter) error {
 	case l.hasMarker && l.marker.LeaseActive(now):
 		return fmt.Errorf("a worker holds the job's lease; retried once it is done")
 	}
-	if err := c.cfg.Markers.Fail(ctx, l.key, "", l.due); err != nil {
+	if err := c.cfg.Markers.Fail(ctx, l.key, engine.Mark{Expires: lifetime.Until(vclock.Now(), l.due, lifetime.Marker)}); err != nil {
 		return fmt.Errorf("mark the job's marker FAILED: %w", err)
 	}
 	return nil
@@ -274,13 +279,13 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		l.log = l.log.With("schedule", rec.Schedule, "errorCode", sl.Code)
 	} else {
 		rec.ReceiveCount = c.receiveCount(msg)
-		if reason := stringAttr(msg, engine.AttrReason); reason != "" {
+		if reason := stringAttr(msg, sqsqueue.AttrReason); reason != "" {
 			rec.Reason, l.class = reason, ClassPermanent
 		} else {
 			rec.Reason = fmt.Sprintf("exceeded maxReceiveCount (%d receives)", rec.ReceiveCount)
 			l.class = ClassMaxReceives
 		}
-		rec.SourceQueue = stringAttr(msg, engine.AttrSourceQueue)
+		rec.SourceQueue = stringAttr(msg, sqsqueue.AttrSourceQueue)
 		if rec.SourceQueue == "" {
 			rec.SourceQueue = msg.Attributes[attrDLQSourceARN]
 		}
@@ -298,9 +303,9 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 // neither keeps the SQS message id and the type unknown.
 func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 	msg, rec := l.msg, &l.rec
-	env, err := engine.Decode([]byte(msg.Body))
-	if err != nil && engine.IsTick([]byte(msg.Body)) {
-		tick, terr := engine.DecodeTick([]byte(msg.Body))
+	env, err := message.Decode([]byte(msg.Body))
+	if err != nil && message.IsTick([]byte(msg.Body)) {
+		tick, terr := message.DecodeTick([]byte(msg.Body))
 		if terr != nil {
 			l.log = l.log.With(obs.KeyType, UnknownType)
 			return
@@ -317,7 +322,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 	}
 	l.decoded = true
 	l.key, l.due = engine.Key{Type: env.Type, JobID: env.MessageID}, env.RunAt
-	l.trace = engine.JobTraceHeader(msg, env)
+	l.trace = runner.JobTraceHeader(msg, env)
 	rec.ID, rec.JobID, rec.CorrelationID = env.MessageID, env.MessageID, env.CorrelationID
 	if _, lerr := c.cfg.Registry.Lookup(env.Type); lerr == nil {
 		rec.Type = env.Type
@@ -330,7 +335,7 @@ func (c *Consumer) parseJob(l *letter, base *slog.Logger) {
 // dead-lettered: the worker's receiveCount attribute, else the SQS receive
 // count, which a redrive move carries over, less this DLQ delivery.
 func (c *Consumer) receiveCount(msg events.SQSMessage) int {
-	if n, err := strconv.Atoi(stringAttr(msg, engine.AttrReceiveCount)); err == nil && n > 0 {
+	if n, err := strconv.Atoi(stringAttr(msg, sqsqueue.AttrReceiveCount)); err == nil && n > 0 {
 		return n
 	}
 	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -21,6 +22,7 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // fakeRecords is the dead-letters table in memory, with the same
@@ -95,13 +97,13 @@ func (h *harness) run(t *testing.T, msgs ...events.SQSMessage) []string {
 	return testkit.Run(t, context.Background(), h.c, msgs...)
 }
 
-func envelope(jobType string) engine.Envelope {
+func envelope(jobType string) message.Envelope {
 	return testkit.Envelope(jobType, map[string]string{"userId": "u-1"})
 }
 
 // moved is a message the queue's redrive policy moved: no reason attribute,
 // its receive count carried over plus this DLQ delivery.
-func moved(t *testing.T, env engine.Envelope, receiveCount int) events.SQSMessage {
+func moved(t *testing.T, env message.Envelope, receiveCount int) events.SQSMessage {
 	t.Helper()
 	return testkit.Record(t, env, receiveCount)
 }
@@ -110,9 +112,9 @@ func moved(t *testing.T, env engine.Envelope, receiveCount int) events.SQSMessag
 func sent(body, reason string) events.SQSMessage {
 	msg := testkit.RawRecord(body, 1)
 	msg.MessageAttributes = map[string]events.SQSMessageAttribute{
-		engine.AttrReason:       {StringValue: aws.String(reason), DataType: "String"},
-		engine.AttrReceiveCount: {StringValue: aws.String("1"), DataType: "Number"},
-		engine.AttrSourceQueue:  {StringValue: aws.String("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
+		sqsqueue.AttrReason:       {StringValue: aws.String(reason), DataType: "String"},
+		sqsqueue.AttrReceiveCount: {StringValue: aws.String("1"), DataType: "Number"},
+		sqsqueue.AttrSourceQueue:  {StringValue: aws.String("arn:aws:sqs:us-east-1:123456789012:critical"), DataType: "String"},
 	}
 	return msg
 }
@@ -228,7 +230,7 @@ func TestConsumerIsIdempotent(t *testing.T) {
 func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.run(t, moved(t, env, 6)); len(f) != 0 {
@@ -247,7 +249,7 @@ func TestAlreadySucceededIsNotADeadLetter(t *testing.T) {
 func TestFailedAfterClaimIsADeadLetter(t *testing.T) {
 	h := newHarness(t, nil)
 	env := envelope(contract.Welcome.Name)
-	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := h.markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()
@@ -354,10 +356,10 @@ func TestConsumerMarksTheMarkerFailed(t *testing.T) {
 	}{
 		{"no marker", func(*memstore.Store, engine.Key) {}, engine.StateFailed, false, true},
 		{"a crashed worker's expired lease", func(m *memstore.Store, k engine.Key) {
-			_, _ = m.Lease(context.Background(), k, "crashed", time.Now().Add(-time.Second))
+			_, _ = m.Lease(context.Background(), k, engine.Mark{Owner: "crashed", Until: time.Now().Add(-time.Second)})
 		}, engine.StateFailed, false, true},
 		{"another copy is running", func(m *memstore.Store, k engine.Key) {
-			_, _ = m.Lease(context.Background(), k, "twin", time.Now().Add(time.Minute))
+			_, _ = m.Lease(context.Background(), k, engine.Mark{Owner: "twin", Until: time.Now().Add(time.Minute)})
 		}, engine.StateLeased, true, false},
 		{"cancelled", func(m *memstore.Store, k engine.Key) { _, _ = m.Tombstone(context.Background(), k, time.Time{}) }, engine.StateCancelled, false, true},
 	} {

@@ -25,7 +25,9 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 const maxReceives = emailtest.MaxReceives
@@ -67,13 +69,13 @@ func newWorld(t *testing.T) *world {
 // worker is the e-mail function wired as main.go does, with the given
 // sender, and without the final-attempt hook, so that marking the job Failed
 // is left to the dlq function.
-func (w *world) worker(t *testing.T, sender email.Sender) *engine.Runner {
+func (w *world) worker(t *testing.T, sender email.Sender) *runner.Runner {
 	t.Helper()
 	return w.Worker(t, sender, nil)
 }
 
 // enqueue records the job and sends its message, as the enqueue function does.
-func (w *world) enqueue(t *testing.T, env engine.Envelope) {
+func (w *world) enqueue(t *testing.T, env message.Envelope) {
 	t.Helper()
 	jt, err := contract.Registry().Lookup(env.Type)
 	if err != nil {
@@ -95,11 +97,11 @@ func (w *world) enqueue(t *testing.T, env engine.Envelope) {
 	}
 }
 
-func (w *world) send(t *testing.T, q engine.Queue, body string, env engine.Envelope) {
+func (w *world) send(t *testing.T, q message.Queue, body string, env message.Envelope) {
 	t.Helper()
 	attrs := map[string]sqstypes.MessageAttributeValue{}
 	if env.Type != "" {
-		attrs[engine.AttrType] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(env.Type)}
+		attrs[sqsqueue.AttrType] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(env.Type)}
 	}
 	if _, err := w.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: aws.String(w.Queues[q].URL), MessageBody: aws.String(body), MessageAttributes: attrs,
@@ -177,7 +179,7 @@ func (o *okSender) Send(_ context.Context, m email.Message) error {
 func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	w := newWorld(t)
 	w.PutUser(t, email.User{ID: "u-exhaust", Email: "exhaust@example.com", DisplayName: "D"})
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-exhaust",
+	env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-exhaust",
 		CorrelationID: "corr-exhaust", Args: map[string]string{"userId": "u-exhaust"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
 	sender := &failingSender{}
@@ -243,7 +245,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 	if len(back) != 1 || aws.ToString(back[0].Body) != string(body) {
 		t.Fatalf("redriven messages %v; want the stored body", back)
 	}
-	if a := back[0].MessageAttributes[engine.AttrType]; aws.ToString(a.StringValue) != contract.Welcome.Name {
+	if a := back[0].MessageAttributes[sqsqueue.AttrType]; aws.ToString(a.StringValue) != contract.Welcome.Name {
 		t.Fatalf("type attribute %v", a.StringValue)
 	}
 	if rec, _ := w.store.Get(context.Background(), env.MessageID); rec.Status != deadletter.StatusRedriven || rec.Redrives != 1 {
@@ -294,7 +296,7 @@ func TestExhaustedRetriesReachDLQThroughRedrivePolicy(t *testing.T) {
 // id with that reason; it cannot be redriven.
 func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 	w := newWorld(t)
-	w.send(t, contract.QueueCritical, "this is not json {", engine.Envelope{})
+	w.send(t, contract.QueueCritical, "this is not json {", message.Envelope{})
 	worker := w.worker(t, &okSender{})
 	if n := poll(t, w, w.Queues[contract.QueueCritical], worker.Handle); n != 1 {
 		t.Fatalf("received %d", n)
@@ -346,10 +348,10 @@ func TestPoisonMessageIsDeadLetteredWithReason(t *testing.T) {
 // marked Failed, and nothing is counted.
 func TestSucceededJobInDLQIsRecordedNotCounted(t *testing.T) {
 	w := newWorld(t)
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-ok",
+	env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-ok",
 		CorrelationID: "corr-ok", Args: map[string]string{"userId": "u-ok"}, EnqueuedAt: time.Now().UTC()}
 	w.enqueue(t, env)
-	if _, err := w.Markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, "", time.Time{}); err != nil {
+	if _, err := w.Markers.Claim(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID}, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := env.Encode()

@@ -8,6 +8,7 @@ import (
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
@@ -52,7 +53,7 @@ type FailedMarkers interface {
 type Redriver struct {
 	store    RedriveStore
 	sender   Sender
-	registry *engine.Registry
+	registry *message.Registry
 	// Jobs makes a redriven job active again and finds superseded letters.
 	// Without it the job record is left as it is (Failed), which lets
 	// AllowAfterFailed admit a twin: only tests that are about the queue
@@ -64,7 +65,7 @@ type Redriver struct {
 
 // NewRedriver returns a redriver over store that sends with sender,
 // knowing the job types of registry. Set Jobs and Markers before use.
-func NewRedriver(store RedriveStore, sender Sender, registry *engine.Registry) *Redriver {
+func NewRedriver(store RedriveStore, sender Sender, registry *message.Registry) *Redriver {
 	return &Redriver{store: store, sender: sender, registry: registry}
 }
 
@@ -93,10 +94,10 @@ const (
 
 // Redriven is the outcome of redriving (or dropping) one dead letter.
 type Redriven struct {
-	ID      string       `json:"id"`
-	Type    string       `json:"type"`
-	Queue   engine.Queue `json:"queue,omitempty"`
-	Outcome Outcome      `json:"outcome"`
+	ID      string        `json:"id"`
+	Type    string        `json:"type"`
+	Queue   message.Queue `json:"queue,omitempty"`
+	Outcome Outcome       `json:"outcome"`
 	// Skipped says why nothing was done ("" otherwise).
 	Skipped string `json:"skipped,omitempty"`
 	// SupersededBy is the newer job that holds the letter's key.
@@ -213,7 +214,7 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 			return out, fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
 		}
 	}
-	err = r.sender.Send(ctx, sqsqueue.Message{Queue: t.Queue, Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID,
+	err = r.sender.Send(ctx, sqsqueue.Message{Queue: string(t.Queue), Body: rec.Body, Type: env.Type, CorrelationID: env.CorrelationID,
 		TraceHeader: rec.TraceHeader})
 	if err != nil {
 		err = fmt.Errorf("deadletter: redrive %s: %w", rec.ID, err)
@@ -237,24 +238,24 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 // letterJob is the job of rec's body: its envelope, or a tick's derived
 // envelope (the body is sent back as it is, so a tick goes back as a tick),
 // and its registered type. An error matches ErrNotRedrivable.
-func (r *Redriver) letterJob(rec Record) (engine.Envelope, engine.JobType, error) {
+func (r *Redriver) letterJob(rec Record) (message.Envelope, message.JobType, error) {
 	body := []byte(rec.Body)
-	env, err := engine.Decode(body)
-	if err != nil && engine.IsTick(body) {
-		tick, terr := engine.DecodeTick(body)
+	env, err := message.Decode(body)
+	if err != nil && message.IsTick(body) {
+		tick, terr := message.DecodeTick(body)
 		if terr != nil {
-			return env, engine.JobType{}, fmt.Errorf("%w: %s: body is not a valid tick: %w", ErrNotRedrivable, rec.ID, terr)
+			return env, message.JobType{}, fmt.Errorf("%w: %s: body is not a valid tick: %w", ErrNotRedrivable, rec.ID, terr)
 		}
 		if env, err = r.registry.TickEnvelope(tick); err != nil {
-			return env, engine.JobType{}, fmt.Errorf("%w: %s: tick of schedule %s: %w", ErrNotRedrivable, rec.ID, tick.Schedule, err)
+			return env, message.JobType{}, fmt.Errorf("%w: %s: tick of schedule %s: %w", ErrNotRedrivable, rec.ID, tick.Schedule, err)
 		}
 	}
 	if err != nil {
-		return env, engine.JobType{}, fmt.Errorf("%w: %s: body is neither an envelope nor a tick: %w", ErrNotRedrivable, rec.ID, err)
+		return env, message.JobType{}, fmt.Errorf("%w: %s: body is neither an envelope nor a tick: %w", ErrNotRedrivable, rec.ID, err)
 	}
 	t, err := r.registry.Lookup(env.Type)
 	if err != nil {
-		return env, engine.JobType{}, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
+		return env, message.JobType{}, fmt.Errorf("%w: %s: %w", ErrNotRedrivable, rec.ID, err)
 	}
 	return env, t, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // opsWorld is what an operator's redrive touches, on moto
@@ -41,7 +42,7 @@ func newOpsWorld(t *testing.T) *opsWorld {
 
 // failedJob enqueues a welcome job for caller and key, fails it, and stores
 // its dead letter with reason, as the enqueue and dlq functions do.
-func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) engine.Envelope {
+func (w *opsWorld) failedJob(t *testing.T, caller, key, reason string) message.Envelope {
 	t.Helper()
 	return w.Letter(t, contract.Welcome.Name, caller, key, reason, time.Now())
 }
@@ -57,7 +58,7 @@ func (w *opsWorld) queued(t *testing.T) []string {
 
 // wantQueuedOnce fails t unless the default queue holds env's message, and
 // only it, once.
-func (w *opsWorld) wantQueuedOnce(t *testing.T, env engine.Envelope) {
+func (w *opsWorld) wantQueuedOnce(t *testing.T, env message.Envelope) {
 	t.Helper()
 	body, _ := env.Encode()
 	if got := w.queued(t); len(got) != 1 || got[0] != string(body) {
@@ -67,7 +68,7 @@ func (w *opsWorld) wantQueuedOnce(t *testing.T, env engine.Envelope) {
 
 // putFailedMarker writes what a claim-then-effect job leaves when its effect
 // failed after its claim.
-func (w *opsWorld) putFailedMarker(t *testing.T, env engine.Envelope) {
+func (w *opsWorld) putFailedMarker(t *testing.T, env message.Envelope) {
 	t.Helper()
 	testenv.PutItem(t, w.DB, w.Names.Markers, map[string]any{
 		dynamostore.AttrHandler:    dynamostore.PartitionKey(engine.Key{Type: env.Type, JobID: env.MessageID}),
@@ -100,7 +101,7 @@ func TestRedriveMakesFailedJobActive(t *testing.T) {
 		t.Fatalf("FAILED marker still there after the redrive (%v)", err)
 	}
 	w.wantQueuedOnce(t, env)
-	twin := engine.Envelope{MessageID: engine.NewMessageID()}
+	twin := message.Envelope{MessageID: message.NewMessageID()}
 	now := time.Now()
 	d, err := w.Jobs.Reserve(ctx, jobs.Job{ID: twin.MessageID, Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, contract.AllowAfterFailed)
@@ -199,7 +200,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if w.Counter.Get("DynamoDB.GetItem") == 0 {
 		t.Fatalf("the dry run did not even read: %s", w.Counter)
 	}
-	for _, env := range []engine.Envelope{a, b} {
+	for _, env := range []message.Envelope{a, b} {
 		if got := w.State(t, env.MessageID); got != jobs.StateFailed {
 			t.Fatalf("job %s after dry runs; want Failed", got)
 		}
@@ -253,7 +254,7 @@ func TestRedriveSendFailureAndCrash(t *testing.T) {
 	store := *w.Jobs
 	store.Now = func() time.Time { return time.Now().Add(jobs.DefaultPendingTimeout + time.Second) }
 	now := time.Now()
-	d, err := store.Reserve(ctx, jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-5",
+	d, err := store.Reserve(ctx, jobs.Job{ID: message.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-5",
 		Queue: string(contract.QueueDefault), Message: "{}", CreatedAt: now, RunAt: now}, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Resume || d.Job.ID != env.MessageID {
 		t.Fatalf("enqueue of the key after the pending timeout = %v (%s), %v; want Resume of the redriven job", d.Outcome, d.Job.ID, err)
@@ -324,7 +325,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 	if resp, _ := c.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
-	tick, _ := engine.DecodeTick([]byte(tickBody))
+	tick, _ := message.DecodeTick([]byte(tickBody))
 	env, _ := contract.Registry().TickEnvelope(tick)
 	rec, err := w.Letters.Get(ctx, env.MessageID)
 	if err != nil || rec.Schedule != "partner-digest-weekly" || rec.Type != contract.Fanout.Name || rec.SourceQueue != w.Queues[contract.QueueBulk].ARN {
@@ -339,7 +340,7 @@ func TestSchedulerTickLetterRedrivenAsATick(t *testing.T) {
 		t.Fatalf("redrive %+v, %v; want redriven to bulk", res, err)
 	}
 	got := testenv.Receive(t, w.SQS, w.Queues[contract.QueueBulk].URL, time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[engine.AttrType].StringValue) != contract.Fanout.Name {
+	if len(got) != 1 || aws.ToString(got[0].Body) != tickBody || aws.ToString(got[0].MessageAttributes[sqsqueue.AttrType].StringValue) != contract.Fanout.Name {
 		t.Fatalf("bulk queue holds %+v; want the tick once, as a tick", got)
 	}
 	if _, ok, _ := w.Markers.Peek(ctx, key); ok {

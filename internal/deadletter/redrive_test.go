@@ -13,6 +13,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 func TestFilterMatch(t *testing.T) {
@@ -118,7 +119,7 @@ func (f fakeSender) Send(context.Context, sqsqueue.Message) error {
 // record reactivated before the send; the record is settled after it; the
 // letter is marked last.
 func TestRedriveOrder(t *testing.T) {
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-1",
+	env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-1",
 		CorrelationID: "c", Args: map[string]string{"userId": "u-1"}, EnqueuedAt: time.Now().UTC()}
 	body, _ := env.Encode()
 	failed := jobs.Revival{JobID: env.MessageID, Found: true, State: jobs.StateFailed}

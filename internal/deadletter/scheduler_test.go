@@ -10,13 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 const (
@@ -62,7 +62,7 @@ func schedulerAttrs(scheduleARN, targetARN, code, retries, exhausted string) map
 func TestSchedulerLettersAreRecordedAsWhatTheyAre(t *testing.T) {
 	welcome := envelope(contract.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
-	tick, _ := engine.DecodeTick([]byte(tickBody))
+	tick, _ := message.DecodeTick([]byte(tickBody))
 	tickEnv, err := contract.Registry().TickEnvelope(tick)
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +155,11 @@ func (s *sends) Send(_ context.Context, m sqsqueue.Message) error {
 func TestSchedulerLettersAreRedrivable(t *testing.T) {
 	welcome := envelope(contract.Welcome.Name)
 	welcomeBody, _ := welcome.Encode()
-	tick, _ := engine.DecodeTick([]byte(tickBody))
+	tick, _ := message.DecodeTick([]byte(tickBody))
 	tickEnv, _ := contract.Registry().TickEnvelope(tick)
 	for _, tc := range []struct {
 		name, id, body string
-		queue          engine.Queue
+		queue          message.Queue
 		typ            string
 	}{
 		{"one-time job", welcome.MessageID, string(welcomeBody), contract.QueueDefault, contract.Welcome.Name},
@@ -175,7 +175,7 @@ func TestSchedulerLettersAreRedrivable(t *testing.T) {
 			if err != nil || res.Outcome != deadletter.Redrove || res.Queue != tc.queue {
 				t.Fatalf("redrive %+v, %v; want redriven to %s", res, err, tc.queue)
 			}
-			if len(out.msgs) != 1 || out.msgs[0].Body != tc.body || out.msgs[0].Queue != tc.queue || out.msgs[0].Type != tc.typ {
+			if len(out.msgs) != 1 || out.msgs[0].Body != tc.body || out.msgs[0].Queue != string(tc.queue) || out.msgs[0].Type != tc.typ {
 				t.Fatalf("sent %+v; want the body as it is to %s, type %s", out.msgs, tc.queue, tc.typ)
 			}
 			if got := trace.String(); got != "inspect reset-marker mark-redriven" {

@@ -22,7 +22,7 @@ const SpanName = "dlq process"
 
 // span starts the CONSUMER span of one letter (SpanName), when the
 // consumer traces: it continues the trace the letter carries (its
-// AWSTraceHeader, else its envelope's traceparent: engine.JobTraceHeader)
+// AWSTraceHeader, else its envelope's traceparent: runner.JobTraceHeader)
 // and links to that span, with the messaging attributes, the job's id and
 // type (when the body names a job) and, once recorded, the letter's status
 // and class; the spans started under it carry the job too, and the

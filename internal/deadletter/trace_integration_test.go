@@ -17,6 +17,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/message"
 )
 
 // refusingSender refuses every mail for good.
@@ -34,7 +35,7 @@ func TestDeadLetterKeepsItsJobsTrace(t *testing.T) {
 	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	w := newWorld(t)
 	w.PutUser(t, email.User{ID: "u-traced", Email: "traced@example.com", DisplayName: "T"})
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-traced",
+	env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: contract.Welcome.Name, Key: "welcome:u-traced",
 		CorrelationID: "corr-traced", Args: map[string]string{"userId": "u-traced"}, EnqueuedAt: time.Now().UTC()}
 	body, err := env.Encode()
 	if err != nil {

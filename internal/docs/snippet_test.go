@@ -49,8 +49,8 @@ import (
 // What the README's snippet names: a job type of the reader's own
 // package, its handler, and the effects it counts.
 var (
-	billing = struct{ InvoiceReady engine.JobType }{}
-	handler = engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
+	billing = struct{ InvoiceReady message.JobType }{}
+	handler = runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
 	sent    = map[string]int{}
 )
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/testkit"
 )
 
 // Every shipped e-mail type converges: one mail however the job is
@@ -20,7 +21,7 @@ func TestEveryTypeConverges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			enginetest.RunTwice(t, enginetest.Case{
+			testkit.RunTwice(t, testkit.Case{
 				Type:    jt,
 				Handler: handlers[jt.Name],
 				Args:    jobFor(jt.Name, "u-123").Args,

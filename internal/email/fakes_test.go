@@ -12,11 +12,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // fakeUsers is the Users port in memory.
@@ -108,7 +109,7 @@ func newHarness(t testing.TB, users ...email.User) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Harness = testkit.NewHarness(t, contract.Registry(), handlers, func(c *engine.Config) { c.ParkDelay = time.Second })
+	h.Harness = testkit.NewHarness(t, contract.Registry(), handlers, func(c *runner.Config) { c.ParkDelay = time.Second })
 	// One trace for the runner's fakes and the users and sender.
 	h.tr = h.Harness.Trace
 	h.users.tr, h.sender.tr = h.tr, h.tr
@@ -123,12 +124,12 @@ func (h *harness) run(t testing.TB, msgs ...events.SQSMessage) []string {
 	return h.Run(t, msgs...)
 }
 
-func envelope(jobType string, args map[string]string) engine.Envelope {
+func envelope(jobType string, args map[string]string) message.Envelope {
 	return testkit.Envelope(jobType, args)
 }
 
 // jobFor returns a valid envelope of jobType for user id.
-func jobFor(jobType, id string) engine.Envelope {
+func jobFor(jobType, id string) message.Envelope {
 	args := map[string]string{"userId": id}
 	switch jobType {
 	case contract.PartnerVerification.Name:
@@ -141,7 +142,7 @@ func jobFor(jobType, id string) engine.Envelope {
 	return envelope(jobType, args)
 }
 
-func record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
+func record(t testing.TB, env message.Envelope, receiveCount int) events.SQSMessage {
 	return testkit.Record(t, env, receiveCount)
 }
 

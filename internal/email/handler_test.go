@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 var allTypes = []string{
@@ -33,7 +34,7 @@ func TestAlreadyProcessedTouchesNothing(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t, sendable(typ))
 			env := jobFor(typ, "u-123")
-			if _, err := h.markers.Store.Claim(context.Background(), engine.Key{Type: typ, JobID: env.MessageID}, "", time.Time{}); err != nil {
+			if _, err := h.markers.Store.Claim(context.Background(), engine.Key{Type: typ, JobID: env.MessageID}, engine.Mark{}); err != nil {
 				t.Fatal(err)
 			}
 			if failed := h.run(t, record(t, env, 2)); len(failed) != 0 {
@@ -175,7 +176,7 @@ func TestConfirmedMeanwhileIsNoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := engine.Job{Envelope: jobFor(contract.PartnerVerification.Name, "u-123")}
+	job := runner.Job{Envelope: jobFor(contract.PartnerVerification.Name, "u-123")}
 	job.Type, _ = contract.Registry().Lookup(contract.PartnerVerification.Name)
 	err = handlers[contract.PartnerVerification.Name].Handle(context.Background(), job)
 	var noop *engine.NoOpError
@@ -261,7 +262,7 @@ func TestEverySendHasAFreshToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := engine.Job{Envelope: env}
+	job := runner.Job{Envelope: env}
 	job.Type, _ = contract.Registry().Lookup(env.Type)
 	for range 2 {
 		if err := handlers[env.Type].Handle(context.Background(), job); err != nil {

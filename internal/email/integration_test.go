@@ -36,6 +36,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email/ses"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -68,19 +69,19 @@ type runnerOpts struct {
 
 // runner returns the e-mail function as main.go wires it, on the stack, with
 // SES as its sender unless o names another.
-func (s *stack) runner(t *testing.T, o runnerOpts) *engine.Runner {
+func (s *stack) runner(t *testing.T, o runnerOpts) *runner.Runner {
 	t.Helper()
 	if o.sender == nil {
 		o.sender = ses.New(s.ses, mailFrom)
 	}
-	return s.Worker(t, o.sender, func(c *engine.Config) {
+	return s.Worker(t, o.sender, func(c *runner.Config) {
 		if o.toggles != nil {
 			c.Switch = o.toggles
 		}
 	})
 }
 
-func handle(t *testing.T, r *engine.Runner, msgs ...events.SQSMessage) []string {
+func handle(t *testing.T, r *runner.Runner, msgs ...events.SQSMessage) []string {
 	t.Helper()
 	return testkit.Run(t, context.Background(), r, msgs...)
 }
@@ -133,7 +134,7 @@ func TestConcurrentDuplicateDeliverySendsOneMail(t *testing.T) {
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			failed := make([][]string, 2)
-			for i, r := range []*engine.Runner{a, b} {
+			for i, r := range []*runner.Runner{a, b} {
 				wg.Go(func() {
 					<-start
 					failed[i] = handle(t, r, msg)

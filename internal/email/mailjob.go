@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Default token lifetimes.
@@ -41,7 +43,7 @@ type Config struct {
 type mailJob struct {
 	// Type is the type's declaration (name, args, queue, switch default,
 	// bias, lease, key derivation).
-	Type engine.JobType
+	Type message.JobType
 	// template names the files templates/<template>.{txt,html}.
 	template string
 	// purpose is the token the mail carries ("" for none).
@@ -49,7 +51,7 @@ type mailJob struct {
 	// skip returns why the mail is unnecessary for u, or "".
 	skip func(u User) string
 	// link builds the mail's link; token is "" for a type without one.
-	link func(base *url.URL, job engine.Job, token string) string
+	link func(base *url.URL, job runner.Job, token string) string
 }
 
 // mailJobs are the e-mail job types, each declared in its own file: adding
@@ -77,12 +79,12 @@ func byName(jobs []mailJob) map[string]mailJob {
 
 // Types returns the declarations this package's handlers serve (those of
 // internal/contract that send a mail), sorted by name.
-func Types() []engine.JobType {
-	out := make([]engine.JobType, 0, len(declared))
+func Types() []message.JobType {
+	out := make([]message.JobType, 0, len(declared))
 	for _, j := range declared {
 		out = append(out, j.Type)
 	}
-	slices.SortFunc(out, func(a, b engine.JobType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b message.JobType) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -101,8 +103,8 @@ type handler struct {
 }
 
 // Handlers returns the runner handler of every e-mail job type, keyed by type
-// name, ready for engine.Config.Handlers.
-func Handlers(cfg Config) (map[string]engine.Handler, error) {
+// name, ready for runner.Config.Handlers.
+func Handlers(cfg Config) (map[string]runner.Handler, error) {
 	switch {
 	case cfg.Users == nil:
 		return nil, errors.New("email: Users is required")
@@ -123,7 +125,7 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	out := make(map[string]engine.Handler, len(declared))
+	out := make(map[string]runner.Handler, len(declared))
 	for name, j := range declared {
 		tmpl, err := loadTemplate(j.template)
 		if err != nil {
@@ -137,7 +139,7 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 // Handle loads the user, decides whether the mail is still needed, produces
 // the token (if the type has one) and sends. It never logs the address, the
 // link or the token.
-func (h *handler) Handle(ctx context.Context, job engine.Job) error {
+func (h *handler) Handle(ctx context.Context, job runner.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()

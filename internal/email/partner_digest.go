@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // partnerDigestMail is email.partner-digest.v1 as mail: its declaration, its
@@ -18,7 +18,7 @@ var partnerDigestMail = mailJob{
 		}
 		return ""
 	},
-	link: func(base *url.URL, job engine.Job, _ string) string {
+	link: func(base *url.URL, job runner.Job, _ string) string {
 		return base.JoinPath("partners", "digests", job.Envelope.Args["digestId"]).String()
 	},
 }

@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // partnerVerificationMail is email.partner-verification.v1 as mail: its
@@ -19,7 +19,7 @@ var partnerVerificationMail = mailJob{
 		}
 		return ""
 	},
-	link: func(base *url.URL, job engine.Job, token string) string {
+	link: func(base *url.URL, job runner.Job, token string) string {
 		return withQuery(base, "verify-email", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 	},
 }

@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // passwordResetMail is email.password-reset.v1 as mail: its declaration, its
@@ -13,7 +13,7 @@ var passwordResetMail = mailJob{
 	Type:     contract.PasswordReset,
 	template: "password-reset",
 	purpose:  PurposePasswordReset,
-	link: func(base *url.URL, job engine.Job, token string) string {
+	link: func(base *url.URL, job runner.Job, token string) string {
 		return withQuery(base, "reset-password", url.Values{"userId": {job.Envelope.Args["userId"]}, "token": {token}})
 	},
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/smtprelay"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // mailpitModule is the pinned Mailpit the SMTP tests run, built from the Go
@@ -148,7 +149,7 @@ func TestSMTPSenderAgainstMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := jobFor("email.partner-verification.v1", "u-smtp")
-	job := engine.Job{Envelope: env, Logger: obs.NewLogger(io.Discard, "error")}
+	job := runner.Job{Envelope: env, Logger: obs.NewLogger(io.Discard, "error")}
 	if err := handlers[env.Type].Handle(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}

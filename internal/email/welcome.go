@@ -3,8 +3,8 @@ package email
 import (
 	"net/url"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // welcomeMail is email.welcome.v1 as mail: its declaration, its
@@ -12,5 +12,5 @@ import (
 var welcomeMail = mailJob{
 	Type:     contract.Welcome,
 	template: "welcome",
-	link:     func(base *url.URL, _ engine.Job, _ string) string { return base.JoinPath("/").String() },
+	link:     func(base *url.URL, _ runner.Job, _ string) string { return base.JoinPath("/").String() },
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // batchesPath is the path of POST /v1/batches; GET /v1/batches/{batchId}
@@ -62,7 +63,7 @@ const FinishDelay = 60 * time.Second
 
 // batchItem is one valid job of a batch request.
 type batchItem struct {
-	jt engine.JobType
+	jt message.JobType
 	in contract.Body
 }
 
@@ -70,11 +71,11 @@ type batchItem struct {
 // and BatchJobID the id of its index-th job: both derived, so a retry of a
 // batch names the same jobs, and never a single request's job (the
 // separator is no character an Idempotency-Key may hold).
-func BatchID(caller, key string) string { return engine.DeriveMessageID(caller, "batch\x00"+key) }
+func BatchID(caller, key string) string { return message.DeriveMessageID(caller, "batch\x00"+key) }
 
 // BatchJobID is the id of job index of the batch caller sends under key.
 func BatchJobID(caller, key string, index int) string {
-	return engine.DeriveMessageID(caller, key+"\x00"+strconv.Itoa(index))
+	return message.DeriveMessageID(caller, key+"\x00"+strconv.Itoa(index))
 }
 
 // decodeBatch parses and validates a batch body, {"jobs":[{"type":…,
@@ -96,14 +97,14 @@ func (h *Handler) decodeBatch(body []byte, now time.Time) ([]batchItem, *Problem
 		return nil, validation("jobs", fmt.Sprintf("must hold 1-%d jobs, not %d", jobs.MaxBatch, len(top.Jobs)))
 	}
 	items := make([]batchItem, len(top.Jobs))
-	var fields []engine.FieldError
+	var fields []message.FieldError
 	add := func(i int, field, reason string) {
-		fields = append(fields, engine.FieldError{Field: fmt.Sprintf("jobs[%d].%s", i, field), Reason: reason})
+		fields = append(fields, message.FieldError{Field: fmt.Sprintf("jobs[%d].%s", i, field), Reason: reason})
 	}
 	for i, raw := range top.Jobs {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			fields = append(fields, engine.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Reason: "must be an object: {\"type\":…,\"args\":{…}}"})
+			fields = append(fields, message.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Reason: "must be an object: {\"type\":…,\"args\":{…}}"})
 			continue
 		}
 		var name string
@@ -123,7 +124,7 @@ func (h *Handler) decodeBatch(body []byte, now time.Time) ([]batchItem, *Problem
 		delete(obj, "type")
 		rest, _ := json.Marshal(obj)
 		in, err := contract.DecodeBodyAt(jt, rest, now)
-		var ve *engine.ValidationError
+		var ve *message.ValidationError
 		if errors.As(err, &ve) {
 			for _, f := range ve.Fields {
 				add(i, f.Field, f.Reason)
@@ -429,7 +430,7 @@ func (h *Handler) refusesBatch(ctx context.Context, log *slog.Logger, b jobs.Bat
 // of its own (each try of the accept sends one; each finishes the batch if
 // it still needs it).
 func (h *Handler) sendFinisher(ctx context.Context, batchID, corr string) error {
-	env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: contract.BatchFinish.Name,
+	env := message.Envelope{V: message.Version, MessageID: message.NewMessageID(), Type: contract.BatchFinish.Name,
 		Args: map[string]string{"batchId": batchID}, CorrelationID: corr, EnqueuedAt: h.now().UTC()}
 	env.Key = contract.BatchFinish.DeriveKey(env.Args)
 	body, err := env.Encode()

@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // fillContinuations reserves n continuations of alice's job parent
@@ -23,7 +24,7 @@ func fillContinuations(t *testing.T, s *stack, parent string, n int) {
 	t.Helper()
 	now := s.clock.Now()
 	for i := range n {
-		j := jobs.Job{ID: engine.NewMessageID(), Caller: alice, Type: welcome, Key: fmt.Sprintf("fill-%s-%d", parent[:8], i),
+		j := jobs.Job{ID: message.NewMessageID(), Caller: alice, Type: welcome, Key: fmt.Sprintf("fill-%s-%d", parent[:8], i),
 			Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: now, RunAt: now, After: parent}
 		if d, err := s.jobs.Reserve(context.Background(), j, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {
 			t.Fatalf("continuation %d of %s: %v %v", i, parent, d.Outcome, err)
@@ -186,7 +187,7 @@ func TestAuditBatchStatesOutliveNoJob(t *testing.T) {
 	if len(b.Jobs) != 1 || b.Jobs[0].JobID != x.JobID || !b.Jobs[0].Deduplicated {
 		t.Fatalf("answer %+v; want job 0 deduplicated onto %s", b.Jobs, x.JobID)
 	}
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: x.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: x.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.clock.Advance(30 * 24 * time.Hour)

@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // batchConcurrency bounds how many jobs of a batch are reserved and handed
@@ -365,7 +365,7 @@ func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchI
 	if h.Batches == nil {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured").response(corr)
 	}
-	if !engine.CanonicalUUID(batchID) {
+	if !message.CanonicalUUID(batchID) {
 		return newProblem(http.StatusNotFound, ProblemNotFound, "you have no batch "+batchID+" (a batch id is a lowercase UUID)").response(corr)
 	}
 	b, err := h.Batches.GetBatch(ctx, batchID)
@@ -393,6 +393,6 @@ func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchI
 }
 
 // sqsQueueMessage is the message of an envelope body of type jt.
-func sqsQueueMessage(jt engine.JobType, body []byte, corr string, delay time.Duration) sqsqueue.Message {
-	return sqsqueue.Message{Queue: jt.Queue, Body: string(body), Type: jt.Name, CorrelationID: corr, Delay: delay}
+func sqsQueueMessage(jt message.JobType, body []byte, corr string, delay time.Duration) sqsqueue.Message {
+	return sqsqueue.Message{Queue: string(jt.Queue), Body: string(body), Type: jt.Name, CorrelationID: corr, Delay: delay}
 }

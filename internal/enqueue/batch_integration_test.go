@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // postBatch is a POST /v1/batches under Idempotency-Key key.
@@ -148,7 +150,7 @@ func TestIntegrationBatchIsAllOrNothing(t *testing.T) {
 	}
 	// A duplicate policy that refuses job 1 refuses the whole batch.
 	done := mustBody(t, call(t, s.h, post(welcome, "done", `{"args":{"userId":"u-9"}}`)), http.StatusAccepted)
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: done.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: done.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.receive(t, contract.QueueDefault)
@@ -188,10 +190,10 @@ func TestIntegrationBatchCutShortIsFinished(t *testing.T) {
 	}
 	q := s.h.Queue.(*failAfter)
 	s.h.Queue = s.queue
-	if len(q.sent) != 1 || q.sent[0].Queue != contract.QueueChain || q.sent[0].Delay != enqueue.FinishDelay {
+	if len(q.sent) != 1 || q.sent[0].Queue != string(contract.QueueChain) || q.sent[0].Delay != enqueue.FinishDelay {
 		t.Fatalf("sent %+v; want the batch's finisher on the chain queue, delayed", q.sent)
 	}
-	fin, err := engine.Decode([]byte(q.sent[0].Body))
+	fin, err := message.Decode([]byte(q.sent[0].Body))
 	if err != nil || fin.Type != contract.BatchFinish.Name || fin.Args["batchId"] != enqueue.BatchID(alice, "cut") {
 		t.Fatalf("finisher %+v %v", fin, err)
 	}

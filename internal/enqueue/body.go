@@ -11,16 +11,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // MaxBodyBytes is the largest accepted request body (docs/api.md).
 const MaxBodyBytes = 16 << 10
 
-func invalid(field, reason string) *engine.ValidationError {
-	return &engine.ValidationError{Fields: []engine.FieldError{{Field: field, Reason: reason}}}
+func invalid(field, reason string) *message.ValidationError {
+	return &message.ValidationError{Fields: []message.FieldError{{Field: field, Reason: reason}}}
 }
 
 // header returns the value of the named header, matched case-insensitively
@@ -76,7 +76,7 @@ func keyedBody(req events.APIGatewayV2HTTPRequest, limit int, what, keyHint stri
 // body, a request, a job's message): a 400 naming the fields for a
 // validation error, else a logged 500.
 func invalidProblem(log *slog.Logger, op, what string, err error) *Problem {
-	var ve *engine.ValidationError
+	var ve *message.ValidationError
 	if errors.As(err, &ve) {
 		p := newProblem(http.StatusBadRequest, ProblemValidation, what+" is invalid: "+ve.Detail())
 		p.Errors = ve.Fields

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -112,7 +113,7 @@ func succeededRacing(t *testing.T, s *stack) string {
 	t.Helper()
 	parent := mustBody(t, call(t, s.h, post(welcome, "parent", welcomeU1)), http.StatusAccepted)
 	s.receive(t, contract.QueueDefault)
-	if _, err := s.markers.Claim(context.Background(), jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(context.Background(), jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.h.Jobs = racingRelease{Jobs: s.h.Jobs, store: s.jobs}

@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The API's continuations: a job after another of its caller's waits
@@ -46,7 +47,7 @@ func TestIntegrationContinuationThroughTheAPI(t *testing.T) {
 	}
 	// The parent succeeds; a new continuation of it is decided at once and
 	// releases the one that waited too.
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	late := mustBody(t, call(t, s.h, post(welcome, "late", `{"args":{"userId":"u-3"},"after":"`+parent.JobID+`","afterPolicy":"OnAnyEnd"}`)), http.StatusAccepted)
@@ -92,7 +93,7 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
 	const producer = "outbox:signup"
-	parentID := engine.DeriveMessageID(producer, "k-parent")
+	parentID := message.DeriveMessageID(producer, "k-parent")
 	child := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-child",
 		Body: []byte(`{"args":{"userId":"u-2"},"after":"` + parentID + `"}`)})
 	if child.Status != http.StatusAccepted || child.State != string(jobs.StateAwaitingContinuation) {
@@ -110,7 +111,7 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	if parent.Status != http.StatusAccepted || parent.JobID != parentID {
 		t.Fatalf("the parent: %+v", parent)
 	}
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parentID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parentID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.jobs.ReleaseContinuations(ctx, parentID, s.h.SendFunc()); err != nil {
@@ -121,12 +122,12 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	}
 	// A parent that never comes.
 	orphan := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-orphan",
-		Body: []byte(`{"args":{"userId":"u-3"},"after":"` + engine.DeriveMessageID(producer, "k-never") + `"}`)})
+		Body: []byte(`{"args":{"userId":"u-3"},"after":"` + message.DeriveMessageID(producer, "k-never") + `"}`)})
 	s.clock.Advance(lifetime.RelayDecision + time.Minute)
 	if _, err := s.jobs.SweepContinuations(ctx, s.h.SendFunc()); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := s.jobs.Get(ctx, orphan.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, engine.DeriveMessageID(producer, "k-never")) {
+	if j, _ := s.jobs.Get(ctx, orphan.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, message.DeriveMessageID(producer, "k-never")) {
 		t.Fatalf("a child whose parent never came reads %s %q; want Cancelled naming it", j.State, j.LastReason)
 	}
 	// Another caller's job is no parent of an outbox item.

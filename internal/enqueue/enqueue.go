@@ -12,13 +12,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // post validates a POST /v1/jobs/{type} and runs it under the request
@@ -55,7 +55,7 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
 	}
 	trace := traceHeader(ctx, req.Headers)
-	ctx = nameJob(ctx, engine.DeriveMessageID(caller, idemKey), jt.Name) // every span of the request names its job
+	ctx = nameJob(ctx, message.DeriveMessageID(caller, idemKey), jt.Name) // every span of the request names its job
 	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
 	})
@@ -92,7 +92,7 @@ func (k lockKeeper) keep(ctx context.Context, resp idempotency.Response, due tim
 // weekly digest fan-out): its jobs are made by its schedule's ticks, for
 // caller schedule:<name>, never by a request; and a type runstwice makes
 // for itself (contract.Internal).
-func scheduledOnly(jt engine.JobType) *Problem {
+func scheduledOnly(jt message.JobType) *Problem {
 	if contract.Internal(jt.Name) {
 		return validation("path type", "is one runstwice makes for itself, never enqueued")
 	}
@@ -105,7 +105,7 @@ func scheduledOnly(jt engine.JobType) *Problem {
 
 func validation(field, reason string) *Problem {
 	p := newProblem(http.StatusBadRequest, ProblemValidation, field+" "+reason)
-	p.Errors = []engine.FieldError{{Field: field, Reason: reason}}
+	p.Errors = []message.FieldError{{Field: field, Reason: reason}}
 	return p
 }
 
@@ -182,10 +182,10 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 // calls it under a held request lock, the outbox relay (EnqueueFor) without
 // one. It reports whether the answer was kept; if not, runOnce releases the
 // lock.
-func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt engine.JobType, in contract.Body,
+func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt message.JobType, in contract.Body,
 	caller, idemKey, fingerprint, corr, trace string,
 ) (events.APIGatewayV2HTTPResponse, bool) {
-	id := engine.DeriveMessageID(caller, idemKey)
+	id := message.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
 	ctx = nameJob(ctx, id, jt.Name)
 	job, p := h.newJob(ctx, log, jt, in, caller, id, fingerprint, corr, trace, h.now().UTC())
@@ -251,7 +251,7 @@ func (h *Handler) hand(ctx context.Context, job *jobs.Job) (what string, err err
 	if wait <= jobs.MaxQueueDelay {
 		ctx, header, span := h.producerSpan(ctx, *job)
 		err := h.Queue.Send(ctx, sqsqueue.Message{
-			Queue: engine.Queue(job.Queue), Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
+			Queue: job.Queue, Body: job.Message, Type: job.Type, CorrelationID: job.CorrelationID, Delay: wait,
 			TraceHeader: header,
 		})
 		endSpan(span, err)
@@ -261,7 +261,7 @@ func (h *Handler) hand(ctx context.Context, job *jobs.Job) (what string, err err
 		return "the scheduler", errors.New("enqueue: no scheduler configured for a job due later than 15 minutes")
 	}
 	ctx, span := h.scheduleSpan(ctx, job)
-	err = h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: engine.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
+	err = h.Schedules.Create(ctx, schedule.Job{ID: job.ID, Queue: message.Queue(job.Queue), Body: job.Message, RunAt: job.RunAt})
 	endSpan(span, err)
 	return "the scheduler", err
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
+	"github.com/runstwice/runstwice/message"
 )
 
 func fingerprintOf(t testing.TB, typ string, body []byte) string {
@@ -48,21 +48,21 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		req, err := contract.DecodeBody(jt, body)
 		if err != nil {
-			if _, ok := err.(*engine.ValidationError); !ok {
-				t.Fatalf("error %T %v is not a *engine.ValidationError", err, err)
+			if _, ok := err.(*message.ValidationError); !ok {
+				t.Fatalf("error %T %v is not a *message.ValidationError", err, err)
 			}
 			return
 		}
 		if err := jt.ValidateArgs(req.Args); err != nil {
 			t.Fatalf("accepted invalid args %v: %v", req.Args, err)
 		}
-		if !engine.ValidKey(req.Key) || req.Delay < 0 || req.Delay > contract.MaxDelaySeconds*time.Second {
+		if !message.ValidKey(req.Key) || req.Delay < 0 || req.Delay > contract.MaxDelaySeconds*time.Second {
 			t.Fatalf("accepted %+v", req)
 		}
 		if _, ok := contract.ParsePolicy(string(req.Policy)); !ok || req.Policy == "" {
 			t.Fatalf("accepted policy %q", req.Policy)
 		}
-		env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: jt.Name, Key: req.Key, CorrelationID: "c", Args: req.Args, EnqueuedAt: time.Now()}
+		env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: jt.Name, Key: req.Key, CorrelationID: "c", Args: req.Args, EnqueuedAt: time.Now()}
 		if _, err := env.Encode(); err != nil {
 			t.Fatalf("accepted a request whose envelope does not encode: %v", err)
 		}

@@ -52,6 +52,7 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/vclock"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Idempotency is the request layer; *idempotency.Store is one.
@@ -101,7 +102,7 @@ type Schedules interface {
 
 // Handler serves the API. Its fields are set once before use.
 type Handler struct {
-	Registry    *engine.Registry
+	Registry    *message.Registry
 	Idempotency Idempotency
 	Jobs        Jobs
 	// List serves GET /v1/jobs (nil: the route answers 503).
@@ -233,7 +234,7 @@ func requestJobID(req events.APIGatewayV2HTTPRequest) string {
 	if !ok || err != nil {
 		return ""
 	}
-	return engine.DeriveMessageID(caller, key)
+	return message.DeriveMessageID(caller, key)
 }
 
 // correlationID returns the request's X-Correlation-Id, or a new one when it
@@ -243,10 +244,10 @@ func correlationID(h map[string]string) (string, *Problem) {
 	if !ok || v == "" {
 		return uuid.NewString(), nil
 	}
-	if !engine.ValidCorrelationID(v) {
+	if !message.ValidCorrelationID(v) {
 		p := newProblem(http.StatusBadRequest, ProblemValidation,
 			"header X-Correlation-Id must be 1-128 characters of letters, digits, '.', '_', ':' or '-' (e.g. X-Correlation-Id: order-4711), or absent")
-		p.Errors = []engine.FieldError{{Field: "header " + HeaderCorrelationID, Reason: "invalid"}}
+		p.Errors = []message.FieldError{{Field: "header " + HeaderCorrelationID, Reason: "invalid"}}
 		return uuid.NewString(), p
 	}
 	return v, nil

@@ -11,12 +11,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/message"
 )
 
 func newHandler(w *world) *enqueue.Handler {
@@ -40,7 +40,7 @@ func TestPostNewJob(t *testing.T) {
 	h := newHandler(w)
 	resp := call(t, h, post(verify, "k-1", verifyBody, withHeader("X-Correlation-Id", "corr-1")))
 	b := mustBody(t, resp, http.StatusAccepted)
-	wantID := engine.DeriveMessageID(alice, "k-1")
+	wantID := message.DeriveMessageID(alice, "k-1")
 	if b.JobID != wantID || b.State != "Enqueued" || b.Deduplicated || b.CorrelationID != "corr-1" || b.Type != verify || b.Key != "partner-verification:u-123" {
 		t.Fatalf("body %+v", b)
 	}
@@ -52,10 +52,10 @@ func TestPostNewJob(t *testing.T) {
 		t.Fatalf("%d messages", len(msgs))
 	}
 	m := msgs[0]
-	if m.Queue != contract.QueueCritical || m.Type != verify || m.CorrelationID != "corr-1" || m.Delay != 0 {
+	if m.Queue != string(contract.QueueCritical) || m.Type != verify || m.CorrelationID != "corr-1" || m.Delay != 0 {
 		t.Fatalf("message %+v", m)
 	}
-	env, err := engine.Decode([]byte(m.Body))
+	env, err := message.Decode([]byte(m.Body))
 	if err != nil || env.MessageID != wantID || env.Args["countryCode"] != "BD" || env.Key != b.Key {
 		t.Fatalf("envelope %+v, %v", env, err)
 	}
@@ -67,7 +67,7 @@ func TestPostNewJob(t *testing.T) {
 func TestPostGeneratesCorrelationID(t *testing.T) {
 	w := newWorld()
 	b := mustBody(t, call(t, newHandler(w), post(welcome, "k", welcomeU1)), http.StatusAccepted)
-	if !engine.ValidCorrelationID(b.CorrelationID) || w.messages()[0].CorrelationID != b.CorrelationID {
+	if !message.ValidCorrelationID(b.CorrelationID) || w.messages()[0].CorrelationID != b.CorrelationID {
 		t.Fatalf("correlation id %q", b.CorrelationID)
 	}
 }
@@ -208,12 +208,12 @@ func TestSQSFailureLeavesKeyRetryable(t *testing.T) {
 	if resp.Headers["Retry-After"] == "" {
 		t.Fatal("503 without Retry-After")
 	}
-	if j, err := w.Get(context.Background(), engine.DeriveMessageID(alice, "k")); err != nil || j.State != jobs.StatePending {
+	if j, err := w.Get(context.Background(), message.DeriveMessageID(alice, "k")); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("job after failed send: %+v, %v; want Pending (never Enqueued)", j, err)
 	}
 	w.sendErr = nil
 	b := mustBody(t, call(t, h, post(welcome, "k", welcomeU1)), http.StatusAccepted)
-	if b.JobID != engine.DeriveMessageID(alice, "k") || len(w.messages()) != 1 {
+	if b.JobID != message.DeriveMessageID(alice, "k") || len(w.messages()) != 1 {
 		t.Fatalf("retry: %+v, %d messages", b, len(w.messages()))
 	}
 }
@@ -362,14 +362,14 @@ func TestPendingJobOfAnotherRequest(t *testing.T) {
 	}
 	w.advance(jobs.DefaultPendingTimeout + time.Second)
 	b := mustBody(t, call(t, h, post(welcome, "k-b", welcomeU1)), http.StatusOK)
-	if idA := engine.DeriveMessageID(alice, "k-a"); b.JobID != idA || !b.Deduplicated {
+	if idA := message.DeriveMessageID(alice, "k-a"); b.JobID != idA || !b.Deduplicated {
 		t.Fatalf("body %+v; want dedup of %s", b, idA)
 	}
 	msgs := w.messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
 	}
-	if env, err := engine.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
+	if env, err := message.Decode([]byte(msgs[0].Body)); err != nil || env.MessageID != b.JobID {
 		t.Fatalf("message %+v, %v", env, err)
 	}
 }
@@ -387,7 +387,7 @@ func TestJobLineCarriesKeyAndTrace(t *testing.T) {
 		if l["msg"] != "enqueue: job queued" {
 			continue
 		}
-		if l[obs.KeyJobID] != engine.DeriveMessageID(alice, "k-log") || l[obs.KeyMessageID] != l[obs.KeyJobID] || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
+		if l[obs.KeyJobID] != message.DeriveMessageID(alice, "k-log") || l[obs.KeyMessageID] != l[obs.KeyJobID] || l[obs.KeyKey] != "partner-verification:u-123" || l[obs.KeyTraceID] != trace {
 			t.Fatalf("job line %v lacks the job id, key or trace id", l)
 		}
 		return

@@ -29,6 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // stack is the enqueue handler on moto: real tables and queues, a counted
@@ -38,7 +39,7 @@ type stack struct {
 	queue   *sqsqueue.Sender
 	counter *testenv.CallCounter
 	sqs     *sqs.Client
-	urls    map[engine.Queue]string
+	urls    map[string]string
 	jobs    *jobs.Store
 	rec     *jobs.Recorder
 	idem    *idempotency.Store
@@ -89,12 +90,12 @@ func newStack(t *testing.T) *stack {
 
 // receive returns the messages visible in queue q (up to 10) and their
 // envelopes.
-func (s *stack) receive(t *testing.T, q engine.Queue) ([]sqstypes.Message, []engine.Envelope) {
+func (s *stack) receive(t *testing.T, q message.Queue) ([]sqstypes.Message, []message.Envelope) {
 	t.Helper()
-	msgs := testenv.Receive(t, s.sqs, s.urls[q], 0)
-	envs := make([]engine.Envelope, len(msgs))
+	msgs := testenv.Receive(t, s.sqs, s.urls[string(q)], 0)
+	envs := make([]message.Envelope, len(msgs))
 	for i, m := range msgs {
-		env, err := engine.Decode([]byte(*m.Body))
+		env, err := message.Decode([]byte(*m.Body))
 		if err != nil {
 			t.Fatalf("message body %s: %v", *m.Body, err)
 		}
@@ -117,7 +118,7 @@ func TestIntegrationEnqueueReplayAndCost(t *testing.T) {
 	if writes != 3 || sends != 1 || s.counter.Sum(dynamoReads...) != 0 {
 		t.Fatalf("new enqueue: %s; want 3 DynamoDB writes, 1 SendMessage and no read", s.counter)
 	}
-	if b.JobID != engine.DeriveMessageID(alice, "key-1") || b.State != "Enqueued" {
+	if b.JobID != message.DeriveMessageID(alice, "key-1") || b.State != "Enqueued" {
 		t.Fatalf("body %+v", b)
 	}
 
@@ -126,7 +127,7 @@ func TestIntegrationEnqueueReplayAndCost(t *testing.T) {
 		t.Fatalf("%d messages; want 1", len(msgs))
 	}
 	attrs := msgs[0].MessageAttributes
-	if envs[0].MessageID != b.JobID || *attrs[engine.AttrType].StringValue != verify || *attrs[engine.AttrCorrelationID].StringValue != "corr-42" {
+	if envs[0].MessageID != b.JobID || *attrs[sqsqueue.AttrType].StringValue != verify || *attrs[sqsqueue.AttrCorrelationID].StringValue != "corr-42" {
 		t.Fatalf("message %+v attrs %v", envs[0], attrs)
 	}
 
@@ -173,7 +174,7 @@ func TestIntegrationConcurrentSameKey(t *testing.T) {
 		byStatus[r.StatusCode]++
 		switch r.StatusCode {
 		case http.StatusAccepted:
-			if b := decodeAccepted(t, r); b.JobID != engine.DeriveMessageID(alice, "same-key") {
+			if b := decodeAccepted(t, r); b.JobID != message.DeriveMessageID(alice, "same-key") {
 				t.Fatalf("job id %s", b.JobID)
 			}
 		case http.StatusConflict:
@@ -191,7 +192,7 @@ func TestIntegrationConcurrentSameKey(t *testing.T) {
 	if msgs, _ := s.receive(t, contract.QueueDefault); len(msgs) != 1 {
 		t.Fatalf("%d SQS messages; want exactly 1", len(msgs))
 	}
-	if _, err := s.jobs.Get(context.Background(), engine.DeriveMessageID(alice, "same-key")); err != nil {
+	if _, err := s.jobs.Get(context.Background(), message.DeriveMessageID(alice, "same-key")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -258,13 +259,13 @@ func TestIntegrationDuplicatePolicyMatrix(t *testing.T) {
 	}{
 		{jobs.StateEnqueued, 0, func(*testing.T, jobs.Job) {}},
 		{jobs.StateProcessing, 0, func(t *testing.T, j jobs.Job) {
-			if _, err := s.markers.Lease(ctx, j.MarkerKey(), "worker-1", s.clock.Now().Add(time.Minute)); err != nil {
+			if _, err := s.markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "worker-1", Until: s.clock.Now().Add(time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{jobs.StateScheduled, 900, func(*testing.T, jobs.Job) {}},
 		{jobs.StateSucceeded, 0, func(t *testing.T, j jobs.Job) {
-			if _, err := s.markers.Claim(ctx, j.MarkerKey(), "", time.Time{}); err != nil {
+			if _, err := s.markers.Claim(ctx, j.MarkerKey(), engine.Mark{}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -353,7 +354,7 @@ func TestIntegrationSQSDown(t *testing.T) {
 	s.h.Queue = sqsqueue.New(sqs.NewFromConfig(down), s.urls, "")
 	req := post(welcome, "sqs-down", welcomeU1)
 	checkProblem(t, call(t, s.h, req), http.StatusServiceUnavailable)
-	if j, err := s.jobs.Get(context.Background(), engine.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
+	if j, err := s.jobs.Get(context.Background(), message.DeriveMessageID(alice, "sqs-down")); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("job after failed send: %+v, %v; want Pending", j, err)
 	}
 	s.h.Queue = s.queue

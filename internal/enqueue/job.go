@@ -8,21 +8,21 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // isJobID reports whether s has the form of a job id: a lower-case
 // canonical UUID.
-func isJobID(s string) bool { return engine.CanonicalUUID(s) }
+func isJobID(s string) bool { return message.CanonicalUUID(s) }
 
 // checkJobID refuses a path id that is not a job id.
 func checkJobID(jobID, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	if !isJobID(jobID) {
 		p := newProblem(http.StatusBadRequest, ProblemValidation,
 			"the path's jobId must be a lower-case canonical UUID, as POST returned it (e.g. /v1/jobs/6f0c1c8e-3a4b-5d2e-9f10-2b7a1e5c4d33)")
-		p.Errors = []engine.FieldError{{Field: "path jobId", Reason: "must be a lower-case canonical UUID"}}
+		p.Errors = []message.FieldError{{Field: "path jobId", Reason: "must be a lower-case canonical UUID"}}
 		return p.response(corr), false
 	}
 	return events.APIGatewayV2HTTPResponse{}, true

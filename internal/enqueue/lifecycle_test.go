@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The caller is the principal, not the credentials' session: two sessions
@@ -67,11 +67,11 @@ func TestCaller(t *testing.T) {
 }
 
 type problemBody struct {
-	Type   string              `json:"type"`
-	Status int                 `json:"status"`
-	Detail string              `json:"detail"`
-	State  string              `json:"state"`
-	Errors []engine.FieldError `json:"errors"`
+	Type   string               `json:"type"`
+	Status int                  `json:"status"`
+	Detail string               `json:"detail"`
+	State  string               `json:"state"`
+	Errors []message.FieldError `json:"errors"`
 }
 
 func problemOf(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int) problemBody {
@@ -138,7 +138,7 @@ func TestPromotionLostToACancelStoresTheTrueState(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
 	w.onSend = func(m sqsqueue.Message) {
-		env, err := engine.Decode([]byte(m.Body))
+		env, err := message.Decode([]byte(m.Body))
 		if err != nil {
 			t.Error(err)
 			return

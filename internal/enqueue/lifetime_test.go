@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // A DELETE that lands between the reservation of a job due in more than
@@ -19,7 +19,7 @@ import (
 func TestCancelRacingAScheduledEnqueueLeavesNoSchedule(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
-	id := engine.DeriveMessageID(alice, "later")
+	id := message.DeriveMessageID(alice, "later")
 	w.onCreate = func(schedule.Job) {
 		if _, err := w.Cancel(context.Background(), id, alice); err != nil {
 			t.Errorf("cancel: %v", err)
@@ -49,13 +49,13 @@ func TestScheduledEnvelopeCarriesItsRunAt(t *testing.T) {
 	if !ok {
 		t.Fatal("no schedule")
 	}
-	env, err := engine.Decode([]byte(s.Body))
+	env, err := message.Decode([]byte(s.Body))
 	if err != nil || !env.RunAt.Equal(at) {
 		t.Fatalf("schedule input %s (%v); want runAt %s", s.Body, err, at)
 	}
 	near := mustBody(t, call(t, h, post(welcome, "near", `{"args":{"userId":"u-2"},"delaySeconds":60}`)), http.StatusAccepted)
 	for _, m := range w.messages() {
-		if env, err := engine.Decode([]byte(m.Body)); err != nil || !env.RunAt.IsZero() {
+		if env, err := message.Decode([]byte(m.Body)); err != nil || !env.RunAt.IsZero() {
 			t.Fatalf("job %s delayed by SQS: envelope %s (%v); want no runAt", near.JobID, m.Body, err)
 		}
 	}

@@ -12,10 +12,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // listParams are the query parameters GET /v1/jobs takes.
@@ -33,17 +33,17 @@ type jobList struct {
 // another caller's list is refused.
 func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, params map[string]string, corr string) events.APIGatewayV2HTTPResponse {
 	q := jobs.ListQuery{Caller: caller}
-	var bad []engine.FieldError
+	var bad []message.FieldError
 	for name := range params {
 		if !slices.Contains(listParams, name) {
-			bad = append(bad, engine.FieldError{Field: "query " + contract.Printable(name), Reason: "is not a parameter of GET /v1/jobs; they are " + strings.Join(listParams, ", ")})
+			bad = append(bad, message.FieldError{Field: "query " + contract.Printable(name), Reason: "is not a parameter of GET /v1/jobs; they are " + strings.Join(listParams, ", ")})
 		}
 	}
 	if v, ok := params["state"]; ok {
 		if s := jobs.State(v); slices.Contains(jobs.States, s) {
 			q.State = s
 		} else {
-			bad = append(bad, engine.FieldError{Field: "query state", Reason: "must be one of " + statesList()})
+			bad = append(bad, message.FieldError{Field: "query state", Reason: "must be one of " + statesList()})
 		}
 	}
 	if v, ok := params["type"]; ok {
@@ -52,21 +52,21 @@ func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, par
 			if near, ok := h.Registry.Nearest(v); ok {
 				reason += "; did you mean " + near + "?"
 			}
-			bad = append(bad, engine.FieldError{Field: "query type", Reason: reason})
+			bad = append(bad, message.FieldError{Field: "query type", Reason: reason})
 		} else {
 			q.Type = v
 		}
 	}
 	if v, ok := params["limit"]; ok {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > jobs.MaxListLimit {
-			bad = append(bad, engine.FieldError{Field: "query limit", Reason: fmt.Sprintf("must be a whole number from 1 to %d", jobs.MaxListLimit)})
+			bad = append(bad, message.FieldError{Field: "query limit", Reason: fmt.Sprintf("must be a whole number from 1 to %d", jobs.MaxListLimit)})
 		} else {
 			q.Limit = n
 		}
 	}
 	q.Cursor = params["cursor"]
 	if len(bad) > 0 {
-		slices.SortFunc(bad, func(a, b engine.FieldError) int { return strings.Compare(a.Field, b.Field) })
+		slices.SortFunc(bad, func(a, b message.FieldError) int { return strings.Compare(a.Field, b.Field) })
 		p := newProblem(http.StatusBadRequest, ProblemValidation, "GET /v1/jobs takes ?state=S&type=T&limit=N&cursor=C")
 		p.Errors = bad
 		return p.response(corr)
@@ -78,7 +78,7 @@ func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, par
 	switch {
 	case errors.Is(err, jobs.ErrBadCursor):
 		p := newProblem(http.StatusBadRequest, ProblemValidation, "the cursor is not one this API gave you: pass the next of your previous page as it was")
-		p.Errors = []engine.FieldError{{Field: "query cursor", Reason: "is not a cursor of your list"}}
+		p.Errors = []message.FieldError{{Field: "query cursor", Reason: "is not a cursor of your list"}}
 		return p.response(corr)
 	case err != nil:
 		log.Error("enqueue: list jobs", obs.KeyError, obs.Redact(err))

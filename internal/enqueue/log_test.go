@@ -7,11 +7,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Every request line about a job carries its jobId, a refused one too, with
@@ -22,7 +22,7 @@ func TestRequestLinesNameTheJobAndTheRefusal(t *testing.T) {
 	h := newHandler(w)
 	done := mustBody(t, call(t, h, post(welcome, "k-done", welcomeU1)), http.StatusAccepted)
 	w.setState(done.JobID, jobs.StateSucceeded)
-	missing := engine.NewMessageID()
+	missing := message.NewMessageID()
 	for _, tc := range []struct {
 		name    string
 		req     events.APIGatewayV2HTTPRequest
@@ -31,14 +31,14 @@ func TestRequestLinesNameTheJobAndTheRefusal(t *testing.T) {
 		detail  string // a part of the reason
 		state   string
 	}{
-		{"accepted POST", post(welcome, "k-new", welcomeU1), engine.DeriveMessageID(alice, "k-new"), "", "", ""},
+		{"accepted POST", post(welcome, "k-new", welcomeU1), message.DeriveMessageID(alice, "k-new"), "", "", ""},
 		{"GET", get(done.JobID), done.JobID, "", "", ""},
 		{"refused DELETE: the job ran", request(http.MethodDelete, "/v1/jobs/"+done.JobID, ""), done.JobID,
 			enqueue.ProblemNotCancellable, "can no longer be cancelled", "Succeeded"},
 		{"DELETE of another caller's job", request(http.MethodDelete, "/v1/jobs/"+done.JobID, "", asCaller(bob)), done.JobID,
 			enqueue.ProblemNotFound, "you have no job", ""},
 		{"GET of no job", get(missing), missing, enqueue.ProblemNotFound, "you have no job " + missing, ""},
-		{"invalid POST", post(welcome, "k-bad", `{"args":{}}`), engine.DeriveMessageID(alice, "k-bad"),
+		{"invalid POST", post(welcome, "k-bad", `{"args":{}}`), message.DeriveMessageID(alice, "k-bad"),
 			enqueue.ProblemValidation, "args.userId", ""},
 		{"a path id that is no job id", get("not-a-job"), "", enqueue.ProblemValidation, "lower-case canonical UUID", ""},
 	} {

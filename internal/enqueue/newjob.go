@@ -6,9 +6,9 @@ import (
 	"maps"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // newJob is the job request in of type jt makes for caller under job id
@@ -16,12 +16,12 @@ import (
 // runAt (a job due later than SQS can delay a message carries its runAt in
 // every copy, so its guards outlive its schedule's firing). A message that
 // cannot be encoded is a problem.
-func (h *Handler) newJob(ctx context.Context, log *slog.Logger, jt engine.JobType, in contract.Body, caller, id, fingerprint, corr, trace string,
+func (h *Handler) newJob(ctx context.Context, log *slog.Logger, jt message.JobType, in contract.Body, caller, id, fingerprint, corr, trace string,
 	now time.Time,
 ) (jobs.Job, *Problem) {
 	due := runAt(in, now)
-	env := engine.Envelope{
-		V: engine.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
+	env := message.Envelope{
+		V: message.Version, MessageID: id, Type: jt.Name, Key: in.Key, CorrelationID: corr, Args: in.Args, EnqueuedAt: now,
 	}
 	if due.Sub(now) > jobs.MaxQueueDelay {
 		env.RunAt = due.Truncate(time.Millisecond)
@@ -67,7 +67,7 @@ func sameJob(job, want jobs.Job) bool {
 	if job.Message == "" {
 		return true
 	}
-	stored, err := engine.Decode([]byte(job.Message))
-	wanted, werr := engine.Decode([]byte(want.Message))
+	stored, err := message.Decode([]byte(job.Message))
+	wanted, werr := message.Decode([]byte(want.Message))
 	return err == nil && werr == nil && maps.Equal(stored.Args, wanted.Args)
 }

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Media types of the responses.
@@ -39,7 +38,7 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	// Errors lists the fields that failed validation.
-	Errors []engine.FieldError `json:"errors,omitempty"`
+	Errors []message.FieldError `json:"errors,omitempty"`
 	// ExistingJobID and Policy explain a 409 duplicate-policy rejection.
 	ExistingJobID string `json:"existingJobId,omitempty"`
 	Policy        string `json:"policy,omitempty"`

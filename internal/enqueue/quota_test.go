@@ -18,6 +18,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The account's schedule quota reached is no "retry with the same key": a
@@ -35,7 +36,7 @@ func TestScheduleQuotaIsNotARetryLoop(t *testing.T) {
 	w.scheduleErr = fmt.Errorf("schedule: create j: %w: %w", schedule.ErrQuotaExceeded,
 		&types.ServiceQuotaExceededException{Message: aws.String("quota of schedules reached for account 111122223333")})
 	body := runAtBody(`"` + w.Now().Add(3*24*time.Hour).Format(time.RFC3339) + `"`)
-	id := engine.DeriveMessageID(alice, "k")
+	id := message.DeriveMessageID(alice, "k")
 
 	resp := call(t, h, post(welcome, "k", body))
 	p := checkProblem(t, resp, http.StatusServiceUnavailable)

@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // beforeCreate is the stack's scheduler with a hook that runs before each
@@ -43,7 +44,7 @@ func (b beforeCreate) Create(ctx context.Context, j schedule.Job) error {
 func TestAuditCancelRacingAScheduledEnqueueOnMoto(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	id := engine.DeriveMessageID(alice, "race-1")
+	id := message.DeriveMessageID(alice, "race-1")
 	s.h.Schedules = beforeCreate{Schedules: s.sched, hook: func(schedule.Job) {
 		if j, err := s.jobs.Cancel(ctx, id, alice); err != nil || j.State != jobs.StateCancelled {
 			t.Errorf("cancel between the reservation and the schedule: %+v, %v", j, err)
@@ -101,10 +102,10 @@ func TestAuditRelayedAgainAfterItsDedupJobEndedOnMoto(t *testing.T) {
 		t.Fatalf("item B: %+v; want 200 onto %s", first, a.JobID)
 	}
 	k := engine.Key{Type: welcome, JobID: a.JobID}
-	if _, err := s.markers.Lease(ctx, k, "w", s.clock.Now().Add(time.Minute)); err != nil {
+	if _, err := s.markers.Lease(ctx, k, engine.Mark{Owner: "w", Until: s.clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.markers.Claim(ctx, k, "w", time.Time{}); err != nil {
+	if _, err := s.markers.Claim(ctx, k, engine.Mark{Owner: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	s.clock.Advance(lifetime.RelayDecision - time.Minute)
@@ -114,7 +115,7 @@ func TestAuditRelayedAgainAfterItsDedupJobEndedOnMoto(t *testing.T) {
 	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 1 || envs[0].MessageID != a.JobID {
 		t.Fatalf("messages %+v; want A's one", envs)
 	}
-	if _, err := s.jobs.Get(ctx, engine.DeriveMessageID("outbox:p", "item-b")); err == nil {
+	if _, err := s.jobs.Get(ctx, message.DeriveMessageID("outbox:p", "item-b")); err == nil {
 		t.Fatal("item B relayed again made a job of its own")
 	}
 	at := s.clock.Now().Add(3 * time.Hour).Format(time.RFC3339)

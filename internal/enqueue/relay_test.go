@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // relay is an outbox item of producer p relayed as the relay does.
@@ -42,7 +42,7 @@ func TestItemRelayedAgainAfterItsDedupJobEndedIsOneJob(t *testing.T) {
 	if n := len(w.messages()); n != 1 {
 		t.Fatalf("%d messages sent; want 1 (one job)", n)
 	}
-	if own := engine.DeriveMessageID("outbox:p", "signup-2"); w.jobs[own].ID != "" {
+	if own := message.DeriveMessageID("outbox:p", "signup-2"); w.jobs[own].ID != "" {
 		t.Fatalf("the item relayed again made a job of its own: %+v", w.jobs[own])
 	}
 	r, ok := w.storedAnswer("outbox:p", "signup-2")

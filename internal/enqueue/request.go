@@ -10,12 +10,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Request is a request to enqueue a job for a caller without HTTP (the
@@ -79,8 +79,8 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	corr := r.CorrelationID
 	switch {
 	case corr == "":
-		corr = engine.DeriveMessageID(r.Caller, idemKey) // stable across relays
-	case !engine.ValidCorrelationID(corr):
+		corr = message.DeriveMessageID(r.Caller, idemKey) // stable across relays
+	case !message.ValidCorrelationID(corr):
 		return problemAnswer(validation("correlationId", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'"))
 	}
 	in, err := contract.DecodeBodyAt(jt, r.Body, h.now())

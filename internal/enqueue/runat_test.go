@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 func runAtBody(at string) string {
@@ -51,7 +51,7 @@ func TestRunAtRules(t *testing.T) {
 				}
 				return
 			}
-			var ve *engine.ValidationError
+			var ve *message.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("got %+v, %v; want a validation error", b, err)
 			}
@@ -97,7 +97,7 @@ func TestRunAtBoundary(t *testing.T) {
 			w := newWorld()
 			at := w.Now().Add(tc.ahead)
 			b := mustBody(t, call(t, newHandler(w), post(welcome, "k", runAtBody(`"`+at.Format(time.RFC3339Nano)+`"`))), http.StatusAccepted)
-			id := engine.DeriveMessageID(alice, "k")
+			id := message.DeriveMessageID(alice, "k")
 			j, _ := w.Get(context.Background(), id)
 			if b.State != string(tc.state) || j.State != tc.state {
 				t.Fatalf("answer %s, record %s; want %s", b.State, j.State, tc.state)
@@ -134,7 +134,7 @@ func TestScheduleFailureLeavesPending(t *testing.T) {
 	w := newWorld()
 	h := newHandler(w)
 	body := runAtBody(`"` + w.Now().Add(3*24*time.Hour).Format(time.RFC3339) + `"`)
-	id := engine.DeriveMessageID(alice, "k")
+	id := message.DeriveMessageID(alice, "k")
 	w.scheduleErr = errors.New("scheduler down")
 	resp := call(t, h, post(welcome, "k", body))
 	p := checkProblem(t, resp, http.StatusServiceUnavailable)

@@ -17,12 +17,12 @@ import (
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // getSchedule reads the one-time schedule of jobID; ok is false when there
@@ -80,7 +80,7 @@ func TestIntegrationRunAtTwoHoursAhead(t *testing.T) {
 	if !ok {
 		t.Fatal("no schedule for a job two hours ahead")
 	}
-	env, err := engine.Decode([]byte(aws.ToString(sc.Target.Input)))
+	env, err := message.Decode([]byte(aws.ToString(sc.Target.Input)))
 	if err != nil || env.MessageID != b.JobID || env.Type != welcome || env.CorrelationID != "corr-later" || aws.ToString(sc.Target.Input) != j.Message {
 		t.Fatalf("schedule input %q (%+v, %v); want the job's envelope", aws.ToString(sc.Target.Input), env, err)
 	}
@@ -137,13 +137,13 @@ func TestIntegrationSchedulerDown(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
 	down := scheduler.NewFromConfig(moto.Config("http://127.0.0.1:1", testenv.Region))
-	arns := map[engine.Queue]string{}
+	arns := map[message.Queue]string{}
 	for q, v := range s.queues.Queues {
 		arns[q] = v.ARN
 	}
 	s.h.Schedules = schedule.New(down, schedule.Config{Group: s.sched.Group(), RoleARN: testenv.SchedulerRoleARN, QueueARNs: arns, DLQARN: s.dlq.ARN})
 	body := runAtBody(`"` + s.clock.Now().Add(3*24*time.Hour).Format(time.RFC3339) + `"`)
-	id := engine.DeriveMessageID(alice, "down-1")
+	id := message.DeriveMessageID(alice, "down-1")
 	checkProblem(t, call(t, s.h, post(welcome, "down-1", body)), http.StatusServiceUnavailable)
 	if j, err := s.jobs.Get(ctx, id); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("job after the scheduler failed: %+v, %v; want Pending", j, err)
@@ -174,7 +174,7 @@ func TestIntegrationRunNow(t *testing.T) {
 	ctx := context.Background()
 	b := mustBody(t, call(t, s.h, post(welcome, "now-1", runAtBody(`"`+s.clock.Now().Add(2*time.Hour).Format(time.RFC3339)+`"`))), http.StatusAccepted)
 	send := func(ctx context.Context, j jobs.Job) error {
-		return s.queue.Send(ctx, sqsqueue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+		return s.queue.Send(ctx, sqsqueue.Message{Queue: j.Queue, Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
 	}
 	j, outcome, err := s.jobs.RunNow(ctx, b.JobID, send)
 	if err != nil || outcome != jobs.RunNowSent || j.State != jobs.StateEnqueued {
@@ -188,7 +188,7 @@ func TestIntegrationRunNow(t *testing.T) {
 		t.Fatalf("run now again: %+v, %s, %v; want already sent", j, outcome, err)
 	}
 	msgs, envs := s.receive(t, contract.QueueDefault)
-	if len(envs) != 1 || envs[0].MessageID != b.JobID || *msgs[0].MessageAttributes[engine.AttrType].StringValue != welcome {
+	if len(envs) != 1 || envs[0].MessageID != b.JobID || *msgs[0].MessageAttributes[sqsqueue.AttrType].StringValue != welcome {
 		t.Fatalf("messages %+v; want the job's one message", envs)
 	}
 	// A run that deleted the schedule and stopped before it sent: the next

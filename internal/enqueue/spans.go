@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/tracing"
+	"github.com/runstwice/runstwice/message"
 )
 
 // tracerName is the instrumentation scope of the API's spans.
@@ -107,7 +108,7 @@ func (h *Handler) scheduleSpan(ctx context.Context, job *jobs.Job) (context.Cont
 		return ctx, nil
 	}
 	ctx, span := h.messageSpan(ctx, "create", *job)
-	if env, err := engine.Decode([]byte(job.Message)); err == nil {
+	if env, err := message.Decode([]byte(job.Message)); err == nil {
 		env.Traceparent = engine.FormatTraceparent(span.SpanContext())
 		if b, err := env.Encode(); err == nil {
 			job.Message = string(b)

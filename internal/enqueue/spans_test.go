@@ -16,6 +16,7 @@ import (
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/outbox"
 	"github.com/runstwice/runstwice/internal/tracing"
+	"github.com/runstwice/runstwice/message"
 )
 
 // With a tracer provider, a POST is one SERVER span "POST
@@ -94,7 +95,7 @@ func TestTracedScheduledJobCarriesItsTraceInItsEnvelope(t *testing.T) {
 		t.Fatal("no schedule")
 	}
 	want := engine.FormatTraceparent(producer.SpanContext())
-	env, err := engine.Decode([]byte(sched.Body))
+	env, err := message.Decode([]byte(sched.Body))
 	if err != nil || env.Traceparent != want || env.RunAt.IsZero() {
 		t.Fatalf("the schedule's input %s (%v); want traceparent %s", sched.Body, err, want)
 	}
@@ -185,7 +186,7 @@ func TestRelayedItemsJobIsItsProducersTrace(t *testing.T) {
 		producer.Parent().SpanID() != consumer.SpanContext().SpanID() {
 		t.Errorf("relay span %v (parent %s), send's parent %s: not one trace from the item", consumer.SpanContext(), parentOf(consumer), parentOf(producer))
 	}
-	jobID := engine.DeriveMessageID("outbox:shop", "signup-1")
+	jobID := message.DeriveMessageID("outbox:shop", "signup-1")
 	job, err := w.Get(context.Background(), jobID)
 	if err != nil || job.TraceID != "1-5759e988-bd862e3fe1be46a994272793" {
 		t.Errorf("job traceId %q (%v); want the item's trace", job.TraceID, err)

@@ -17,16 +17,17 @@ import (
 	"github.com/runstwice/runstwice/internal/awsx"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/tracing"
+	"github.com/runstwice/runstwice/message"
 )
 
 // QueueURLEnv returns the environment variable that holds a work queue's URL:
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, QUEUE_URL_WEBHOOKS
 // (QUEUE_URL_ and the queue's name, upper case).
-func QueueURLEnv(q engine.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
+func QueueURLEnv(q message.Queue) string { return "QUEUE_URL_" + strings.ToUpper(string(q)) }
 
 // QueueARNEnv returns the environment variable that holds a work queue's
 // ARN (a schedule's target): QUEUE_ARN_ and the queue's name, upper case.
-func QueueARNEnv(q engine.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
+func QueueARNEnv(q message.Queue) string { return "QUEUE_ARN_" + strings.ToUpper(string(q)) }
 
 // Env reads configuration from environment variables. It is the one place
 // the functions parse their environment.
@@ -108,22 +109,33 @@ func positive[T int | time.Duration](e *Env, name string, def T, parse func(stri
 	return n
 }
 
-// QueueURLs returns the URLs of every work queue (contract.Queues), each
-// required.
-func (e *Env) QueueURLs() map[engine.Queue]string { return e.perQueue(QueueURLEnv, contract.Queues) }
+// QueueURLs returns the URLs of every work queue (contract.Queues) by
+// queue name, each required.
+func (e *Env) QueueURLs() map[string]string { return ByName(e.perQueue(QueueURLEnv, contract.Queues)) }
 
-// QueueURLsOf returns the URLs of the given work queues only, each
-// required: a worker's, which sends only to the queues it consumes.
-func (e *Env) QueueURLsOf(queues ...engine.Queue) map[engine.Queue]string {
-	return e.perQueue(QueueURLEnv, queues)
+// QueueURLsOf returns the URLs of the given work queues only, by queue
+// name, each required: a worker's, which sends only to the queues it
+// consumes.
+func (e *Env) QueueURLsOf(queues ...message.Queue) map[string]string {
+	return ByName(e.perQueue(QueueURLEnv, queues))
+}
+
+// ByName is m with the queues' names as its keys, as package sqsqueue
+// takes them.
+func ByName(m map[message.Queue]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for q, v := range m {
+		out[string(q)] = v
+	}
+	return out
 }
 
 // QueueARNs returns the ARNs of every work queue, each required.
-func (e *Env) QueueARNs() map[engine.Queue]string { return e.perQueue(QueueARNEnv, contract.Queues) }
+func (e *Env) QueueARNs() map[message.Queue]string { return e.perQueue(QueueARNEnv, contract.Queues) }
 
 // perQueue reads the required variable name(q) of every queue q.
-func (e *Env) perQueue(name func(engine.Queue) string, queues []engine.Queue) map[engine.Queue]string {
-	out := make(map[engine.Queue]string, len(queues))
+func (e *Env) perQueue(name func(message.Queue) string, queues []message.Queue) map[message.Queue]string {
+	out := make(map[message.Queue]string, len(queues))
 	for _, q := range queues {
 		out[q] = e.Required(name(q))
 	}

@@ -14,7 +14,7 @@ func TestEnv(t *testing.T) {
 	}
 	e := New(func(k string) string { return vars[k] })
 	urls := e.QueueURLs()
-	if urls[contract.QueueCritical] != "http://q/c" || urls[contract.QueueDefault] != "http://q/d" {
+	if urls[string(contract.QueueCritical)] != "http://q/c" || urls[string(contract.QueueDefault)] != "http://q/d" {
 		t.Fatalf("urls %v", urls)
 	}
 	if d := e.Seconds("PARK_DELAY", 0); d != time.Minute {

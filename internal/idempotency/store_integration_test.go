@@ -11,12 +11,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 func newStore(t *testing.T) (*idempotency.Store, *enginetest.Clock, *testenv.CallCounter, *dynamodb.Client) {
@@ -183,7 +183,7 @@ func TestRetriedWritesFindTheirOwnItem(t *testing.T) {
 		t.Fatalf("Begin with its response lost = %+v, %v (lost %d); want Acquired", r.Outcome, err, lost.Lost())
 	}
 	now := time.Now()
-	job := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
+	job := jobs.Job{ID: message.NewMessageID(), Caller: "caller-a", Type: "email.welcome.v1", Key: "welcome:u-1", Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
 	d, err := js.Reserve(ctx, job, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved || lost.Lost() != 2 {
 		t.Fatalf("Reserve with its response lost = %+v, %v; want Reserved (its own write), not a resume", d.Outcome, err)

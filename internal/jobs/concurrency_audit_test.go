@@ -75,7 +75,7 @@ func TestAuditConcurrentCancelRunNowAndSweep(t *testing.T) {
 			copies++
 		}
 		for range copies {
-			_, err := f.Markers.Lease(ctx, j.MarkerKey(), "w", f.Clock.Now().Add(time.Minute))
+			_, err := f.Markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Until: f.Clock.Now().Add(time.Minute)})
 			if err == nil {
 				t.Fatalf("round %d: a copy of the cancelled job got its lease: its effect runs", i)
 			}

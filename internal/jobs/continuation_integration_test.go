@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // sends counts what a release sends, by job id; err fails every send.
@@ -55,7 +57,7 @@ func continuation(t *testing.T, f *jobstest.World, caller, key, parent string, p
 // succeed claims the marker of job j, as its worker does.
 func succeed(t *testing.T, f *jobstest.World, j jobs.Job) {
 	t.Helper()
-	if _, err := f.Markers.Claim(context.Background(), j.MarkerKey(), "w", j.RunAt); err != nil {
+	if _, err := f.Markers.Claim(context.Background(), j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), j.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -278,8 +280,8 @@ func TestChainRunsLinkByLink(t *testing.T) {
 
 // releaseType is a job whose effect is releasing the continuations of its
 // scenario's parent: the parent-end path, driven by the kit.
-var releaseType = engine.JobType{
-	Name: "test.release.v1", Args: []engine.ArgSpec{{Name: "n", Format: engine.FormatID, Required: true}},
+var releaseType = message.JobType{
+	Name: "test.release.v1", Args: []message.ArgSpec{{Name: "n", Format: message.FormatID, Required: true}},
 	Queue: "q", EnabledByDefault: true, Bias: engine.EffectThenClaim, Lease: true, KeyPrefix: "release", KeyArgs: []string{"n"},
 }
 
@@ -307,7 +309,7 @@ func TestReleaseRunsTwiceAndSendsOnce(t *testing.T) {
 		children[jobID] = c.ID
 		return c.ID
 	}
-	handler := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+	handler := runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 		childOf(job.Envelope.MessageID)
 		c, err := f.Store.Get(ctx, children[job.Envelope.MessageID])
 		if err != nil {
@@ -316,7 +318,7 @@ func TestReleaseRunsTwiceAndSendsOnce(t *testing.T) {
 		_, err = f.Store.ReleaseContinuations(ctx, c.After, s.send)
 		return err
 	})
-	enginetest.RunTwice(t, enginetest.Case{Type: releaseType, Handler: handler, ExactlyOnce: true,
+	testkit.RunTwice(t, testkit.Case{Type: releaseType, Handler: handler, ExactlyOnce: true,
 		Effects: func(jobID string) int { return s.count(childOf(jobID)) }})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // RecordWriter is what the runner needs of the job records: Recorder's
@@ -66,26 +67,26 @@ type Reserver interface {
 // reserved under its derived id and key (after a Failed one of the key, a
 // new tick runs again) and promoted, as the enqueue function does for a
 // request.
-func TicksForEngine(s Reserver) engine.TickJobs { return engineTicks{s} }
+func TicksForEngine(s Reserver) runner.TickJobs { return engineTicks{s} }
 
 type engineTicks struct{ s Reserver }
 
-func (t engineTicks) RecordTick(ctx context.Context, tj engine.TickJob) (engine.TickDecision, error) {
+func (t engineTicks) RecordTick(ctx context.Context, tj runner.TickJob) (runner.TickDecision, error) {
 	job := Job{ID: tj.ID, Caller: tj.Caller, Type: tj.Type, Key: tj.Key, Queue: tj.Queue,
 		CorrelationID: tj.CorrelationID, TraceID: tj.TraceID, Message: tj.Message, CreatedAt: tj.At, RunAt: tj.At}
 	d, err := t.s.Reserve(ctx, job, contract.AllowAfterFailed)
 	switch {
 	case err != nil:
-		return engine.TickDecision{}, err
+		return runner.TickDecision{}, err
 	case d.Outcome == Busy:
-		return engine.TickDecision{Busy: true}, nil
+		return runner.TickDecision{Busy: true}, nil
 	case !d.Own:
-		return engine.TickDecision{HolderID: d.Job.ID}, nil
+		return runner.TickDecision{HolderID: d.Job.ID}, nil
 	case d.Outcome == Reserved || d.Outcome == Resume:
 		if err := t.s.Promote(ctx, d.Job); err != nil {
-			return engine.TickDecision{}, fmt.Errorf("promote the tick's job: %w", err)
+			return runner.TickDecision{}, fmt.Errorf("promote the tick's job: %w", err)
 		}
-		return engine.TickDecision{Own: true, Recorded: true}, nil
+		return runner.TickDecision{Own: true, Recorded: true}, nil
 	}
-	return engine.TickDecision{Own: true}, nil
+	return runner.TickDecision{Own: true}, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Allows reports whether policy p lets a new job be created when the key's last job
@@ -203,7 +204,7 @@ func (j Job) Due() time.Time {
 	if j.Message == "" {
 		return due
 	}
-	if env, err := engine.Decode([]byte(j.Message)); err == nil && env.RunAt.After(due) {
+	if env, err := message.Decode([]byte(j.Message)); err == nil && env.RunAt.After(due) {
 		return env.RunAt
 	}
 	return due

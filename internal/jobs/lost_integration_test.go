@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // lostWorld is a jobs table reached directly and through a client that
@@ -42,7 +42,7 @@ func (w lostWorld) lossy(ops ...string) (*dynamodb.Client, *testenv.LostResponse
 // enqueued reserves and promotes a job at now.
 func (w lostWorld) enqueued(t *testing.T, key string, now time.Time) jobs.Job {
 	t.Helper()
-	job := jobs.Job{ID: engine.DeriveMessageID("caller-a", key), Caller: "caller-a", Type: "email.welcome.v1",
+	job := jobs.Job{ID: message.DeriveMessageID("caller-a", key), Caller: "caller-a", Type: "email.welcome.v1",
 		Key: "welcome:" + key, Queue: "default", Message: "{}", CreatedAt: now, RunAt: now}
 	ctx := context.Background()
 	if d, err := w.direct.Reserve(ctx, job, contract.AllowAfterFailed); err != nil || d.Outcome != jobs.Reserved {

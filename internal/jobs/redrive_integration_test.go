@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // opsWorld is the jobs fixture with the operator's lifecycle on its clock.
@@ -52,7 +52,7 @@ func TestReactivateKeepsTheKey(t *testing.T) {
 		len(got.History) == 0 || got.History[0].Outcome != jobs.OutcomeDeadLettered {
 		t.Fatalf("after Reactivate: %+v; want Pending, no failedAt, runAt now, the failure in its history only", got)
 	}
-	twin := jobs.Job{ID: engine.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
+	twin := jobs.Job{ID: message.NewMessageID(), Caller: "caller-a", Type: contract.Welcome.Name, Key: "welcome:u-1",
 		Queue: string(contract.QueueDefault), Message: `{"v":1}`, CreatedAt: w.Clock.Now(), RunAt: w.Clock.Now()}
 	w.Clock.Advance(jobs.DefaultPendingTimeout + time.Second)
 	if d, err := w.Store.Reserve(ctx, twin, contract.AllowAfterFailed); err != nil || d.Job.ID != j.ID || d.Outcome == jobs.Reserved {
@@ -113,7 +113,7 @@ func TestSettleUnsent(t *testing.T) {
 	if err := w.lifecycle.Reactivate(ctx, stale, false); !errors.Is(err, jobs.ErrStateChanged) {
 		t.Fatalf("Reactivate of an Enqueued job read as Failed = %v; want ErrStateChanged", err)
 	}
-	if _, err := w.lifecycle.Inspect(ctx, engine.NewMessageID()); err != nil {
+	if _, err := w.lifecycle.Inspect(ctx, message.NewMessageID()); err != nil {
 		t.Fatalf("Inspect of an unknown job: %v; want not found without an error", err)
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/message"
 )
 
 // RunNowOutcome says what RunNow did.
@@ -114,7 +114,7 @@ func (j Job) withDue() Job {
 	if !j.MayHaveSchedule() || j.Message == "" {
 		return j
 	}
-	env, err := engine.Decode([]byte(j.Message))
+	env, err := message.Decode([]byte(j.Message))
 	if err != nil || !env.RunAt.IsZero() {
 		return j
 	}

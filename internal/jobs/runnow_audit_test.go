@@ -12,6 +12,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // schedules is a scheduler's one-time schedules, by job id: Delete reports
@@ -79,7 +80,7 @@ func TestAuditRunNowOfAnEnqueuedJobNeverDropsIt(t *testing.T) {
 func oldScheduled(t *testing.T, f *jobstest.World, key string, ahead time.Duration) jobs.Job {
 	t.Helper()
 	j := f.Job("email.welcome.v1", "c", key, ahead)
-	env := engine.Envelope{V: engine.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
+	env := message.Envelope{V: message.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
 		Args: map[string]string{"userId": "u-1"}, EnqueuedAt: j.CreatedAt}
 	body, err := env.Encode()
 	if err != nil {
@@ -121,15 +122,15 @@ func TestAuditRunNowOfAJobFromBeforeTheDeployKeepsItsDue(t *testing.T) {
 		t.Errorf("after run now the job is due %s for its guards; want still %s (its schedule was for then)", got.Due(), due)
 	}
 	// The worker runs the copy run-now sent, with the due its envelope
-	// carries, as engine.Runner does (it.env.RunAt).
-	env, err := engine.Decode([]byte(sentMsg.Message))
+	// carries, as runner.Runner does (it.env.RunAt).
+	env, err := message.Decode([]byte(sentMsg.Message))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w", f.Clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Until: f.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), "w", env.RunAt); err != nil {
+	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), env.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(31 * day)

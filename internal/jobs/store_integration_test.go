@@ -18,6 +18,7 @@ import (
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 func TestReserveLifecycle(t *testing.T) {
@@ -64,13 +65,13 @@ func TestReserveLifecycle(t *testing.T) {
 		t.Fatalf("duplicate = %+v, %v", d, err)
 	}
 	// A lease makes it Processing, a claim Succeeded.
-	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "w1", Until: f.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateProcessing || got.Attempts != 1 {
 		t.Fatalf("leased: %+v", got)
 	}
-	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), "w1", time.Time{}); err != nil {
+	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), engine.Mark{Owner: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateSucceeded {
@@ -108,7 +109,7 @@ func TestMarkFailed(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.State != jobs.StateFailed {
 		t.Fatalf("promote overwrote Failed: %s", got.State)
 	}
-	if err := f.Recorder.MarkFailed(ctx, engine.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.MarkFailed(ctx, message.NewMessageID(), jobs.Failure{Class: "x"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("MarkFailed of unknown job = %v; want ErrNotFound", err)
 	}
 	// A failed record expires TerminalRetention later; reads honour it.
@@ -254,10 +255,10 @@ func TestCancel(t *testing.T) {
 	for _, x := range []jobs.Job{done, running} {
 		f.Reserve(t, x)
 	}
-	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), "", time.Time{}); err != nil {
+	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Markers.Lease(ctx, running.MarkerKey(), "w", f.Clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, running.MarkerKey(), engine.Mark{Owner: "w", Until: f.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for x, want := range map[string]jobs.State{done.ID: jobs.StateSucceeded, running.ID: jobs.StateProcessing} {
@@ -280,7 +281,7 @@ func TestRecordOutcome(t *testing.T) {
 	if got, _ := f.Store.Get(ctx, j.ID); got.LastOutcome != jobs.OutcomeNoop || got.LastReason != "no mail needed: user not found" {
 		t.Fatalf("record = %+v", got)
 	}
-	if err := f.Recorder.RecordOutcome(ctx, engine.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
+	if err := f.Recorder.RecordOutcome(ctx, message.NewMessageID(), jobs.OutcomeNoop, "x"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("outcome of an unknown job = %v; want ErrNotFound", err)
 	}
 }
@@ -294,7 +295,7 @@ func TestMarkUnclaimed(t *testing.T) {
 	ctx := context.Background()
 	j := f.Job(contract.Welcome.Name, "caller-a", "welcome:u-unclaimed", 0)
 	f.Reserve(t, j)
-	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), "w1", f.Clock.Now().Add(time.Minute)); err != nil {
+	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "w1", Until: f.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // a retry finds its own write

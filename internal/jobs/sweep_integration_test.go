@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 const day = 24 * time.Hour
@@ -23,7 +23,7 @@ const day = 24 * time.Hour
 func scheduled(t *testing.T, f *jobstest.World, key string, ahead time.Duration) jobs.Job {
 	t.Helper()
 	j := f.Job("email.welcome.v1", "c", key, ahead)
-	env := engine.Envelope{V: engine.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
+	env := message.Envelope{V: message.Version, MessageID: j.ID, Type: j.Type, Key: key, CorrelationID: j.CorrelationID,
 		Args: map[string]string{"userId": "u-1"}, EnqueuedAt: j.CreatedAt, RunAt: j.RunAt}
 	body, err := env.Encode()
 	if err != nil {

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/vclock"
 )
 
@@ -72,7 +72,7 @@ func At(step string) {
 // deadline on the wall clock, is moved by the same offset, so the marker
 // store compares like with like), and makes the mutations this process was
 // told to make by wrapping cfg's marker store, kill switch and handlers.
-func Wire(cfg *engine.Config) {
+func Wire(cfg *runner.Config) {
 	cfg.AtStep = func(s engine.Step) { At(string(s)) }
 	cfg.Now = vclock.Now
 	if Mutated(IgnoreSwitch) {
@@ -80,12 +80,12 @@ func Wire(cfg *engine.Config) {
 	}
 	cfg.Markers = mutatedStore{cfg.Markers}
 	if Mutated(NoSweep) {
-		wrapHandler(cfg, sweepType, func(engine.Handler) engine.Handler { return noSweep{} })
+		wrapHandler(cfg, sweepType, func(runner.Handler) runner.Handler { return noSweep{} })
 	}
 	if Mutated(SkipPages) && cfg.Switch != nil {
 		real := cfg.Switch
 		cfg.Switch = pagesOn{real}
-		wrapHandler(cfg, fanoutType, func(h engine.Handler) engine.Handler { return skipWhileOff{h, real} })
+		wrapHandler(cfg, fanoutType, func(h runner.Handler) runner.Handler { return skipWhileOff{h, real} })
 	}
 }
 
@@ -96,7 +96,7 @@ const (
 	fanoutType = "email.partner-digest-fanout.v1"
 )
 
-func wrapHandler(cfg *engine.Config, name string, wrap func(engine.Handler) engine.Handler) {
+func wrapHandler(cfg *runner.Config, name string, wrap func(runner.Handler) runner.Handler) {
 	if h, ok := cfg.Handlers[name]; ok {
 		cfg.Handlers[name] = wrap(h)
 	}
@@ -105,7 +105,7 @@ func wrapHandler(cfg *engine.Config, name string, wrap func(engine.Handler) engi
 // noSweep is the schedule sweep that deletes nothing (NoSweep).
 type noSweep struct{}
 
-func (noSweep) Handle(context.Context, engine.Job) error { return nil }
+func (noSweep) Handle(context.Context, runner.Job) error { return nil }
 
 // pagesOn reports the fan-out's switch on, so that no page parks
 // (SkipPages); skipWhileOff then ends the job without work when the real
@@ -117,11 +117,11 @@ func (p pagesOn) IsJobEnabled(ctx context.Context, name string, def bool) bool {
 }
 
 type skipWhileOff struct {
-	engine.Handler
+	runner.Handler
 	real engine.Switch
 }
 
-func (s skipWhileOff) Handle(ctx context.Context, job engine.Job) error {
+func (s skipWhileOff) Handle(ctx context.Context, job runner.Job) error {
 	if !s.real.IsJobEnabled(ctx, fanoutType, false) {
 		return nil
 	}
@@ -146,23 +146,23 @@ func (m mutatedStore) PeekBatch(ctx context.Context, keys []engine.Key) (map[eng
 	return m.Store.PeekBatch(ctx, keys)
 }
 
-func (m mutatedStore) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
-	until = until.Add(vclock.Offset()) // the Lambda deadline, on the virtual clock
+func (m mutatedStore) Lease(ctx context.Context, k engine.Key, mk engine.Mark) (engine.Record, error) {
+	mk.Until = mk.Until.Add(vclock.Offset()) // the Lambda deadline, on the virtual clock
 	if Mutated(NoLease) {
-		return engine.Record{Key: k, State: engine.StateLeased, Owner: owner, LeaseUntil: until}, nil
+		return engine.Record{Key: k, State: engine.StateLeased, Owner: mk.Owner, LeaseUntil: mk.Until}, nil
 	}
-	r, err := m.Store.Lease(ctx, k, owner, until)
+	r, err := m.Store.Lease(ctx, k, mk)
 	if Mutated(NoPeek) && errors.Is(err, engine.ErrProcessed) {
 		return r, nil
 	}
 	return r, err
 }
 
-func (m mutatedStore) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
+func (m mutatedStore) Claim(ctx context.Context, k engine.Key, mk engine.Mark) (bool, error) {
 	if Mutated(NoClaim) {
 		return true, nil
 	}
-	return m.Store.Claim(ctx, k, owner, due)
+	return m.Store.Claim(ctx, k, mk)
 }
 
 func (m mutatedStore) Release(ctx context.Context, k engine.Key, owner string) error {

@@ -2,7 +2,7 @@
 
 package killpoint
 
-import "github.com/runstwice/runstwice/engine"
+import "github.com/runstwice/runstwice/internal/runner"
 
 // At does nothing in a release build.
 func At(string) {}
@@ -15,7 +15,7 @@ const Enabled = false
 func Mutated(string) bool { return false }
 
 // Wire leaves cfg as it is in a release build.
-func Wire(*engine.Config) {}
+func Wire(*runner.Config) {}
 
 // RelayKey returns the key the outbox relay stores its decision for an item
 // under: the item's own Idempotency-Key.

@@ -95,3 +95,13 @@ func Until(now, runAt time.Time, floor time.Duration) time.Time {
 func ActiveRecord(runAt time.Time) time.Time {
 	return Until(runAt.Add(SchedulerRetryWindow+QueueRetention), runAt, TerminalRecord)
 }
+
+// Guard is the run time a guard of a job due at runAt is kept past (the
+// engine's Kind.Due): runAt itself, or none in the chaos build's
+// short-guards mutation, whose guards live their floor alone.
+func Guard(runAt time.Time) time.Time {
+	if floorOnly {
+		return time.Time{}
+	}
+	return runAt
+}

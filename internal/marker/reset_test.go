@@ -36,11 +36,11 @@ func TestResetFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := engine.Key{Type: "test.claim-first.v1", JobID: "job-done"}
-	if _, err := d.Claim(ctx, done, "", time.Time{}); err != nil {
+	if _, err := d.Claim(ctx, done, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	leased := engine.Key{Type: "test.claim-first.v1", JobID: "job-leased"}
-	if _, err := d.Lease(ctx, leased, "worker-1", time.Now().Add(time.Minute)); err != nil {
+	if _, err := d.Lease(ctx, leased, engine.Mark{Owner: "worker-1", Until: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	none := engine.Key{Type: "test.claim-first.v1", JobID: "job-none"}

@@ -14,13 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Sender sends a job's stored message to its queue (sqsqueue.Sender).
@@ -90,7 +91,7 @@ func (o Operator) RunNow(ctx context.Context, id string) (Result, error) {
 		return Result{}, ErrNotWired
 	}
 	j, outcome, err := o.Jobs.RunNow(ctx, id, func(ctx context.Context, j jobs.Job) error {
-		return o.Queue.Send(ctx, sqsqueue.Message{Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
+		return o.Queue.Send(ctx, sqsqueue.Message{Queue: j.Queue, Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID})
 	})
 	res := Result{Job: j, RunNow: outcome}
 	switch {
@@ -150,18 +151,18 @@ func (o Operator) Redrive(ctx context.Context, id string) (Result, error) {
 type Stack struct {
 	Stage                                     string
 	JobsTable, MarkersTable, DeadLettersTable string
-	Queues                                    map[engine.Queue]string
+	Queues                                    map[message.Queue]string
 }
 
 // New wires an Operator on a stack, from one AWS configuration: the job
 // store with the stage's one-time schedules, the queues, and the redriver
 // with the job lifecycle and the markers' reset (as `jobctl dlq redrive`
 // has them).
-func New(cfg aws.Config, s Stack, reg *engine.Registry) Operator {
+func New(cfg aws.Config, s Stack, reg *message.Registry) Operator {
 	db := dynamodb.NewFromConfig(cfg)
-	store := jobs.NewStore(db, s.JobsTable, dynamostore.New(db, s.MarkersTable))
+	store := jobs.NewStore(db, s.JobsTable, marker.NewStore(db, s.MarkersTable))
 	store.Schedules = schedule.New(scheduler.NewFromConfig(cfg), schedule.Config{Group: schedule.GroupName(s.Stage)})
-	queue := sqsqueue.New(sqs.NewFromConfig(cfg), s.Queues, "")
+	queue := sqsqueue.New(sqs.NewFromConfig(cfg), envvar.ByName(s.Queues), "")
 	r := deadletter.NewRedriver(deadletter.NewStore(db, s.DeadLettersTable), queue, reg)
 	r.Jobs = jobs.NewLifecycle(db, s.JobsTable)
 	r.Markers = marker.NewResetter(db, s.MarkersTable)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/outbox"
+	"github.com/runstwice/runstwice/message"
 )
 
 // TestAuditAnItemAfterAParentHeldBackByAnOutageIsNotLost: a producer
@@ -40,13 +40,13 @@ import (
 func TestAuditAnItemAfterAParentHeldBackByAnOutageIsNotLost(t *testing.T) {
 	written := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	now := written
-	parent := engine.DeriveMessageID("outbox:signup", "k-parent")
-	child := engine.DeriveMessageID("outbox:signup", "k-child")
+	parent := message.DeriveMessageID("outbox:signup", "k-parent")
+	child := message.DeriveMessageID("outbox:signup", "k-child")
 	down, parentMade := true, false
 	h := newHarness()
 	h.relay.Now = func() time.Time { return now }
 	h.api.answerOf = func(r enqueue.Request) enqueue.Answer {
-		id := engine.DeriveMessageID(r.Caller, r.IdempotencyKey)
+		id := message.DeriveMessageID(r.Caller, r.IdempotencyKey)
 		switch {
 		case down:
 			return enqueue.Answer{Status: http.StatusServiceUnavailable, Problem: enqueue.ProblemUnavailable, Detail: "a backing service failed"}

@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/outbox"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // fakeAPI plays the enqueue path: it answers each request as told by the
@@ -40,7 +41,7 @@ func (f *fakeAPI) EnqueueFor(_ context.Context, r enqueue.Request) enqueue.Answe
 	if f.answerOf != nil {
 		return f.answerOf(r)
 	}
-	return enqueue.Answer{Status: http.StatusAccepted, JobID: engine.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
+	return enqueue.Answer{Status: http.StatusAccepted, JobID: message.DeriveMessageID(r.Caller, r.IdempotencyKey), State: "Enqueued"}
 }
 
 type fakeLetters struct {
@@ -136,7 +137,7 @@ func TestItemJobIDIsTheAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := engine.DeriveMessageID("outbox:signup", "k-7"); it.JobID() != want {
+	if want := message.DeriveMessageID("outbox:signup", "k-7"); it.JobID() != want {
 		t.Fatalf("job id %s; want the API's %s", it.JobID(), want)
 	}
 }
@@ -163,7 +164,7 @@ func TestPoisonItemAmongGoodOnes(t *testing.T) {
 	if len(h.api.asked) != 6 {
 		t.Fatalf("asked %d; want all three items tried on each run", len(h.api.asked))
 	}
-	jobID := engine.DeriveMessageID("outbox:signup", "k-bad")
+	jobID := message.DeriveMessageID("outbox:signup", "k-bad")
 	dl, ok := h.letters.recs[outbox.LetterID(jobID)]
 	if !ok || dl.SourceQueue != outbox.SourceOutbox || !strings.Contains(dl.Reason, "args.email") || dl.JobID != jobID || dl.Type != "email.welcome.v1" {
 		t.Fatalf("dead letter %+v (%v); want the bad item with its reason, source outbox", dl, ok)
@@ -290,7 +291,7 @@ func TestItemDedupedOntoTheActiveJob(t *testing.T) {
 // redriven.
 func TestBadRewriteKeepsTheJobsOwnDeadLetter(t *testing.T) {
 	h := newHarness()
-	jobID := engine.DeriveMessageID("outbox:signup", "k-1")
+	jobID := message.DeriveMessageID("outbox:signup", "k-1")
 	own := deadletter.Record{ID: jobID, JobID: jobID, Type: "email.welcome.v1", Body: `{"v":1}`, Reason: "failed on its final attempt (5)",
 		SourceQueue: "arn:aws:sqs:us-east-1:000000000000:default", Status: deadletter.StatusDead}
 	h.letters.recs[jobID] = own
@@ -319,7 +320,7 @@ func TestScheduleQuotaIsADeadLetterNotARetry(t *testing.T) {
 	if failed := h.handle(t, record("INSERT", image("signup", "k-1", "u-1"))); len(failed) != 0 {
 		t.Fatalf("failures %v; want the item dead-lettered, the shard going on", failed)
 	}
-	dl, ok := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-1"))]
+	dl, ok := h.letters.recs[outbox.LetterID(message.DeriveMessageID("outbox:signup", "k-1"))]
 	if !ok || !strings.Contains(dl.Reason, enqueue.ProblemScheduleQuota) {
 		t.Fatalf("dead letter %+v (%v); want one naming the quota", dl, ok)
 	}
@@ -332,7 +333,7 @@ func TestScheduleQuotaIsADeadLetterNotARetry(t *testing.T) {
 // and afterPolicy to the API's body.
 func TestItemAfterAParentNotYetThere(t *testing.T) {
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	parent := engine.DeriveMessageID("outbox:signup", "k-parent")
+	parent := message.DeriveMessageID("outbox:signup", "k-parent")
 	for _, tc := range []struct {
 		name     string
 		age      time.Duration
@@ -359,7 +360,7 @@ func TestItemAfterAParentNotYetThere(t *testing.T) {
 			if (len(failed) == 1) != tc.retried {
 				t.Fatalf("failures %v; want retried %t", failed, tc.retried)
 			}
-			_, lettered := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-child"))]
+			_, lettered := h.letters.recs[outbox.LetterID(message.DeriveMessageID("outbox:signup", "k-child"))]
 			if lettered != tc.lettered {
 				t.Fatalf("dead-lettered %t; want %t", lettered, tc.lettered)
 			}
@@ -385,7 +386,7 @@ func TestExpiredItemIsADeadLetterNotAJob(t *testing.T) {
 	if len(h.api.asked) != 0 {
 		t.Fatalf("an expired item was relayed: %+v", h.api.asked)
 	}
-	dl, ok := h.letters.recs[outbox.LetterID(engine.DeriveMessageID("outbox:signup", "k-old"))]
+	dl, ok := h.letters.recs[outbox.LetterID(message.DeriveMessageID("outbox:signup", "k-old"))]
 	if !ok || !strings.Contains(dl.Reason, "expired") {
 		t.Fatalf("dead letter %+v (%v); want one saying the item expired", dl, ok)
 	}

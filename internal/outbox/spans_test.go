@@ -13,6 +13,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/outbox"
+	"github.com/runstwice/runstwice/message"
 )
 
 // itemTraceparent is the producer's span an item carries.
@@ -54,7 +55,7 @@ func TestRelayMakesASpanPerRecord(t *testing.T) {
 		if r.IdempotencyKey == "signup-2" {
 			return enqueue.Answer{Status: http.StatusBadRequest, Problem: enqueue.ProblemValidation}
 		}
-		return enqueue.Answer{Status: http.StatusAccepted, JobID: engine.DeriveMessageID(r.Caller, r.IdempotencyKey)}
+		return enqueue.Answer{Status: http.StatusAccepted, JobID: message.DeriveMessageID(r.Caller, r.IdempotencyKey)}
 	}
 	if failed := h.handle(t, r, record("INSERT", image("shop", "signup-3", "u-3")), record("INSERT", bad), record("REMOVE", image("shop", "x", "u-9"))); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
@@ -65,7 +66,7 @@ func TestRelayMakesASpanPerRecord(t *testing.T) {
 	}
 	s0 := spans[0]
 	a := attrs(s0)
-	jobID := engine.DeriveMessageID("outbox:shop", "signup-1")
+	jobID := message.DeriveMessageID("outbox:shop", "signup-1")
 	switch {
 	case s0.Name() != outbox.SpanName || s0.SpanKind() != trace.SpanKindConsumer:
 		t.Errorf("span %q %v; want %q, consumer", s0.Name(), s0.SpanKind(), outbox.SpanName)
@@ -84,7 +85,7 @@ func TestRelayMakesASpanPerRecord(t *testing.T) {
 	if s1 := spans[1]; s1.Parent().IsValid() || len(s1.Links()) != 0 || s1.SpanContext().TraceID().String() == itemTrace {
 		t.Errorf("an item without a traceparent: parent %v links %v", s1.Parent(), s1.Links())
 	}
-	if s2 := spans[2]; s2.Status().Code != codes.Error || attrs(s2)[engine.AttrJobID] != engine.DeriveMessageID("outbox:shop", "signup-2") {
+	if s2 := spans[2]; s2.Status().Code != codes.Error || attrs(s2)[engine.AttrJobID] != message.DeriveMessageID("outbox:shop", "signup-2") {
 		t.Errorf("the dead-lettered item's span: %v %v", s2.Status(), attrs(s2))
 	}
 

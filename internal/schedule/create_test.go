@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // createAPI answers every CreateSchedule with err.
@@ -43,7 +43,7 @@ func TestCreateTellsTheQuotaApart(t *testing.T) {
 		{"other", errors.New("connection reset"), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New(createAPI{tc.err}, Config{Group: "g", RoleARN: "r", QueueARNs: map[engine.Queue]string{contract.QueueDefault: "arn:d"}})
+			s := New(createAPI{tc.err}, Config{Group: "g", RoleARN: "r", QueueARNs: map[message.Queue]string{contract.QueueDefault: "arn:d"}})
 			err := s.Create(context.Background(), Job{ID: "j-1", Queue: contract.QueueDefault, Body: "{}", RunAt: time.Now().Add(time.Hour)})
 			if (err != nil) != tc.fails || errors.Is(err, ErrQuotaExceeded) != tc.quotaFull {
 				t.Fatalf("Create: %v; want failed %v, quota %v", err, tc.fails, tc.quotaFull)

@@ -11,8 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-
-	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/message"
 )
 
 // JobsGroup is the schedule group of a stage's one-time schedules (a job
@@ -74,7 +73,7 @@ func (s Schedule) Next(now time.Time) (time.Time, bool) {
 // at scheduled with execution id exec.
 func (s Schedule) Fill(scheduled time.Time, exec string) string {
 	return strings.NewReplacer(
-		PlaceholderScheduledTime, scheduled.UTC().Format(engine.TickTimeLayout),
+		PlaceholderScheduledTime, scheduled.UTC().Format(message.TickTimeLayout),
 		PlaceholderExecutionID, exec,
 		PlaceholderScheduleARN, s.ARN,
 		PlaceholderAttempt, "1",
@@ -157,11 +156,11 @@ func fromOutput(o *scheduler.GetScheduleOutput) Schedule {
 // filled in), or an envelope.
 func jobType(s Schedule) (string, bool) {
 	body := []byte(s.Fill(time.Unix(0, 0), "x"))
-	if engine.IsTick(body) {
-		t, err := engine.DecodeTick(body)
+	if message.IsTick(body) {
+		t, err := message.DecodeTick(body)
 		return t.Type, err == nil
 	}
-	if env, err := engine.Decode(body); err == nil {
+	if env, err := message.Decode(body); err == nil {
 		return env.Type, false
 	}
 	return "", false

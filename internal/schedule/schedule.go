@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/lifetime"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
+	"github.com/runstwice/runstwice/message"
 )
 
 // SchedulerAPI is the part of the EventBridge Scheduler client the adapter
@@ -41,7 +41,7 @@ type Config struct {
 	// RoleARN is the role the scheduler sends as.
 	RoleARN string
 	// QueueARNs are the work queues' ARNs, the schedules' targets.
-	QueueARNs map[engine.Queue]string
+	QueueARNs map[message.Queue]string
 	// DLQARN is the dead-letter queue of every schedule: a message the
 	// scheduler could not deliver lands there, as a failed job does.
 	DLQARN string
@@ -50,7 +50,7 @@ type Config struct {
 // Env is what ConfigFrom reads a configuration from (*envvar.Env is one).
 type Env interface {
 	Required(name string) string
-	QueueARNs() map[engine.Queue]string
+	QueueARNs() map[message.Queue]string
 }
 
 // ConfigFrom reads the configuration of every function that enqueues as the
@@ -84,7 +84,7 @@ type Job struct {
 	// ID is the job id: the schedule's name.
 	ID string
 	// Queue is the job's work queue.
-	Queue engine.Queue
+	Queue message.Queue
 	// Body is the encoded envelope, the schedule's input.
 	Body string
 	// RunAt is when the scheduler sends it (to the second; the service's

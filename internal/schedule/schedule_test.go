@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/lifetime"
+	"github.com/runstwice/runstwice/message"
 )
 
 // at() is UTC to the second, rounded up: a job never runs before its time.
@@ -30,7 +30,7 @@ func TestAtExpression(t *testing.T) {
 // A job's queue must be known: a schedule without a target is refused
 // before any call.
 func TestInputNeedsTheQueue(t *testing.T) {
-	s := New(nil, Config{Group: "g", RoleARN: "r", QueueARNs: map[engine.Queue]string{contract.QueueDefault: "arn:d"}})
+	s := New(nil, Config{Group: "g", RoleARN: "r", QueueARNs: map[message.Queue]string{contract.QueueDefault: "arn:d"}})
 	if _, err := s.Input(Job{ID: "j", Queue: contract.QueueBulk, RunAt: time.Now()}); err == nil {
 		t.Fatal("a schedule for a queue without an ARN was built")
 	}
@@ -46,7 +46,7 @@ func TestInputNeedsTheQueue(t *testing.T) {
 // can it arrive" has one answer and the guards outlive it. Without a
 // policy the service's defaults apply, which nothing here checks.
 func TestEveryScheduleHasTheRetryPolicyTheLifetimesCountWith(t *testing.T) {
-	s := New(nil, Config{Group: "g", RoleARN: "r", QueueARNs: map[engine.Queue]string{contract.QueueDefault: "arn:d"}, DLQARN: "arn:dlq"})
+	s := New(nil, Config{Group: "g", RoleARN: "r", QueueARNs: map[message.Queue]string{contract.QueueDefault: "arn:d"}, DLQARN: "arn:dlq"})
 	in, err := s.Input(Job{ID: "j", Queue: contract.QueueDefault, Body: "{}", RunAt: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // ScheduleName is the recurring schedule that ticks the sweep.
@@ -31,12 +31,12 @@ type Sweeper interface {
 }
 
 // Handlers returns the sweep's runner handler, keyed by type name, ready for
-// engine.Config.Handlers.
-func Handlers(s Sweeper) (map[string]engine.Handler, error) {
+// runner.Config.Handlers.
+func Handlers(s Sweeper) (map[string]runner.Handler, error) {
 	if s == nil {
 		return nil, errors.New("sweep: a Sweeper is required")
 	}
-	return map[string]engine.Handler{contract.ScheduleSweep.Name: handler{s}}, nil
+	return map[string]runner.Handler{contract.ScheduleSweep.Name: handler{s}}, nil
 }
 
 type handler struct{ s Sweeper }
@@ -44,7 +44,7 @@ type handler struct{ s Sweeper }
 // Handle runs one sweep. A schedule that could not be deleted fails the
 // job, so SQS retries it (and, after its receives, it is dead-lettered and
 // alarmed like any job); what was deleted stays deleted.
-func (h handler) Handle(ctx context.Context, job engine.Job) error {
+func (h handler) Handle(ctx context.Context, job runner.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // fakeSweeper answers one sweep with rep and err, and counts the sweeps.
@@ -51,7 +51,7 @@ func TestATickSweepsAndFailsOnlyWhenADeleteFailed(t *testing.T) {
 			s := &fakeSweeper{rep: jobs.SweepReport{Listed: 3, Deleted: []string{"job-a", "job-b"}, Kept: []string{"job-c"}}, err: tc.err}
 			h, _ := Handlers(s)
 			var logs bytes.Buffer
-			err := h[contract.ScheduleSweep.Name].Handle(context.Background(), engine.Job{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			err := h[contract.ScheduleSweep.Name].Handle(context.Background(), runner.Job{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, tc.err)) {
 				t.Fatalf("Handle = %v; want an error %t wrapping %v", err, tc.wantErr, tc.err)
 			}

@@ -13,6 +13,8 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Harness is the real runner on the kit's fakes and the traced in-memory
@@ -26,24 +28,24 @@ type Harness struct {
 	Jobs     *Jobs
 	Logs     *Buffer
 	Metrics  *Buffer
-	Runner   *engine.Runner
+	Runner   *runner.Runner
 }
 
 // NewHarness builds a runner of registry with handlers; mutate (optional)
 // adjusts the config before the runner is built.
-func NewHarness(t testing.TB, registry *engine.Registry, handlers map[string]engine.Handler, mutate func(*engine.Config)) *Harness {
+func NewHarness(t testing.TB, registry *message.Registry, handlers map[string]runner.Handler, mutate func(*runner.Config)) *Harness {
 	t.Helper()
 	h := &Harness{Trace: &enginetest.Trace{}, Switches: &Switches{}, Logs: &Buffer{}, Metrics: &Buffer{}}
 	h.Markers = enginetest.Traced{Store: memstore.New(), Trace: h.Trace}
 	h.Queues = &Queues{Trace: h.Trace}
 	h.Jobs = &Jobs{Trace: h.Trace}
-	cfg := engine.Config{
+	cfg := runner.Config{
 		Registry: registry, Handlers: handlers, Switch: h.Switches, Markers: h.Markers,
 		Parker: h.Queues, DeadLetterer: h.Queues, Jobs: jobs.ForEngine(h.Jobs),
 		ParkDelay: 2 * time.Second, MaxReceiveCount: 5,
 		Logger: obs.NewLogger(h.Logs, "debug"), Metrics: engine.NewMetrics(h.Metrics, obs.Namespace),
 	}
-	h.Runner = Build(t, cfg, mutate, engine.New)
+	h.Runner = Build(t, cfg, mutate, runner.New)
 	return h
 }
 
@@ -74,7 +76,7 @@ func (h *Harness) Count(jobType, metric string) int {
 }
 
 // MarkerOf returns the marker of env's job.
-func (h *Harness) MarkerOf(env engine.Envelope) (engine.Record, bool) {
+func (h *Harness) MarkerOf(env message.Envelope) (engine.Record, bool) {
 	r, ok, _ := h.Markers.Store.Peek(context.Background(), engine.Key{Type: env.Type, JobID: env.MessageID})
 	return r, ok
 }

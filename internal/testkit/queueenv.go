@@ -3,9 +3,9 @@ package testkit
 import (
 	"maps"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/message"
 )
 
 // WorkQueueEnv returns the work-queue part of a function's environment in a
@@ -33,7 +33,7 @@ func With(env map[string]string, more map[string]string) map[string]string {
 
 // QueueURLVars returns the names of the variables that hold the URLs of
 // queues (QUEUE_URL_<QUEUE>).
-func QueueURLVars(queues []engine.Queue) []string {
+func QueueURLVars(queues []message.Queue) []string {
 	out := make([]string, len(queues))
 	for i, q := range queues {
 		out[i] = envvar.QueueURLEnv(q)

@@ -10,17 +10,19 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
-// The fakes of the engine's ports and the builders of envelopes and
-// records are the public test kit's (engine/enginetest): the bundle's tests
+// The fakes of the engine's ports and the builders of records are
+// the public test kit's (engine/enginetest): the bundle's tests
 // share them under these names.
 type (
 	// Switches is the kill switch in memory (enginetest.Switches).
@@ -31,22 +33,40 @@ type (
 	Queues = enginetest.Queues
 )
 
-// Envelope returns a valid envelope of jobType with args
-// (enginetest.Envelope).
-func Envelope(jobType string, args map[string]string) engine.Envelope {
-	return enginetest.Envelope(jobType, args)
+var seq atomic.Int64
+
+// Envelope returns a valid envelope of jobType with args, a fresh job id,
+// key and correlation id.
+func Envelope(jobType string, args map[string]string) message.Envelope {
+	n := seq.Add(1)
+	return message.Envelope{
+		V: message.Version, MessageID: message.DeriveMessageID("testkit", fmt.Sprint(n, time.Now().UnixNano())), Type: jobType,
+		Key: fmt.Sprintf("k-%d", n), CorrelationID: fmt.Sprintf("c-%d", n), Args: args,
+		EnqueuedAt: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+	}
 }
 
-// ValidArgs returns args valid for jt (enginetest.ValidArgs).
-func ValidArgs(jt engine.JobType) map[string]string { return enginetest.ValidArgs(jt) }
+// ValidArgs returns args valid for jt: every declared arg with its format's
+// example value.
+func ValidArgs(jt message.JobType) map[string]string {
+	args := make(map[string]string, len(jt.Args))
+	for _, a := range jt.Args {
+		args[a.Name] = a.Format.Example()
+	}
+	return args
+}
 
-// EnvelopeFor returns a valid envelope of jt (enginetest.EnvelopeFor).
-func EnvelopeFor(jt engine.JobType) engine.Envelope { return enginetest.EnvelopeFor(jt) }
+// EnvelopeFor returns a valid envelope of jt.
+func EnvelopeFor(jt message.JobType) message.Envelope { return Envelope(jt.Name, ValidArgs(jt)) }
 
-// Record wraps env as the SQS record of a delivery (enginetest.Record).
-func Record(t testing.TB, env engine.Envelope, receiveCount int) events.SQSMessage {
+// Record wraps env as the SQS record of a delivery with the receive count.
+func Record(t testing.TB, env message.Envelope, receiveCount int) events.SQSMessage {
 	t.Helper()
-	return enginetest.Record(t, env, receiveCount)
+	body, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return RawRecord(string(body), receiveCount)
 }
 
 // RawRecord is an SQS record of any body (enginetest.RawRecord).

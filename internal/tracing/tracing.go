@@ -109,7 +109,7 @@ func WithProvider(ctx context.Context, tp *sdktrace.TracerProvider) context.Cont
 }
 
 // FromContext returns the provider WithProvider put in ctx, or nil (an
-// untyped nil, for engine.Config.TracerProvider: no spans at all).
+// untyped nil, for runner.Config.TracerProvider: no spans at all).
 func FromContext(ctx context.Context) trace.TracerProvider {
 	if tp, ok := ctx.Value(providerKey{}).(*sdktrace.TracerProvider); ok {
 		return tp

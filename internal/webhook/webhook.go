@@ -15,6 +15,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
 )
 
 // IdempotencyKeyHeader is the request header that carries the job id.
@@ -39,9 +40,9 @@ type Event struct {
 }
 
 // Handlers returns the webhook handler, keyed by type name, ready for
-// engine.Config.Handlers. It refuses a URL that is not absolute http(s)
+// runner.Config.Handlers. It refuses a URL that is not absolute http(s)
 // and a nil client.
-func Handlers(cfg Config) (map[string]engine.Handler, error) {
+func Handlers(cfg Config) (map[string]runner.Handler, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("webhook: the URL %q is not an absolute http or https URL", cfg.URL)
@@ -50,7 +51,7 @@ func Handlers(cfg Config) (map[string]engine.Handler, error) {
 		return nil, errors.New("webhook: an HTTP client is required")
 	}
 	p := poster{url: u.String(), client: cfg.Client}
-	return map[string]engine.Handler{contract.WebhookDeliver.Name: engine.Typed(p.deliver)}, nil
+	return map[string]runner.Handler{contract.WebhookDeliver.Name: runner.Typed(p.deliver)}, nil
 }
 
 // deliverArgs is Deliver's args.
@@ -67,7 +68,7 @@ type poster struct {
 // the receiver refusing the event for good (permanent: the dead-letter
 // queue, not more retries); anything else, a transport error included, is
 // retried with back-off.
-func (p poster) deliver(ctx context.Context, job engine.Job, a deliverArgs) error {
+func (p poster) deliver(ctx context.Context, job runner.Job, a deliverArgs) error {
 	body, err := json.Marshal(Event{EventID: a.EventID, JobID: job.Envelope.MessageID, Type: job.Envelope.Type})
 	if err != nil {
 		return engine.Permanent(fmt.Errorf("webhook: encode the event: %w", err))

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/webhook"
+	"github.com/runstwice/runstwice/message"
 )
 
 // receiver is a webhook receiver that records every POST by its
@@ -46,7 +48,7 @@ func (r *receiver) count(key string) int {
 	return len(r.posts[key])
 }
 
-func handler(t *testing.T, url string) engine.Handler {
+func handler(t *testing.T, url string) runner.Handler {
 	t.Helper()
 	hs, err := webhook.Handlers(webhook.Config{URL: url, Client: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
@@ -55,8 +57,8 @@ func handler(t *testing.T, url string) engine.Handler {
 	return hs[contract.WebhookDeliver.Name]
 }
 
-func job(id, eventID string) engine.Job {
-	return engine.Job{Type: contract.WebhookDeliver, Envelope: engine.Envelope{V: 1, MessageID: id, Type: contract.WebhookDeliver.Name,
+func job(id, eventID string) runner.Job {
+	return runner.Job{Type: contract.WebhookDeliver, Envelope: message.Envelope{V: 1, MessageID: id, Type: contract.WebhookDeliver.Name,
 		Key: "webhook:" + eventID, Args: map[string]string{"eventId": eventID}}}
 }
 
@@ -120,5 +122,5 @@ func TestHandlersRefuseABadConfig(t *testing.T) {
 // repeat carries the same Idempotency-Key.
 func TestDeliverConverges(t *testing.T) {
 	r, srv := newReceiver(t, http.StatusOK)
-	enginetest.RunTwice(t, enginetest.Case{Type: contract.WebhookDeliver, Handler: handler(t, srv.URL), Effects: r.count})
+	testkit.RunTwice(t, testkit.Case{Type: contract.WebhookDeliver, Handler: handler(t, srv.URL), Effects: r.count})
 }

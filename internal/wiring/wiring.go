@@ -22,6 +22,7 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/tracing"
@@ -46,7 +47,7 @@ func Enqueue(ctx context.Context, env *envvar.Env, log *slog.Logger) (Enqueuing,
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	schedules := schedule.New(scheduler.NewFromConfig(cfg), sched)
-	markers := dynamostore.New(db, markersTable)
+	markers := marker.NewStore(db, markersTable)
 	store := jobs.NewStore(db, jobsTable, markers)
 	store.Schedules = schedules
 	h := &enqueue.Handler{

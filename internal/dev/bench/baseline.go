@@ -18,7 +18,7 @@ import (
 )
 
 // TracingBaseline is the last commit before the runner could trace (the
-// parent of the commit that gave engine.Config its TracerProvider): what
+// parent of the commit that gave runner.Config its TracerProvider): what
 // "today" meant for the runner's cost when traces were added. Untraced
 // compares the runner without a tracer (a function with no OTLP endpoint)
 // against it.

@@ -16,14 +16,16 @@ import (
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // dynamoWrites are the DynamoDB operations that write.
@@ -45,17 +47,17 @@ func BatchCost(ctx context.Context, endpoint string, singles, batches int) ([]Ro
 			return nil, err
 		}
 	}
-	urls := map[engine.Queue]string{}
-	for _, q := range []engine.Queue{contract.Welcome.Queue, contract.QueueChain} {
+	urls := map[message.Queue]string{}
+	for _, q := range []message.Queue{contract.Welcome.Queue, contract.QueueChain} {
 		out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(run + "-" + string(q))})
 		if err != nil {
 			return nil, fmt.Errorf("bench: create queue %s: %w", q, err)
 		}
 		urls[q] = aws.ToString(out.QueueUrl)
 	}
-	store := jobs.NewStore(db, jobsTable, dynamostore.New(db, markers))
+	store := jobs.NewStore(db, jobsTable, marker.NewStore(db, markers))
 	h := &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, idem), Jobs: store, Batches: store,
-		Queue: sqsqueue.New(sq, urls, ""), Logger: obs.NewLogger(io.Discard, "error")}
+		Queue: sqsqueue.New(sq, envvar.ByName(urls), ""), Logger: obs.NewLogger(io.Discard, "error")}
 	post := func(path, key, body string) error {
 		resp, err := h.Handle(ctx, events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: path, Body: body,
 			Headers: map[string]string{"content-type": "application/json", "idempotency-key": key},

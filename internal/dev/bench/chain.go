@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithytime "github.com/aws/smithy-go/time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // Chain measures continuations and batches on the running local stack l:
@@ -85,7 +85,7 @@ func chainLatencies(ctx context.Context, l *devstack.Local, parents, children []
 	jobsTable, _ := l.Stack.Physical("JobsTable")
 	markersTable, _ := l.Stack.Physical("MarkersTable")
 	db := dynamodb.NewFromConfig(moto.Config(l.Endpoint, moto.Region))
-	markers := dynamostore.New(db, markersTable.Name)
+	markers := marker.NewStore(db, markersTable.Name)
 	claimed := func(id string) (time.Time, bool, error) {
 		m, ok, err := markers.Peek(ctx, engine.Key{Type: contract.WebhookDeliver.Name, JobID: id})
 		if err != nil || !ok || m.State != engine.StateDone {

@@ -16,20 +16,22 @@ import (
 	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // benchType is the job type every section runs: a welcome-like job whose
 // lease is on or off.
-func benchType(lease bool) engine.JobType {
-	return engine.JobType{
-		Name: "bench.notify.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+func benchType(lease bool) message.JobType {
+	return message.JobType{
+		Name: "bench.notify.v1", Args: []message.ArgSpec{{Name: "userId", Format: message.FormatID, Required: true}},
 		Queue: contract.QueueDefault, EnabledByDefault: true, Lease: lease, KeyPrefix: "notify", KeyArgs: []string{"userId"},
 	}
 }
 
 // batchOf returns n fresh SQS records of jt.
-func batchOf(jt engine.JobType, n int) events.SQSEvent {
+func batchOf(jt message.JobType, n int) events.SQSEvent {
 	var ev events.SQSEvent
 	for range n {
 		body, err := testkit.EnvelopeFor(jt).Encode()
@@ -45,7 +47,7 @@ func batchOf(jt engine.JobType, n int) events.SQSEvent {
 // nothing, and a batch of 10 fresh records of one job type: what make bench
 // and the runner's BenchmarkRunnerBatch10 measure.
 type Pipeline struct {
-	r     *engine.Runner
+	r     *runner.Runner
 	store *swappable
 	batch events.SQSEvent
 	// spans is the traced pipeline's exporter (nil untraced).
@@ -73,14 +75,14 @@ func NewTracedPipeline(lease bool) (*Pipeline, error) {
 
 func newPipeline(lease bool, tp trace.TracerProvider) (*Pipeline, error) {
 	jt := benchType(lease)
-	reg, err := engine.NewRegistry(jt)
+	reg, err := message.NewRegistry(jt)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pipeline{store: &swappable{memstore.New()}, batch: batchOf(jt, PipelineBatch)}
-	noop := engine.HandlerFunc(func(context.Context, engine.Job) error { return nil })
-	p.r, err = engine.New(engine.Config{
-		Registry: reg, Handlers: map[string]engine.Handler{jt.Name: noop},
+	noop := runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })
+	p.r, err = runner.New(runner.Config{
+		Registry: reg, Handlers: map[string]runner.Handler{jt.Name: noop},
 		Switch: &testkit.Switches{}, Markers: p.store, Parker: &testkit.Queues{},
 		Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 		TracerProvider: tp,

@@ -13,8 +13,11 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // EffectTime is the simulated effect of every job in the worker section
@@ -38,8 +41,8 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 	for _, lease := range []bool{false, true} {
 		mode := map[bool]string{false: "seed", true: "lease"}[lease]
 		jt := benchType(lease)
-		reg, _ := engine.NewRegistry(jt)
-		effect := engine.HandlerFunc(func(ctx context.Context, _ engine.Job) error {
+		reg, _ := message.NewRegistry(jt)
+		effect := runner.HandlerFunc(func(ctx context.Context, _ runner.Job) error {
 			select {
 			case <-time.After(EffectTime):
 				return nil
@@ -47,9 +50,9 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 				return ctx.Err()
 			}
 		})
-		r, err := engine.New(engine.Config{
-			Registry: reg, Handlers: map[string]engine.Handler{jt.Name: effect},
-			Switch: &testkit.Switches{}, Markers: dynamostore.New(db, table), Parker: &testkit.Queues{},
+		r, err := runner.New(runner.Config{
+			Registry: reg, Handlers: map[string]runner.Handler{jt.Name: effect},
+			Switch: &testkit.Switches{}, Markers: marker.NewStore(db, table), Parker: &testkit.Queues{},
 			Logger: obs.NewLogger(io.Discard, "info"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 		})
 		if err != nil {
@@ -88,7 +91,7 @@ func Worker(ctx context.Context, endpoint string, rounds int) ([]Row, error) {
 }
 
 // timeBatch runs one batch and returns its wall time and DynamoDB calls.
-func timeBatch(ctx context.Context, r *engine.Runner, ev events.SQSEvent, counter *testenv.CallCounter) (time.Duration, int, error) {
+func timeBatch(ctx context.Context, r *runner.Runner, ev events.SQSEvent, counter *testenv.CallCounter) (time.Duration, int, error) {
 	counter.Reset()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

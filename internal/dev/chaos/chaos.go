@@ -38,6 +38,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/killpoint"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/vclock"
@@ -353,7 +354,7 @@ func (c *campaign) startStack(ctx context.Context) error {
 	producer := moto.Config(c.stack.FunctionEndpoint(), moto.Region)
 	producer.Retryer = nil
 	c.producer = dynamodb.NewFromConfig(producer)
-	c.sender = sqsqueue.New(c.sqs, c.res.Queues, "")
+	c.sender = sqsqueue.New(c.sqs, envvar.ByName(c.res.Queues), "")
 	c.front = newFront(http.DefaultTransport)
 	c.api, err = client.New(c.stack.APIURL, client.WithCaller(Caller),
 		client.WithHTTPClient(&http.Client{Transport: c.front, Timeout: time.Minute}),

@@ -11,15 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	smithytime "github.com/aws/smithy-go/time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/vclock"
 )
@@ -157,7 +156,7 @@ func (r *clockRunner) prepare(ctx context.Context) error {
 	cfg := moto.Config(c.stack.FunctionEndpoint(), moto.Region) // through the faults, as jobctl's calls are not: to fail deletes
 	cfg.Retryer = nil
 	r.direct = scheduler.NewFromConfig(c.aws)
-	markers := dynamostore.New(c.db, c.res.Markers)
+	markers := marker.NewStore(c.db, c.res.Markers)
 	markers.Now = r.clock.Now
 	r.ops = jobs.NewStore(c.db, c.res.Jobs, markers)
 	r.ops.Now = r.clock.Now
@@ -291,7 +290,7 @@ func (r *clockRunner) end(ctx context.Context, j *clockJob) {
 		}
 	case FateRanNow:
 		_, out, err := r.ops.RunNow(ctx, j.ID, func(ctx context.Context, rec jobs.Job) error {
-			return r.c.sender.Send(ctx, sqsqueue.Message{Queue: engine.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
+			return r.c.sender.Send(ctx, sqsqueue.Message{Queue: rec.Queue, Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
 		})
 		j.Answered = out.String()
 		if err != nil {
@@ -343,7 +342,7 @@ func (r *clockRunner) repeat(ctx context.Context, js []clockJob) {
 		if j.Input == "" {
 			continue
 		}
-		if err := r.c.sender.Send(ctx, sqsqueue.Message{Queue: j.Kind.Queue, Body: j.Input, Type: j.Kind.Type}); err != nil {
+		if err := r.c.sender.Send(ctx, sqsqueue.Message{Queue: string(j.Kind.Queue), Body: j.Input, Type: j.Kind.Type}); err != nil {
 			r.c.problem(fmt.Errorf("chaos: clock: a firing of %s again: %w", j.ID, err))
 			continue
 		}

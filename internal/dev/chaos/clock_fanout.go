@@ -13,11 +13,11 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/message"
 )
 
 // fanoutWeek is the week the clock campaign fans out with the fan-out
@@ -83,8 +83,8 @@ func (r *clockRunner) fanoutWeek(ctx context.Context) error {
 		at = at.AddDate(0, 0, -7)
 	}
 	w.At, w.Week = at, contract.ISOWeek(at)
-	tickID := engine.TickMessageID(digest.ScheduleName, at)
-	w.NextPage = engine.DeriveMessageID(digest.Caller, digest.PageKey(w.Week, tickID, firstCursor(w.Week, append(slices.Clone(w.Partners), w.Odd...))))
+	tickID := message.TickMessageID(digest.ScheduleName, at)
+	w.NextPage = message.DeriveMessageID(digest.Caller, digest.PageKey(w.Week, tickID, firstCursor(w.Week, append(slices.Clone(w.Partners), w.Odd...))))
 	slow := c.clockFaults.Add(faults.Rule{Service: "sqs", Operation: "SendMessage", Contains: []string{client.TypePartnerDigest + `\"`},
 		Kind: faults.Delay, Delay: 10 * time.Millisecond, P: 1})
 	defer slow()
@@ -137,11 +137,11 @@ func (r *clockRunner) fanoutWeek(ctx context.Context) error {
 func (r *clockRunner) sendTick(ctx context.Context, at time.Time) error {
 	c := r.c
 	body := c.tickInput.Fill(at, "chaos-clock-"+uuid.NewString())
-	tk, err := engine.DecodeTick([]byte(body))
+	tk, err := message.DecodeTick([]byte(body))
 	if err != nil {
 		return fmt.Errorf("chaos: clock: the schedule's input is no tick: %w", err)
 	}
-	return c.sender.Send(ctx, sqsqueue.Message{Queue: contract.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID})
+	return c.sender.Send(ctx, sqsqueue.Message{Queue: string(contract.Fanout.Queue), Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID})
 }
 
 // firstCursor is the after of the page the first page of a week enqueues,
@@ -192,7 +192,7 @@ func (r *clockRunner) relayAgain(ctx context.Context) error {
 		first := plannedJob{Index: 20000 + i, Kind: k, User: users[0].ID, Args: k.args(users[0].ID, 20000+i), IdemKey: key + "-a", Key: key, Delay: 6}
 		second := first
 		second.IdemKey, second.Delay = key+"-b", 0
-		rc := relayCase{Key: key, First: engine.DeriveMessageID(caller, first.IdemKey), Second: engine.DeriveMessageID(caller, second.IdemKey),
+		rc := relayCase{Key: key, First: message.DeriveMessageID(caller, first.IdemKey), Second: message.DeriveMessageID(caller, second.IdemKey),
 			Rewrite: i == relayCases-1}
 		if rc.Rewrite {
 			first.Delay = 0

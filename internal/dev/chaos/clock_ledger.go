@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/message"
 )
 
 // ClockFigures are the clock campaign's counts.
@@ -67,7 +67,7 @@ func (a *accountant) clock() {
 	}
 	digests := map[string]string{} // job id: partner
 	for _, u := range run.Week.Partners {
-		id := engine.DeriveMessageID(digest.Caller, digest.DigestKey(u, run.Week.Week))
+		id := message.DeriveMessageID(digest.Caller, digest.DigestKey(u, run.Week.Week))
 		digests[id] = u
 		add(id)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/message"
 )
 
 // clockWorld is a clock campaign's run and what was seen after it: one job
@@ -28,7 +28,7 @@ func clockWorld(t *testing.T) (*world, *clockRun, *truth) {
 		mail(id)
 	}
 	for _, u := range run.Week.Partners {
-		mail(engine.DeriveMessageID(digest.Caller, digest.DigestKey(u, run.Week.Week)))
+		mail(message.DeriveMessageID(digest.Caller, digest.DigestKey(u, run.Week.Week)))
 	}
 	return w, run, after
 }

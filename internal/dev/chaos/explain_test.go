@@ -12,12 +12,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/memstore"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The runner's reasons for a retry (internal/runner: fail and Handle).
@@ -129,18 +130,18 @@ func TestLedgerExplainsTheRunnersDeadlineRetry(t *testing.T) {
 			w := newWorld(t)
 			id := w.job(client.TypeWelcome, client.StateSucceeded).JobID
 			o := newObserver()
-			jt := engine.JobType{Name: "test.mail.v1", Args: []engine.ArgSpec{{Name: "userId", Format: engine.FormatID, Required: true}},
+			jt := message.JobType{Name: "test.mail.v1", Args: []message.ArgSpec{{Name: "userId", Format: message.FormatID, Required: true}},
 				Queue: contract.QueueDefault, EnabledByDefault: true, Lease: true, KeyPrefix: "mail", KeyArgs: []string{"userId"}}
-			reg, err := engine.NewRegistry(jt)
+			reg, err := message.NewRegistry(jt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			send := engine.HandlerFunc(func(ctx context.Context, job engine.Job) error {
+			send := runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 				w.mailAt(job.Envelope.MessageID, time.Now()) // SES accepted it
 				return tc.after(ctx)
 			})
 			q := &testkit.Queues{}
-			r, err := engine.New(engine.Config{Registry: reg, Handlers: map[string]engine.Handler{jt.Name: send},
+			r, err := runner.New(runner.Config{Registry: reg, Handlers: map[string]runner.Handler{jt.Name: send},
 				Switch: &testkit.Switches{}, Markers: memstore.New(), Parker: q, DeadLetterer: q, MaxReceiveCount: 5,
 				DeadlineMargin: 200 * time.Millisecond, Logger: obs.NewLogger(o, "info").With(obs.KeyFunction, "email")})
 			if err != nil {

@@ -18,11 +18,11 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // DefaultWeeklyPartners is how many users of the weekly digest the campaign
@@ -91,13 +91,13 @@ func (c *campaign) tick(ctx context.Context, at ...time.Time) error {
 	for i, t := range at {
 		wg.Go(func() {
 			body := c.tickInput.Fill(t, "chaos-"+uuid.NewString())
-			tk, err := engine.DecodeTick([]byte(body))
+			tk, err := message.DecodeTick([]byte(body))
 			if err != nil {
 				errs[i] = fmt.Errorf("chaos: the schedule's input is no tick: %w", err)
 				return
 			}
 			sent := time.Now()
-			if errs[i] = c.sender.Send(ctx, sqsqueue.Message{Queue: contract.Fanout.Queue, Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
+			if errs[i] = c.sender.Send(ctx, sqsqueue.Message{Queue: string(contract.Fanout.Queue), Body: body, Type: tk.Type, CorrelationID: tk.CorrelationID}); errs[i] != nil {
 				return
 			}
 			c.mu.Lock()
@@ -137,14 +137,14 @@ func (c *campaign) tickSchedule(ctx context.Context) error {
 // it meets, so the tick sent while off must have met it before the switch
 // goes on.
 func (c *campaign) awaitTick(ctx context.Context, at time.Time) {
-	id := engine.TickMessageID(digest.ScheduleName, at)
+	id := message.TickMessageID(digest.ScheduleName, at)
 	for deadline := time.Now().Add(tickWait); time.Now().Before(deadline) && ctx.Err() == nil; {
 		if j, ok := c.readJob(ctx, id, digest.Caller); ok && j.State == client.StateSucceeded {
 			return
 		}
 		_ = smithytime.SleepWithContext(ctx, 500*time.Millisecond)
 	}
-	c.problem(fmt.Errorf("chaos: the tick %s (%s) was not done within %v; the fan-out is switched on all the same", id, at.Format(engine.TickTimeLayout), tickWait))
+	c.problem(fmt.Errorf("chaos: the tick %s (%s) was not done within %v; the fan-out is switched on all the same", id, at.Format(message.TickTimeLayout), tickWait))
 }
 
 // tickWait bounds how long the script waits for the tick while off.
@@ -240,7 +240,7 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 	onWeeks := map[string]bool{}
 	for _, t := range ticks {
 		week := contract.ISOWeek(t.At)
-		fanout[engine.TickMessageID(digest.ScheduleName, t.At)] = fanoutJob{Week: week, Tick: true, On: t.On, At: t.At}
+		fanout[message.TickMessageID(digest.ScheduleName, t.At)] = fanoutJob{Week: week, Tick: true, On: t.On, At: t.At}
 		if t.On {
 			onWeeks[week] = true
 		}
@@ -254,7 +254,7 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 		}
 		done[week] = true
 		for i, u := range partners {
-			id := engine.DeriveMessageID(digest.Caller, digest.DigestKey(u, week))
+			id := message.DeriveMessageID(digest.Caller, digest.DigestKey(u, week))
 			if !onWeeks[week] {
 				off[id] = true
 				continue
@@ -269,8 +269,8 @@ func fanoutJobs(partners []string, ticks []tickSent) fanoutPlan {
 				// the week has no job, so its run has no pages).
 				for _, r := range ticks {
 					if r.On && contract.ISOWeek(r.At) == week {
-						run := engine.TickMessageID(digest.ScheduleName, r.At)
-						fanout[engine.DeriveMessageID(digest.Caller, digest.PageKey(week, run, u))] = fanoutJob{Week: week, On: true, Run: run}
+						run := message.TickMessageID(digest.ScheduleName, r.At)
+						fanout[message.DeriveMessageID(digest.Caller, digest.PageKey(week, run, u))] = fanoutJob{Week: week, On: true, Run: run}
 					}
 				}
 			}
@@ -330,7 +330,7 @@ func (a *accountant) fanout() {
 		switch {
 		case !fj.On:
 			if state != string(client.StateSucceeded)+" (skipped)" {
-				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(engine.TickTimeLayout), state,
+				a.fail(InvTickOff, fmt.Sprintf("tick %s (%s) reads %s; its outcomes: %s", id, fj.At.Format(message.TickTimeLayout), state,
 					a.outcomesAround(id, a.in.fanoutOn)))
 			}
 			continue

@@ -13,10 +13,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/message"
 )
 
 func TestPlanIsSeededAndMixed(t *testing.T) {
@@ -39,7 +39,7 @@ func TestPlanIsSeededAndMixed(t *testing.T) {
 		if a[i].After != b[i].After || a[i].AfterPolicy != b[i].AfterPolicy || a[i].BatchKey != b[i].BatchKey || a[i].BatchAt != b[i].BatchAt {
 			t.Fatalf("job %d's chain or batch differs between two plans with one seed", i)
 		}
-		want := engine.DeriveMessageID(caller, a[i].IdemKey)
+		want := message.DeriveMessageID(caller, a[i].IdemKey)
 		if a[i].batched() {
 			want = enqueue.BatchJobID(caller, a[i].BatchKey, a[i].BatchAt)
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Ledger is a campaign's account: what was done to the stack, what every
@@ -388,7 +388,7 @@ func (a *accountant) requests() {
 	hit := touched(a.t.Faults)
 	kills := a.midBatchKills()
 	for _, at := range a.t.Attempts {
-		touched := hit[at.IdemKey] || hit[engine.DeriveMessageID(Caller, at.IdemKey)]
+		touched := hit[at.IdemKey] || hit[message.DeriveMessageID(Caller, at.IdemKey)]
 		if batchKey[at.IdemKey] && at.Status >= http.StatusInternalServerError && !at.Injected && !touched {
 			touched = a.batchExplained(at.IdemKey, hit, &kills)
 		}

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/awsproxy"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/message"
 )
 
 // faultOn makes the injector apply one fault of kind to a call of
@@ -229,10 +229,10 @@ func newFanoutWorld(t *testing.T) *fanoutWorld {
 		{At: w.weeks.onAgain, SentAt: on, On: true}, {At: w.weeks.other, SentAt: on, On: true}}
 	w.fan = fanoutJobs(w.partners, ticks)
 	w.truth.Fanout, w.truth.RefusedJobs = map[string]client.Job{}, map[string]bool{}
-	w.offTick = engine.TickMessageID(digest.ScheduleName, w.weeks.off)
-	w.onTick = engine.TickMessageID(digest.ScheduleName, w.weeks.on)
-	w.onAgain = engine.TickMessageID(digest.ScheduleName, w.weeks.onAgain)
-	w.otherTick = engine.TickMessageID(digest.ScheduleName, w.weeks.other)
+	w.offTick = message.TickMessageID(digest.ScheduleName, w.weeks.off)
+	w.onTick = message.TickMessageID(digest.ScheduleName, w.weeks.on)
+	w.onAgain = message.TickMessageID(digest.ScheduleName, w.weeks.onAgain)
+	w.otherTick = message.TickMessageID(digest.ScheduleName, w.weeks.other)
 	w.truth.Fanout[w.offTick] = client.Job{JobID: w.offTick, State: client.StateSucceeded, LastOutcome: "skipped"}
 	w.truth.Fanout[w.onTick] = client.Job{JobID: w.onTick, State: client.StateSucceeded}
 	w.truth.Fanout[w.otherTick] = client.Job{JobID: w.otherTick, State: client.StateSucceeded}
@@ -245,7 +245,7 @@ func newFanoutWorld(t *testing.T) *fanoutWorld {
 
 // digestOf is the digest job id of partner u for the week of at.
 func digestOf(u string, at time.Time) string {
-	return engine.DeriveMessageID(digest.Caller, digest.DigestKey(u, contract.ISOWeek(at)))
+	return message.DeriveMessageID(digest.Caller, digest.DigestKey(u, contract.ISOWeek(at)))
 }
 
 func (w *fanoutWorld) ledger(mutate func(*ledgerInput)) *Ledger {
@@ -345,9 +345,9 @@ func TestLedgerNamesOutboxAndFanoutBreaches(t *testing.T) {
 	w2 := newFanoutWorld(t)
 	delete(w2.truth.Fanout, w2.otherTick)
 	week := contract.ISOWeek(w2.weeks.on)
-	page := engine.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onTick, "u-p1"))
+	page := message.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onTick, "u-p1"))
 	w2.fan.Jobs[page] = fanoutJob{Week: week, On: true, Run: w2.onTick}
-	deferred := engine.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onAgain, "u-p1"))
+	deferred := message.DeriveMessageID(digest.Caller, digest.PageKey(week, w2.onAgain, "u-p1"))
 	w2.fan.Jobs[deferred] = fanoutJob{Week: week, On: true, Run: w2.onAgain}
 	lost := broken(w2.ledger(nil))[InvLost]
 	if !slices.Contains(lost, "the fan-out of "+contract.ISOWeek(w2.weeks.other)+": no tick's job") ||
@@ -372,8 +372,8 @@ func TestFanoutPlanNamesEachRunsPages(t *testing.T) {
 	week := contract.ISOWeek(w.on)
 	last := partners[digest.PageSize-1]
 	for _, at := range []time.Time{w.on, w.onAgain} {
-		run := engine.TickMessageID(digest.ScheduleName, at)
-		page := engine.DeriveMessageID(digest.Caller, digest.PageKey(week, run, last))
+		run := message.TickMessageID(digest.ScheduleName, at)
+		page := message.DeriveMessageID(digest.Caller, digest.PageKey(week, run, last))
 		if got, ok := plan.Jobs[page]; !ok || got.Run != run || got.Week != week || got.Tick {
 			t.Errorf("the plan's page 2 of the run of %s: %+v, %v", at, got, ok)
 		}

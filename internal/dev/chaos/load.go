@@ -10,7 +10,6 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -232,7 +231,7 @@ func (c *campaign) sendCopies(ctx context.Context, jobID string, n int) int {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			err := c.sender.Send(ctx, sqsqueue.Message{Queue: engine.Queue(rec.Queue), Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
+			err := c.sender.Send(ctx, sqsqueue.Message{Queue: rec.Queue, Body: rec.Message, Type: rec.Type, CorrelationID: rec.CorrelationID})
 			if err != nil {
 				c.problem(fmt.Errorf("chaos: copy of %s: %w", jobID, err))
 				return

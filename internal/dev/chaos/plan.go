@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Caller is the caller every request of a campaign names (X-Caller).
@@ -42,7 +42,7 @@ func (u user) Email() string {
 // kind is one of the four job types with how its jobs are built.
 type kind struct {
 	Type      string
-	Queue     engine.Queue
+	Queue     message.Queue
 	Confirmed bool
 	args      func(userID string, i int) map[string]string
 }
@@ -206,7 +206,7 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			u = poisoned[ki]
 		}
 		key := fmt.Sprintf("chaos-%s-%d", runID, i)
-		j := plannedJob{Index: i, Kind: k, User: u.ID, Args: k.args(u.ID, i), IdemKey: key, JobID: engine.DeriveMessageID(Caller, key),
+		j := plannedJob{Index: i, Kind: k, User: u.ID, Args: k.args(u.ID, i), IdemKey: key, JobID: message.DeriveMessageID(Caller, key),
 			Poisoned: u.Poisoned}
 		if rng.Float64() < mix.Delayed {
 			j.Delay = 2 + rng.IntN(7)
@@ -231,7 +231,7 @@ func plan(n int, usersPerType int, mix Mix, seed uint64, runID string) []planned
 			// No HTTP request: no twins, front faults or cancel (the
 			// producer's job is not the campaign's caller's to cancel).
 			j.Source, j.Twins, j.Front, j.Cancel = viaOutbox, 0, frontNone, false
-			j.JobID = engine.DeriveMessageID(contract.OutboxCallerPrefix+Producer, key)
+			j.JobID = message.DeriveMessageID(contract.OutboxCallerPrefix+Producer, key)
 			j.Rewrite = orng.Float64() < mix.Rewrite
 			j.Refuse = orng.Float64() < mix.Refuse
 		}

@@ -12,22 +12,22 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/message"
 )
 
 // resources are the tables and queues the campaign reads and writes.
 type resources struct {
 	Users, Jobs, Markers, DeadLetters, Outbox string
-	Queues                                    map[engine.Queue]string
+	Queues                                    map[message.Queue]string
 	DLQ                                       string
 }
 
 func resolve(st *stack.Stack) (resources, error) {
-	r := resources{Queues: map[engine.Queue]string{}}
+	r := resources{Queues: map[message.Queue]string{}}
 	for id, dst := range map[string]*string{"UsersTable": &r.Users, "JobsTable": &r.Jobs, "MarkersTable": &r.Markers, "DeadLettersTable": &r.DeadLetters,
 		"OutboxTable": &r.Outbox} {
 		p, ok := st.Physical(id)
@@ -36,7 +36,7 @@ func resolve(st *stack.Stack) (resources, error) {
 		}
 		*dst = p.Name
 	}
-	ids := map[string]engine.Queue{"DeadLetterQueue": ""}
+	ids := map[string]message.Queue{"DeadLetterQueue": ""}
 	for q, id := range st.Template().WorkQueueIDs() {
 		ids[id] = q
 	}

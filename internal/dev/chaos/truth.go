@@ -10,13 +10,13 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/client"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/faults"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // truth is what the campaign reads back once the stack is quiet: the
@@ -90,7 +90,7 @@ func (c *campaign) readTruth(ctx context.Context, results []result, fan fanoutPl
 // readJob reads job id as GET /v1/jobs/{id} would for caller: the job
 // store's view (its record and marker), the job only if caller made it.
 func (c *campaign) readJob(ctx context.Context, id, caller string) (client.Job, bool) {
-	j, err := jobs.NewStore(c.db, c.res.Jobs, dynamostore.New(c.db, c.res.Markers)).Get(ctx, id)
+	j, err := jobs.NewStore(c.db, c.res.Jobs, marker.NewStore(c.db, c.res.Markers)).Get(ctx, id)
 	if err != nil || j.Caller != caller {
 		return client.Job{}, false
 	}

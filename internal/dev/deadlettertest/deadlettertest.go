@@ -14,12 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Names are a world's table names; its work queues are named QueuePrefix
@@ -61,7 +62,7 @@ func New(t *testing.T, names Names) *World {
 	testenv.CreateTable(t, w.DB, names.Markers, dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	testenv.CreateTable(t, w.DB, names.DeadLetters, deadletter.AttrPK, "")
 	w.WorkQueues = testenv.CreateWorkQueues(t, w.SQS, names.QueuePrefix, 0)
-	w.Markers = dynamostore.New(w.DB, names.Markers)
+	w.Markers = marker.NewStore(w.DB, names.Markers)
 	w.Jobs = jobs.NewStore(w.DB, names.Jobs, w.Markers)
 	w.Recorder = jobs.NewRecorder(w.DB, names.Jobs)
 	w.Letters = deadletter.NewStore(w.DB, names.DeadLetters)
@@ -71,16 +72,16 @@ func New(t *testing.T, names Names) *World {
 // Enqueue creates an Enqueued job of typ for caller under key, on the
 // default queue, whose message is a real envelope, as the enqueue function
 // does.
-func (w *World) Enqueue(t *testing.T, typ, caller, key string) engine.Envelope {
+func (w *World) Enqueue(t *testing.T, typ, caller, key string) message.Envelope {
 	t.Helper()
 	return w.EnqueueWith(t, typ, caller, key, map[string]string{"userId": "u-1"}, contract.QueueDefault)
 }
 
 // EnqueueWith is Enqueue of a job with these args on queue q.
-func (w *World) EnqueueWith(t *testing.T, typ, caller, key string, args map[string]string, q engine.Queue) engine.Envelope {
+func (w *World) EnqueueWith(t *testing.T, typ, caller, key string, args map[string]string, q message.Queue) message.Envelope {
 	t.Helper()
 	now := time.Now()
-	env := engine.Envelope{V: engine.Version, MessageID: engine.NewMessageID(), Type: typ, Key: key,
+	env := message.Envelope{V: message.Version, MessageID: message.NewMessageID(), Type: typ, Key: key,
 		CorrelationID: "corr-" + key, Args: args, EnqueuedAt: now.UTC()}
 	body, err := env.Encode()
 	if err != nil {
@@ -93,14 +94,14 @@ func (w *World) EnqueueWith(t *testing.T, typ, caller, key string, args map[stri
 
 // Letter enqueues a job, marks it Failed and stores its dead letter with
 // reason, last seen at seen, as the dlq function does.
-func (w *World) Letter(t *testing.T, typ, caller, key, reason string, seen time.Time) engine.Envelope {
+func (w *World) Letter(t *testing.T, typ, caller, key, reason string, seen time.Time) message.Envelope {
 	t.Helper()
 	return w.DeadLetter(t, w.Enqueue(t, typ, caller, key), reason, seen)
 }
 
 // DeadLetter marks env's job Failed and stores its dead letter with
 // reason, last seen at seen, as the dlq function does.
-func (w *World) DeadLetter(t *testing.T, env engine.Envelope, reason string, seen time.Time) engine.Envelope {
+func (w *World) DeadLetter(t *testing.T, env message.Envelope, reason string, seen time.Time) message.Envelope {
 	t.Helper()
 	typ := env.Type
 	ctx := context.Background()

@@ -31,10 +31,12 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
 	"github.com/runstwice/runstwice/internal/enqueue"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/outbox"
+	"github.com/runstwice/runstwice/message"
 )
 
 // TestOutboxThroughTheStream runs the producer's transaction, the table's
@@ -65,12 +67,12 @@ func TestOutboxThroughTheStream(t *testing.T) {
 		return p.Name
 	}
 	db, q := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	urls := map[engine.Queue]string{contract.QueueCritical: name("CriticalQueue"), contract.QueueDefault: name("DefaultQueue"), contract.QueueBulk: name("BulkQueue")}
+	urls := map[message.Queue]string{contract.QueueCritical: name("CriticalQueue"), contract.QueueDefault: name("DefaultQueue"), contract.QueueBulk: name("BulkQueue")}
 	store := jobs.NewStore(db, name("JobsTable"), dynamostore.New(db, name("MarkersTable")))
 	letters := deadletter.NewStore(db, name("DeadLettersTable"))
 	relay := &outbox.Relay{
 		Enqueuer: &enqueue.Handler{Registry: contract.Registry(), Idempotency: idempotency.NewStore(db, name("IdempotencyTable")),
-			Jobs: store, Queue: sqsqueue.New(q, urls, "")},
+			Jobs: store, Queue: sqsqueue.New(q, envvar.ByName(urls), "")},
 		DeadLetters: letters, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
 	}
 	// The relay's process dies once, in the middle of the batch that holds
@@ -168,7 +170,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) && len(perJob) < len(want) {
 		for _, m := range testenv.Receive(t, q, urls[contract.QueueCritical], 0) {
-			env, err := engine.Decode([]byte(aws.ToString(m.Body)))
+			env, err := message.Decode([]byte(aws.ToString(m.Body)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +180,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	}
 	time.Sleep(time.Second) // a late second message would arrive by now
 	for _, m := range testenv.Receive(t, q, urls[contract.QueueCritical], 0) {
-		env, _ := engine.Decode([]byte(aws.ToString(m.Body)))
+		env, _ := message.Decode([]byte(aws.ToString(m.Body)))
 		perJob[env.MessageID]++
 	}
 	for _, id := range want {
@@ -196,7 +198,7 @@ func TestOutboxThroughTheStream(t *testing.T) {
 	if !died {
 		t.Fatal("the relay was never killed: the test proved nothing about a crash mid-batch")
 	}
-	dl, err := letters.Get(ctx, outbox.LetterID(engine.DeriveMessageID("outbox:signup", "bad-1")))
+	dl, err := letters.Get(ctx, outbox.LetterID(message.DeriveMessageID("outbox:signup", "bad-1")))
 	if err != nil || dl.SourceQueue != outbox.SourceOutbox || dl.Status != deadletter.StatusDead || dl.Reason == "" {
 		t.Fatalf("bad item's dead letter %+v, %v; want one with its reason, source outbox", dl, err)
 	}

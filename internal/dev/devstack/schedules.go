@@ -17,10 +17,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/stack"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // SchedulerAPI is the part of the EventBridge Scheduler client the emulator
@@ -68,7 +69,7 @@ type Scheduler struct {
 	Client SchedulerAPI
 	Sender Sender
 	// Queues maps a target ARN to its work queue.
-	Queues map[string]engine.Queue
+	Queues map[string]message.Queue
 	// DeadLetters sends to the dead-letter queues of DLQURLs (by ARN); nil:
 	// a refused input is only logged, and tried again at the next pass.
 	DeadLetters DeadLetterSender
@@ -92,7 +93,7 @@ type seenSchedule struct {
 // NewScheduler returns the emulator of the stack's schedules, sending
 // through sqs to the stack's work queues.
 func NewScheduler(client SchedulerAPI, sqs sqsqueue.API, st *stack.Stack, logger *slog.Logger) *Scheduler {
-	urls, arns := map[engine.Queue]string{}, map[string]engine.Queue{}
+	urls, arns := map[message.Queue]string{}, map[string]message.Queue{}
 	for _, q := range contract.Queues {
 		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
 			urls[q], arns[p.ARN] = p.URL, q
@@ -102,7 +103,7 @@ func NewScheduler(client SchedulerAPI, sqs sqsqueue.API, st *stack.Stack, logger
 	if p, ok := st.Physical("DeadLetterQueue"); ok {
 		dlqs[p.ARN] = p.URL
 	}
-	return &Scheduler{Client: client, Sender: sqsqueue.New(sqs, urls, ""), Queues: arns, Logger: logger, DeadLetters: sqs, DLQURLs: dlqs}
+	return &Scheduler{Client: client, Sender: sqsqueue.New(sqs, envvar.ByName(urls), ""), Queues: arns, Logger: logger, DeadLetters: sqs, DLQURLs: dlqs}
 }
 
 // Run fires due schedules every Poll until ctx ends.
@@ -211,7 +212,7 @@ func kindOrder(sc schedule.Schedule) int {
 
 // fire sends sc's input for its firing at at, and reports whether it went.
 func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time) bool {
-	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(engine.TickTimeLayout))
+	log := s.log().With("schedule", sc.Group+"/"+sc.Name, "scheduledTime", at.UTC().Format(message.TickTimeLayout))
 	exec := uuid.NewString()
 	body := sc.Fill(at, exec)
 	q, ok := s.Queues[sc.TargetARN]
@@ -224,14 +225,14 @@ func (s *Scheduler) fire(ctx context.Context, sc schedule.Schedule, at time.Time
 	// message attributes, so nothing local leans on ones AWS never sets.
 	// The type is read for the log line only.
 	var jobType string
-	if engine.IsTick([]byte(body)) {
-		if t, err := engine.DecodeTick([]byte(body)); err == nil {
+	if message.IsTick([]byte(body)) {
+		if t, err := message.DecodeTick([]byte(body)); err == nil {
 			jobType = t.Type
 		}
-	} else if env, err := engine.Decode([]byte(body)); err == nil {
+	} else if env, err := message.Decode([]byte(body)); err == nil {
 		jobType = env.Type
 	}
-	if err := s.Sender.Send(ctx, sqsqueue.Message{Queue: q, Body: body}); err != nil {
+	if err := s.Sender.Send(ctx, sqsqueue.Message{Queue: string(q), Body: body}); err != nil {
 		var api smithy.APIError
 		if errors.As(err, &api) && api.ErrorFault() != smithy.FaultServer && !strings.Contains(api.ErrorCode(), "Throttl") && ctx.Err() == nil {
 			// Refused (no such queue, access denied, a key it may not use):
@@ -278,7 +279,7 @@ func (s *Scheduler) deadLetter(ctx context.Context, log *slog.Logger, sc schedul
 	attrs := map[string]sqstypes.MessageAttributeValue{
 		schedule.AttrErrorCode: str(code), schedule.AttrErrorMessage: str(text), schedule.AttrExecutionID: str(exec),
 		schedule.AttrPayloadTruncated: str("false"), schedule.AttrRetryAttempts: str("0"),
-		schedule.AttrScheduledTime: str(at.UTC().Format(engine.TickTimeLayout)), schedule.AttrScheduleARN: str(sc.ARN),
+		schedule.AttrScheduledTime: str(at.UTC().Format(message.TickTimeLayout)), schedule.AttrScheduleARN: str(sc.ARN),
 		schedule.AttrTargetARN: str(sc.TargetARN),
 	}
 	if _, err := s.DeadLetters.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {

@@ -16,10 +16,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // emulatorWorld is moto's scheduler with a group and the work queues, and
@@ -40,7 +40,7 @@ func newEmulatorWorld(t *testing.T) *emulatorWorld {
 	if _, err := w.client.CreateScheduleGroup(context.Background(), &scheduler.CreateScheduleGroupInput{Name: aws.String(w.group)}); err != nil {
 		t.Fatal(err)
 	}
-	arns := map[string]engine.Queue{}
+	arns := map[string]message.Queue{}
 	for q, v := range w.queues.Queues {
 		arns[v.ARN] = q
 	}
@@ -48,7 +48,7 @@ func newEmulatorWorld(t *testing.T) *emulatorWorld {
 	return w
 }
 
-func (w *emulatorWorld) create(t *testing.T, name, expr, tz, input string, q engine.Queue, deleteAfter bool) {
+func (w *emulatorWorld) create(t *testing.T, name, expr, tz, input string, q message.Queue, deleteAfter bool) {
 	t.Helper()
 	in := &scheduler.CreateScheduleInput{
 		Name: aws.String(name), GroupName: aws.String(w.group), ScheduleExpression: aws.String(expr),
@@ -97,7 +97,7 @@ func TestEmulatorFiresRecurringSchedulesOnTheirExpression(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages in the bulk queue, want 1", len(msgs))
 	}
-	got, err := engine.DecodeTick([]byte(aws.ToString(msgs[0].Body)))
+	got, err := message.DecodeTick([]byte(aws.ToString(msgs[0].Body)))
 	if err != nil || got.ScheduledTime != "2026-12-07T08:00:00Z" || got.CorrelationID == "" || got.CorrelationID == "<aws.scheduler.execution-id>" {
 		t.Fatalf("tick %+v %v", got, err)
 	}
@@ -121,7 +121,7 @@ func TestEmulatorFiresRecurringSchedulesOnTheirExpression(t *testing.T) {
 func TestEmulatorFiresAnAtScheduleAndDeletesIt(t *testing.T) {
 	w := newEmulatorWorld(t)
 	w.emu.Poll = 500 * time.Millisecond
-	env := engine.Envelope{V: 1, MessageID: engine.NewMessageID(), Type: "email.welcome.v1", Key: "welcome:u-demo-2",
+	env := message.Envelope{V: 1, MessageID: message.NewMessageID(), Type: "email.welcome.v1", Key: "welcome:u-demo-2",
 		CorrelationID: "c-at", Args: map[string]string{"userId": "u-demo-2"}, EnqueuedAt: time.Now().UTC()}
 	body, err := env.Encode()
 	if err != nil {
@@ -171,7 +171,7 @@ func TestEmulatorDeadLettersWhatItsTargetRefuses(t *testing.T) {
 	w.emu.DeadLetters, w.emu.DLQURLs = sqsClient, map[string]string{dlq.ARN: dlq.URL}
 	// gone is a work queue as far as the emulator knows, then deleted.
 	w.emu.Queues[gone.ARN] = "gone"
-	w.emu.Sender = sqsqueue.New(sqsClient, map[engine.Queue]string{"gone": gone.URL}, "")
+	w.emu.Sender = sqsqueue.New(sqsClient, map[string]string{"gone": gone.URL}, "")
 	if _, err := sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(gone.URL)}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/client"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/devstack"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/testkit"
 	"github.com/runstwice/runstwice/internal/webhook"
+	"github.com/runstwice/runstwice/message"
 )
 
 // outcomes collects, from the functions' application log, every job
@@ -181,7 +181,7 @@ func (h *hookStack) enqueue(t *testing.T, eventID string) string {
 func (h *hookStack) sendCopy(t *testing.T, jobID, eventID string) {
 	t.Helper()
 	args := map[string]string{"eventId": eventID}
-	body, err := json.Marshal(engine.Envelope{V: 1, MessageID: jobID, Type: contract.WebhookDeliver.Name, Key: contract.WebhookDeliver.DeriveKey(args),
+	body, err := json.Marshal(message.Envelope{V: 1, MessageID: jobID, Type: contract.WebhookDeliver.Name, Key: contract.WebhookDeliver.DeriveKey(args),
 		CorrelationID: "webhook-test", Args: args, EnqueuedAt: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)

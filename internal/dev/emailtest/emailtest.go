@@ -19,7 +19,9 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/users"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
 )
 
@@ -47,7 +49,7 @@ func New(t *testing.T) *World {
 	w.DB, w.SQS = dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	w.MarkersTable = testenv.NewTable(t, w.DB, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	w.UsersTable = testenv.NewTable(t, w.DB, "users", users.AttrUserID, "")
-	w.Markers = dynamostore.New(w.DB, w.MarkersTable)
+	w.Markers = marker.NewStore(w.DB, w.MarkersTable)
 	w.WorkQueues = testenv.CreateWorkQueues(t, w.SQS, testenv.Name(t, "q")+"-", MaxReceives)
 	return w
 }
@@ -64,7 +66,7 @@ func (w *World) PutUser(t *testing.T, u email.User) {
 // world: the real handlers on the users table and sender, the real runner on
 // the markers table and the queues, every kill switch at its default and no
 // job recorder. mutate (optional) adjusts the runner's config.
-func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Config)) *engine.Runner {
+func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*runner.Config)) *runner.Runner {
 	t.Helper()
 	handlers, err := email.Handlers(email.Config{
 		Users: users.New(w.DB, w.UsersTable), Sender: sender, BaseURL: "http://127.0.0.1:3000",
@@ -73,9 +75,9 @@ func (w *World) Worker(t *testing.T, sender email.Sender, mutate func(*engine.Co
 		t.Fatal(err)
 	}
 	q := sqsqueue.New(w.SQS, w.URLs(), w.DLQ.URL)
-	return testkit.Build(t, engine.Config{
+	return testkit.Build(t, runner.Config{
 		Registry: contract.Registry(), Handlers: handlers, Switch: &testkit.Switches{}, Markers: w.Markers,
 		Parker: q, DeadLetterer: q, ParkDelay: time.Second, MaxReceiveCount: MaxReceives,
 		Logger: obs.NewLogger(w.Logs, "debug"), Metrics: engine.NewMetrics(w.Metrics, obs.Namespace),
-	}, mutate, engine.New)
+	}, mutate, runner.New)
 }

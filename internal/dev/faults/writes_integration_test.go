@@ -29,6 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // lossy is a DynamoDB client whose calls pass a fault-injecting proxy in
@@ -122,31 +123,31 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 	l.each([]write{
 		{"Lease", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := m.Lease(ctx, k, "w1", until); err != nil || state(t, k) != engine.StateLeased {
+			if _, err := m.Lease(ctx, k, engine.Mark{Owner: "w1", Until: until}); err != nil || state(t, k) != engine.StateLeased {
 				t.Fatalf("Lease = %v, marker %s; want the lease", err, state(t, k))
 			}
 		}},
 		{"Claim with lease", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Lease(ctx, k, "w1", until); err != nil {
+			if _, err := direct.Lease(ctx, k, engine.Mark{Owner: "w1", Until: until}); err != nil {
 				t.Fatal(err)
 			}
-			if won, err := m.Claim(ctx, k, "w1", time.Time{}); !won || err != nil || state(t, k) != engine.StateDone {
+			if won, err := m.Claim(ctx, k, engine.Mark{Owner: "w1"}); !won || err != nil || state(t, k) != engine.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
 		{"Claim without owner", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if won, err := m.Claim(ctx, k, "", time.Time{}); !won || err != nil || state(t, k) != engine.StateDone {
+			if won, err := m.Claim(ctx, k, engine.Mark{}); !won || err != nil || state(t, k) != engine.StateDone {
 				t.Fatalf("Claim = %v, %v; want won", won, err)
 			}
 		}},
 		{"Fail", "PutItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Claim(ctx, k, "w1", time.Time{}); err != nil {
+			if _, err := direct.Claim(ctx, k, engine.Mark{Owner: "w1"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Fail(ctx, k, "w1", time.Time{}); err != nil || state(t, k) != engine.StateFailed {
+			if err := m.Fail(ctx, k, engine.Mark{Owner: "w1"}); err != nil || state(t, k) != engine.StateFailed {
 				t.Fatalf("Fail = %v, marker %s; want FAILED", err, state(t, k))
 			}
 		}},
@@ -158,7 +159,7 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 		}},
 		{"Release", "DeleteItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Lease(ctx, k, "w1", until); err != nil {
+			if _, err := direct.Lease(ctx, k, engine.Mark{Owner: "w1", Until: until}); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Release(ctx, k, "w1"); err != nil || state(t, k) != "" {
@@ -167,10 +168,10 @@ func TestMarkerWritesFindTheirOwnItem(t *testing.T) {
 		}},
 		{"ResetFailed", "DeleteItem", func(ctx context.Context, t *testing.T) {
 			k := key()
-			if _, err := direct.Claim(ctx, k, "w1", time.Time{}); err != nil {
+			if _, err := direct.Claim(ctx, k, engine.Mark{Owner: "w1"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := direct.Fail(ctx, k, "w1", time.Time{}); err != nil {
+			if err := direct.Fail(ctx, k, engine.Mark{Owner: "w1"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := marker.NewResetter(l.client, table).ResetFailed(ctx, k); err != nil || state(t, k) != "" {
@@ -240,7 +241,7 @@ func TestIdempotencyWritesFindTheirOwnItem(t *testing.T) {
 
 func newJob(caller, idemKey string) jobs.Job {
 	now := time.Now()
-	return jobs.Job{ID: engine.DeriveMessageID(caller, idemKey), Caller: caller, Type: "email.welcome.v1",
+	return jobs.Job{ID: message.DeriveMessageID(caller, idemKey), Caller: caller, Type: "email.welcome.v1",
 		Key: "welcome:" + idemKey, Queue: "default", Message: `{"v":1}`, CreatedAt: now, RunAt: now}
 }
 

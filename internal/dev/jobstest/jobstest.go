@@ -13,12 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/mine"
+	"github.com/runstwice/runstwice/internal/marker"
+	"github.com/runstwice/runstwice/message"
 )
 
 // World is a jobs table and a markers table with their stores, on one clock.
@@ -40,7 +41,7 @@ func New(t *testing.T) *World {
 	w.Client = testenv.DynamoDB(t, w.Counter.Option)
 	w.JobsTable = NewJobsTable(t, w.Client)
 	w.MarkersTable = testenv.NewTable(t, w.Client, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
-	w.Markers = dynamostore.New(w.Client, w.MarkersTable)
+	w.Markers = marker.NewStore(w.Client, w.MarkersTable)
 	w.Markers.Now = w.Clock.Now
 	w.Store = jobs.NewStore(w.Client, w.JobsTable, w.Markers)
 	w.Store.Now = w.Clock.Now
@@ -54,7 +55,7 @@ func New(t *testing.T) *World {
 // function builds it, running delay after the clock's now.
 func (w *World) Job(typ, caller, key string, delay time.Duration) jobs.Job {
 	now := w.Clock.Now()
-	return jobs.Job{ID: engine.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
+	return jobs.Job{ID: message.NewMessageID(), Caller: caller, Type: typ, Key: key, Queue: string(contract.QueueDefault),
 		CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now.Add(delay)}
 }
 

@@ -18,14 +18,16 @@ import (
 	"github.com/runstwice/runstwice/internal/email/sendrate"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Source is a backlog on one event source: Jobs mails of Type, all in the
 // queue when the model starts.
 type Source struct {
 	Settings Settings
-	Type     engine.JobType
+	Type     message.JobType
 	Jobs     int
 }
 
@@ -85,7 +87,7 @@ type world struct {
 	sqs      *sqs
 	markers  markers
 	records  *testkit.Jobs
-	reg      *engine.Registry
+	reg      *message.Registry
 	stop     atomic.Bool
 
 	mu           sync.Mutex
@@ -109,7 +111,7 @@ func Run(cfg Config) (Result, error) {
 		cfg:      cfg,
 		ses:      &ses{rate: cfg.Rate, latency: cfg.Latency.SES, quotaAfter: cfg.QuotaAfter, quotaUntil: began.Add(cfg.QuotaReset), byID: map[string]int{}},
 		schedule: &schedule{mem: sendrate.NewMemory(float64(cfg.Rate)), latency: cfg.Latency.DynamoDB},
-		sqs:      &sqs{queues: map[engine.Queue]*queue{}, byARN: map[string]*queue{}, reasons: map[string]int{}},
+		sqs:      &sqs{queues: map[message.Queue]*queue{}, byARN: map[string]*queue{}, reasons: map[string]int{}},
 		markers:  markers{Store: memstore.New(), latency: cfg.Latency.DynamoDB},
 		records:  &testkit.Jobs{},
 		reg:      contract.Registry(),
@@ -118,7 +120,7 @@ func Run(cfg Config) (Result, error) {
 	for i, src := range cfg.Sources {
 		q := newQueue(src.Settings.Event, src.Settings.Visibility, src.Settings.MaxReceives, 0)
 		for j := range src.Jobs {
-			env := engine.Envelope{V: engine.Version, MessageID: engine.DeriveMessageID("model", fmt.Sprint(i, "-", j)), Type: src.Type.Name,
+			env := message.Envelope{V: message.Version, MessageID: message.DeriveMessageID("model", fmt.Sprint(i, "-", j)), Type: src.Type.Name,
 				Key: fmt.Sprint("k-", i, "-", j), CorrelationID: fmt.Sprint("c-", i, "-", j), EnqueuedAt: began,
 				Args: args(src.Type, fmt.Sprintf("u-%d-%d", i, j))}
 			body, err := env.Encode()
@@ -157,7 +159,7 @@ func Run(cfg Config) (Result, error) {
 // container is one Lambda container of the e-mail function: its runner,
 // with its own pacing on the account's one schedule, wired as main.go
 // wires it.
-func (w *world) container() (*engine.Runner, error) {
+func (w *world) container() (*runner.Runner, error) {
 	paced, err := email.NewPaced(w.ses, email.Pacing{Slots: &view{s: w.schedule}, QuotaWait: w.cfg.ParkDelay})
 	if err != nil {
 		return nil, err
@@ -170,7 +172,7 @@ func (w *world) container() (*engine.Runner, error) {
 	for _, src := range w.cfg.Sources {
 		s = src.Settings
 	}
-	return engine.New(engine.Config{
+	return runner.New(runner.Config{
 		Registry: w.reg, Handlers: handlers, Switch: on{}, Markers: w.markers,
 		Parker: w.sqs, DeadLetterer: w.sqs, Jobs: jobs.ForEngine(w.records), Backoff: w.sqs,
 		ParkDelay: w.cfg.ParkDelay, MaxReceiveCount: s.MaxReceives, Concurrency: s.BatchConcurrency,
@@ -182,7 +184,7 @@ func (w *world) container() (*engine.Runner, error) {
 // poll is one of an event source's pollers: it receives a batch (waiting
 // up to the batching window for a full one), invokes the function and
 // deletes what succeeded, until the run stops.
-func (w *world) poll(s Settings, q *queue, r *engine.Runner) {
+func (w *world) poll(s Settings, q *queue, r *runner.Runner) {
 	for !w.stop.Load() {
 		batch, next, changed := q.receive(s.BatchSize)
 		windowEnds := time.Now().Add(s.BatchingWindow)
@@ -217,7 +219,7 @@ func wait(changed <-chan struct{}, next, until time.Time) {
 // records the response does not name. An invocation that outlives its
 // timeout deletes nothing: Lambda ended it, and its records return after
 // the visibility timeout.
-func (w *world) invoke(s Settings, q *queue, r *engine.Runner, batch []events.SQSMessage) {
+func (w *world) invoke(s Settings, q *queue, r *runner.Runner, batch []events.SQSMessage) {
 	began := time.Now()
 	time.Sleep(w.cfg.Latency.Invoke)
 	ctx, cancel := context.WithDeadline(context.Background(), began.Add(s.Timeout))
@@ -290,7 +292,7 @@ func (w *world) result(began time.Time, jobCount int) Result {
 	w.mu.Unlock()
 	for i, src := range w.cfg.Sources {
 		for j := range src.Jobs {
-			id := engine.DeriveMessageID("model", fmt.Sprint(i, "-", j))
+			id := message.DeriveMessageID("model", fmt.Sprint(i, "-", j))
 			if st, ok := w.records.State(id); ok && st == jobs.StateParked {
 				res.Parked++
 				_, res.ParkedReason = w.records.Outcome(id)
@@ -302,7 +304,7 @@ func (w *world) result(began time.Time, jobCount int) Result {
 
 // args are valid args of jt for user id: each declared arg's example,
 // userId the user's.
-func args(jt engine.JobType, id string) map[string]string {
+func args(jt message.JobType, id string) map[string]string {
 	out := make(map[string]string, len(jt.Args))
 	for _, a := range jt.Args {
 		out[a.Name] = a.Format.Example()

@@ -12,8 +12,8 @@ import (
 	"github.com/runstwice/runstwice/engine"
 )
 
-// message is one message of a simulated queue.
-type message struct {
+// simMessage is one message of a simulated queue.
+type simMessage struct {
 	id        string
 	body      string
 	jobType   string
@@ -35,17 +35,17 @@ type queue struct {
 	latency     time.Duration
 
 	mu       sync.Mutex
-	msgs     []*message // in send order; gone ones are dropped now and then
-	byHandle map[string]*message
+	msgs     []*simMessage // in send order; gone ones are dropped now and then
+	byHandle map[string]*simMessage
 	seq      int
 	changed  chan struct{} // closed and replaced whenever a message is sent
-	moved    []*message    // moved by the redrive policy
+	moved    []*simMessage // moved by the redrive policy
 	live     int
 }
 
 func newQueue(name string, visibility time.Duration, maxReceives int, latency time.Duration) *queue {
 	return &queue{name: name, arn: "arn:aws:sqs:us-east-1:123456789012:model-" + name, visibility: visibility,
-		maxReceives: maxReceives, latency: latency, byHandle: map[string]*message{}, changed: make(chan struct{})}
+		maxReceives: maxReceives, latency: latency, byHandle: map[string]*simMessage{}, changed: make(chan struct{})}
 }
 
 // send adds a message visible after delay (SQS's DelaySeconds: whole
@@ -56,7 +56,7 @@ func (q *queue) send(body, jobType string, delay time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.seq++
-	q.msgs = append(q.msgs, &message{id: fmt.Sprintf("%s-%d", q.name, q.seq), body: body, jobType: jobType, visibleAt: time.Now().Add(delay)})
+	q.msgs = append(q.msgs, &simMessage{id: fmt.Sprintf("%s-%d", q.name, q.seq), body: body, jobType: jobType, visibleAt: time.Now().Add(delay)})
 	q.live++
 	close(q.changed)
 	q.changed = make(chan struct{})

@@ -8,9 +8,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/sendrate"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Latency is how long each simulated call takes on the fake clock.
@@ -104,14 +106,14 @@ func (m markers) PeekBatch(ctx context.Context, keys []engine.Key) (map[engine.K
 	return m.Store.PeekBatch(ctx, keys)
 }
 
-func (m markers) Lease(ctx context.Context, k engine.Key, owner string, until time.Time) (engine.Record, error) {
+func (m markers) Lease(ctx context.Context, k engine.Key, mk engine.Mark) (engine.Record, error) {
 	time.Sleep(m.latency)
-	return m.Store.Lease(ctx, k, owner, until)
+	return m.Store.Lease(ctx, k, mk)
 }
 
-func (m markers) Claim(ctx context.Context, k engine.Key, owner string, due time.Time) (bool, error) {
+func (m markers) Claim(ctx context.Context, k engine.Key, mk engine.Mark) (bool, error) {
 	time.Sleep(m.latency)
-	return m.Store.Claim(ctx, k, owner, due)
+	return m.Store.Claim(ctx, k, mk)
 }
 
 // schedule is the account's send schedule (sendrate's Memory) with
@@ -160,7 +162,7 @@ func (on) IsJobEnabled(context.Context, string, bool) bool { return true }
 // sqs routes the runner's queue calls (park, dead letter, back-off) to the
 // simulated queues, and counts them.
 type sqs struct {
-	queues map[engine.Queue]*queue
+	queues map[message.Queue]*queue
 	byARN  map[string]*queue
 
 	mu      sync.Mutex
@@ -169,8 +171,12 @@ type sqs struct {
 	reasons map[string]int
 }
 
-func (s *sqs) Park(_ context.Context, q engine.Queue, env engine.Envelope, body string, delay time.Duration) error {
-	s.queues[q].send(body, env.Type, delay)
+func (s *sqs) Park(_ context.Context, msg events.SQSMessage, delay time.Duration) error {
+	var jobType string
+	if a, ok := msg.MessageAttributes[sqsqueue.AttrType]; ok && a.StringValue != nil {
+		jobType = *a.StringValue
+	}
+	s.byARN[msg.EventSourceARN].send(msg.Body, jobType, delay)
 	s.mu.Lock()
 	s.copies++
 	s.mu.Unlock()

@@ -4,9 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/moto"
+	"github.com/runstwice/runstwice/message"
 )
 
 // RepoTemplate loads the repository's template.yaml, found from the
@@ -27,7 +27,7 @@ func RepoTemplate(t testing.TB) *Template {
 // CheckWorker fails t with each of WorkerProblems for the worker function
 // in dir ("functions/email"), on the repository's template.yaml and the
 // bundle's job types: a worker main's test.
-func CheckWorker(t testing.TB, dir string, consumes []engine.Queue, handles func(string) bool) {
+func CheckWorker(t testing.TB, dir string, consumes []message.Queue, handles func(string) bool) {
 	t.Helper()
 	for _, p := range RepoTemplate(t).WorkerProblems(dir, consumes, contract.Types(), handles) {
 		t.Error(p)

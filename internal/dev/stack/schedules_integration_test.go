@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
+	"github.com/runstwice/runstwice/message"
 )
 
 // The template's recurring schedule is provisioned on moto in its group, as
@@ -51,7 +51,7 @@ func TestProvisionCreatesTheSchedules(t *testing.T) {
 		}
 		input := strings.NewReplacer("<aws.scheduler.scheduled-time>", "2026-12-07T09:00:00Z", "<aws.scheduler.execution-id>", "exec-1").
 			Replace(aws.ToString(got.Target.Input))
-		tick, err := engine.DecodeTick([]byte(input))
+		tick, err := message.DecodeTick([]byte(input))
 		if err != nil || tick.Schedule != "partner-digest-weekly" || tick.Type != "email.partner-digest-fanout.v1" {
 			t.Fatalf("the schedule's input %q is not its tick: %+v %v", aws.ToString(got.Target.Input), tick, err)
 		}

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/envvar"
+	"github.com/runstwice/runstwice/message"
 )
 
 // findings collects what a check of the template finds.
@@ -47,7 +47,7 @@ var wantFunctions = []struct {
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the API's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the API's",
 	}},
-	{dir: "functions/email", id: "EmailFunction", env: withQueues(false, []engine.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk},
+	{dir: "functions/email", id: "EmailFunction", env: withQueues(false, []message.Queue{contract.QueueCritical, contract.QueueDefault, contract.QueueBulk},
 		"MARKERS_TABLE", "USERS_TABLE", "JOBS_TABLE", "DLQ_URL",
 		"TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "MAIL_FROM", "APP_BASE_URL",
 		"SES_MAX_SEND_RATE", "SES_CONFIGURATION_SET", "SCHEDULE_GROUP", "PARTNER_DIGEST_TIMEZONE",
@@ -67,7 +67,7 @@ var wantFunctions = []struct {
 		"scheduler:GetSchedule":       "schedule.List is jobctl's and the local scheduler's, not the relay's",
 		"scheduler:ListSchedules":     "schedule.List is jobctl's and the local scheduler's, not the relay's",
 	}},
-	{dir: "functions/webhook", id: "WebhookFunction", env: withQueues(false, []engine.Queue{contract.QueueWebhooks},
+	{dir: "functions/webhook", id: "WebhookFunction", env: withQueues(false, []message.Queue{contract.QueueWebhooks},
 		"MARKERS_TABLE", "JOBS_TABLE", "DLQ_URL", "TOGGLE_TTL", "PARK_DELAY", "MAX_RECEIVE_COUNT", "WEBHOOK_URL",
 	), unused: map[string]string{
 		"dynamodb:ConditionCheckItem": "a continuation's reservation is the enqueue path's, not the recorder's",
@@ -83,7 +83,7 @@ var wantFunctions = []struct {
 
 // withQueues is vars with QUEUE_URL_<Q> of every queue q, and with arns
 // QUEUE_ARN_<Q> too: a function's environment without a list of queues.
-func withQueues(arns bool, queues []engine.Queue, vars ...string) []string {
+func withQueues(arns bool, queues []message.Queue, vars ...string) []string {
 	for _, q := range queues {
 		vars = append(vars, envvar.QueueURLEnv(q))
 		if arns {

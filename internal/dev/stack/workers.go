@@ -5,17 +5,17 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // WorkQueueIDs returns the logical id of each work queue of the template,
 // by the contract queue it is: the queue named "${AWS::StackName}-<queue>".
-func (t *Template) WorkQueueIDs() map[engine.Queue]string {
-	out := map[engine.Queue]string{}
+func (t *Template) WorkQueueIDs() map[message.Queue]string {
+	out := map[message.Queue]string{}
 	for _, id := range t.IDs(TypeQueue) {
 		name, ok := strings.CutPrefix(subString(t.Resources[id].Properties["QueueName"]), "${AWS::StackName}-")
-		if q := engine.Queue(name); ok && slices.Contains(contract.Queues, q) {
+		if q := message.Queue(name); ok && slices.Contains(contract.Queues, q) {
 			out[q] = id
 		}
 	}
@@ -24,7 +24,7 @@ func (t *Template) WorkQueueIDs() map[engine.Queue]string {
 
 // ConsumedQueues returns the work queues that the function whose CodeUri is
 // dir has an SQS event source on, in contract.Queues order.
-func (t *Template) ConsumedQueues(dir string) ([]engine.Queue, error) {
+func (t *Template) ConsumedQueues(dir string) ([]message.Queue, error) {
 	fn, ok := t.FunctionByCodeURI(dir)
 	if !ok {
 		return nil, fmt.Errorf("stack: no function with CodeUri %s", dir)
@@ -39,13 +39,13 @@ func (t *Template) ConsumedQueues(dir string) ([]engine.Queue, error) {
 			sources[getAttID(asMap(ev["Properties"])["Queue"], "Arn")] = true
 		}
 	}
-	var out []engine.Queue
+	var out []message.Queue
 	for q, id := range t.WorkQueueIDs() {
 		if sources[id] {
 			out = append(out, q)
 		}
 	}
-	slices.SortFunc(out, func(a, b engine.Queue) int {
+	slices.SortFunc(out, func(a, b message.Queue) int {
 		return slices.Index(contract.Queues, a) - slices.Index(contract.Queues, b)
 	})
 	return out, nil
@@ -56,7 +56,7 @@ func (t *Template) ConsumedQueues(dir string) ([]engine.Queue, error) {
 // its event sources in the template are exactly those queues, and it
 // handles exactly the registered types sent to them. So a type can only be
 // registered with a worker that runs it, and on a queue that worker reads.
-func (t *Template) WorkerProblems(dir string, consumes []engine.Queue, types []engine.JobType, handles func(string) bool) []string {
+func (t *Template) WorkerProblems(dir string, consumes []message.Queue, types []message.JobType, handles func(string) bool) []string {
 	got, err := t.ConsumedQueues(dir)
 	if err != nil {
 		return []string{err.Error()}

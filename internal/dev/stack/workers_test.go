@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Every work queue of the contract is a queue of the template, and exactly
@@ -14,7 +14,7 @@ import (
 func TestEveryWorkQueueHasOneWorker(t *testing.T) {
 	tmpl, _ := loadTemplate(t)
 	ids := tmpl.WorkQueueIDs()
-	consumers := map[engine.Queue][]string{}
+	consumers := map[message.Queue][]string{}
 	for _, fn := range tmpl.IDs(TypeFunction) {
 		dir := str(tmpl.Resources[fn].Properties["CodeUri"])
 		qs, err := tmpl.ConsumedQueues(dir)
@@ -40,20 +40,20 @@ func TestEveryWorkQueueHasOneWorker(t *testing.T) {
 // receives.
 func TestWorkerProblemsCatchMistakes(t *testing.T) {
 	tmpl, _ := loadTemplate(t)
-	onCritical := engine.JobType{Name: "a.b.v1", Queue: contract.QueueCritical}
-	onWebhooks := engine.JobType{Name: "c.d.v1", Queue: contract.QueueWebhooks}
-	types := []engine.JobType{onCritical, onWebhooks}
+	onCritical := message.JobType{Name: "a.b.v1", Queue: contract.QueueCritical}
+	onWebhooks := message.JobType{Name: "c.d.v1", Queue: contract.QueueWebhooks}
+	types := []message.JobType{onCritical, onWebhooks}
 	only := func(name string) func(string) bool { return func(n string) bool { return n == name } }
 	for _, tc := range []struct {
 		name     string
-		consumes []engine.Queue
+		consumes []message.Queue
 		handles  func(string) bool
 		want     string
 	}{
-		{"right", []engine.Queue{contract.QueueWebhooks}, only(onWebhooks.Name), ""},
-		{"other queues", []engine.Queue{contract.QueueCritical}, only(onCritical.Name), "event sources in template.yaml are the queues [webhooks]"},
-		{"no handler", []engine.Queue{contract.QueueWebhooks}, only("none"), "c.d.v1 is sent to webhooks, which functions/webhook consumes, but"},
-		{"stray handler", []engine.Queue{contract.QueueWebhooks}, func(string) bool { return true }, "a.b.v1 has a handler in functions/webhook, but its queue critical"},
+		{"right", []message.Queue{contract.QueueWebhooks}, only(onWebhooks.Name), ""},
+		{"other queues", []message.Queue{contract.QueueCritical}, only(onCritical.Name), "event sources in template.yaml are the queues [webhooks]"},
+		{"no handler", []message.Queue{contract.QueueWebhooks}, only("none"), "c.d.v1 is sent to webhooks, which functions/webhook consumes, but"},
+		{"stray handler", []message.Queue{contract.QueueWebhooks}, func(string) bool { return true }, "a.b.v1 has a handler in functions/webhook, but its queue critical"},
 	} {
 		got := strings.Join(tmpl.WorkerProblems("functions/webhook", tc.consumes, types, tc.handles), "\n")
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {

@@ -7,8 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/schedule"
+	"github.com/runstwice/runstwice/message"
 )
 
 // SchedulerRoleARN is the role the test schedulers name: moto checks none.
@@ -27,7 +27,7 @@ func NewJobScheduler(t testing.TB, client *scheduler.Client, base string, wq Wor
 	}); err != nil {
 		t.Fatalf("create schedule group %s: %v", group, err)
 	}
-	arns := make(map[engine.Queue]string, len(wq.Queues))
+	arns := make(map[message.Queue]string, len(wq.Queues))
 	for q, v := range wq.Queues {
 		arns[q] = v.ARN
 	}

@@ -17,8 +17,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/message"
 )
 
 var nameSeq atomic.Int64
@@ -134,17 +134,17 @@ func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string
 // WorkQueues are the three work queues and, when they have one, the DLQ they
 // redrive to.
 type WorkQueues struct {
-	Queues map[engine.Queue]Queue
+	Queues map[message.Queue]Queue
 	// DLQ is the zero Queue when the work queues redrive nowhere.
 	DLQ Queue
 }
 
-// URLs returns each work queue's URL, as the functions' environment gives
-// them.
-func (w WorkQueues) URLs() map[engine.Queue]string {
-	urls := make(map[engine.Queue]string, len(w.Queues))
+// URLs returns each work queue's URL by its name, as the functions'
+// environment gives them (and package sqsqueue takes them).
+func (w WorkQueues) URLs() map[string]string {
+	urls := make(map[string]string, len(w.Queues))
 	for q, v := range w.Queues {
-		urls[q] = v.URL
+		urls[string(q)] = v.URL
 	}
 	return urls
 }
@@ -154,7 +154,7 @@ func (w WorkQueues) URLs() map[engine.Queue]string {
 // every one of them redrives to after maxReceives receives.
 func CreateWorkQueues(t testing.TB, client *sqs.Client, prefix string, maxReceives int) WorkQueues {
 	t.Helper()
-	w := WorkQueues{Queues: make(map[engine.Queue]Queue, len(contract.Queues))}
+	w := WorkQueues{Queues: make(map[message.Queue]Queue, len(contract.Queues))}
 	var attrs map[string]string
 	if maxReceives > 0 {
 		w.DLQ = CreateQueue(t, client, prefix+"dlq", nil)

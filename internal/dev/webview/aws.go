@@ -26,9 +26,11 @@ import (
 	"github.com/runstwice/runstwice/internal/deadletter"
 	"github.com/runstwice/runstwice/internal/dev/stack"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/operate"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/internal/switchview"
+	"github.com/runstwice/runstwice/message"
 )
 
 // FromStack returns the AWS-backed sources of a provisioned stack: its
@@ -47,7 +49,7 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	table := NewJobsTable(db, names["JobsTable"], names["MarkersTable"])
-	queues := map[engine.Queue]string{}
+	queues := map[message.Queue]string{}
 	for _, q := range contract.Queues {
 		if p, ok := st.Physical(strings.ToUpper(string(q[:1])) + string(q[1:]) + "Queue"); ok {
 			queues[q] = p.URL
@@ -60,7 +62,7 @@ func FromStack(cfg aws.Config, st *stack.Stack, mail MailLog) (Sources, error) {
 		Job:         table,
 		Operator:    StackOperator{Operator: op},
 		Mail:        mail,
-		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"], dynamostore.New(db, names["MarkersTable"])),
+		DeadLetters: NewDeadLettersTable(db, names["DeadLettersTable"], marker.NewStore(db, names["MarkersTable"])),
 		Switches:    NewSSMSwitches(ssm.NewFromConfig(cfg), st.Param("Stage"), contract.Registry()),
 		Schedules:   NewSchedules(scheduler.NewFromConfig(cfg), st.Param("Stage")),
 	}, nil
@@ -120,7 +122,7 @@ type JobsTable struct {
 // NewJobsTable returns the lister of jobsTable, whose markers are in
 // markersTable.
 func NewJobsTable(client JobsDynamoAPI, jobsTable, markersTable string) *JobsTable {
-	return &JobsTable{client: client, table: jobsTable, store: jobs.NewStore(client, jobsTable, dynamostore.New(client, markersTable))}
+	return &JobsTable{client: client, table: jobsTable, store: jobs.NewStore(client, jobsTable, marker.NewStore(client, markersTable))}
 }
 
 // deriveConcurrency bounds the parallel Gets of Recent.
@@ -367,7 +369,7 @@ type SSMSwitches struct {
 }
 
 // NewSSMSwitches returns the switches of stage for every type in reg.
-func NewSSMSwitches(client SSMAPI, stage string, reg *engine.Registry) *SSMSwitches {
+func NewSSMSwitches(client SSMAPI, stage string, reg *message.Registry) *SSMSwitches {
 	defaults := map[string]bool{}
 	for _, t := range reg.Types() {
 		defaults[t.Name] = t.EnabledByDefault

@@ -84,10 +84,10 @@ func TestIntegrationJobsTableListsDerivedStatesNewestFirst(t *testing.T) {
 	busy := reserve(t, store, "job-busy", "email.welcome.v1", "welcome:u-2", now.Add(-3*time.Minute))
 	reserve(t, store, "job-failed", "email.welcome.v1", "welcome:u-3", now.Add(-2*time.Minute))
 	reserve(t, store, "job-queued", "email.welcome.v1", "welcome:u-4", now.Add(-1*time.Minute))
-	if _, err := markers.Claim(ctx, done.MarkerKey(), "", time.Time{}); err != nil {
+	if _, err := markers.Claim(ctx, done.MarkerKey(), engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := markers.Lease(ctx, busy.MarkerKey(), "worker-1", now.Add(time.Minute)); err != nil {
+	if _, err := markers.Lease(ctx, busy.MarkerKey(), engine.Mark{Owner: "worker-1", Until: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, "job-failed", jobs.Failure{Class: "permanent", Attempts: 5}); err != nil {
@@ -168,7 +168,7 @@ func TestIntegrationDeadLettersTableNewestFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := markers.Claim(ctx, engine.Key{Type: "email.welcome.v1", JobID: "dl-mid"}, "", time.Time{}); err != nil {
+	if _, err := markers.Claim(ctx, engine.Key{Type: "email.welcome.v1", JobID: "dl-mid"}, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := webview.NewDeadLettersTable(l.db, l.table("DeadLettersTable"), markers).Recent(ctx, 3)
@@ -264,7 +264,7 @@ func TestIntegrationJobPageReadsTheChain(t *testing.T) {
 		t.Fatalf("reserve the continuation: %v %v", d.Outcome, err)
 	}
 	alone := reserve(t, store, "job-alone", "email.welcome.v1", "welcome:u-alone", now)
-	if _, err := markers.Claim(ctx, parent.MarkerKey(), "", time.Time{}); err != nil {
+	if _, err := markers.Claim(ctx, parent.MarkerKey(), engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -91,10 +91,10 @@ func enqueueHandler(t *testing.T, l local) *enqueue.Handler {
 		Registry:    contract.Registry(),
 		Idempotency: idempotency.NewStore(l.db, env["IDEMPOTENCY_TABLE"]),
 		Jobs:        jobs.NewStore(l.db, env["JOBS_TABLE"], dynamostore.New(l.db, env["MARKERS_TABLE"])),
-		Queue: sqsqueue.New(sqs.NewFromConfig(l.cfg), map[engine.Queue]string{
-			contract.QueueCritical: env["QUEUE_URL_CRITICAL"],
-			contract.QueueDefault:  env["QUEUE_URL_DEFAULT"],
-			contract.QueueBulk:     env["QUEUE_URL_BULK"],
+		Queue: sqsqueue.New(sqs.NewFromConfig(l.cfg), map[string]string{
+			string(contract.QueueCritical): env["QUEUE_URL_CRITICAL"],
+			string(contract.QueueDefault):  env["QUEUE_URL_DEFAULT"],
+			string(contract.QueueBulk):     env["QUEUE_URL_BULK"],
 		}, ""),
 		Logger: obs.NewLogger(io.Discard, "error"),
 	}
@@ -145,7 +145,7 @@ func TestIntegrationBrowser(t *testing.T) {
 	verify := enqueueJob(t, h, "email.partner-verification.v1", "k-verify", `{"args":{"userId":"u-demo-1","roleCode":"city-partner","countryCode":"BD"}}`)
 	reset := enqueueJob(t, h, "email.password-reset.v1", "k-reset", `{"args":{"userId":"u-bad","countryCode":"BD"}}`)
 	markers := dynamostore.New(l.db, l.table("MarkersTable"))
-	if _, err := markers.Claim(ctx, engine.Key{Type: "email.partner-verification.v1", JobID: verify}, "", time.Time{}); err != nil {
+	if _, err := markers.Claim(ctx, engine.Key{Type: "email.partner-verification.v1", JobID: verify}, engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.NewRecorder(l.db, l.table("JobsTable")).MarkFailed(ctx, reset, jobs.Failure{Class: "permanent", Attempts: 1}); err != nil {

@@ -37,7 +37,9 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/vclock"
+	"github.com/runstwice/runstwice/message"
 )
 
 // ScheduleName is the recurring schedule that ticks the fan-out
@@ -45,7 +47,7 @@ import (
 // every job the fan-out makes.
 const (
 	ScheduleName = "partner-digest-weekly"
-	Caller       = engine.TickCallerPrefix + ScheduleName
+	Caller       = message.TickCallerPrefix + ScheduleName
 )
 
 // PageSize is how many users one fan-out job reads.
@@ -91,15 +93,15 @@ type Config struct {
 type Handler struct{ cfg Config }
 
 // Handlers returns the fan-out's runner handler, keyed by type name, ready
-// for engine.Config.Handlers.
-func Handlers(cfg Config) (map[string]engine.Handler, error) {
+// for runner.Config.Handlers.
+func Handlers(cfg Config) (map[string]runner.Handler, error) {
 	if cfg.Directory == nil || cfg.Jobs == nil || cfg.Queue == nil {
 		return nil, errors.New("digest: Directory, Jobs and Queue are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = vclock.Now
 	}
-	return map[string]engine.Handler{contract.Fanout.Name: &Handler{cfg: cfg}}, nil
+	return map[string]runner.Handler{contract.Fanout.Name: &Handler{cfg: cfg}}, nil
 }
 
 // DigestKey is the natural key of a partner's digest of a week. It names
@@ -122,7 +124,7 @@ func PageKey(digestID, run, after string) string {
 // keys before runs were named (partner-digest-fanout:<digestId>:<after>,
 // still in a queue during a deploy), the job's own id, which then names
 // the run of the pages it enqueues.
-func RunOf(env engine.Envelope) string {
+func RunOf(env message.Envelope) string {
 	digestID, after := env.Args["digestId"], env.Args["after"]
 	if rest, ok := strings.CutPrefix(env.Key, contract.Fanout.KeyPrefix+":"+digestID+":"); ok && after != "" {
 		if run, a, ok := strings.Cut(rest, ":"); ok && a == after && validRun(run) {
@@ -146,10 +148,10 @@ var ErrBusy = errors.New("digest: another producer is creating this job")
 // exactly as the enqueue function does: its id is derived from (Caller,
 // key), and RejectAlways makes a job that already exists, active or done,
 // the end of it.
-func (h *Handler) enqueue(ctx context.Context, jt engine.JobType, args map[string]string, key, corr string) error {
+func (h *Handler) enqueue(ctx context.Context, jt message.JobType, args map[string]string, key, corr string) error {
 	now := h.cfg.Now().UTC()
-	env := engine.Envelope{
-		V: engine.Version, MessageID: engine.DeriveMessageID(Caller, key), Type: jt.Name, Key: key,
+	env := message.Envelope{
+		V: message.Version, MessageID: message.DeriveMessageID(Caller, key), Type: jt.Name, Key: key,
 		CorrelationID: corr, Args: args, EnqueuedAt: now,
 	}
 	body, err := env.Encode()
@@ -175,7 +177,7 @@ func (h *Handler) enqueue(ctx context.Context, jt engine.JobType, args map[strin
 	}
 	j := d.Job
 	if err := h.cfg.Queue.Send(ctx, sqsqueue.Message{
-		Queue: engine.Queue(j.Queue), Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
+		Queue: j.Queue, Body: j.Message, Type: j.Type, CorrelationID: j.CorrelationID,
 		TraceHeader: engine.TraceHeader(ctx),
 	}); err != nil {
 		return fmt.Errorf("digest: send %s: %w", key, err)

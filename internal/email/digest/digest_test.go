@@ -11,10 +11,11 @@ import (
 	"testing"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // directory is a users directory of weekly digest users, paged by id;
@@ -76,7 +77,7 @@ func (s *sender) Send(_ context.Context, m sqsqueue.Message) error {
 type world struct {
 	jobs    *testkit.Reserver
 	queue   *sender
-	handler engine.Handler
+	handler runner.Handler
 }
 
 func newWorld(t *testing.T, users int) *world {
@@ -91,18 +92,18 @@ func newWorld(t *testing.T, users int) *world {
 }
 
 // tickJob is the fan-out job of the weekly tick.
-func tickJob(t *testing.T) engine.Job {
+func tickJob(t *testing.T) runner.Job {
 	t.Helper()
-	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
+	reg, err := message.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-07T09:00:00Z", CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.Job{Envelope: env, Type: contract.Fanout}
+	return runner.Job{Envelope: env, Type: contract.Fanout}
 }
 
 // drain runs the fan-out from job to the end as SQS would: a page that
@@ -110,9 +111,9 @@ func tickJob(t *testing.T) engine.Job {
 // delivered once more too (a crash after the page, before its marker), and
 // each page it enqueued runs next. It returns how many page runs there
 // were.
-func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
+func (w *world) drain(t *testing.T, job runner.Job, redeliver bool) int {
 	t.Helper()
-	pending := []engine.Job{job}
+	pending := []runner.Job{job}
 	seen := map[string]bool{job.Envelope.MessageID: true}
 	again := map[string]bool{}
 	runs := 0
@@ -131,13 +132,13 @@ func (w *world) drain(t *testing.T, job engine.Job, redeliver bool) int {
 		}
 		pending = pending[1:]
 		for _, m := range w.queue.snapshot() {
-			env, derr := engine.Decode([]byte(m.Body))
+			env, derr := message.Decode([]byte(m.Body))
 			if derr != nil {
 				t.Fatal(derr)
 			}
 			if env.Type == contract.Fanout.Name && !seen[env.MessageID] {
 				seen[env.MessageID] = true
-				pending = append(pending, engine.Job{Envelope: env, Type: contract.Fanout})
+				pending = append(pending, runner.Job{Envelope: env, Type: contract.Fanout})
 			}
 		}
 	}
@@ -168,10 +169,10 @@ func (w *world) check(t *testing.T, users int, label string) {
 	}
 	sent := map[string]bool{}
 	for _, m := range w.queue.snapshot() {
-		env, _ := engine.Decode([]byte(m.Body))
+		env, _ := message.Decode([]byte(m.Body))
 		if env.Type == contract.PartnerDigest.Name {
 			sent[env.MessageID] = true
-			if m.Queue != contract.QueueBulk {
+			if m.Queue != string(contract.QueueBulk) {
 				t.Fatalf("%s: digest sent to %s", label, m.Queue)
 			}
 		}
@@ -255,12 +256,12 @@ func TestFanoutSurvivesACrashAnywhere(t *testing.T) {
 func TestRunOf(t *testing.T) {
 	tick := tickJob(t).Envelope
 	run := tick.MessageID
-	page := func(key, after string) engine.Envelope {
-		return engine.Envelope{MessageID: engine.DeriveMessageID(digest.Caller, key), Key: key, Args: map[string]string{"digestId": "2026-W50", "after": after}}
+	page := func(key, after string) message.Envelope {
+		return message.Envelope{MessageID: message.DeriveMessageID(digest.Caller, key), Key: key, Args: map[string]string{"digestId": "2026-W50", "after": after}}
 	}
 	for _, tc := range []struct {
 		name string
-		env  engine.Envelope
+		env  message.Envelope
 		want string
 	}{
 		{"the tick's job", tick, run},
@@ -288,9 +289,9 @@ func TestPageOfTheKeysBeforeRunsGoesOn(t *testing.T) {
 	const users = 250
 	w := newWorld(t, users)
 	key := "partner-digest-fanout:2026-W50:u-0099"
-	env := engine.Envelope{V: engine.Version, MessageID: engine.DeriveMessageID(digest.Caller, key), Type: contract.Fanout.Name, Key: key,
+	env := message.Envelope{V: message.Version, MessageID: message.DeriveMessageID(digest.Caller, key), Type: contract.Fanout.Name, Key: key,
 		CorrelationID: "exec-1", Args: map[string]string{"digestId": "2026-W50", "after": "u-0099"}}
-	w.drain(t, engine.Job{Envelope: env, Type: contract.Fanout}, false)
+	w.drain(t, runner.Job{Envelope: env, Type: contract.Fanout}, false)
 	for id, j := range w.jobs.Jobs() {
 		if j.Type == contract.Fanout.Name && j.Key != digest.PageKey("2026-W50", env.MessageID, "u-0199") {
 			t.Errorf("page %s key %s; want the run of the old page's id", id, j.Key)

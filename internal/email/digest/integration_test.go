@@ -26,9 +26,12 @@ import (
 	"github.com/runstwice/runstwice/internal/email"
 	"github.com/runstwice/runstwice/internal/email/digest"
 	"github.com/runstwice/runstwice/internal/email/users"
+	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // mailbox is the e-mail sender: it counts the mails each address got.
@@ -56,7 +59,7 @@ type awsWorld struct {
 	store    *jobs.Store
 	switches *testkit.Switches
 	mail     *mailbox
-	worker   *engine.Runner
+	worker   *runner.Runner
 	bulk     string
 	dlq      string
 }
@@ -73,8 +76,8 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	}
 	w := &awsWorld{db: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), st: st, switches: &testkit.Switches{}, mail: &mailbox{got: map[string]int{}}}
 	name := func(id string) string { p, _ := st.Physical(id); return p.Name }
-	urls := map[engine.Queue]string{}
-	for q, id := range map[engine.Queue]string{contract.QueueCritical: "CriticalQueue", contract.QueueDefault: "DefaultQueue", contract.QueueBulk: "BulkQueue"} {
+	urls := map[message.Queue]string{}
+	for q, id := range map[message.Queue]string{contract.QueueCritical: "CriticalQueue", contract.QueueDefault: "DefaultQueue", contract.QueueBulk: "BulkQueue"} {
 		p, _ := st.Physical(id)
 		urls[q] = p.URL
 	}
@@ -82,7 +85,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	w.bulk, w.dlq = urls[contract.QueueBulk], dlq.URL
 	markers := dynamostore.New(w.db, name("MarkersTable"))
 	w.store = jobs.NewStore(w.db, name("JobsTable"), markers)
-	q := sqsqueue.New(w.sqs, urls, dlq.URL)
+	q := sqsqueue.New(w.sqs, envvar.ByName(urls), dlq.URL)
 	handlers, err := email.Handlers(email.Config{Users: users.New(w.db, name("UsersTable")), Sender: w.mail, BaseURL: "http://127.0.0.1:3000"})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +95,7 @@ func newAWSWorld(t *testing.T) *awsWorld {
 		t.Fatal(err)
 	}
 	handlers[contract.Fanout.Name] = fanout[contract.Fanout.Name]
-	w.worker, err = engine.New(engine.Config{
+	w.worker, err = runner.New(runner.Config{
 		Registry: contract.Registry(), Handlers: handlers, Switch: w.switches, Markers: markers, Ticks: jobs.TicksForEngine(w.store),
 		Parker: q, DeadLetterer: q, Jobs: jobs.ForEngine(jobs.NewRecorder(w.db, name("JobsTable"))), ParkDelay: time.Second,
 		Logger: obs.NewLogger(io.Discard, "error"), Metrics: engine.NewMetrics(io.Discard, obs.Namespace),
@@ -120,7 +123,7 @@ func (w *awsWorld) putUser(t *testing.T, id string, confirmed bool, digestOf str
 // the scheduler (or `jobctl schedules trigger`) does.
 func (w *awsWorld) tick(t *testing.T, scheduled string) string {
 	t.Helper()
-	body, err := engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
+	body, err := message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled,
 		CorrelationID: "exec-" + fmt.Sprint(time.Now().UnixNano())}.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +132,7 @@ func (w *awsWorld) tick(t *testing.T, scheduled string) string {
 		t.Fatal(err)
 	}
 	at, _ := time.Parse(time.RFC3339, scheduled)
-	return engine.TickMessageID(digest.ScheduleName, at)
+	return message.TickMessageID(digest.ScheduleName, at)
 }
 
 // run runs the worker on the bulk queue, as its event source does, until
@@ -201,7 +204,7 @@ func TestTickWhileSwitchedOffIsSkipped(t *testing.T) {
 		job.Caller != digest.Caller || job.Key != "partner-digest-fanout:2026-W50" {
 		t.Fatalf("the tick's job %+v; want Succeeded, skipped %q, of %s", job, engine.SkippedReason, digest.Caller)
 	}
-	digestID := engine.DeriveMessageID(digest.Caller, digest.DigestKey("u-weekly", "2026-W50"))
+	digestID := message.DeriveMessageID(digest.Caller, digest.DigestKey("u-weekly", "2026-W50"))
 	if _, err := w.store.Get(context.Background(), digestID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("a digest job exists while the fan-out is off: %v", err)
 	}
@@ -237,7 +240,7 @@ func TestTickWithSwitchOnSendsOneDigestEach(t *testing.T) {
 	if job, err := w.store.Get(context.Background(), id); err != nil || job.State != jobs.StateSucceeded {
 		t.Fatalf("the tick's job %+v %v", job, err)
 	}
-	page, err := w.store.Get(context.Background(), engine.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", id, fmt.Sprintf("u-%03d", digest.PageSize-1))))
+	page, err := w.store.Get(context.Background(), message.DeriveMessageID(digest.Caller, digest.PageKey("2026-W50", id, fmt.Sprintf("u-%03d", digest.PageSize-1))))
 	if err != nil || page.State != jobs.StateSucceeded {
 		t.Fatalf("the second page's job %+v %v", page, err)
 	}

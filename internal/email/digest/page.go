@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // MetricUsersRefused counts, under the fan-out's type, the users of the
@@ -30,7 +31,7 @@ const MetricUsersRefused = "DigestUsersRefused"
 // reads them again. When none of the ids read can be a cursor, the job
 // reads on itself, page after page, until one can or the directory ends:
 // no after is ever an id the next page would refuse.
-func (h *Handler) Handle(ctx context.Context, job engine.Job) error {
+func (h *Handler) Handle(ctx context.Context, job runner.Job) error {
 	log := job.Logger
 	if log == nil {
 		log = slog.Default()
@@ -121,7 +122,7 @@ func (h *Handler) refuse(ctx context.Context, log *slog.Logger, digestID, after 
 	h.cfg.Metrics.Count(MetricUsersRefused, contract.Fanout.Name, 1)
 	sum := sha256.Sum256([]byte(id))
 	reason := verr.Error()
-	var v *engine.ValidationError
+	var v *message.ValidationError
 	if errors.As(verr, &v) {
 		reason = v.Detail()
 	}

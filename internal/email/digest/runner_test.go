@@ -18,7 +18,9 @@ import (
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // bulk is the bulk queue as the fan-out sees it: what the handler sends
@@ -33,7 +35,7 @@ type bulk struct {
 func (b *bulk) Send(_ context.Context, m sqsqueue.Message) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	env, err := engine.Decode([]byte(m.Body))
+	env, err := message.Decode([]byte(m.Body))
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ type runWorld struct {
 func newRunWorld(t *testing.T, ids []string) *runWorld {
 	t.Helper()
 	s := &runWorld{t: t, dir: &directory{ids: slices.Sorted(slices.Values(ids))}, res: &testkit.Reserver{}, q: &bulk{digests: map[string]bool{}}}
-	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
+	reg, err := message.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func newRunWorld(t *testing.T, ids []string) *runWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.h = testkit.NewHarness(t, reg, hs, func(c *engine.Config) {
+	s.h = testkit.NewHarness(t, reg, hs, func(c *runner.Config) {
 		c.Ticks = jobs.TicksForEngine(s.res)
 		c.Metrics = m
 	})
@@ -88,7 +90,7 @@ func newRunWorld(t *testing.T, ids []string) *runWorld {
 // tick sends the weekly tick of scheduled and returns its job id.
 func (s *runWorld) tick(scheduled string) string {
 	s.t.Helper()
-	body, err := engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-" + scheduled}.Encode()
+	body, err := message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-" + scheduled}.Encode()
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -99,13 +101,13 @@ func (s *runWorld) tick(scheduled string) string {
 	return env.MessageID
 }
 
-func mustTickEnvelope(t *testing.T, scheduled string) engine.Envelope {
+func mustTickEnvelope(t *testing.T, scheduled string) message.Envelope {
 	t.Helper()
-	reg, err := engine.NewRegistry(contract.Fanout, contract.PartnerDigest)
+	reg, err := message.NewRegistry(contract.Fanout, contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-1"})
+	env, err := reg.TickEnvelope(message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName, ScheduledTime: scheduled, CorrelationID: "exec-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,14 +182,14 @@ func (s *runWorld) wait() {
 // tick derives.
 func jobID(t *testing.T, body string) string {
 	t.Helper()
-	if engine.IsTick([]byte(body)) {
-		tk, err := engine.DecodeTick([]byte(body))
+	if message.IsTick([]byte(body)) {
+		tk, err := message.DecodeTick([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return engine.TickMessageID(tk.Schedule, tk.Time())
+		return message.TickMessageID(tk.Schedule, tk.Time())
 	}
-	env, err := engine.Decode([]byte(body))
+	env, err := message.Decode([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/email/digest"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/message"
 )
 
 // A tick's digestId is the ISO week of its scheduled time in the
@@ -40,8 +41,8 @@ func TestTickWeekIsLabelledInTheSchedulesZone(t *testing.T) {
 				t.Fatalf("%s is at %s on that Monday, the table says %s", tc.zone, got, tc.offset)
 			}
 			// The scheduler writes <aws.scheduler.scheduled-time> in UTC.
-			scheduled := local.UTC().Format(engine.TickTimeLayout)
-			env, err := contract.RegistryIn(loc).TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
+			scheduled := local.UTC().Format(message.TickTimeLayout)
+			env, err := contract.RegistryIn(loc).TickEnvelope(message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 				ScheduledTime: scheduled, CorrelationID: "exec-1"})
 			if err != nil {
 				t.Fatal(err)
@@ -53,7 +54,7 @@ func TestTickWeekIsLabelledInTheSchedulesZone(t *testing.T) {
 			// The same tick on the registry of UTC (what the API, jobctl
 			// and the other functions build) has the same job id: only
 			// the label is the zone's.
-			utc, err := contract.Registry().TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
+			utc, err := contract.Registry().TickEnvelope(message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 				ScheduledTime: scheduled, CorrelationID: "exec-1"})
 			if err != nil || utc.MessageID != env.MessageID {
 				t.Fatalf("job ids %s and %s (%v); the zone must not change a tick's job id", utc.MessageID, env.MessageID, err)
@@ -69,17 +70,17 @@ func TestFanoutInUTCPlus11SendsTheMondaysWeek(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := engine.NewRegistry(contract.FanoutIn(loc), contract.PartnerDigest)
+	reg, err := message.NewRegistry(contract.FanoutIn(loc), contract.PartnerDigest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := reg.TickEnvelope(engine.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
+	env, err := reg.TickEnvelope(message.Tick{V: 1, Type: contract.Fanout.Name, Schedule: digest.ScheduleName,
 		ScheduledTime: "2026-12-06T22:00:00Z", CorrelationID: "exec-1"}) // Monday 7 December, 09:00 AEDT
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t, 120)
-	w.drain(t, engine.Job{Envelope: env, Type: contract.FanoutIn(loc)}, false)
+	w.drain(t, runner.Job{Envelope: env, Type: contract.FanoutIn(loc)}, false)
 	w.check(t, 120, "Sydney") // check wants every digest keyed 2026-W50
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
+	"github.com/runstwice/runstwice/message"
 )
 
 // world is the jobs fixture with the lister on its clock.
@@ -49,12 +50,12 @@ func TestList(t *testing.T) {
 	b := w.Failed(t, contract.Welcome.Name, "caller-a", "welcome:u-2") // Failed
 	w.Clock.Advance(time.Minute)
 	c := w.Enqueue(t, contract.PasswordReset.Name, "caller-b", "password-reset:u-3") // Succeeded
-	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), "", time.Time{}); err != nil {
+	if _, err := w.Markers.Claim(ctx, c.MarkerKey(), engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	w.Clock.Advance(time.Minute)
 	d := w.Enqueue(t, contract.Welcome.Name, "caller-b", "welcome:u-4") // Processing
-	if _, err := w.Markers.Lease(ctx, d.MarkerKey(), "w1", w.Clock.Now().Add(time.Minute)); err != nil {
+	if _, err := w.Markers.Lease(ctx, d.MarkerKey(), engine.Mark{Owner: "w1", Until: w.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -121,7 +122,7 @@ func TestAttributes(t *testing.T) {
 	if attrs["state"] != string(jobs.StateFailed) {
 		t.Errorf("state = %v", attrs["state"])
 	}
-	if _, err := w.lister.Attributes(ctx, engine.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := w.lister.Attributes(ctx, message.NewMessageID()); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("unknown job: %v; want ErrNotFound", err)
 	}
 	w.Clock.Advance(jobs.TerminalRetention + time.Second)

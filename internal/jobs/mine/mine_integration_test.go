@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/mine"
@@ -32,7 +33,7 @@ func TestListsTheCallersOwnJobsNewestFirst(t *testing.T) {
 		w.Enqueue(t, typ, "caller-b", "k-"+string(rune('a'+i)))
 	}
 	// The newest job ran: its claim makes it Succeeded.
-	if _, err := w.Markers.Claim(ctx, jobs.Job{ID: mineIDs[0], Type: "email.password-reset.v1"}.MarkerKey(), "", time.Time{}); err != nil {
+	if _, err := w.Markers.Claim(ctx, jobs.Job{ID: mineIDs[0], Type: "email.password-reset.v1"}.MarkerKey(), engine.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	l := mine.NewLister(w.Client, w.JobsTable, w.Markers)

@@ -25,8 +25,11 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/killpoint"
+	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/internal/obs"
+	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/tracing"
+	"github.com/runstwice/runstwice/message"
 )
 
 // Env is a worker's common environment: STAGE, MARKERS_TABLE, JOBS_TABLE,
@@ -34,7 +37,7 @@ import (
 // PARK_DELAY, MAX_RECEIVE_COUNT, BATCH_CONCURRENCY and BACKOFF_*.
 type Env struct {
 	Stage, MarkersTable, JobsTable, DLQURL string
-	URLs                                   map[engine.Queue]string
+	URLs                                   map[string]string
 	ToggleTTL, ParkDelay                   time.Duration
 	MaxReceives, Concurrency               int
 	Backoff                                engine.BackoffSchedule
@@ -42,7 +45,7 @@ type Env struct {
 
 // Read reads the common variables of a worker consuming queues. Call it
 // before env.Config, so every problem is named at once.
-func Read(env *envvar.Env, queues ...engine.Queue) Env {
+func Read(env *envvar.Env, queues ...message.Queue) Env {
 	return Env{
 		Stage: env.Required("STAGE"), MarkersTable: env.Required("MARKERS_TABLE"), JobsTable: env.Required("JOBS_TABLE"),
 		URLs: env.QueueURLsOf(queues...), DLQURL: env.Required("DLQ_URL"),
@@ -74,7 +77,7 @@ type Parts struct {
 func (e Env) Parts(ctx context.Context, cfg aws.Config) Parts {
 	db := dynamodb.NewFromConfig(cfg)
 	return Parts{
-		DB: db, Markers: dynamostore.New(db, e.MarkersTable),
+		DB: db, Markers: marker.NewStore(db, e.MarkersTable),
 		Queues: sqsqueue.New(sqs.NewFromConfig(cfg), e.URLs, e.DLQURL), Metrics: engine.DefaultMetrics(obs.Namespace),
 		Tracer: tracing.FromContext(ctx),
 	}
@@ -85,10 +88,10 @@ func (e Env) Parts(ctx context.Context, cfg aws.Config) Parts {
 // through its queues, the back-off on them, its job records, the chaos
 // build's kill points (none in a release build), and a span per record
 // when the function traces.
-func (e Env) Config(cfg aws.Config, p Parts, reg *engine.Registry, handlers map[string]engine.Handler, log *slog.Logger) engine.Config {
+func (e Env) Config(cfg aws.Config, p Parts, reg *message.Registry, handlers map[string]runner.Handler, log *slog.Logger) runner.Config {
 	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(e.Stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
 	toggles.TTL, toggles.Logger, toggles.Metrics = e.ToggleTTL, log, p.Metrics
-	runcfg := engine.Config{
+	runcfg := runner.Config{
 		Registry: reg, Handlers: handlers, Switch: toggles, Markers: p.Markers,
 		Parker: p.Queues, DeadLetterer: p.Queues, Jobs: jobs.ForEngine(jobs.NewRecorder(p.DB, e.JobsTable)),
 		Backoff: sqsqueue.NewVisibility(sqs.NewFromConfig(cfg), e.URLs), BackoffSchedule: e.Backoff,

@@ -1,0 +1,359 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// runner is the pipeline every record goes through, whatever its payload:
+// a Mux (and so a Handler) resolves each record's kind and job, and the
+// runner does the rest.
+type runner struct {
+	o Options
+	// resolve decodes a record and binds its kind and job (Mux.resolve).
+	resolve func(it *item) error
+	// tracer makes the records' spans (nil: Options.TracerProvider is).
+	tracer trace.Tracer
+	// cache holds the keys seen done (nil: Options.DoneCache is 0).
+	cache *doneCache
+}
+
+func newRunner(o Options) (*runner, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &runner{o: o}
+	if o.TracerProvider != nil {
+		m.tracer = o.TracerProvider.Tracer(tracerName)
+	}
+	if o.DoneCache > 0 {
+		m.cache = newDoneCache(o.DoneCache)
+	}
+	return m, nil
+}
+
+// expires is when a marker written now for it may be forgotten.
+func (m *runner) expires(it *item) time.Time {
+	return SettledUntil(m.o.Now(), it.due, m.o.Retention)
+}
+
+func (m *runner) at(s Step) {
+	if m.o.AtStep != nil {
+		m.o.AtStep(s)
+	}
+}
+
+// item is one record on its way through the pipeline.
+type item struct {
+	msg events.SQSMessage
+	// set is the record's kind (its name is "" when the record has none:
+	// no route, or its route was refused).
+	set settings
+	key Key
+	// fp is the payload's fingerprint ("" for none); due its run time.
+	fp  string
+	due time.Time
+	log *slog.Logger
+	// run and admit are the kind's work and Admit bound to the decoded
+	// payload (admit is nil without one).
+	run, admit func(ctx context.Context, attempt int, log *slog.Logger) error
+	seen       Record // the batch peek's marker, when hasSeen
+	// hasSeen: the peek found a marker; peeked: the peek ran.
+	hasSeen, peeked bool
+	// disabled: the kind's kill switch is off.
+	disabled bool
+	// group is the FIFO message group ("" for a standard queue).
+	group string
+	out   outcome
+	// holdFor is how long a record held in its FIFO group's order waits
+	// before it comes back (0: the back-off's schedule).
+	holdFor time.Duration
+	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
+	retryIn time.Duration
+	// trace is the X-Ray trace header the record continues.
+	trace string
+}
+
+// metricType is the type dimension of the record's metrics: its kind's
+// name when it has one, else "unknown".
+func (it *item) metricType() string {
+	if it.set.name != "" {
+		return it.set.name
+	}
+	return "unknown"
+}
+
+// handle runs a batch: decode each record and read its switch, peek the
+// markers in one read, run the records (concurrently, one at a time per key
+// and in order per FIFO group), back off the retries, and answer.
+func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer m.o.Metrics.Flush()
+	start := time.Now() // the real clock, as SQS counts a receipt's 12 h
+	base := withRequest(ctx, m.o.Logger)
+	// Leases last until the real deadline; the work stops a margin before
+	// it, so the response (and with it every success) reaches SQS.
+	leaseUntil := m.leaseUntil(ctx)
+	var stop time.Time // when the batch stops waiting for its records (zero: no deadline)
+	if d, ok := ctx.Deadline(); ok {
+		stop = d.Add(-m.o.DeadlineMargin / waitStopShare)
+		ctx = withWriteStop(ctx, d.Add(-m.o.DeadlineMargin/writeStopShare))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-m.o.DeadlineMargin))
+		defer cancel()
+	}
+	items := make([]item, len(ev.Records))
+	// One random token per invocation names each record's lease and claim
+	// (token:index): unique across workers, cheap per record.
+	batch := uuid.NewString()
+	var toPeek []*item
+	for i := range ev.Records {
+		it := &items[i]
+		it.msg = ev.Records[i]
+		if !m.decode(ctx, base, it) {
+			continue
+		}
+		// The switch decides first whether the job may run. A disabled
+		// record is peeked too, so a late copy of a job that is done or
+		// cancelled is dropped instead of parked again and again.
+		if m.o.Switch != nil {
+			it.disabled = !m.o.Switch.IsJobEnabled(ctx, it.set.name, !it.set.failClosed)
+		}
+		if m.fromCache(it) {
+			continue
+		}
+		toPeek = append(toPeek, it)
+	}
+	m.at(StepAfterDecode)
+	m.peek(ctx, base, toPeek)
+
+	limit := m.o.Concurrency
+	if limit <= 0 {
+		limit = len(items)
+	}
+	m.runAll(items, limit, stop, func(i int, it *item) outcome {
+		if ctx.Err() != nil {
+			// Nothing starts after the deadline margin.
+			return outcome{kind: kindInterrupted, reason: "the invocation's deadline came first", err: ctx.Err()}
+		}
+		owner := batch + ":" + strconv.Itoa(i)
+		if m.tracer == nil {
+			return m.process(ctx, it, leaseUntil, owner)
+		}
+		return m.traced(ctx, it, func(ctx context.Context) outcome { return m.process(ctx, it, leaseUntil, owner) })
+	})
+
+	m.backOff(ctx, base, items, start)
+	var resp events.SQSEventResponse
+	for i := range items {
+		m.finish(ctx, &items[i], &resp)
+	}
+	m.at(StepBeforeResponse)
+	return resp, nil
+}
+
+// decode finds the record's route and decodes its payload, and reports
+// whether the record goes on: one that has no route, or whose payload its
+// kind refuses, fails as permanent here.
+func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
+	it.trace = RecordTraceHeader(it.msg)
+	it.group = it.msg.Attributes["MessageGroupId"]
+	it.log = base.With("sqsMessageId", it.msg.MessageId)
+	err := m.resolve(it)
+	if root := traceRoot(it.trace); root != "" {
+		it.log = it.log.With(keyTraceID, root)
+	}
+	if err != nil {
+		it.out = m.deadLetter(ctx, it, malformed(err))
+		return false
+	}
+	return true
+}
+
+// peek reads the markers of the batch with one read. A failed peek is not
+// fatal: the lease is conditional and doubles as a peek, so records of kinds
+// with a lease go on; the others are retried rather than run blind.
+func (m *runner) peek(ctx context.Context, base *slog.Logger, its []*item) {
+	if len(its) == 0 {
+		return
+	}
+	keys := make([]Key, 0, len(its))
+	asked := make(map[Key]bool, len(its))
+	for _, it := range its {
+		if !asked[it.key] {
+			asked[it.key] = true
+			keys = append(keys, it.key)
+		}
+	}
+	seen, err := m.o.Store.PeekBatch(ctx, keys)
+	if err != nil {
+		base.Warn("marker peek failed; records with a lease go on, the others are retried", keyError, Redact(err))
+		return
+	}
+	for _, it := range its {
+		it.seen, it.hasSeen = seen[it.key]
+		it.peeked = true
+		if it.hasSeen && it.seen.Processed() {
+			m.remember(it.key, it.seen.Fingerprint, it.seen.ExpiresAt)
+		}
+	}
+}
+
+// runAll runs do for every pending record, at most limit at once, and sets
+// each record's outcome. Records run in lanes: a FIFO group's records in
+// one lane, in order, and a standard queue's records in one lane per key,
+// so two records of one key never run at once; in a lane, a record after
+// one that settled its key is a duplicate, and in a FIFO group the records
+// after one that is retried are held (retried with it, never run). A
+// record whose goroutine panics ends as a retry (kindPending) with the
+// panic logged; its neighbours are untouched. When stop is set, runAll
+// returns by then even if a record is still running (work that ignores its
+// context): such a record is retried, and what its goroutine decides later
+// is dropped.
+func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *item) outcome) {
+	sem := make(chan struct{}, max(limit, 1))
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex // guards every it.out below, and abandoned
+		abandoned bool
+	)
+	set := func(it *item, o outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !abandoned {
+			it.out = o
+		}
+	}
+	runOne := func(i int, it *item) {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		defer func() {
+			if v := recover(); v != nil {
+				it.log.Error("the runner panicked on this record; it is retried", "panic", panicText(v), "stack", string(debug.Stack()))
+				set(it, outcome{kind: kindPending, reason: "the runner panicked on it; SQS retries it", err: &PanicError{Value: panicText(v)}})
+			}
+		}()
+		set(it, do(i, it))
+	}
+	for _, lane := range lanes(items) {
+		wg.Add(1)
+		m.goRecord(func() {
+			defer wg.Done()
+			if it := &items[lane[0]]; len(lane) == 1 && it.out.kind == kindPending {
+				runOne(lane[0], it)
+				return
+			}
+			var (
+				settled = map[Key]bool{}
+				held    *item // the FIFO record whose retry holds the rest of its group
+			)
+			for _, i := range lane {
+				it := &items[i]
+				mu.Lock()
+				gone, decided := abandoned, it.out.kind != kindPending
+				mu.Unlock()
+				switch {
+				case gone:
+					return
+				case held != nil && !decided:
+					set(it, outcome{kind: kindHeld, reason: "an earlier record of its FIFO group (SQS message " + held.msg.MessageId + ") is retried; it keeps its place behind it"})
+					continue
+				case decided:
+				case settled[it.key]:
+					set(it, outcome{kind: kindDuplicate, reason: "a record of the same key settled it earlier in this batch"})
+				default:
+					runOne(i, it)
+				}
+				mu.Lock()
+				o := it.out
+				mu.Unlock()
+				if it.group != "" && held == nil && outcomes[o.kind].retry {
+					held = it
+				}
+				if settles(o.kind) {
+					settled[it.key] = true
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	if stop.IsZero() {
+		<-done
+		return
+	}
+	timer := time.NewTimer(time.Until(stop))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		for i := range items {
+			if it := &items[i]; it.out.kind == kindPending && it.log != nil {
+				it.log.Error("record still running at the deadline; it is retried")
+			}
+		}
+	}
+}
+
+// lanes groups the records that must run one after another: a FIFO
+// group's records (decided ones too, since a retried one holds the rest),
+// and a standard queue's pending records of one key, each lane in the
+// batch's order and the lanes in the order of their first record.
+func lanes(items []item) [][]int {
+	var out [][]int
+	index := map[string]int{}
+	for i := range items {
+		it := &items[i]
+		var name string
+		switch {
+		case it.group != "":
+			name = "g\x00" + it.group
+		case it.out.kind != kindPending:
+			continue
+		default:
+			name = "k\x00" + it.key.Type + "\x00" + it.key.JobID
+		}
+		n, ok := index[name]
+		if !ok {
+			n = len(out)
+			index[name] = n
+			out = append(out, nil)
+		}
+		out[n] = append(out[n], i)
+	}
+	return out
+}
+
+// writeStopKey carries, in an invocation's context, the time by which every
+// write must have ended.
+type writeStopKey struct{}
+
+func withWriteStop(ctx context.Context, stop time.Time) context.Context {
+	return context.WithValue(ctx, writeStopKey{}, stop)
+}
+
+// writeStop is the time by which every write of the invocation must have
+// ended; ok is false when the invocation has no deadline.
+func writeStop(ctx context.Context) (time.Time, bool) {
+	stop, ok := ctx.Value(writeStopKey{}).(time.Time)
+	return stop, ok
+}
+
+// leaseUntil is the Lambda deadline: a crash never holds the lease longer.
+func (m *runner) leaseUntil(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return m.o.Now().Add(DefaultLease)
+}
