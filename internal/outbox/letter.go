@@ -30,7 +30,10 @@ const (
 )
 
 // deadLetter records the record's item as a dead letter with its reason,
-// counts it and logs the alert. A failure to write the letter is transient (the shard is
+// counts it and logs the alert. The letter is filed under the item's job
+// when its pk proves whose it is (it.Producer and it.IdempotencyKey, which
+// relay takes from the pk for an item that breaks a rule), else under the
+// stream record. A failure to write the letter is transient (the shard is
 // retried from the record), except a letter the table refuses as such
 // (deadletter.ErrRefused): no retry would store it, so it is counted and
 // alerted with the item's key and reason in the log line, and the relay
@@ -71,6 +74,15 @@ func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.Dyn
 // is jobID: "outbox:<jobId>", apart from the job's own letters (keyed by the
 // job id), and the same for every bad rewrite of the item.
 func LetterID(jobID string) string { return contract.OutboxCallerPrefix + jobID }
+
+// owner is the producer and the idempotency key an item's pk proves, "" and
+// "" when it proves none (contract.OutboxKeyOwner).
+func owner(image map[string]contract.OutboxValue) (producer, key string) {
+	if v := image[contract.OutboxAttrPK]; v.S != nil {
+		producer, key, _ = contract.OutboxKeyOwner(*v.S)
+	}
+	return producer, key
+}
 
 // pkOf is the image's pk, cut to deadletter.MaxField ("" when it has no
 // string pk).

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/deadletter"
@@ -17,6 +19,67 @@ import (
 	"github.com/runstwice/runstwice/internal/obs/obstest"
 	"github.com/runstwice/runstwice/internal/outbox"
 )
+
+// An item that breaks a rule is filed, and traced, under the job of the
+// producer its pk proves, never under the producer it names: billing's item
+// claiming to be signup's is billing's letter, and signup's own letter for
+// the same key is left as it was. An item whose pk proves no producer is
+// filed under its stream record, naming no job.
+func TestLetterIsFiledUnderTheProducerThePKProves(t *testing.T) {
+	signupJob, billingJob := engine.DeriveMessageID("outbox:signup", "k-1"), engine.DeriveMessageID("outbox:billing", "k-1")
+	for _, tc := range []struct {
+		name, pk, producer, key string
+		wantID, wantJob         string
+	}{
+		{"another producer's name", "billing#k-1", "signup", "k-1", outbox.LetterID(billingJob), billingJob},
+		{"another key", "billing#k-1", "billing", "k-2", outbox.LetterID(billingJob), billingJob},
+		{"a pk of no producer", "Billing#k-1", "signup", "k-1", "outbox:", ""},
+		{"a pk without #", "billing", "signup", "k-1", "outbox:", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			own := deadletter.Record{ID: outbox.LetterID(signupJob), JobID: signupJob, Type: "email.welcome.v1", Body: `{"pk":"signup#k-1"}`,
+				Reason: "signup's own", SourceQueue: outbox.SourceOutbox, Status: deadletter.StatusDead}
+			h.letters.recs[own.ID] = own
+			tracer := tracetest.NewSpanRecorder()
+			h.relay.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracer))
+			img := image(tc.producer, tc.key, "u-1")
+			img["pk"] = s(tc.pk)
+			rec := record("INSERT", img)
+			if failed := h.handle(t, rec); len(failed) != 0 {
+				t.Fatalf("failures %v", failed)
+			}
+			if len(h.api.asked) != 0 {
+				t.Fatal("an item whose pk is not its producer's reached the API")
+			}
+			if got := h.letters.recs[own.ID]; !reflect.DeepEqual(got, own) {
+				t.Fatalf("signup's letter became %+v; want it untouched", got)
+			}
+			id := tc.wantID
+			if id == "outbox:" {
+				id += rec.EventID
+			}
+			dl, ok := h.letters.recs[id]
+			if !ok || dl.JobID != tc.wantJob || !strings.Contains(dl.Reason, "pk must be") || len(h.letters.recs) != 2 {
+				t.Fatalf("letters %v; want one under %s naming job %q", keys(h.letters.recs), id, tc.wantJob)
+			}
+			if logs := h.logs.String(); tc.wantJob != "" && !strings.Contains(logs, `"jobId":"`+tc.wantJob+`","producer":"billing"`) {
+				t.Fatalf("the log lines do not name billing's job: %s", logs)
+			}
+			if a := attrs(tracer.Ended()[0]); a[engine.AttrJobID] != tc.wantJob && (tc.wantJob != "" || a[engine.AttrJobID] != "") {
+				t.Fatalf("the span names job %q; want %q", a[engine.AttrJobID], tc.wantJob)
+			}
+		})
+	}
+}
+
+func keys(m map[string]deadletter.Record) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
 
 // The letter of an item too large to keep whole holds a summary that
 // fits: its key, its fields' names and sizes and the start of its JSON,

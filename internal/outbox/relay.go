@@ -12,7 +12,8 @@
 //     (caller, idempotency key) makes every relay of it one job.
 //   - An item that breaks a rule never blocks its shard: it is recorded as a
 //     dead letter with its reason (source "outbox") and counted, and the
-//     relay goes on (letter.go). The letter always fits in its table.
+//     relay goes on (letter.go). The letter always fits in its table, and is
+//     filed under the job of the producer the item's pk proves.
 //   - A transient failure (the jobs table or the queue unreachable) is a
 //     batch item failure: the shard is retried from that record on.
 //   - REMOVE records (the item's TTL expiry, or its producer deleting it)
@@ -130,6 +131,11 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 	}
 	image := Values(rec.Change.NewImage)
 	it, decodeErr := contract.DecodeOutboxItem(image)
+	if decodeErr != nil {
+		// Its producer and idempotencyKey attributes are the item's claims:
+		// it is filed, traced and logged under what its pk proves.
+		it.Producer, it.IdempotencyKey = owner(image)
+	}
 	ctx, end := r.span(ctx, rec, it)
 	dead, err := r.relayItem(ctx, log, rec, it, decodeErr)
 	end(err, dead)
@@ -141,6 +147,9 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 // is transient (retry).
 func (r *Relay) relayItem(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it contract.OutboxItem, decodeErr error) (dead bool, err error) {
 	if decodeErr != nil {
+		if it.Producer != "" {
+			log = log.With(obs.KeyJobID, it.JobID(), "producer", it.Producer, "eventId", rec.EventID)
+		}
 		return true, r.deadLetter(ctx, log, rec, it, decodeErr.Error())
 	}
 	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyMessageID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)

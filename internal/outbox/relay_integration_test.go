@@ -232,3 +232,37 @@ func TestIntegrationALetterAlwaysFitsAndTheShardGoesOn(t *testing.T) {
 		t.Fatalf("redrive of a shortened letter: %v; want ErrNotRedrivable saying why", err)
 	}
 }
+
+// TestIntegrationALetterIsFiledUnderTheKeysProducer: producer billing may
+// write only keys billing#…; its item claiming producer signup is refused,
+// and its letter is billing's (under billing's job id), never signup's:
+// signup's own letter for the same idempotency key is left as it was.
+func TestIntegrationALetterIsFiledUnderTheKeysProducer(t *testing.T) {
+	m := newMotoRelay(t)
+	ctx := context.Background()
+	signupJob, billingJob := engine.DeriveMessageID("outbox:signup", "k-1"), engine.DeriveMessageID("outbox:billing", "k-1")
+	own := m.write(t, welcomeItem("signup#k-1", "signup", "k-1", "someone@example.com"))
+	if failed := m.handle(t, own...); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	before, err := m.letters.Get(ctx, outbox.LetterID(signupJob))
+	if err != nil {
+		t.Fatalf("signup's own letter: %v", err)
+	}
+	forged := m.write(t, welcomeItem("billing#k-1", "signup", "k-1", "u-9"))
+	if failed := m.handle(t, forged...); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	after, err := m.letters.Get(ctx, outbox.LetterID(signupJob))
+	if err != nil || after.Body != before.Body || after.Reason != before.Reason || after.Occurrences != 1 {
+		t.Fatalf("signup's letter became %+v (%v); want it as it was: %+v", after, err, before)
+	}
+	billing, err := m.letters.Get(ctx, outbox.LetterID(billingJob))
+	if err != nil || billing.JobID != billingJob || !strings.Contains(billing.Reason, "pk must be") || !strings.Contains(billing.Body, "billing#k-1") {
+		t.Fatalf("billing's letter %+v (%v); want one under billing's job %s with the reason", billing, err, billingJob)
+	}
+	all, err := m.letters.List(ctx, "")
+	if err != nil || len(all) != 2 {
+		t.Fatalf("%d letters (%v); want signup's and billing's", len(all), err)
+	}
+}
