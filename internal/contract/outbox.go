@@ -120,6 +120,22 @@ func (it OutboxItem) Body() []byte {
 	return b
 }
 
+// OutboxKeyOwner splits an item's pk into the producer and the
+// Idempotency-Key it names. A producer's role may write only keys under its
+// own prefix (dynamodb:LeadingKeys), so the pk, unlike the item's producer
+// attribute, proves who wrote the item. ok is false when pk is not
+// <producer>#<idempotencyKey> with a valid producer name and key.
+func OutboxKeyOwner(pk string) (producer, key string, ok bool) {
+	producer, key, found := strings.Cut(pk, "#")
+	if !found || !producerName.MatchString(producer) {
+		return "", "", false
+	}
+	if k, err := ParseKey(key); err != nil || k != key {
+		return "", "", false
+	}
+	return producer, key, true
+}
+
 // ErrInvalidOutboxItem is returned (wrapped, with the reason) for an item that breaks
 // a rule of the outbox format itself; the request inside it is checked by
 // the API's own rules when it is enqueued.

@@ -272,6 +272,8 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		// its ERROR_MESSAGE, the provider's text), its tries, the target
 		// queue as the source, and the schedule's name.
 		rec.Reason, rec.ReceiveCount, rec.SourceQueue = sl.Reason(), sl.Attempts(), sl.TargetARN
+		// A body the scheduler cut is not its input: never sent back as it is.
+		rec.BodyTruncated = sl.Truncated
 		l.class, l.code = ClassScheduler, sl.Code
 		if rec.Schedule == "" {
 			rec.Schedule = sl.Schedule
@@ -294,6 +296,9 @@ func (c *Consumer) parse(msg events.SQSMessage, base *slog.Logger) letter {
 		t, _ := c.cfg.Registry.Lookup(rec.Type)
 		rec.SourceQueue = string(t.Queue)
 	}
+	// Bounded here, not only when stored: the job's Failed mark and the
+	// log lines carry the same reason.
+	l.rec = Fit(l.rec)
 	return l
 }
 

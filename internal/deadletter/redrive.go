@@ -12,8 +12,9 @@ import (
 )
 
 // ErrNotRedrivable is returned (wrapped) for a dead letter that cannot go
-// back to a work queue: its body is neither an envelope nor a tick, or
-// names no registered type. It stays in the table for a person to read.
+// back to a work queue: its body is neither an envelope nor a tick, names no
+// registered type, or is only part of the message's (BodyTruncated). It
+// stays in the table for a person to read.
 var ErrNotRedrivable = errors.New("deadletter: not redrivable")
 
 // Sender sends job messages to the work queues; *sqsqueue.Sender is one.
@@ -237,8 +238,17 @@ func (r *Redriver) RedriveRecord(ctx context.Context, rec Record, opts Options) 
 
 // letterJob is the job of rec's body: its envelope, or a tick's derived
 // envelope (the body is sent back as it is, so a tick goes back as a tick),
-// and its registered type. An error matches ErrNotRedrivable.
+// and its registered type. An error matches ErrNotRedrivable: a body that
+// is only part of the message's (BodyTruncated) is never sent.
 func (r *Redriver) letterJob(rec Record) (message.Envelope, message.JobType, error) {
+	if rec.BodyTruncated {
+		kept := fmt.Sprintf("%d bytes kept", len(rec.Body))
+		if rec.BodyBytes > 0 {
+			kept = fmt.Sprintf("%d of its %d bytes kept", len(rec.Body), rec.BodyBytes)
+		}
+		return message.Envelope{}, message.JobType{}, fmt.Errorf("%w: %s: its body was shortened (%s): "+
+			"the whole message is not stored, so it cannot be sent back as it is", ErrNotRedrivable, rec.ID, kept)
+	}
 	body := []byte(rec.Body)
 	env, err := message.Decode(body)
 	if err != nil && message.IsTick(body) {

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/runstwice/runstwice/internal/ddb"
 )
@@ -70,8 +71,15 @@ type Record struct {
 	// Type is the envelope's type if registered, else "unknown".
 	Type          string `dynamodbav:"type" json:"type"`
 	CorrelationID string `dynamodbav:"correlationId,omitempty" json:"correlationId,omitempty"`
-	// Body is the raw SQS body, whatever it holds.
+	// Body is the raw SQS body, whatever it holds, whole unless
+	// BodyTruncated.
 	Body string `dynamodbav:"body" json:"body"`
+	// BodyTruncated says Body is only part of the message's body (Fit): the
+	// letter cannot be redriven as it is.
+	BodyTruncated bool `dynamodbav:"bodyTruncated,omitempty" json:"bodyTruncated,omitempty"`
+	// BodyBytes is the size of the whole body of a BodyTruncated letter, 0
+	// when unknown (or the body is whole).
+	BodyBytes int `dynamodbav:"bodyBytes,omitempty" json:"bodyBytes,omitempty"`
 	// Reason says why the message is here: the worker's reason attribute,
 	// "exceeded maxReceiveCount (N receives)" for a redrive move, or
 	// EventBridge Scheduler's error code and retries for a message it could
@@ -171,8 +179,17 @@ type Saved struct {
 	Status Status
 }
 
-// SaveDelivery is Save, telling also the letter's stored status.
+// ErrRefused is returned (wrapped) by SaveDelivery when DynamoDB refuses
+// the letter itself (a ValidationException): writing it again cannot
+// succeed. A letter is never refused for its size (Fit).
+var ErrRefused = errors.New("deadletter: the table refused the letter")
+
+// SaveDelivery is Save, telling also the letter's stored status. It stores
+// Fit(rec): every letter fits in the table, and one whose body was
+// shortened says so (bodyTruncated, bodyBytes, its reason); a later
+// delivery under the same ID with a whole body clears that.
 func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID string) (Saved, error) {
+	rec = Fit(rec)
 	now := s.now().UTC()
 	set := func(u expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
 		return u.Set(expression.Name(name), expression.Value(v))
@@ -185,6 +202,16 @@ func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID strin
 	upd = set(upd, "lastSeen", now)
 	upd = set(upd, AttrExpiresAt, ddb.Epoch(now.Add(s.retention())))
 	upd = upd.Set(expression.Name("firstSeen"), expression.IfNotExists(expression.Name("firstSeen"), expression.Value(now)))
+	if rec.BodyTruncated {
+		upd = set(upd, "bodyTruncated", true)
+	} else {
+		upd = upd.Remove(expression.Name("bodyTruncated"))
+	}
+	if rec.BodyBytes > 0 {
+		upd = set(upd, "bodyBytes", rec.BodyBytes)
+	} else {
+		upd = upd.Remove(expression.Name("bodyBytes"))
+	}
 	for name, v := range map[string]string{"jobId": rec.JobID, "correlationId": rec.CorrelationID, "sourceQueue": rec.SourceQueue,
 		"schedule": rec.Schedule, "traceHeader": rec.TraceHeader} {
 		if v != "" {
@@ -217,7 +244,17 @@ func (s *Store) SaveDelivery(ctx context.Context, rec Record, sqsMessageID strin
 		}
 		return Saved{New: reflect.DeepEqual(old["lastSeen"], seen), Status: stored.Status}, nil
 	}
+	if refused(err) {
+		return Saved{}, fmt.Errorf("%w: save %s: %w", ErrRefused, rec.ID, err)
+	}
 	return Saved{}, fmt.Errorf("deadletter: save %s: %w", rec.ID, err)
+}
+
+// refused reports whether DynamoDB refused the request itself: a
+// ValidationException, which no retry of the same write gets past.
+func refused(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
 // Get reads one dead letter (consistent read).

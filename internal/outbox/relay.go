@@ -12,7 +12,8 @@
 //     (caller, idempotency key) makes every relay of it one job.
 //   - An item that breaks a rule never blocks its shard: it is recorded as a
 //     dead letter with its reason (source "outbox") and counted, and the
-//     relay goes on.
+//     relay goes on (letter.go). The letter always fits in its table, and is
+//     filed under the job of the producer the item's pk proves.
 //   - A transient failure (the jobs table or the queue unreachable) is a
 //     batch item failure: the shard is retried from that record on.
 //   - REMOVE records (the item's TTL expiry, or its producer deleting it)
@@ -130,6 +131,11 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 	}
 	image := Values(rec.Change.NewImage)
 	it, decodeErr := contract.DecodeOutboxItem(image)
+	if decodeErr != nil {
+		// Its producer and idempotencyKey attributes are the item's claims:
+		// it is filed, traced and logged under what its pk proves.
+		it.Producer, it.IdempotencyKey = owner(image)
+	}
 	ctx, end := r.span(ctx, rec, it)
 	dead, err := r.relayItem(ctx, log, rec, it, decodeErr)
 	end(err, dead)
@@ -141,6 +147,9 @@ func (r *Relay) relay(ctx context.Context, log *slog.Logger, rec events.DynamoDB
 // is transient (retry).
 func (r *Relay) relayItem(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it contract.OutboxItem, decodeErr error) (dead bool, err error) {
 	if decodeErr != nil {
+		if it.Producer != "" {
+			log = log.With(obs.KeyJobID, it.JobID(), "producer", it.Producer, "eventId", rec.EventID)
+		}
 		return true, r.deadLetter(ctx, log, rec, it, decodeErr.Error())
 	}
 	log = log.With(obs.KeyJobID, it.JobID(), obs.KeyMessageID, it.JobID(), obs.KeyType, it.Type, "producer", it.Producer, "eventId", rec.EventID)
@@ -181,38 +190,6 @@ func (r *Relay) relayItem(ctx context.Context, log *slog.Logger, rec events.Dyna
 	}
 	return true, r.deadLetter(ctx, log, rec, it, fmt.Sprintf("%d %s: %s", a.Status, a.Problem, a.Detail))
 }
-
-// deadLetter records the record's item as a dead letter with its reason,
-// counts it and logs the alert; a failure to record it is transient.
-func (r *Relay) deadLetter(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, it contract.OutboxItem, reason string) error {
-	body, _ := json.Marshal(Plain(Values(rec.Change.NewImage)))
-	dl := deadletter.Record{ID: "outbox:" + rec.EventID, Type: deadletter.UnknownType, Body: string(body),
-		Reason: reason, SourceQueue: SourceOutbox, ReceiveCount: 1, Status: deadletter.StatusDead, CorrelationID: it.CorrelationID}
-	if it.Producer != "" && it.IdempotencyKey != "" {
-		// Under its own id, never the job id: the item's job may have a
-		// dead letter of its own (it failed), which a bad rewrite of the
-		// item must not overwrite, or that job could no longer be redriven.
-		dl.ID, dl.JobID = LetterID(it.JobID()), it.JobID()
-	}
-	if it.Type != "" {
-		dl.Type = it.Type
-	}
-	saved, err := r.DeadLetters.SaveDelivery(ctx, dl, rec.EventID)
-	if err != nil {
-		return fmt.Errorf("record the dead letter: %w", err)
-	}
-	if saved.New {
-		r.Metrics.Count(engine.DeadLetters, dl.Type, 1)
-		log.Error("dead letter: outbox item breaks a rule and needs a person", "alert", true, "deadLetterId", dl.ID,
-			obs.KeyReason, reason, "sourceQueue", SourceOutbox)
-	}
-	return nil
-}
-
-// LetterID is the id of the dead letter of a bad outbox item whose job id
-// is jobID: "outbox:<jobId>", apart from the job's own letters (keyed by the
-// job id), and the same for every bad rewrite of the item.
-func LetterID(jobID string) string { return contract.OutboxCallerPrefix + jobID }
 
 // Values converts a stream record's image to the relay's values.
 func Values(image map[string]events.DynamoDBAttributeValue) map[string]contract.OutboxValue {

@@ -65,6 +65,9 @@ type Letter struct {
 	// TargetARN is the queue it could not deliver to ("" when absent or not
 	// an SQS queue's ARN).
 	TargetARN string
+	// Truncated says the scheduler cut the message's body to fit the
+	// queue (IS_PAYLOAD_TRUNCATED "true"): it is not the whole input.
+	Truncated bool
 }
 
 // LetterOf reads the scheduler's attributes of a dead letter (attribute
@@ -92,6 +95,7 @@ func LetterOf(attrs map[string]string) (l Letter, ok bool) {
 	if t := attrs[AttrTargetARN]; queueARN.MatchString(t) {
 		l.TargetARN = t
 	}
+	l.Truncated = strings.EqualFold(strings.TrimSpace(attrs[AttrPayloadTruncated]), "true")
 	return l, true
 }
 
