@@ -146,8 +146,8 @@ func orBody(path string) string {
 // foldName is name with each rune replaced by the least rune it equals
 // without case (its unicode.SimpleFold orbit's): two names fold alike
 // exactly when strings.EqualFold says they are equal, which is how
-// encoding/json matches a name to a struct's field (so "ſ", U+017F,
-// folds as "s", and "K", U+212A, as "K").
+// encoding/json matches a name to a struct's field (so the long s, U+017F,
+// folds as "S", and the Kelvin sign, U+212A, as "K").
 func foldName(name string) string {
 	var b strings.Builder
 	for _, r := range name {
