@@ -90,6 +90,9 @@ func outboxItem(job OutboxJob, now time.Time) (contract.OutboxItem, error) {
 	if err != nil {
 		return contract.OutboxItem{}, fmt.Errorf("client: encode args of %s: %w", job.Type, err)
 	}
+	if err := contract.CheckMembers(raw, "args"); err != nil {
+		return contract.OutboxItem{}, fmt.Errorf("client: %s: %w", job.Type, err)
+	}
 	var args map[string]string
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
 		return contract.OutboxItem{}, fmt.Errorf("client: args of %s must encode as a JSON object of strings", job.Type)

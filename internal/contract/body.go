@@ -65,12 +65,19 @@ func DecodeBody(t message.JobType, body []byte) (Body, error) {
 // one JSON object of valid UTF-8 with only the fields args (a flat object of
 // string IDs valid for t), key, delaySeconds (an integer 0–900) or runAt (an
 // RFC 3339 time with Z or an offset, at most MaxRunAhead after now; not
-// both) and duplicatePolicy. Every error it returns is a
-// *message.ValidationError naming each bad field.
+// both), duplicatePolicy, after and afterPolicy. A body that says two
+// things is refused before it is read (CheckMembers: a member twice, or
+// two names that differ only in case, at any depth), and so is a name that
+// differs only in case from a field or an arg of t ("Args", "UserId").
+// Every error it returns is a *message.ValidationError naming each bad
+// field.
 func DecodeBodyAt(t message.JobType, body []byte, now time.Time) (Body, error) {
 	top, err := decodeObject(body)
 	if err != nil {
 		return Body{}, invalid("body", err.Error())
+	}
+	if err := CheckMembers(body, ""); err != nil {
+		return Body{}, err
 	}
 	verr := &message.ValidationError{}
 	add := func(field, reason string) {
@@ -84,6 +91,10 @@ func DecodeBodyAt(t message.JobType, body []byte, now time.Time) (Body, error) {
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
+		if known, ok := CaseVariant(name, bodyFields); ok {
+			add(Printable(name), CaseReason(known))
+			continue
+		}
 		add(Printable(name), "is not a field of the body; the fields are args, key, delaySeconds, runAt, duplicatePolicy, after and afterPolicy")
 	}
 
@@ -91,7 +102,7 @@ func DecodeBodyAt(t message.JobType, body []byte, now time.Time) (Body, error) {
 	argsOK := false
 	if raw, ok := top["args"]; !ok {
 		add("args", "is required: an object of string IDs, e.g. "+exampleArgs(t))
-	} else if args, fields := decodeArgs(raw); len(fields) > 0 {
+	} else if args, fields := decodeArgs(t, raw); len(fields) > 0 {
 		verr.Fields = append(verr.Fields, fields...)
 	} else if err := t.ValidateArgs(args); err != nil {
 		var ve *message.ValidationError
@@ -253,8 +264,9 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	return top, nil
 }
 
-// decodeArgs parses args as a flat object of strings.
-func decodeArgs(raw json.RawMessage) (map[string]string, []message.FieldError) {
+// decodeArgs parses args as a flat object of strings, none of whose names
+// differs only in case from an argument of t.
+func decodeArgs(t message.JobType, raw json.RawMessage) (map[string]string, []message.FieldError) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, []message.FieldError{{Field: "args", Reason: "must be an object of string IDs"}}
@@ -270,7 +282,15 @@ func decodeArgs(raw json.RawMessage) (map[string]string, []message.FieldError) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	argNames := make([]string, len(t.Args))
+	for i, a := range t.Args {
+		argNames[i] = a.Name
+	}
 	for _, name := range names {
+		if known, ok := CaseVariant(name, argNames); ok {
+			fields = append(fields, message.FieldError{Field: "args." + Printable(name), Reason: CaseReason(known)})
+			continue
+		}
 		v := m[name]
 		var s string
 		if !isJSONString(v) || json.Unmarshal(v, &s) != nil {

@@ -178,18 +178,24 @@ type OutboxValue struct {
 }
 
 // DecodeOutboxItem reads an item from its attributes (a stream record's NewImage)
-// and checks the outbox's rules (Check). Unknown attributes, and attributes
-// of the wrong DynamoDB type, are errors matching ErrInvalidOutboxItem.
+// and checks the outbox's rules (Check). Unknown attributes, one whose name
+// differs from an item's attribute only in case ("Args", "TYPE": never
+// read as args or type), and attributes of the wrong DynamoDB type, are
+// errors matching ErrInvalidOutboxItem.
 func DecodeOutboxItem(av map[string]OutboxValue) (OutboxItem, error) {
-	var unknown []string
-	for name := range av {
-		if !slices.Contains(outboxAttrs, name) {
+	var unknown, cased []string
+	for _, name := range slices.Sorted(maps.Keys(av)) {
+		if known, ok := CaseVariant(name, outboxAttrs); ok {
+			cased = append(cased, fmt.Sprintf("attribute %s %s", clipValue(name), CaseReason(known)))
+		} else if !slices.Contains(outboxAttrs, name) {
 			unknown = append(unknown, clipValue(name))
 		}
 	}
 	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return OutboxItem{}, invalidItem("unknown attributes %s; an item has %s", strings.Join(unknown, ", "), strings.Join(outboxAttrs, ", "))
+		cased = append(cased, fmt.Sprintf("unknown attributes %s; an item has %s", strings.Join(unknown, ", "), strings.Join(outboxAttrs, ", ")))
+	}
+	if len(cased) > 0 {
+		return OutboxItem{}, invalidItem("%s", strings.Join(cased, "; "))
 	}
 	var it OutboxItem
 	var errs []error

@@ -1,17 +1,14 @@
 package enqueue
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -61,12 +58,6 @@ type Batches interface {
 // short by a crash completes within a minute or two.
 const FinishDelay = 60 * time.Second
 
-// batchItem is one valid job of a batch request.
-type batchItem struct {
-	jt message.JobType
-	in contract.Body
-}
-
 // BatchID is the id of the batch caller sends under Idempotency-Key key,
 // and BatchJobID the id of its index-th job: both derived, so a retry of a
 // batch names the same jobs, and never a single request's job (the
@@ -76,78 +67,6 @@ func BatchID(caller, key string) string { return message.DeriveMessageID(caller,
 // BatchJobID is the id of job index of the batch caller sends under key.
 func BatchJobID(caller, key string, index int) string {
 	return message.DeriveMessageID(caller, key+"\x00"+strconv.Itoa(index))
-}
-
-// decodeBatch parses and validates a batch body, {"jobs":[{"type":…,
-// <the fields of a single enqueue's body>},…]} with 1–jobs.MaxBatch jobs,
-// and reports every problem of every job at once, each field named
-// jobs[<index>].<field>. An after of "#<k>" must name an earlier job of
-// the batch.
-func (h *Handler) decodeBatch(body []byte, now time.Time) ([]batchItem, *Problem) {
-	var top struct {
-		Jobs []json.RawMessage `json:"jobs"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&top); err != nil {
-		return nil, validation("body", "must be a JSON object with one field, jobs: an array of 1-"+strconv.Itoa(jobs.MaxBatch)+
-			" jobs, each {\"type\":…,\"args\":{…}} with the fields of a single enqueue ("+contract.Printable(err.Error())+")")
-	}
-	if len(top.Jobs) == 0 || len(top.Jobs) > jobs.MaxBatch {
-		return nil, validation("jobs", fmt.Sprintf("must hold 1-%d jobs, not %d", jobs.MaxBatch, len(top.Jobs)))
-	}
-	items := make([]batchItem, len(top.Jobs))
-	var fields []message.FieldError
-	add := func(i int, field, reason string) {
-		fields = append(fields, message.FieldError{Field: fmt.Sprintf("jobs[%d].%s", i, field), Reason: reason})
-	}
-	for i, raw := range top.Jobs {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			fields = append(fields, message.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Reason: "must be an object: {\"type\":…,\"args\":{…}}"})
-			continue
-		}
-		var name string
-		if t, ok := obj["type"]; !ok || json.Unmarshal(t, &name) != nil {
-			add(i, "type", "is required: a job type such as email.welcome.v1")
-			continue
-		}
-		jt, err := h.Registry.Lookup(name)
-		if err != nil {
-			add(i, "type", "unknown job type "+contract.Printable(name)+"; the job types are "+strings.Join(h.Registry.Names(), ", "))
-			continue
-		}
-		if p := scheduledOnly(jt); p != nil {
-			add(i, "type", strings.TrimPrefix(p.Detail, "path type "))
-			continue
-		}
-		delete(obj, "type")
-		rest, _ := json.Marshal(obj)
-		in, err := contract.DecodeBodyAt(jt, rest, now)
-		var ve *message.ValidationError
-		if errors.As(err, &ve) {
-			for _, f := range ve.Fields {
-				add(i, f.Field, f.Reason)
-			}
-			continue
-		} else if err != nil {
-			add(i, "body", "is invalid")
-			continue
-		}
-		if k, ok := strings.CutPrefix(in.After, "#"); ok {
-			if n, err := strconv.Atoi(k); err != nil || n < 0 || n >= i || strconv.Itoa(n) != k {
-				add(i, "after", "#"+contract.Printable(k)+" must name an earlier job of this batch by its index, #0 to #"+strconv.Itoa(max(i-1, 0)))
-				continue
-			}
-		}
-		items[i] = batchItem{jt: jt, in: in}
-	}
-	if len(fields) > 0 {
-		p := newProblem(http.StatusBadRequest, ProblemValidation, fmt.Sprintf("the batch is refused: %d problems; no job was made", len(fields)))
-		p.Errors = fields
-		return nil, p
-	}
-	return items, nil
 }
 
 // postBatch serves POST /v1/batches: every job valid, or none made.

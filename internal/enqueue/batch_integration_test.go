@@ -23,11 +23,6 @@ import (
 	"github.com/runstwice/runstwice/message"
 )
 
-// postBatch is a POST /v1/batches under Idempotency-Key key.
-func postBatch(key, body string, opts ...reqOpt) events.APIGatewayV2HTTPRequest {
-	return request(http.MethodPost, "/v1/batches", body, append([]reqOpt{withHeader("Idempotency-Key", key)}, opts...)...)
-}
-
 // batchBody is the JSON of a batch answer.
 type batchBody struct {
 	BatchID string `json:"batchId"`

@@ -61,6 +61,11 @@ func post(typ, key, body string, opts ...reqOpt) events.APIGatewayV2HTTPRequest 
 	return request(http.MethodPost, "/v1/jobs/"+typ, body, append([]reqOpt{withHeader("Idempotency-Key", key)}, opts...)...)
 }
 
+// postBatch is a POST /v1/batches under Idempotency-Key key.
+func postBatch(key, body string, opts ...reqOpt) events.APIGatewayV2HTTPRequest {
+	return request(http.MethodPost, "/v1/batches", body, append([]reqOpt{withHeader("Idempotency-Key", key)}, opts...)...)
+}
+
 func get(jobID string, opts ...reqOpt) events.APIGatewayV2HTTPRequest {
 	return request(http.MethodGet, "/v1/jobs/"+jobID, "", opts...)
 }

@@ -41,7 +41,7 @@ type motoRelay struct {
 	relay   *outbox.Relay
 	db      *dynamodb.Client
 	sqs     *sqs.Client
-	urls    map[message.Queue]string
+	urls    map[string]string
 	jobs    *jobs.Store
 	letters *deadletter.Store
 	outbox  string
@@ -150,7 +150,7 @@ func (m *motoRelay) enqueued(t *testing.T, ids ...string) {
 	t.Helper()
 	seen := map[string]int{}
 	for range 5 {
-		for _, msg := range testenv.Receive(t, m.sqs, m.urls[contract.Welcome.Queue], 0) {
+		for _, msg := range testenv.Receive(t, m.sqs, m.urls[string(contract.Welcome.Queue)], 0) {
 			env, err := message.Decode([]byte(aws.ToString(msg.Body)))
 			if err != nil {
 				t.Fatal(err)
