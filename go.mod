@@ -24,6 +24,10 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0
+	github.com/runstwice/runstwice/aws/dynamostore v0.5.0
+	github.com/runstwice/runstwice/aws/sqsqueue v0.5.0
+	github.com/runstwice/runstwice/aws/ssmswitch v0.5.0
+	github.com/runstwice/runstwice/engine v0.5.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -62,4 +66,13 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
+)
+
+// The library's modules live in this repository: the bundle builds on the
+// checkout's, as go.work does for development.
+replace (
+	github.com/runstwice/runstwice/aws/dynamostore => ./aws/dynamostore
+	github.com/runstwice/runstwice/aws/sqsqueue => ./aws/sqsqueue
+	github.com/runstwice/runstwice/aws/ssmswitch => ./aws/ssmswitch
+	github.com/runstwice/runstwice/engine => ./engine
 )

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/runstwice/runstwice/internal/obs"
 )
 
 type emfDoc struct {
@@ -86,7 +84,7 @@ func TestColdStartOncePerProcess(t *testing.T) {
 	m.Flush()
 	m.Flush()
 	all := docs(t, buf.String())
-	if len(all) != 1 || all[0][ColdStart] != float64(1) || all[0][obs.KeyFunction] != "runstwice-dev-email" {
+	if len(all) != 1 || all[0][ColdStart] != float64(1) || all[0]["function"] != "runstwice-dev-email" {
 		t.Fatalf("cold start documents = %s", buf.String())
 	}
 }
@@ -130,7 +128,7 @@ func TestCountReasonAddsTheReasonDimension(t *testing.T) {
 	if dims := strings.Join(got.AWS.CloudWatchMetrics[0].Dimensions[0], ","); dims != "stage,type,reason" {
 		t.Fatalf("dimensions %s; want stage,type,reason", dims)
 	}
-	if all[1][obs.KeyReason] != "user-not-found" || all[1][JobsNoop] != float64(3) || all[0][obs.KeyReason] != "other" {
+	if all[1][keyReason] != "user-not-found" || all[1][JobsNoop] != float64(3) || all[0][keyReason] != "other" {
 		t.Fatalf("documents %v", all)
 	}
 	buf.Reset()

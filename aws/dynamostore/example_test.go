@@ -1,27 +1,22 @@
 package dynamostore_test
 
 import (
-	"context"
-	"log"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runstwice/runstwice/aws/dynamostore"
-	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // A function's markers live in a table of its own; the store goes into the
-// runner's Config as its Markers. Settled markers live for Retention (the
-// engine's default when it is left zero): set it longer than a job can be
-// delivered again.
+// handler's Options as its Store. How long a done marker guards its key is
+// the handler's Retention; the store's own Retention is for what it writes
+// without one (a tombstone).
 func ExampleNew() {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
+	// In a function: cfg, err := config.LoadDefaultConfig(ctx).
+	cfg := aws.Config{Region: "eu-west-1"}
 	markers := dynamostore.New(dynamodb.NewFromConfig(cfg), "my-function-markers")
-	markers.Retention = 30 * 24 * time.Hour
-	_ = runner.Config{Markers: markers}
+	_ = engine.Options{Store: markers, Retention: 30 * 24 * time.Hour}
 }

@@ -1,10 +1,7 @@
 package sqsqueue_test
 
 import (
-	"context"
-	"log"
-
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
@@ -15,10 +12,8 @@ import (
 // postpones its transient retries. A park goes back to the queue the record
 // came from, so the sender is given that queue's URL.
 func ExampleNew() {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
+	// In a function: cfg, err := config.LoadDefaultConfig(ctx).
+	cfg := aws.Config{Region: "eu-west-1"}
 	client := sqs.NewFromConfig(cfg)
 	urls := map[string]string{
 		"orders": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders",

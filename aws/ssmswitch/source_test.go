@@ -20,9 +20,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/contract"
-	"github.com/runstwice/runstwice/internal/obs"
-	"github.com/runstwice/runstwice/internal/obs/obstest"
+	"github.com/runstwice/runstwice/engine/enginetest"
 )
 
 // fakeSSM is an in-memory parameter store behind our SSMAPI port.
@@ -92,15 +90,15 @@ func sourceOf(typ, value string) (*Source, *clock, *fakeSSM) {
 func newSource(f *fakeSSM) (*Source, *clock, *bytes.Buffer) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	var metrics bytes.Buffer
-	s := New(f, contract.SwitchPath("test"), known)
+	s := New(f, "/runstwice/test/toggles", known)
 	s.Now = c.Now
-	s.Metrics = engine.NewMetrics(&metrics, obs.Namespace)
-	s.Logger = obs.NewLogger(&bytes.Buffer{}, "error")
+	s.Metrics = engine.NewMetrics(&metrics, "runstwice")
+	s.Logger = engine.NewLogger(&bytes.Buffer{}, "error")
 	return s, c, &metrics
 }
 
 func TestParameterName(t *testing.T) {
-	if got := contract.SwitchParameter("test", digest); got != "/runstwice/test/toggles/email.partner-digest.v1" {
+	if got := "/runstwice/test/toggles/" + digest; got != "/runstwice/test/toggles/email.partner-digest.v1" {
 		t.Fatalf("ParameterName = %q", got)
 	}
 }
@@ -136,7 +134,7 @@ func TestFailClosed(t *testing.T) {
 		{"SSM unreachable", map[string]string{param(digest): "true"}, errors.New("dial tcp: connection refused"), false},
 		{"explicitly off", map[string]string{param(digest): "off"}, nil, false},
 		{"explicitly on", map[string]string{param(digest): "ON"}, nil, true},
-		{"other stage's toggle", map[string]string{contract.SwitchParameter("prod", digest): "true"}, nil, false},
+		{"other stage's toggle", map[string]string{"/runstwice/prod/toggles/" + digest: "true"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := newSource(&fakeSSM{params: tc.params, err: tc.err})
@@ -159,7 +157,7 @@ func TestUnknownToggleCounted(t *testing.T) {
 	s, _, metrics := newSource(f)
 	s.IsJobEnabled(context.Background(), digest, false)
 	s.Metrics.Flush()
-	if obstest.Count(metrics.String(), "email.partner-digets.v1", engine.UnknownToggle) != 1 {
+	if enginetest.MetricCount(metrics.String(), "email.partner-digets.v1", engine.UnknownToggle) != 1 {
 		t.Fatalf("want an UnknownToggle metric for the typo; got %s", metrics.String())
 	}
 }
@@ -228,7 +226,7 @@ func TestPagination(t *testing.T) {
 func TestUnreadableValueFlaggedOncePerRefresh(t *testing.T) {
 	s, _, _ := sourceOf(digest, "yes!")
 	var logs bytes.Buffer
-	s.Logger = obs.NewLogger(&logs, "warn")
+	s.Logger = engine.NewLogger(&logs, "warn")
 	for range 100 {
 		if s.IsJobEnabled(context.Background(), digest, false) {
 			t.Fatal("unreadable value enabled a fail-closed type")
@@ -249,7 +247,7 @@ func countWhileOff(t *testing.T, s *Source, metrics *bytes.Buffer, n int, typ, m
 		}
 	}
 	s.Metrics.Flush()
-	return obstest.Count(metrics.String(), typ, metric)
+	return enginetest.MetricCount(metrics.String(), typ, metric)
 }
 
 func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
@@ -262,14 +260,14 @@ func TestUnreadableToggleCountedOncePerRefresh(t *testing.T) {
 	if n := countWhileOff(t, s, metrics, 50, digest, engine.UnreadableToggle); n != 1 {
 		t.Fatalf("UnreadableToggle = %d after 50 checks in one TTL; want 1:\n%s", n, metrics)
 	}
-	if n := obstest.Count(metrics.String(), welcome, engine.UnreadableToggle); n != 0 {
+	if n := enginetest.MetricCount(metrics.String(), welcome, engine.UnreadableToggle); n != 0 {
 		t.Fatalf("a readable value counted as unreadable:\n%s", metrics)
 	}
 	metrics.Reset()
 	c.Advance(DefaultTTL)
 	s.IsJobEnabled(ctx, digest, false)
 	s.Metrics.Flush()
-	if n := obstest.Count(metrics.String(), digest, engine.UnreadableToggle); n != 1 {
+	if n := enginetest.MetricCount(metrics.String(), digest, engine.UnreadableToggle); n != 1 {
 		t.Fatalf("UnreadableToggle = %d after the next refresh; want 1 again:\n%s", n, metrics)
 	}
 }
@@ -427,7 +425,7 @@ func TestToggleReadFailedCounted(t *testing.T) {
 			c.Advance(DefaultTTL)
 			s.IsJobEnabled(ctx, digest, false)
 			s.Metrics.Flush()
-			if n := obstest.Count(metrics.String(), tc.kind, engine.ToggleReadFailed); n != 1 {
+			if n := enginetest.MetricCount(metrics.String(), tc.kind, engine.ToggleReadFailed); n != 1 {
 				t.Fatalf("ToggleReadFailed = %d after the next failed refresh; want 1 again:\n%s", n, metrics)
 			}
 			metrics.Reset()

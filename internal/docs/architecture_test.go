@@ -24,7 +24,7 @@ var floors = []floor{
 	{"use cases", []string{"internal/enqueue", "internal/sweep", "internal/email", "internal/email/", "internal/deadletter", "internal/outbox", "internal/operate"}},
 	{"bundle mechanisms", []string{"internal/jobs", "internal/jobs/", "internal/marker",
 		"internal/switchview", "internal/schedule", "internal/schedule/", "internal/idempotency", "internal/testkit",
-		"internal/contract", "internal/envvar", "internal/killpoint", "internal/runner"}},
+		"internal/contract", "internal/envvar", "internal/killpoint", "internal/runner", "internal/obs/obstest"}},
 	{"message contract", []string{"message"}},
 	{"adapters", []string{"aws/"}},
 	{"engine", []string{"engine", "engine/"}},

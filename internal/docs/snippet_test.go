@@ -10,8 +10,8 @@ import (
 )
 
 // runTwiceSnippet finds the README's Go block that calls
-// enginetest.RunTwice.
-var runTwiceSnippet = regexp.MustCompile("(?s)```go\n(enginetest\\.RunTwice\\(t, enginetest\\.Case\\{.*?\\n\\}\\))\n```")
+// testkit.RunTwice.
+var runTwiceSnippet = regexp.MustCompile("(?s)```go\n(testkit\\.RunTwice\\(t, testkit\\.Case\\{.*?\\n\\}\\))\n```")
 
 // The README's strict RunTwice snippet compiles against the test kit as it
 // is (a renamed field, or ExactlyOnce gone, fails it), and is strict.
@@ -23,7 +23,7 @@ func TestREADMERunTwiceSnippetCompiles(t *testing.T) {
 	}
 	m := runTwiceSnippet.FindSubmatch(b)
 	if m == nil {
-		t.Fatal("README.md has no ```go block calling enginetest.RunTwice(t, enginetest.Case{…})")
+		t.Fatal("README.md has no ```go block calling testkit.RunTwice(t, testkit.Case{…})")
 	}
 	snippet := string(m[1])
 	if !strings.Contains(snippet, "ExactlyOnce: true") {
@@ -42,8 +42,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/engine/enginetest"
+	"github.com/runstwice/runstwice/internal/runner"
+	"github.com/runstwice/runstwice/internal/testkit"
+	"github.com/runstwice/runstwice/message"
 )
 
 // What the README's snippet names: a job type of the reader's own

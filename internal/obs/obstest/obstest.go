@@ -13,34 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/runstwice/runstwice/engine/enginetest"
 )
 
 // Counts sums every job metric in the EMF documents of out: type → metric →
 // count. Lines that are not EMF documents are ignored.
-func Counts(out string) map[string]map[string]int {
-	got := map[string]map[string]int{}
-	for _, doc := range Lines(out) {
-		meta, ok := doc["_aws"].(map[string]any)
-		if !ok {
-			continue
-		}
-		typ, _ := doc["type"].(string)
-		dirs, _ := meta["CloudWatchMetrics"].([]any)
-		for _, d := range dirs {
-			dm, _ := d.(map[string]any)
-			ms, _ := dm["Metrics"].([]any)
-			for _, m := range ms {
-				name, _ := m.(map[string]any)["Name"].(string)
-				v, _ := doc[name].(float64)
-				if got[typ] == nil {
-					got[typ] = map[string]int{}
-				}
-				got[typ][name] += int(v)
-			}
-		}
-	}
-	return got
-}
+func Counts(out string) map[string]map[string]int { return enginetest.MetricCounts(out) }
 
 // Count is Counts(out)[jobType][metric].
 func Count(out, jobType, metric string) int { return Counts(out)[jobType][metric] }

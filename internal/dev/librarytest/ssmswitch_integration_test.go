@@ -1,6 +1,6 @@
 //go:build integration
 
-package ssmswitch_test
+package librarytest_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package engine_test
+package librarytest_test
 
 import (
 	"flag"
@@ -13,26 +13,37 @@ import (
 	"testing"
 )
 
-var updateAPI = flag.Bool("update-api", false, "rewrite api/engine.txt from the code")
+var updateAPI = flag.Bool("update-api", false, "rewrite the listings in api/ from the code")
 
-// publicPackages are the packages whose exported surface api/engine.txt
-// lists: the engine, its stores, its test kit and its AWS adapters.
-var publicPackages = []string{
-	"github.com/runstwice/runstwice/engine",
-	"github.com/runstwice/runstwice/engine/enginetest",
-	"github.com/runstwice/runstwice/engine/memstore",
-	"github.com/runstwice/runstwice/aws/dynamostore",
-	"github.com/runstwice/runstwice/aws/sqsqueue",
-	"github.com/runstwice/runstwice/aws/ssmswitch",
+// listings are the public modules' listings in api/, each with the
+// packages whose exported surface it lists: the engine with its store and
+// test kit, each AWS adapter, and the bundle's own public packages (the
+// message contract and the producer's client).
+var listings = []struct {
+	file     string
+	packages []string
+}{
+	{"engine.txt", []string{"github.com/runstwice/runstwice/engine", "github.com/runstwice/runstwice/engine/enginetest", "github.com/runstwice/runstwice/engine/memstore"}},
+	{"dynamostore.txt", []string{"github.com/runstwice/runstwice/aws/dynamostore"}},
+	{"sqsqueue.txt", []string{"github.com/runstwice/runstwice/aws/sqsqueue"}},
+	{"ssmswitch.txt", []string{"github.com/runstwice/runstwice/aws/ssmswitch"}},
+	{"runstwice.txt", []string{"github.com/runstwice/runstwice/message", "github.com/runstwice/runstwice/client"}},
 }
 
-// TestAPIListing: the exported surface of the public packages (every
+// TestAPIListing: the exported surface of each public module (every
 // exported name with its type, and every method of every exported type,
-// promoted or not, as go/types sees it) is exactly api/engine.txt, so a
-// change to the public API is always a visible decision in a diff. Run
-// `go test ./engine -run TestAPIListing -update-api` to accept a change.
+// promoted or not, as go/types sees it) is exactly its listing in api/, so
+// a change to a public API is always a visible decision in a diff. Run
+// `go test ./internal/dev/librarytest -run TestAPIListing -update-api` to
+// accept a change.
 func TestAPIListing(t *testing.T) {
-	got := apiListing(t)
+	for _, l := range listings {
+		t.Run(l.file, func(t *testing.T) { checkListing(t, l.file, l.packages) })
+	}
+}
+
+func checkListing(t *testing.T, file string, packages []string) {
+	got := apiListing(t, packages)
 	// The public packages own what they export: no exported name is an
 	// alias of an internal type or takes or returns one, so an outside
 	// module can call every method, and go doc shows every field.
@@ -41,7 +52,7 @@ func TestAPIListing(t *testing.T) {
 			t.Errorf("the public API names an internal type or an alias: %s", l)
 		}
 	}
-	path := filepath.Join("..", "api", "engine.txt")
+	path := filepath.Join(root, "api", file)
 	if *updateAPI {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -55,15 +66,15 @@ func TestAPIListing(t *testing.T) {
 		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
 		for _, l := range gl {
 			if !slices.Contains(wl, l) {
-				t.Errorf("in the code, not in api/engine.txt: %s", l)
+				t.Errorf("in the code, not in api/%s: %s", file, l)
 			}
 		}
 		for _, l := range wl {
 			if !slices.Contains(gl, l) {
-				t.Errorf("in api/engine.txt, not in the code: %s", l)
+				t.Errorf("in api/%s, not in the code: %s", file, l)
 			}
 		}
-		t.Error("the public API changed: if on purpose, run go test ./engine -run TestAPIListing -update-api and say so in docs/library.md")
+		t.Error("the public API changed: if on purpose, run go test ./internal/dev/librarytest -run TestAPIListing -update-api and say so in CHANGELOG.md")
 	}
 }
 
@@ -101,12 +112,12 @@ func objectString(obj types.Object, q types.Qualifier) string {
 	return "type " + obj.Name() + " " + body
 }
 
-// apiListing is the listing of publicPackages, one line per name.
-func apiListing(t *testing.T) string {
+// apiListing is the listing of packages, one line per name.
+func apiListing(t *testing.T, packages []string) string {
 	fset := token.NewFileSet()
 	imp := importer.ForCompiler(fset, "source", nil)
 	var b strings.Builder
-	for _, path := range publicPackages {
+	for _, path := range packages {
 		pkg, err := imp.Import(path)
 		if err != nil {
 			t.Fatalf("import %s: %v", path, err)

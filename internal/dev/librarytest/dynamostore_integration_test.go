@@ -1,6 +1,6 @@
 //go:build integration
 
-package dynamostore_test
+package librarytest_test
 
 import (
 	"testing"

@@ -1,6 +1,6 @@
 //go:build integration
 
-package sqsqueue_test
+package librarytest_test
 
 import (
 	"context"
