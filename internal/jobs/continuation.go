@@ -135,8 +135,8 @@ type Verdict int
 
 // The verdicts.
 const (
-	// Wait: the parent has not ended, or Failed with a letter that may
-	// still be redriven (under OnSucceeded).
+	// Wait: the parent has not ended, or Failed and may still be
+	// redriven (under either policy).
 	Wait Verdict = iota
 	// Run: the parent ended as the policy runs it.
 	Run
@@ -145,21 +145,26 @@ const (
 )
 
 // Judge is the verdict for a continuation under policy of parent p (as
-// View derives it) at now. A Failed parent may be redriven while its letter
-// was not dropped and can still be in the dead-letter queue (its failedAt
-// is younger than the queue's retention, or not written yet).
-func Judge(policy contract.AfterPolicy, p Job, now time.Time) Verdict {
+// View derives it). A Failed parent may still be redriven while its letter
+// was not dropped and its record lives (TerminalRetention after it
+// failed, at least; a record that is gone reads Expired): a redrive then
+// runs it again, so what waits for it waits, under OnAnyEnd too (a Failed
+// job that may still run has not finished, as Hangfire's "any finished
+// state" does not count Failed). Once its record is gone a redrive of its
+// letter finds its continuations decided and is refused
+// (Lifecycle.Inspect), so no continuation ever runs before its parent's
+// redrive.
+func Judge(policy contract.AfterPolicy, p Job) Verdict {
 	switch {
 	case !p.State.Terminal():
 		return Wait
+	case p.State == StateFailed && !p.LetterDropped:
+		// A Failed parent may still be redriven. One whose marker says
+		// FAILED before its record does (the dlq function writes the
+		// marker first) is judged again later, as it is.
+		return Wait
 	case policy == contract.OnAnyEnd, p.State == StateSucceeded:
 		return Run
-	case p.State == StateFailed && !p.LetterDropped && (p.FailedAt == nil || now.Before(p.FailedAt.Add(lifetime.DLQRetention))):
-		// A Failed parent may still be redriven: its letter was not
-		// dropped and can still be in the dead-letter queue. One whose
-		// marker says FAILED before its record says when (the dlq
-		// function writes the marker first) is judged again later.
-		return Wait
 	}
 	return Cancel
 }
@@ -271,7 +276,7 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		// as long as that item can still be relayed.
 		return Wait, nil
 	}
-	verdict := Judge(c.AfterPolicy, parent, now)
+	verdict := Judge(c.AfterPolicy, parent)
 	if killpoint.Mutated(killpoint.ContinuationUnguarded) {
 		return s.sendReleased(ctx, c, send) // the chaos build's mutation: no verdict, no guard
 	}

@@ -90,9 +90,8 @@ func refusedAs(parentWant string, policy client.AfterPolicy) string {
 			return string(client.StateCancelled)
 		}
 	case client.StateFailed:
-		if policy != client.OnAnyEnd {
-			return string(client.StateAwaitingContinuation) // its letter can still be redriven
-		}
+		// Its letter can still be redriven: under either policy it waits.
+		return string(client.StateAwaitingContinuation)
 	}
 	return ""
 }

@@ -31,8 +31,8 @@ func (w *world) batchJob(key string, lead, at int, state client.State) *result {
 // chainWorld: a parent that succeeded and its continuation that ran after
 // it; a cancelled parent with an OnSucceeded continuation cancelled naming
 // it and an OnAnyEnd one that ran; a failed parent (its letter dead, so it
-// can be redriven) whose OnSucceeded continuation still waits; a batch of
-// two answered 202.
+// can be redriven) whose continuations, OnSucceeded and OnAnyEnd, still
+// wait; a batch of two answered 202.
 func chainWorld(t *testing.T) (*world, map[string]*result) {
 	w := newWorld(t)
 	r := map[string]*result{}
@@ -54,6 +54,8 @@ func chainWorld(t *testing.T) (*world, map[string]*result) {
 	w.truth.Letters[r["failed"].JobID] = deadletter.Record{ID: r["failed"].JobID, Reason: "stored e-mail address is not a plain address", Status: deadletter.StatusDead}
 	r["waits"] = w.job(client.TypeWelcome, client.StateAwaitingContinuation)
 	after(r["waits"], r["failed"], client.OnSucceeded)
+	r["waitsAny"] = w.job(client.TypeWelcome, client.StateAwaitingContinuation)
+	after(r["waitsAny"], r["failed"], client.OnAnyEnd)
 	b0 := w.batchJob("chaos-1-batch-9", 0, 0, client.StateSucceeded)
 	w.mail(b0.JobID, time.Second)
 	w.mail(w.batchJob("chaos-1-batch-9", b0.Job.Index, 1, client.StateSucceeded).JobID, time.Second)
@@ -69,7 +71,7 @@ func TestLedgerAcceptsContinuationsAndBatches(t *testing.T) {
 	if b := broken(l); len(b) != 0 {
 		t.Fatalf("broken %v; want none", b)
 	}
-	want := ChainFigures{Continuations: 4, Ran: 2, CancelledBy: 1, Waiting: 1, Batches: 1, BatchAccepted: 1, BatchJobs: 2, BatchKilled: 1}
+	want := ChainFigures{Continuations: 5, Ran: 2, CancelledBy: 1, Waiting: 2, Batches: 1, BatchAccepted: 1, BatchJobs: 2, BatchKilled: 1}
 	if l.Figures.Chain != want {
 		t.Fatalf("chain figures %+v; want %+v", l.Figures.Chain, want)
 	}
@@ -79,7 +81,8 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 	w, r := chainWorld(t)
 	w.mail(r["refused"].JobID, 4*time.Second) // ran though its parent was cancelled
 	w.truth.States[r["refused"].JobID] = client.Job{JobID: r["refused"].JobID, State: client.StateSucceeded}
-	w.mail(r["waits"].JobID, 4*time.Second) // ran though its parent failed
+	w.mail(r["waits"].JobID, 4*time.Second)    // ran though its parent failed
+	w.mail(r["waitsAny"].JobID, 4*time.Second) // so did this one, under OnAnyEnd
 	early := w.job(client.TypeWelcome, client.StateSucceeded)
 	after(early, r["ok"], client.OnSucceeded)
 	w.mail(early.JobID, 0) // before its parent's mail
@@ -100,6 +103,7 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 	for _, want := range []string{
 		r["refused"].JobID + " ran though its parent " + r["gone"].JobID + " ended Cancelled (OnSucceeded)",
 		r["waits"].JobID + " ran though its parent " + r["failed"].JobID + " ended Failed (OnSucceeded)",
+		r["waitsAny"].JobID + " ran though its parent " + r["failed"].JobID + " ended Failed (OnAnyEnd)",
 		early.JobID + " mailed before its parent " + r["ok"].JobID,
 		unnamed.JobID + " cancelled with the reason , not naming its parent " + r["gone"].JobID,
 	} {
