@@ -312,13 +312,19 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 
 // moveAwaiting writes upd to continuation id on condition that it still
 // awaits its parent; moved reports that it no longer did (another release
-// or a cancel got there first), which is not an error.
+// or a cancel got there first), which is not an error. The write carries
+// its own token: applied with its response lost and retried by the SDK,
+// it finds its own write, not another's, and has moved it (moved false).
 func (s *Store) moveAwaiting(ctx context.Context, id string, upd expression.UpdateBuilder) (moved bool, err error) {
-	u, err := ddb.Update(s.table, keyAV(JobPK(id)), upd, existsIn(StateAwaitingContinuation), false)
+	tok := newWriteToken()
+	u, err := ddb.Update(s.table, keyAV(JobPK(id)), tok.set(upd), existsIn(StateAwaitingContinuation), true)
 	if err != nil {
 		return false, fmt.Errorf("jobs: release %s: %w", id, err)
 	}
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	if ddb.IsConditionFailed(err) && tok.ownsFailure(err) {
+		return false, nil
+	}
 	return conditionFailed(err, "release "+id)
 }
 
