@@ -180,6 +180,16 @@ type ReleaseReport struct {
 	// cancelled, and left waiting (their parent has not ended, or a
 	// Failed one may be redriven, or another release is sending them).
 	Sent, Cancelled, Waiting []string
+	// Failed names those of Waiting whose release failed (the error says
+	// why): its write, or its send (it is then Pending, marked, and the
+	// next release, or a retry of the request that made it, sends it).
+	Failed []string
+}
+
+// Decided reports whether this release decided (or tried to decide)
+// continuation id: it is in Sent, Cancelled or Waiting.
+func (r ReleaseReport) Decided(id string) bool {
+	return slices.Contains(r.Sent, id) || slices.Contains(r.Cancelled, id) || slices.Contains(r.Waiting, id)
 }
 
 // ReleaseContinuations decides the continuations of job parentID: once the parent has
@@ -224,14 +234,18 @@ func (s *Store) ReleaseContinuations(ctx context.Context, parentID string, send 
 		if !ok || c.After != parentID {
 			continue
 		}
-		switch done, err := s.releaseOne(ctx, parent, c, send); {
-		case err != nil:
+		done, err := s.releaseOne(ctx, parent, c, send)
+		if err != nil {
 			errs = append(errs, err)
-			rep.Waiting = append(rep.Waiting, id)
-		case done == Run:
+		}
+		switch {
+		case done == Run: // sent, its promotion perhaps not written (err)
 			rep.Sent = append(rep.Sent, id)
 		case done == Cancel:
 			rep.Cancelled = append(rep.Cancelled, id)
+		case err != nil:
+			rep.Failed = append(rep.Failed, id)
+			rep.Waiting = append(rep.Waiting, id)
 		case c.stored == StateAwaitingContinuation || c.stored == StatePending:
 			rep.Waiting = append(rep.Waiting, id)
 		}
