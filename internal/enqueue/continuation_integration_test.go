@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,8 @@ func TestIntegrationContinuationThroughTheAPI(t *testing.T) {
 // it waits for a parent that does not exist yet, and runs when that parent,
 // relayed later, succeeds. A child whose parent never comes waits as long
 // as the parent's item could still be relayed, then is cancelled, naming
-// it. A parent of another caller is still refused.
+// it. A child after another caller's job is made Cancelled at once, with
+// the reason (202 Cancelled: the relay is done with it).
 func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
@@ -131,9 +133,16 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	}
 	// Another caller's job is no parent of an outbox item.
 	theirs := mustBody(t, call(t, s.h, post(welcome, "theirs", welcomeU1)), http.StatusAccepted)
-	if a := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-theirs",
-		Body: []byte(`{"args":{"userId":"u-4"},"after":"` + theirs.JobID + `"}`)}); a.Status != http.StatusNotFound {
-		t.Fatalf("an outbox child after another caller's job: %+v; want 404", a)
+	a := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-theirs",
+		Body: []byte(`{"args":{"userId":"u-4"},"after":"` + theirs.JobID + `"}`)})
+	if a.Status != http.StatusAccepted || a.State != string(jobs.StateCancelled) {
+		t.Fatalf("an outbox child after another caller's job: %+v; want 202 Cancelled", a)
+	}
+	if j, _ := s.jobs.Get(ctx, a.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, theirs.JobID) {
+		t.Fatalf("it reads %s %q; want Cancelled naming the job", j.State, j.LastReason)
+	}
+	if _, envs := s.receive(t, contract.QueueDefault); slices.ContainsFunc(envs, func(e engine.Envelope) bool { return e.MessageID == a.JobID }) {
+		t.Fatalf("the refused child was sent: %+v", envs)
 	}
 }
 

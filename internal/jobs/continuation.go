@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -48,7 +47,9 @@ const attrContinuations = "continuations"
 func ContinuationsOfPK(parentID string) string { return "continuations#" + parentID }
 
 // ErrParentNotFound is returned (wrapped) by Reserve for a continuation
-// whose parent does not exist (or expired) or is another caller's job.
+// whose parent does not exist (or expired) or is another caller's job. An
+// outbox child is never refused so: it waits for a parent not there yet,
+// and is reserved Cancelled after another caller's (see admission).
 var ErrParentNotFound = errors.New("jobs: the job it waits for is not found")
 
 // ErrTooManyContinuations is returned (wrapped) by Reserve for a
@@ -63,71 +64,9 @@ const attrVersion = "version"
 // continuationsItem is a parent's continuations item as stored.
 type continuationsItem struct {
 	IDs       []string `dynamodbav:"continuations,stringset"`
+	Unchecked []string `dynamodbav:"unchecked,stringset"`
 	Version   int64    `dynamodbav:"version"`
 	ExpiresAt int64    `dynamodbav:"expiresAt"`
-}
-
-// attach returns the writes that make job a continuation of its parent, for
-// the reservation's transaction, in this order: a check that the parent's
-// record is live and job's caller's; the parent's continuations item lists
-// job (fewer than MaxContinuations, or job already: a retry), its version
-// counted, and has no TTL while anything waits; the continuation sweep's list names the
-// parent.
-func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error) {
-	live := expression.AttributeNotExists(expression.Name(AttrExpiresAt)).Or(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
-	parentCond := expression.AttributeExists(expression.Name(AttrPK)).And(live).
-		And(expression.Name("caller").Equal(expression.Value(job.Caller)))
-	if parentMayFollow(job) {
-		// An outbox item's parent may be an item of the same transaction
-		// the relay has not reached yet (another shard, an outage): it may
-		// not exist yet; if it does, it must be the same caller's.
-		parentCond = expression.AttributeNotExists(expression.Name(AttrPK)).
-			Or(expression.Name(AttrExpiresAt).LessThanEqual(expression.Value(now.Unix()))).
-			Or(expression.Name("caller").Equal(expression.Value(job.Caller)))
-	}
-	check, err := expression.NewBuilder().WithCondition(parentCond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{job.ID}})
-	name := expression.Name(attrContinuations)
-	list, err := ddb.Update(s.table, keyAV(ContinuationsOfPK(job.After)),
-		expression.Add(name, set).Add(expression.Name(attrVersion), expression.Value(1)).
-			Remove(expression.Name(AttrExpiresAt)),
-		expression.Or(expression.AttributeNotExists(name), name.Size().LessThan(expression.Value(MaxContinuations)),
-			expression.Contains(name, job.ID)), true)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	sweep, err := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrSweepIDs),
-		expression.Value(&types.AttributeValueMemberSS{Value: []string{job.After}}))).Build()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	return []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(s.table), Key: keyAV(JobPK(job.After)), ConditionExpression: check.Condition(),
-			ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: list},
-		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsPK), UpdateExpression: sweep.Update(),
-			ExpressionAttributeNames: sweep.Names(), ExpressionAttributeValues: sweep.Values()}},
-	}, nil
-}
-
-// attachRefused says why the reservation of continuation job was refused
-// by its parent, given the reservation's error: the parent's check failed
-// (ErrParentNotFound) or its list is full (ErrTooManyContinuations); nil
-// when neither.
-func attachRefused(job Job, err error) error {
-	if _, failed := ddb.ItemAt(err, 2); failed {
-		return fmt.Errorf("%w: %s", ErrParentNotFound, job.After)
-	}
-	if _, failed := ddb.ItemAt(err, 3); failed {
-		return fmt.Errorf("%w: %s", ErrTooManyContinuations, job.After)
-	}
-	return nil
 }
 
 // Verdict is what a continuation's parent's end means for it.
@@ -195,7 +134,9 @@ func (r ReleaseReport) Decided(id string) bool {
 // ReleaseContinuations decides the continuations of job parentID: once the parent has
 // ended, each one that still awaits it is sent (with send, then promoted as
 // a new job is) or cancelled with a reason naming the parent, as its
-// afterPolicy judges the end (Judge). The one write that moves a
+// afterPolicy judges the end (Judge); one of another caller than the
+// parent's is cancelled with that reason, ended or not (settleStrangers,
+// and a check of each one's caller). The one write that moves a
 // continuation out of AwaitingContinuation is conditional on that state,
 // so however often and however concurrently a parent's end is released, a
 // continuation is sent by one release only. A continuation whose release
@@ -220,15 +161,22 @@ func (s *Store) ReleaseContinuations(ctx context.Context, parentID string, send 
 		return ReleaseReport{}, err
 	}
 	rep := ReleaseReport{State: parent.State, Version: list.Version}
+	var errs []error
+	if len(list.Unchecked) > 0 && parent.Type != "" {
+		// Admitted before the parent existed: each of another caller is
+		// cancelled now, whether the parent has ended or not.
+		cancelled, err := s.settleStrangers(ctx, parent, list.Unchecked)
+		errs = append(errs, err)
+		rep.Cancelled, ids = cancelled, without(ids, cancelled)
+	}
 	if !parent.State.Terminal() {
 		rep.Waiting = ids
-		return rep, nil
+		return rep, errors.Join(errs...)
 	}
 	children, err := s.records(ctx, ids)
 	if err != nil {
-		return rep, fmt.Errorf("jobs: release %s: %w", parentID, err)
+		return rep, errors.Join(append(errs, fmt.Errorf("jobs: release %s: %w", parentID, err))...)
 	}
-	var errs []error
 	for _, id := range ids {
 		c, ok := children[id]
 		if !ok || c.After != parentID {
@@ -285,6 +233,13 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		return s.sendReleased(ctx, c, send)
 	case c.stored != StateAwaitingContinuation:
 		return Wait, nil
+	case parent.Type != "" && c.Caller != parent.Caller:
+		// Another caller's job is no parent of it, whatever its end.
+		if moved, err := s.cancelAwaiting(ctx, c, strangerReason(parent.ID)); err != nil || moved {
+			return Wait, err
+		}
+		s.detach(ctx, c)
+		return Cancel, nil
 	case parent.Type == "" && parentMayFollow(c) && now.Sub(c.CreatedAt) < lifetime.RelayDecision:
 		// An outbox child whose parent's item is not relayed yet: it waits
 		// as long as that item can still be relayed.
@@ -312,16 +267,27 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		if parent.State == StateFailed {
 			reason += " and can no longer be redriven"
 		}
-		upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, reason).
-			Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
-			Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, time.Time{})))
-		if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
+		if moved, err := s.cancelAwaiting(ctx, c, reason); err != nil || moved {
 			return Wait, err
 		}
-		s.settlePointer(ctx, c, terminalExpiry(now, time.Time{}))
 		return Cancel, nil
 	}
 	return Wait, nil
+}
+
+// cancelAwaiting cancels continuation c, still awaiting its parent, with
+// reason (moveAwaiting: moved reports that it no longer awaited), and
+// gives its pointer the cancelled job's life.
+func (s *Store) cancelAwaiting(ctx context.Context, c Job, reason string) (moved bool, err error) {
+	now := s.now()
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, reason).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, time.Time{})))
+	if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
+		return moved, err
+	}
+	s.settlePointer(ctx, c, terminalExpiry(now, time.Time{}))
+	return false, nil
 }
 
 // moveAwaiting writes upd to continuation id on condition that it still

@@ -147,6 +147,9 @@ type Job struct {
 	// recorded are the outcomes the record holds (its history attribute),
 	// oldest first; View makes History of them.
 	recorded []OutcomeRecord
+	// beforeParent: a continuation reserved before its parent exists (an
+	// outbox child, see parentMayFollow), listed as unchecked.
+	beforeParent bool
 }
 
 // Stored is the state the record holds, before derivation.
