@@ -75,6 +75,10 @@ func (a *accountant) continuations(jobs map[string]*perJob) {
 			f.CancelledBy++
 		case k.refusedAs != "":
 			f.Waiting++
+			if p.want == string(client.StateFailed) && k.r.Job.AfterPolicy == client.OnAnyEnd &&
+				a.t.States[id].State == client.StateAwaitingContinuation {
+				a.afterFailed[id] = !k.r.Job.Poisoned
+			}
 		}
 	}
 }

@@ -118,3 +118,39 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 		t.Errorf("%s: %v; want the batch's second 5xx", InvEnqueue5xx, got[InvEnqueue5xx])
 	}
 }
+
+// An OnAnyEnd continuation that still waits at the load's end for a
+// parent that failed (it could be redriven) runs once the clock has moved
+// past that parent's record's life (the parent then counts as Expired):
+// its mail after the clock moved is its own, owed once.
+func TestClockLedgerRunsWhatWaitedForAFailedParentOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mails  int
+		broken string
+	}{
+		{"ran once", 1, ""},
+		{"never ran", 0, InvLost},
+		{"ran twice", 2, InvTwiceJump},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, r := chainWorld(t)
+			_, run, after := clockWorld(t)
+			for i := range tc.mails {
+				mid := "ses-late-" + string(rune('a'+i))
+				after.Mails = append(after.Mails, mid)
+				after.Sends = append(after.Sends, send{JobID: r["waitsAny"].JobID, MessageID: mid, Status: 200, Time: w.at.Add(40 * day)})
+			}
+			got := broken(w.ledger(func(in *ledgerInput) { in.clock, in.clockTruth = run, after }))
+			if tc.broken == "" {
+				if len(got) != 0 {
+					t.Fatalf("broken %v; want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(strings.Join(got[tc.broken], "|"), r["waitsAny"].JobID) {
+				t.Fatalf("broken %v; want %s naming %s alone", got, tc.broken, r["waitsAny"].JobID)
+			}
+		})
+	}
+}
