@@ -149,7 +149,9 @@ func (h *Handler) finishBatch(ctx context.Context, log *slog.Logger, b jobs.Batc
 			}
 		}
 	}
-	h.decideContinuations(ctx, log, &b)
+	if err := h.decideContinuations(ctx, log, &b); err != nil {
+		return b, nil, err
+	}
 	var handed []jobs.Job
 	for _, j := range sent {
 		if j != nil {
@@ -279,8 +281,11 @@ func (h *Handler) promoteBatch(ctx context.Context, handed []jobs.Job) error {
 
 // decideContinuations decides at once the batch's continuations whose
 // parent has already ended (one release per parent), as a single
-// enqueue's does; a release that fails is left to the continuation sweep.
-func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *jobs.Batch) {
+// enqueue's does. When the release of one of them fails (its send, or a
+// read or write before it) the batch's try fails as it does when a job's
+// hand-over fails: its retry (or its finisher) sends that continuation,
+// now Pending, or decides it again.
+func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *jobs.Batch) error {
 	var parents []string
 	for _, bj := range b.Jobs {
 		if p := resolvedAfter(*b, bj); bj.State == jobs.StateAwaitingContinuation && !bj.Deduplicated && !slices.Contains(parents, p) {
@@ -289,17 +294,17 @@ func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *
 	}
 	for _, p := range parents {
 		rep, err := h.Jobs.ReleaseContinuations(ctx, p, h.SendFunc())
-		if err != nil {
-			log.Warn("enqueue: batch: a parent's release failed; the continuation sweep releases it", obs.KeyError, obs.Redact(err))
-		}
 		for i := range b.Jobs {
 			bj := &b.Jobs[i]
+			mine := bj.State == jobs.StateAwaitingContinuation && !bj.Deduplicated && resolvedAfter(*b, *bj) == p
 			switch id := bj.JobID; {
 			case slices.Contains(rep.Sent, id):
 				bj.State = jobs.StateEnqueued
 			case slices.Contains(rep.Cancelled, id):
 				bj.State = jobs.StateCancelled
-			case bj.State == jobs.StateAwaitingContinuation && !bj.Deduplicated && resolvedAfter(*b, *bj) == p && (err != nil || rep.State.Terminal()):
+			case mine && (slices.Contains(rep.Failed, id) || err != nil && !rep.Decided(id)):
+				return fmt.Errorf("jobs[%d]: release after %s: %w", bj.Index, p, err)
+			case mine && rep.State.Terminal():
 				// Decided or being sent by another release, or kept
 				// waiting by its policy: its record says which.
 				if cur, gerr := h.Jobs.Get(ctx, id); gerr == nil {
@@ -307,7 +312,11 @@ func (h *Handler) decideContinuations(ctx context.Context, log *slog.Logger, b *
 				}
 			}
 		}
+		if err != nil {
+			log.Warn("enqueue: batch: a release of another job's continuations failed", obs.KeyError, obs.Redact(err))
+		}
 	}
+	return nil
 }
 
 // resolvedAfter is the job id batch job bj waits for.

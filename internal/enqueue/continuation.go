@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -36,8 +37,11 @@ func continuationRefused(err error, after string) *Problem {
 // reserved by an earlier try of the same request) AwaitingContinuation:
 // when its parent has already ended it is decided at once (ReleaseContinuations: sent,
 // or cancelled with its reason), else it waits for the parent's end. The
-// answer says its state as it is then. A release that fails is logged and
-// left to the continuation sweep: the job exists and waits either way.
+// answer says its state as it is then. A continuation decided at once is
+// sent by this request, as any job is: when its release fails (its send,
+// or a read or write before it) the answer is the 503 of any job's failed
+// send, not stored, and the caller's retry sends it (or decides it
+// again); never a 202 that only the continuation sweep would honour.
 func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
 	job := d.Job
 	rep, err := h.Jobs.ReleaseContinuations(ctx, job.After, h.SendFunc())
@@ -47,11 +51,9 @@ func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep kee
 		state = jobs.StateEnqueued
 	case slices.Contains(rep.Cancelled, job.ID):
 		state = jobs.StateCancelled
-	case err != nil, rep.State.Terminal():
-		if err != nil {
-			log.Warn("enqueue: the continuation's parent has ended and its release failed; the continuation sweep releases it",
-				obs.KeyError, obs.Redact(err))
-		}
+	case slices.Contains(rep.Failed, job.ID), err != nil && !rep.Decided(job.ID):
+		return h.releaseFailed(log, job, err).response(corr), false
+	case rep.State.Terminal():
 		// The parent has ended and this release did not decide the job:
 		// another release did, or is sending it (it is in rep.Waiting
 		// then), or its policy keeps it waiting (a Failed parent a redrive
@@ -64,12 +66,39 @@ func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep kee
 	return h.finish(ctx, log, keep, jobResponse(http.StatusAccepted, job, state, false, corr), answerDue(job), corr)
 }
 
+// releaseFailed is the answer to an enqueue of continuation job whose
+// release failed with err: a failed send is answered as any job's
+// (handFailed), anything else as unavailable. Either is a 503 the caller
+// retries under the same key.
+func (h *Handler) releaseFailed(log *slog.Logger, job jobs.Job, err error) *Problem {
+	var se *sendError
+	if errors.As(err, &se) {
+		return h.handFailed(log, job, se.what, se.err)
+	}
+	log.Error("enqueue: the continuation's parent has ended and its release failed; the key stays retryable", obs.KeyError, obs.Redact(err))
+	p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry (a POST with the same Idempotency-Key)")
+	p.retryAfter = time.Second
+	return p
+}
+
+// sendError is a hand-over that failed in a release (SendFunc): what did
+// not accept the message, and why.
+type sendError struct {
+	what string
+	err  error
+}
+
+func (e *sendError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *sendError) Unwrap() error { return e.err }
+
 // SendFunc hands a job's message to its queue (or the scheduler), as an
 // enqueue does, with its PRODUCER span: what a release sends a
-// continuation with.
+// continuation with. A failure is a *sendError naming what refused it.
 func (h *Handler) SendFunc() jobs.SendFunc {
 	return func(ctx context.Context, j jobs.Job) error {
-		_, err := h.hand(ctx, &j)
-		return err
+		if what, err := h.hand(ctx, &j); err != nil {
+			return &sendError{what: what, err: err}
+		}
+		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,8 @@ func TestIntegrationContinuationThroughTheAPI(t *testing.T) {
 // it waits for a parent that does not exist yet, and runs when that parent,
 // relayed later, succeeds. A child whose parent never comes waits as long
 // as the parent's item could still be relayed, then is cancelled, naming
-// it. A parent of another caller is still refused.
+// it. A child after another caller's job is made Cancelled at once, with
+// the reason (202 Cancelled: the relay is done with it).
 func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
@@ -132,8 +134,64 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	}
 	// Another caller's job is no parent of an outbox item.
 	theirs := mustBody(t, call(t, s.h, post(welcome, "theirs", welcomeU1)), http.StatusAccepted)
-	if a := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-theirs",
-		Body: []byte(`{"args":{"userId":"u-4"},"after":"` + theirs.JobID + `"}`)}); a.Status != http.StatusNotFound {
-		t.Fatalf("an outbox child after another caller's job: %+v; want 404", a)
+	a := s.h.EnqueueFor(ctx, enqueue.Request{Caller: producer, Type: welcome, IdempotencyKey: "k-theirs",
+		Body: []byte(`{"args":{"userId":"u-4"},"after":"` + theirs.JobID + `"}`)})
+	if a.Status != http.StatusAccepted || a.State != string(jobs.StateCancelled) {
+		t.Fatalf("an outbox child after another caller's job: %+v; want 202 Cancelled", a)
+	}
+	if j, _ := s.jobs.Get(ctx, a.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, theirs.JobID) {
+		t.Fatalf("it reads %s %q; want Cancelled naming the job", j.State, j.LastReason)
+	}
+	if _, envs := s.receive(t, contract.QueueDefault); slices.ContainsFunc(envs, func(e engine.Envelope) bool { return e.MessageID == a.JobID }) {
+		t.Fatalf("the refused child was sent: %+v", envs)
+	}
+}
+
+// A continuation decided at once is sent by the request that made it, as
+// any job is: when that send fails, the request answers the 503 of any
+// job's failed send (never a 202 Pending that only the continuation sweep,
+// five minutes on, would honour), and the caller's retry under the same
+// key sends it, once. So does a batch: its try fails, and its retry sends
+// the continuation.
+func TestIntegrationAContinuationDecidedAtOnceIsSentByItsRequest(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	parent := mustBody(t, call(t, s.h, post(welcome, "parent", welcomeU1)), http.StatusAccepted)
+	s.receive(t, contract.QueueDefault)
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	req := post(welcome, "after-done", `{"args":{"userId":"u-2"},"after":"`+parent.JobID+`"}`)
+	s.h.Queue = &failAfter{q: s.queue}
+	p := checkProblem(t, call(t, s.h, req), http.StatusServiceUnavailable)
+	s.h.Queue = s.queue
+	if !strings.Contains(p.Detail, "retry with the same Idempotency-Key") {
+		t.Fatalf("the failed send answered %+v; want the detail of any job's failed send", p)
+	}
+	id := engine.DeriveMessageID(alice, "after-done")
+	if j, err := s.jobs.Get(ctx, id); err != nil || j.State != jobs.StatePending {
+		t.Fatalf("after its failed send the continuation reads %v %v; want Pending", j.State, err)
+	}
+	b := mustBody(t, call(t, s.h, req), http.StatusAccepted)
+	if b.State != string(jobs.StateEnqueued) || b.JobID != id {
+		t.Fatalf("the retry answered %+v; want the continuation Enqueued", b)
+	}
+	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 1 || envs[0].MessageID != id {
+		t.Fatalf("sent %+v; want the continuation once", envs)
+	}
+
+	body := `{"jobs":[{"type":"` + welcome + `","args":{"userId":"u-3"},"after":"` + parent.JobID + `"}]}`
+	s.h.Queue = &failAfter{q: s.queue, n: 1} // the finisher; then SQS fails
+	if r := call(t, s.h, postBatch("batch-after-done", body)); r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a batch whose continuation's send failed answered %d %s; want 503", r.StatusCode, r.Body)
+	}
+	s.h.Queue = s.queue
+	bid := enqueue.BatchJobID(alice, "batch-after-done", 0)
+	retry := decodeBatch(t, call(t, s.h, postBatch("batch-after-done", body)), http.StatusAccepted)
+	if len(retry.Jobs) != 1 || retry.Jobs[0].JobID != bid || retry.Jobs[0].State != string(jobs.StateEnqueued) {
+		t.Fatalf("the batch's retry answered %+v; want its continuation Enqueued", retry.Jobs)
+	}
+	if _, envs := s.receive(t, contract.QueueDefault); len(envs) != 1 || envs[0].MessageID != bid {
+		t.Fatalf("sent %+v; want the batch's continuation once", envs)
 	}
 }

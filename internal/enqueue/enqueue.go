@@ -212,6 +212,12 @@ func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt
 	if d.Own && d.Job.Stored() == jobs.StateAwaitingContinuation {
 		return h.awaitAndFinish(ctx, log, keep, d, corr)
 	}
+	if d.Own && d.Outcome == jobs.Reserved && d.Job.Stored() == jobs.StateCancelled {
+		// Made Cancelled, with the reason, by its parent: an outbox
+		// child of another caller's job. It is answered, never sent.
+		log.Info("enqueue: continuation refused by its parent", "after", job.After, obs.KeyReason, d.Job.LastReason)
+		return h.finish(ctx, log, keep, jobResponse(http.StatusAccepted, d.Job, d.Job.State, false, corr), time.Time{}, corr)
+	}
 	switch d.Outcome {
 	case jobs.Reserved, jobs.Resume:
 		return h.sendAndFinish(ctx, log, keep, d, corr)

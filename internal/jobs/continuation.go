@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -48,7 +47,9 @@ const attrContinuations = "continuations"
 func ContinuationsOfPK(parentID string) string { return "continuations#" + parentID }
 
 // ErrParentNotFound is returned (wrapped) by Reserve for a continuation
-// whose parent does not exist (or expired) or is another caller's job.
+// whose parent does not exist (or expired) or is another caller's job. An
+// outbox child is never refused so: it waits for a parent not there yet,
+// and is reserved Cancelled after another caller's (see admission).
 var ErrParentNotFound = errors.New("jobs: the job it waits for is not found")
 
 // ErrTooManyContinuations is returned (wrapped) by Reserve for a
@@ -63,71 +64,9 @@ const attrVersion = "version"
 // continuationsItem is a parent's continuations item as stored.
 type continuationsItem struct {
 	IDs       []string `dynamodbav:"continuations,stringset"`
+	Unchecked []string `dynamodbav:"unchecked,stringset"`
 	Version   int64    `dynamodbav:"version"`
 	ExpiresAt int64    `dynamodbav:"expiresAt"`
-}
-
-// attach returns the writes that make job a continuation of its parent, for
-// the reservation's transaction, in this order: a check that the parent's
-// record is live and job's caller's; the parent's continuations item lists
-// job (fewer than MaxContinuations, or job already: a retry), its version
-// counted, and has no TTL while anything waits; the continuation sweep's list names the
-// parent.
-func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error) {
-	live := expression.AttributeNotExists(expression.Name(AttrExpiresAt)).Or(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
-	parentCond := expression.AttributeExists(expression.Name(AttrPK)).And(live).
-		And(expression.Name("caller").Equal(expression.Value(job.Caller)))
-	if parentMayFollow(job) {
-		// An outbox item's parent may be an item of the same transaction
-		// the relay has not reached yet (another shard, an outage): it may
-		// not exist yet; if it does, it must be the same caller's.
-		parentCond = expression.AttributeNotExists(expression.Name(AttrPK)).
-			Or(expression.Name(AttrExpiresAt).LessThanEqual(expression.Value(now.Unix()))).
-			Or(expression.Name("caller").Equal(expression.Value(job.Caller)))
-	}
-	check, err := expression.NewBuilder().WithCondition(parentCond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{job.ID}})
-	name := expression.Name(attrContinuations)
-	list, err := ddb.Update(s.table, keyAV(ContinuationsOfPK(job.After)),
-		expression.Add(name, set).Add(expression.Name(attrVersion), expression.Value(1)).
-			Remove(expression.Name(AttrExpiresAt)),
-		expression.Or(expression.AttributeNotExists(name), name.Size().LessThan(expression.Value(MaxContinuations)),
-			expression.Contains(name, job.ID)), true)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	sweep, err := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrSweepIDs),
-		expression.Value(&types.AttributeValueMemberSS{Value: []string{job.After}}))).Build()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	return []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(s.table), Key: keyAV(JobPK(job.After)), ConditionExpression: check.Condition(),
-			ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: list},
-		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsPK), UpdateExpression: sweep.Update(),
-			ExpressionAttributeNames: sweep.Names(), ExpressionAttributeValues: sweep.Values()}},
-	}, nil
-}
-
-// attachRefused says why the reservation of continuation job was refused
-// by its parent, given the reservation's error: the parent's check failed
-// (ErrParentNotFound) or its list is full (ErrTooManyContinuations); nil
-// when neither.
-func attachRefused(job Job, err error) error {
-	if _, failed := ddb.ItemAt(err, 2); failed {
-		return fmt.Errorf("%w: %s", ErrParentNotFound, job.After)
-	}
-	if _, failed := ddb.ItemAt(err, 3); failed {
-		return fmt.Errorf("%w: %s", ErrTooManyContinuations, job.After)
-	}
-	return nil
 }
 
 // Verdict is what a continuation's parent's end means for it.
@@ -135,8 +74,8 @@ type Verdict int
 
 // The verdicts.
 const (
-	// Wait: the parent has not ended, or Failed with a letter that may
-	// still be redriven (under OnSucceeded).
+	// Wait: the parent has not ended, or Failed and may still be
+	// redriven (under either policy).
 	Wait Verdict = iota
 	// Run: the parent ended as the policy runs it.
 	Run
@@ -145,21 +84,26 @@ const (
 )
 
 // Judge is the verdict for a continuation under policy of parent p (as
-// View derives it) at now. A Failed parent may be redriven while its letter
-// was not dropped and can still be in the dead-letter queue (its failedAt
-// is younger than the queue's retention, or not written yet).
-func Judge(policy contract.AfterPolicy, p Job, now time.Time) Verdict {
+// View derives it). A Failed parent may still be redriven while its letter
+// was not dropped and its record lives (TerminalRetention after it
+// failed, at least; a record that is gone reads Expired): a redrive then
+// runs it again, so what waits for it waits, under OnAnyEnd too (a Failed
+// job that may still run has not finished, as Hangfire's "any finished
+// state" does not count Failed). Once its record is gone a redrive of its
+// letter finds its continuations decided and is refused
+// (Lifecycle.Inspect), so no continuation ever runs before its parent's
+// redrive.
+func Judge(policy contract.AfterPolicy, p Job) Verdict {
 	switch {
 	case !p.State.Terminal():
 		return Wait
+	case p.State == StateFailed && !p.LetterDropped:
+		// A Failed parent may still be redriven. One whose marker says
+		// FAILED before its record does (the dlq function writes the
+		// marker first) is judged again later, as it is.
+		return Wait
 	case policy == contract.OnAnyEnd, p.State == StateSucceeded:
 		return Run
-	case p.State == StateFailed && !p.LetterDropped && (p.FailedAt == nil || now.Before(p.FailedAt.Add(lifetime.DLQRetention))):
-		// A Failed parent may still be redriven: its letter was not
-		// dropped and can still be in the dead-letter queue. One whose
-		// marker says FAILED before its record says when (the dlq
-		// function writes the marker first) is judged again later.
-		return Wait
 	}
 	return Cancel
 }
@@ -175,12 +119,24 @@ type ReleaseReport struct {
 	// cancelled, and left waiting (their parent has not ended, or a
 	// Failed one may be redriven, or another release is sending them).
 	Sent, Cancelled, Waiting []string
+	// Failed names those of Waiting whose release failed (the error says
+	// why): its write, or its send (it is then Pending, marked, and the
+	// next release, or a retry of the request that made it, sends it).
+	Failed []string
+}
+
+// Decided reports whether this release decided (or tried to decide)
+// continuation id: it is in Sent, Cancelled or Waiting.
+func (r ReleaseReport) Decided(id string) bool {
+	return slices.Contains(r.Sent, id) || slices.Contains(r.Cancelled, id) || slices.Contains(r.Waiting, id)
 }
 
 // ReleaseContinuations decides the continuations of job parentID: once the parent has
 // ended, each one that still awaits it is sent (with send, then promoted as
 // a new job is) or cancelled with a reason naming the parent, as its
-// afterPolicy judges the end (Judge). The one write that moves a
+// afterPolicy judges the end (Judge); one of another caller than the
+// parent's is cancelled with that reason, ended or not (settleStrangers,
+// and a check of each one's caller). The one write that moves a
 // continuation out of AwaitingContinuation is conditional on that state,
 // so however often and however concurrently a parent's end is released, a
 // continuation is sent by one release only. A continuation whose release
@@ -205,28 +161,39 @@ func (s *Store) ReleaseContinuations(ctx context.Context, parentID string, send 
 		return ReleaseReport{}, err
 	}
 	rep := ReleaseReport{State: parent.State, Version: list.Version}
+	var errs []error
+	if len(list.Unchecked) > 0 && parent.Type != "" {
+		// Admitted before the parent existed: each of another caller is
+		// cancelled now, whether the parent has ended or not.
+		cancelled, err := s.settleStrangers(ctx, parent, list.Unchecked)
+		errs = append(errs, err)
+		rep.Cancelled, ids = cancelled, without(ids, cancelled)
+	}
 	if !parent.State.Terminal() {
 		rep.Waiting = ids
-		return rep, nil
+		return rep, errors.Join(errs...)
 	}
 	children, err := s.records(ctx, ids)
 	if err != nil {
-		return rep, fmt.Errorf("jobs: release %s: %w", parentID, err)
+		return rep, errors.Join(append(errs, fmt.Errorf("jobs: release %s: %w", parentID, err))...)
 	}
-	var errs []error
 	for _, id := range ids {
 		c, ok := children[id]
 		if !ok || c.After != parentID {
 			continue
 		}
-		switch done, err := s.releaseOne(ctx, parent, c, send); {
-		case err != nil:
+		done, err := s.releaseOne(ctx, parent, c, send)
+		if err != nil {
 			errs = append(errs, err)
-			rep.Waiting = append(rep.Waiting, id)
-		case done == Run:
+		}
+		switch {
+		case done == Run: // sent, its promotion perhaps not written (err)
 			rep.Sent = append(rep.Sent, id)
 		case done == Cancel:
 			rep.Cancelled = append(rep.Cancelled, id)
+		case err != nil:
+			rep.Failed = append(rep.Failed, id)
+			rep.Waiting = append(rep.Waiting, id)
 		case c.stored == StateAwaitingContinuation || c.stored == StatePending:
 			rep.Waiting = append(rep.Waiting, id)
 		}
@@ -266,12 +233,19 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		return s.sendReleased(ctx, c, send)
 	case c.stored != StateAwaitingContinuation:
 		return Wait, nil
+	case parent.Type != "" && c.Caller != parent.Caller:
+		// Another caller's job is no parent of it, whatever its end.
+		if moved, err := s.cancelAwaiting(ctx, c, strangerReason(parent.ID)); err != nil || moved {
+			return Wait, err
+		}
+		s.detach(ctx, c)
+		return Cancel, nil
 	case parent.Type == "" && parentMayFollow(c) && now.Sub(c.CreatedAt) < lifetime.RelayDecision:
 		// An outbox child whose parent's item is not relayed yet: it waits
 		// as long as that item can still be relayed.
 		return Wait, nil
 	}
-	verdict := Judge(c.AfterPolicy, parent, now)
+	verdict := Judge(c.AfterPolicy, parent)
 	if killpoint.Mutated(killpoint.ContinuationUnguarded) {
 		return s.sendReleased(ctx, c, send) // the chaos build's mutation: no verdict, no guard
 	}
@@ -293,27 +267,44 @@ func (s *Store) releaseOne(ctx context.Context, parent, c Job, send SendFunc) (V
 		if parent.State == StateFailed {
 			reason += " and can no longer be redriven"
 		}
-		upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, reason).
-			Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
-			Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, time.Time{})))
-		if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
+		if moved, err := s.cancelAwaiting(ctx, c, reason); err != nil || moved {
 			return Wait, err
 		}
-		s.settlePointer(ctx, c, terminalExpiry(now, time.Time{}))
 		return Cancel, nil
 	}
 	return Wait, nil
 }
 
+// cancelAwaiting cancels continuation c, still awaiting its parent, with
+// reason (moveAwaiting: moved reports that it no longer awaited), and
+// gives its pointer the cancelled job's life.
+func (s *Store) cancelAwaiting(ctx context.Context, c Job, reason string) (moved bool, err error) {
+	now := s.now()
+	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, reason).
+		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, time.Time{})))
+	if moved, err := s.moveAwaiting(ctx, c.ID, upd); err != nil || moved {
+		return moved, err
+	}
+	s.settlePointer(ctx, c, terminalExpiry(now, time.Time{}))
+	return false, nil
+}
+
 // moveAwaiting writes upd to continuation id on condition that it still
 // awaits its parent; moved reports that it no longer did (another release
-// or a cancel got there first), which is not an error.
+// or a cancel got there first), which is not an error. The write carries
+// its own token: applied with its response lost and retried by the SDK,
+// it finds its own write, not another's, and has moved it (moved false).
 func (s *Store) moveAwaiting(ctx context.Context, id string, upd expression.UpdateBuilder) (moved bool, err error) {
-	u, err := ddb.Update(s.table, keyAV(JobPK(id)), upd, existsIn(StateAwaitingContinuation), false)
+	tok := newWriteToken()
+	u, err := ddb.Update(s.table, keyAV(JobPK(id)), tok.set(upd), existsIn(StateAwaitingContinuation), true)
 	if err != nil {
 		return false, fmt.Errorf("jobs: release %s: %w", id, err)
 	}
 	_, err = s.client.UpdateItem(ctx, ddb.UpdateInput(u))
+	if ddb.IsConditionFailed(err) && tok.ownsFailure(err) {
+		return false, nil
+	}
 	return conditionFailed(err, "release "+id)
 }
 

@@ -105,9 +105,10 @@ func TestContinuationIsSentOnceWhenItsParentSucceeds(t *testing.T) {
 	}
 }
 
-// Every parent end under each policy: OnSucceeded runs after a success,
-// waits while a Failed parent may still be redriven, and is cancelled with
-// a reason naming the parent otherwise; OnAnyEnd runs after any end.
+// Every parent end under each policy: both wait while a Failed parent may
+// still be redriven (its letter not dropped, its record alive); then
+// OnSucceeded runs after a success and is cancelled with a reason naming
+// the parent otherwise, and OnAnyEnd runs after any end.
 func TestContinuationPolicies(t *testing.T) {
 	type end func(t *testing.T, f *jobstest.World, p jobs.Job)
 	fail := func(t *testing.T, f *jobstest.World, p jobs.Job) {
@@ -130,21 +131,21 @@ func TestContinuationPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		"failed, its letter aged out": func(t *testing.T, f *jobstest.World, p jobs.Job) {
+		"failed, its record expired": func(t *testing.T, f *jobstest.World, p jobs.Job) {
 			fail(t, f, p)
-			f.Clock.Advance(lifetime.DLQRetention + time.Hour)
+			f.Clock.Advance(lifetime.TerminalRecord + time.Hour)
 		},
 		"expired": func(t *testing.T, f *jobstest.World, p jobs.Job) {
 			f.Clock.Advance(jobs.QueueRetention + time.Hour)
 		},
 	}
 	want := map[string]map[contract.AfterPolicy]jobs.State{
-		"succeeded":                   {contract.OnSucceeded: jobs.StateEnqueued, contract.OnAnyEnd: jobs.StateEnqueued},
-		"cancelled":                   {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
-		"failed, redrivable":          {contract.OnSucceeded: jobs.StateAwaitingContinuation, contract.OnAnyEnd: jobs.StateEnqueued},
-		"failed, its letter dropped":  {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
-		"failed, its letter aged out": {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
-		"expired":                     {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"succeeded":                  {contract.OnSucceeded: jobs.StateEnqueued, contract.OnAnyEnd: jobs.StateEnqueued},
+		"cancelled":                  {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"failed, redrivable":         {contract.OnSucceeded: jobs.StateAwaitingContinuation, contract.OnAnyEnd: jobs.StateAwaitingContinuation},
+		"failed, its letter dropped": {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"failed, its record expired": {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
+		"expired":                    {contract.OnSucceeded: jobs.StateCancelled, contract.OnAnyEnd: jobs.StateEnqueued},
 	}
 	for name, endIt := range ends {
 		for _, policy := range contract.AfterPolicies {
@@ -378,5 +379,68 @@ func TestAReleaseWhoseSendFailedIsSentByTheNextAtOnce(t *testing.T) {
 	}
 	if got := f.Get(t, child.ID); got.State != jobs.StateEnqueued {
 		t.Fatalf("after the retry the continuation reads %s; want Enqueued", got.State)
+	}
+}
+
+// A parent that failed and is then redriven runs before what waits for
+// it, under either policy: its dead-lettering releases nothing, its
+// redrive's success releases both. Once its Failed record is gone (and
+// the continuations decided as after an Expired parent) a redrive of its
+// letter is refused: it would run after what already ran as if after it.
+func TestAFailedParentKeepsItsContinuationsUntilItsRedriveSucceeds(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	lc := jobs.NewLifecycle(f.Client, f.JobsTable)
+	lc.Now = f.Clock.Now
+	parent := f.Failed(t, "email.welcome.v1", "c", "parent")
+	anyEnd := continuation(t, f, "c", "any", parent.ID, contract.OnAnyEnd)
+	onSuccess := continuation(t, f, "c", "ok", parent.ID, contract.OnSucceeded)
+	s := newSends()
+	for range 2 { // the chain function on the FAILED marker, then the sweep
+		rep, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send)
+		if err != nil || len(rep.Sent)+len(rep.Cancelled) != 0 {
+			t.Fatalf("release of the Failed parent: %+v %v; want both waiting", rep, err)
+		}
+	}
+	for _, c := range []jobs.Job{anyEnd, onSuccess} {
+		if got := f.Get(t, c.ID); got.State != jobs.StateAwaitingContinuation || s.count(c.ID) != 0 {
+			t.Fatalf("%s (%s) reads %s, sent %d, while its parent may be redriven; want it waiting",
+				c.ID, c.AfterPolicy, got.State, s.count(c.ID))
+		}
+	}
+	f.Clock.Advance(time.Hour)
+	rv, err := lc.Inspect(ctx, parent.ID)
+	if err != nil || !rv.Revivable() {
+		t.Fatalf("Inspect = %+v %v; want it revivable", rv, err)
+	}
+	if err := lc.Reactivate(ctx, rv, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Settle(ctx, parent.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil || len(rep.Sent) != 0 {
+		t.Fatalf("release of the redriven parent before it ran: %+v %v; want nothing sent", rep, err)
+	}
+	succeed(t, f, parent)
+	if _, err := f.Store.ReleaseContinuations(ctx, parent.ID, s.send); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []jobs.Job{anyEnd, onSuccess} {
+		if got := f.Get(t, c.ID); got.State != jobs.StateEnqueued || s.count(c.ID) != 1 {
+			t.Fatalf("%s (%s) reads %s, sent %d, after its redriven parent succeeded; want sent once", c.ID, c.AfterPolicy, got.State, s.count(c.ID))
+		}
+	}
+
+	gone := f.Failed(t, "email.welcome.v1", "c", "gone")
+	after := continuation(t, f, "c", "after-gone", gone.ID, contract.OnAnyEnd)
+	f.Clock.Advance(lifetime.TerminalRecord + time.Hour)
+	if rep, err := f.Store.SweepContinuations(ctx, s.send); err != nil || !slices.Contains(rep.Sent, after.ID) {
+		t.Fatalf("sweep once the Failed record is gone: %+v %v; want its OnAnyEnd continuation sent", rep, err)
+	}
+	f.Clock.Advance(lifetime.TerminalRecord) // the letter (30 days) still there
+	rv, err = lc.Inspect(ctx, gone.ID)
+	if err != nil || !rv.Found || rv.Revivable() {
+		t.Fatalf("Inspect of a gone parent whose continuation ran = %+v %v; want it found and not revivable", rv, err)
 	}
 }

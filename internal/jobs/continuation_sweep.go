@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // ContinuationSweepReport is what one continuation sweep did.
@@ -30,7 +31,7 @@ type ContinuationSweepReport struct {
 // continuation sweep's list (ReleaseContinuations) and takes off the list each parent
 // nothing waits for any more. It decides what no
 // marker's stream record shows: a parent that Expired, a Failed parent
-// whose letter was dropped or has aged out of the dead-letter queue, a
+// whose letter was dropped or whose record is gone, a
 // continuation enqueued as its parent ended whose enqueue stopped before it
 // decided, and a release cut short. A run takes on at most SweepWindow
 // parents, after those the last run took on (see window). Cost: one GetItem
@@ -79,10 +80,11 @@ func (s *Store) unlistParent(ctx context.Context, parent string, version int64) 
 		return false, s.unlist(ctx, parent)
 	}
 	cond := expression.Name(attrVersion).Equal(expression.Value(version))
-	// Nothing waits for the parent any more: its list lives on as a
-	// decided job's record does, for the views that draw the chain.
+	// Nothing waits for the parent any more: its list lives on, for the
+	// views that draw the chain and for a redrive of the parent's letter
+	// (continuationsLife).
 	check, err := expression.NewBuilder().WithCondition(cond).
-		WithUpdate(expression.Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(s.now(), time.Time{})))).Build()
+		WithUpdate(expression.Set(expression.Name(AttrExpiresAt), expression.Value(continuationsLife(s.now())))).Build()
 	if err != nil {
 		return false, fmt.Errorf("jobs: continuation sweep: %w", err)
 	}
@@ -99,6 +101,14 @@ func (s *Store) unlistParent(ctx context.Context, parent string, version int64) 
 	}})
 	return conditionFailed(err, "continuation sweep "+parent)
 }
+
+// continuationsLife is the TTL of a parent's list once nothing waits for
+// it (at now): as long as a settled marker (lifetime.Marker), longer than
+// the parent's dead letter is kept once its record is gone (a Failed
+// record lives TerminalRetention, its letter 30 days from when it was
+// dead-lettered), so a redrive of that letter still finds the list and is
+// refused (Lifecycle.Inspect).
+func continuationsLife(now time.Time) int64 { return now.Add(lifetime.Marker).Unix() }
 
 // unlist takes parent off the continuation sweep's list.
 func (s *Store) unlist(ctx context.Context, parent string) error {

@@ -135,8 +135,8 @@ type Job struct {
 	// release is sending it: the next one sends it at once.
 	sendFailed bool
 	// LetterDropped reports that a Failed job's dead letter was dropped by
-	// an operator, so it cannot be redriven: what waits for it under
-	// OnSucceeded is cancelled. Never shown.
+	// an operator, so it cannot be redriven: what waits for it is decided
+	// (Judge). Never shown.
 	LetterDropped bool `json:"-"`
 	// Fingerprint is the fingerprint of the request that created the job
 	// (idempotency.Fingerprint), so a request that reuses the job's
@@ -148,6 +148,9 @@ type Job struct {
 	// recorded are the outcomes the record holds (its history attribute),
 	// oldest first; View makes History of them.
 	recorded []OutcomeRecord
+	// beforeParent: a continuation reserved before its parent exists (an
+	// outbox child, see parentMayFollow), listed as unchecked.
+	beforeParent bool
 }
 
 // Stored is the state the record holds, before derivation.

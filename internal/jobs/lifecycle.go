@@ -347,30 +347,38 @@ func (s *Store) cancelWaiting(ctx context.Context, jobID, caller string, rec Job
 // history and takes a waiting continuation off its parent's list.
 func (s *Store) recordCancel(ctx context.Context, jobID string, rec Job, from ...State) (now time.Time, moved bool, err error) {
 	now = s.now()
+	tok := newWriteToken()
 	upd := withOutcome(expression.Set(expression.Name(AttrState), expression.Value(StateCancelled)), now, OutcomeCancelled, "cancelled by its caller").
 		Set(expression.Name("updatedAt"), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrExpiresAt), expression.Value(terminalExpiry(now, rec.Due())))
-	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), upd, inStates(from), false)
+	u, err := ddb.Update(s.table, keyAV(JobPK(jobID)), tok.set(upd), inStates(from), true)
 	if err != nil {
 		return now, false, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
 	in := ddb.UpdateInput(u)
 	in.ReturnValues = types.ReturnValueAllOld
 	out, err := s.client.UpdateItem(ctx, in)
-	moved = ddb.IsConditionFailed(err)
-	if err != nil && !moved {
+	switch {
+	case ddb.IsConditionFailed(err) && tok.ownsFailure(err):
+		// This very write, applied with its response lost and retried:
+		// the record was in one of from, as the cancel read it (rec).
+		if rec.stored == StateAwaitingContinuation {
+			s.detach(ctx, rec)
+		}
+		return now, false, nil
+	case ddb.IsConditionFailed(err):
+		return now, true, nil
+	case err != nil:
 		return now, false, fmt.Errorf("jobs: cancel %s: %w", jobID, err)
 	}
-	if err == nil {
-		var old record
-		if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
-			keepPark(ctx, s.client, s.table, jobID, old)
-			if old.State == StateAwaitingContinuation {
-				s.detach(ctx, rec)
-			}
+	var old record
+	if _, derr := ddb.DecodeLive(out.Attributes, now, &old); derr == nil {
+		keepPark(ctx, s.client, s.table, jobID, old)
+		if old.State == StateAwaitingContinuation {
+			s.detach(ctx, rec)
 		}
 	}
-	return now, moved, nil
+	return now, false, nil
 }
 
 // cleanText keeps a stored, shown text short and printable (an error class,

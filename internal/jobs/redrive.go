@@ -48,7 +48,10 @@ type Revival struct {
 	JobID string `json:"jobId"`
 	// Found: the job record exists and has not expired. A dead letter can
 	// outlive its job's record (sent outside the API, or older than the
-	// record's retention); such a job has no state to keep true.
+	// record's retention); such a job has no state to keep true, unless
+	// jobs waited for it: its end decided them (as Expired, see Judge),
+	// so it is Found, reads Expired and is not revived (a redrive would
+	// run it after what ran as if after it).
 	Found bool `json:"found"`
 	// State is the stored state of the record ("" when not Found).
 	State          State  `json:"state,omitempty"`
@@ -112,7 +115,17 @@ func (l *Lifecycle) Inspect(ctx context.Context, jobID string) (Revival, error) 
 	rv := Revival{JobID: jobID}
 	var r lifecycleRecord
 	ok, err := l.get(ctx, JobPK(jobID), &r)
-	if err != nil || !ok {
+	if err != nil {
+		return rv, err
+	}
+	if !ok {
+		// Its continuations were (or are being) decided by its end: the
+		// list outlives the letter (continuationsLife).
+		var list continuationsItem
+		waited, err := l.get(ctx, ContinuationsOfPK(jobID), &list)
+		if waited && len(list.IDs) > 0 {
+			rv.Found, rv.State = true, StateExpired
+		}
 		return rv, err
 	}
 	rv.Found, rv.State, rv.Caller, rv.Type, rv.Key, rv.LastErrorClass = true, r.State, r.Caller, r.Type, r.Key, r.LastErrorClass
@@ -155,7 +168,10 @@ func (l *Lifecycle) Reactivate(ctx context.Context, rv Revival, keepKeyOwner boo
 		Remove(expression.Name("failedAt"))
 	// Still Failed, or already made Pending by this very call (retried
 	// after its response was lost: the same updatedAt).
-	rec, err := l.update(JobPK(rv.JobID), upd, existsIn(StateFailed).Or(existsIn(StatePending).
+	// Only a live record: one whose life ended since Inspect read it
+	// counts as Expired to what waits for it, which may be decided now.
+	live := expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix()))
+	rec, err := l.update(JobPK(rv.JobID), upd, existsIn(StateFailed).And(live).Or(existsIn(StatePending).
 		And(expression.Name("updatedAt").Equal(expression.Value(now.UnixMilli())))))
 	if err != nil {
 		return err
@@ -204,8 +220,9 @@ func (l *Lifecycle) Settle(ctx context.Context, jobID string, sent bool) error {
 }
 
 // MarkDropped records on Failed job jobID that its dead letter was
-// dropped: it can no longer be redriven, so what waits for it under
-// OnSucceeded is cancelled (by the next ReleaseContinuations of it). A job no longer
+// dropped: it can no longer be redriven, so what waits for it is decided
+// (by the next ReleaseContinuations of it): cancelled under OnSucceeded,
+// sent under OnAnyEnd. A job no longer
 // Failed, or gone, is left as it is.
 func (l *Lifecycle) MarkDropped(ctx context.Context, jobID string) error {
 	return l.updateIn(ctx, jobID, StateFailed, expression.Set(expression.Name("letterDropped"), expression.Value(true)), "mark dropped")

@@ -46,7 +46,8 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 	job.RunAt = job.RunAt.UTC().Truncate(time.Millisecond)
 	job.UpdatedAt = job.CreatedAt
 	ppk := DedupPK(job.Caller, job.Type, job.Key)
-	prevID := "" // the pointer must be absent
+	prevID := ""     // the pointer must be absent
+	checked := false // strangers on the parent's list were checked
 	for range maxReserveAttempts {
 		err := s.reserve(ctx, job, ppk, prevID)
 		if err == nil {
@@ -60,8 +61,14 @@ func (s *Store) Reserve(ctx context.Context, job Job, policy contract.DuplicateP
 			// A parent that refused it decides only for a job that is not
 			// there yet: a request whose job exists is answered by it,
 			// whatever its parent's record says now.
-			if err := attachRefused(job, err); err != nil {
+			d, again, err := s.admission(ctx, &job, err, &checked)
+			switch {
+			case err != nil:
 				return Decision{}, err
+			case d != nil:
+				return *d, nil
+			case again:
+				continue
 			}
 		}
 		if ownExists {

@@ -258,6 +258,9 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 			break
 		}
 	}
+	// Every accepted job sent or decided, by a continuation sweep too,
+	// before the ledger judges.
+	quiet = quiet && c.waitSettled(ctx, results)
 	c.progress.phase("reading the ledger")
 	c.mu.Lock()
 	fan := fanoutJobs(c.partners, slices.Clone(c.ticks))
@@ -273,12 +276,13 @@ func Run(ctx context.Context, cfg Config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
+	settled := c.waitSettled(ctx, results) // the moved clock's ends decided too
 	c.progress.phase("reading the clock's ledger")
 	after, err := c.clockTruth(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
 	}
-	return c.ledger(results, fan, truth, redriven, quiet && c.waitQuiet(ctx), run, after), nil
+	return c.ledger(results, fan, truth, redriven, quiet && settled && c.waitQuiet(ctx), run, after), nil
 }
 
 // apiAttempts bounds the tries of one request to the API. A kill of the

@@ -75,6 +75,9 @@ func (a *accountant) clock() {
 		add(rc.First)
 		add(rc.Second)
 	}
+	for id := range a.afterFailed {
+		add(id)
+	}
 	byMessage := map[string]send{}
 	for _, s := range t.Sends[min(run.sendsBefore, len(t.Sends)):] {
 		if s.MessageID != "" {
@@ -118,6 +121,17 @@ func (a *accountant) clock() {
 		case cj.Fate == FateCancelled:
 		case len(j.sends) == 0:
 			a.fail(InvLost, what+" never ran")
+		case extra(j, 1) > 0:
+			a.fail(InvTwiceJump, fmt.Sprintf("%s mailed %d times", what, len(j.sends)))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(a.afterFailed)) {
+		// Its Failed parent's record is gone on the moved clock: it counts
+		// as Expired, and OnAnyEnd runs its continuation, once.
+		j, what := jobs[id], id+" (OnAnyEnd, after a Failed parent)"
+		switch {
+		case a.afterFailed[id] && len(j.sends) == 0:
+			a.fail(InvLost, what+" never ran once its parent's record was gone")
 		case extra(j, 1) > 0:
 			a.fail(InvTwiceJump, fmt.Sprintf("%s mailed %d times", what, len(j.sends)))
 		}

@@ -137,13 +137,18 @@ type accountant struct {
 	inv map[string]*Invariant
 	// stories are the histories of the first jobs that broke the promise.
 	stories map[string][]string
+	// afterFailed are the OnAnyEnd continuations still waiting, at the
+	// load's end, for a parent that failed (it could still be redriven):
+	// once the clock has moved past that parent's record's life they run,
+	// once (true: unless they are poisoned themselves).
+	afterFailed map[string]bool
 }
 
 // account draws the ledger.
 func account(in ledgerInput) *Ledger {
 	l := &Ledger{N: in.cfg.N, Seed: in.cfg.Seed, Faults: in.cfg.Faults, KillAt: in.cfg.KillAt, Mutations: in.cfg.Mutations,
 		WallTime: in.wall.Round(time.Second).String(), Timeline: in.timeline, Problems: in.problems}
-	a := &accountant{in: in, t: in.truth, f: &l.Figures, inv: map[string]*Invariant{}}
+	a := &accountant{in: in, t: in.truth, f: &l.Figures, inv: map[string]*Invariant{}, afterFailed: map[string]bool{}}
 	a.counts()
 	jobs := a.jobs()
 	explain(jobs, a.t)

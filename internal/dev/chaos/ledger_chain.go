@@ -75,6 +75,10 @@ func (a *accountant) continuations(jobs map[string]*perJob) {
 			f.CancelledBy++
 		case k.refusedAs != "":
 			f.Waiting++
+			if p.want == string(client.StateFailed) && k.r.Job.AfterPolicy == client.OnAnyEnd &&
+				a.t.States[id].State == client.StateAwaitingContinuation {
+				a.afterFailed[id] = !k.r.Job.Poisoned
+			}
 		}
 	}
 }
@@ -90,9 +94,8 @@ func refusedAs(parentWant string, policy client.AfterPolicy) string {
 			return string(client.StateCancelled)
 		}
 	case client.StateFailed:
-		if policy != client.OnAnyEnd {
-			return string(client.StateAwaitingContinuation) // its letter can still be redriven
-		}
+		// Its letter can still be redriven: under either policy it waits.
+		return string(client.StateAwaitingContinuation)
 	}
 	return ""
 }

@@ -31,8 +31,8 @@ func (w *world) batchJob(key string, lead, at int, state client.State) *result {
 // chainWorld: a parent that succeeded and its continuation that ran after
 // it; a cancelled parent with an OnSucceeded continuation cancelled naming
 // it and an OnAnyEnd one that ran; a failed parent (its letter dead, so it
-// can be redriven) whose OnSucceeded continuation still waits; a batch of
-// two answered 202.
+// can be redriven) whose continuations, OnSucceeded and OnAnyEnd, still
+// wait; a batch of two answered 202.
 func chainWorld(t *testing.T) (*world, map[string]*result) {
 	w := newWorld(t)
 	r := map[string]*result{}
@@ -54,6 +54,8 @@ func chainWorld(t *testing.T) (*world, map[string]*result) {
 	w.truth.Letters[r["failed"].JobID] = deadletter.Record{ID: r["failed"].JobID, Reason: "stored e-mail address is not a plain address", Status: deadletter.StatusDead}
 	r["waits"] = w.job(client.TypeWelcome, client.StateAwaitingContinuation)
 	after(r["waits"], r["failed"], client.OnSucceeded)
+	r["waitsAny"] = w.job(client.TypeWelcome, client.StateAwaitingContinuation)
+	after(r["waitsAny"], r["failed"], client.OnAnyEnd)
 	b0 := w.batchJob("chaos-1-batch-9", 0, 0, client.StateSucceeded)
 	w.mail(b0.JobID, time.Second)
 	w.mail(w.batchJob("chaos-1-batch-9", b0.Job.Index, 1, client.StateSucceeded).JobID, time.Second)
@@ -69,7 +71,7 @@ func TestLedgerAcceptsContinuationsAndBatches(t *testing.T) {
 	if b := broken(l); len(b) != 0 {
 		t.Fatalf("broken %v; want none", b)
 	}
-	want := ChainFigures{Continuations: 4, Ran: 2, CancelledBy: 1, Waiting: 1, Batches: 1, BatchAccepted: 1, BatchJobs: 2, BatchKilled: 1}
+	want := ChainFigures{Continuations: 5, Ran: 2, CancelledBy: 1, Waiting: 2, Batches: 1, BatchAccepted: 1, BatchJobs: 2, BatchKilled: 1}
 	if l.Figures.Chain != want {
 		t.Fatalf("chain figures %+v; want %+v", l.Figures.Chain, want)
 	}
@@ -79,7 +81,8 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 	w, r := chainWorld(t)
 	w.mail(r["refused"].JobID, 4*time.Second) // ran though its parent was cancelled
 	w.truth.States[r["refused"].JobID] = client.Job{JobID: r["refused"].JobID, State: client.StateSucceeded}
-	w.mail(r["waits"].JobID, 4*time.Second) // ran though its parent failed
+	w.mail(r["waits"].JobID, 4*time.Second)    // ran though its parent failed
+	w.mail(r["waitsAny"].JobID, 4*time.Second) // so did this one, under OnAnyEnd
 	early := w.job(client.TypeWelcome, client.StateSucceeded)
 	after(early, r["ok"], client.OnSucceeded)
 	w.mail(early.JobID, 0) // before its parent's mail
@@ -100,6 +103,7 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 	for _, want := range []string{
 		r["refused"].JobID + " ran though its parent " + r["gone"].JobID + " ended Cancelled (OnSucceeded)",
 		r["waits"].JobID + " ran though its parent " + r["failed"].JobID + " ended Failed (OnSucceeded)",
+		r["waitsAny"].JobID + " ran though its parent " + r["failed"].JobID + " ended Failed (OnAnyEnd)",
 		early.JobID + " mailed before its parent " + r["ok"].JobID,
 		unnamed.JobID + " cancelled with the reason , not naming its parent " + r["gone"].JobID,
 	} {
@@ -112,5 +116,41 @@ func TestLedgerNamesContinuationAndBatchBreaches(t *testing.T) {
 	}
 	if len(got[InvEnqueue5xx]) != 1 || !strings.HasPrefix(got[InvEnqueue5xx][0], "chaos-1-batch-9 (500") {
 		t.Errorf("%s: %v; want the batch's second 5xx", InvEnqueue5xx, got[InvEnqueue5xx])
+	}
+}
+
+// An OnAnyEnd continuation that still waits at the load's end for a
+// parent that failed (it could be redriven) runs once the clock has moved
+// past that parent's record's life (the parent then counts as Expired):
+// its mail after the clock moved is its own, owed once.
+func TestClockLedgerRunsWhatWaitedForAFailedParentOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mails  int
+		broken string
+	}{
+		{"ran once", 1, ""},
+		{"never ran", 0, InvLost},
+		{"ran twice", 2, InvTwiceJump},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, r := chainWorld(t)
+			_, run, after := clockWorld(t)
+			for i := range tc.mails {
+				mid := "ses-late-" + string(rune('a'+i))
+				after.Mails = append(after.Mails, mid)
+				after.Sends = append(after.Sends, send{JobID: r["waitsAny"].JobID, MessageID: mid, Status: 200, Time: w.at.Add(40 * day)})
+			}
+			got := broken(w.ledger(func(in *ledgerInput) { in.clock, in.clockTruth = run, after }))
+			if tc.broken == "" {
+				if len(got) != 0 {
+					t.Fatalf("broken %v; want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(strings.Join(got[tc.broken], "|"), r["waitsAny"].JobID) {
+				t.Fatalf("broken %v; want %s naming %s alone", got, tc.broken, r["waitsAny"].JobID)
+			}
+		})
 	}
 }
