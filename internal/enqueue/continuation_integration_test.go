@@ -142,7 +142,7 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	if j, _ := s.jobs.Get(ctx, a.JobID); j.State != jobs.StateCancelled || !strings.Contains(j.LastReason, theirs.JobID) {
 		t.Fatalf("it reads %s %q; want Cancelled naming the job", j.State, j.LastReason)
 	}
-	if _, envs := s.receive(t, contract.QueueDefault); slices.ContainsFunc(envs, func(e engine.Envelope) bool { return e.MessageID == a.JobID }) {
+	if _, envs := s.receive(t, contract.QueueDefault); slices.ContainsFunc(envs, func(e message.Envelope) bool { return e.MessageID == a.JobID }) {
 		t.Fatalf("the refused child was sent: %+v", envs)
 	}
 }
@@ -158,7 +158,7 @@ func TestIntegrationAContinuationDecidedAtOnceIsSentByItsRequest(t *testing.T) {
 	ctx := context.Background()
 	parent := mustBody(t, call(t, s.h, post(welcome, "parent", welcomeU1)), http.StatusAccepted)
 	s.receive(t, contract.QueueDefault)
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), "w", s.clock.Now()); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	req := post(welcome, "after-done", `{"args":{"userId":"u-2"},"after":"`+parent.JobID+`"}`)
@@ -168,7 +168,7 @@ func TestIntegrationAContinuationDecidedAtOnceIsSentByItsRequest(t *testing.T) {
 	if !strings.Contains(p.Detail, "retry with the same Idempotency-Key") {
 		t.Fatalf("the failed send answered %+v; want the detail of any job's failed send", p)
 	}
-	id := engine.DeriveMessageID(alice, "after-done")
+	id := message.DeriveMessageID(alice, "after-done")
 	if j, err := s.jobs.Get(ctx, id); err != nil || j.State != jobs.StatePending {
 		t.Fatalf("after its failed send the continuation reads %v %v; want Pending", j.State, err)
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/message"
 )
 
 // outboxChild reserves a job of outbox caller waiting for parent (which
@@ -23,7 +23,7 @@ import (
 func outboxChild(t *testing.T, f *jobstest.World, caller, key, parent string, policy contract.AfterPolicy) jobs.Decision {
 	t.Helper()
 	j := f.Job("email.welcome.v1", caller, key, 0)
-	j.ID = engine.DeriveMessageID(caller, key)
+	j.ID = message.DeriveMessageID(caller, key)
 	j.After, j.AfterPolicy = parent, policy
 	d, err := f.Store.Reserve(context.Background(), j, contract.AllowAfterFailed)
 	if err != nil || d.Outcome != jobs.Reserved {
@@ -51,7 +51,7 @@ func TestAnOutboxChildCannotTakeAnotherCallersJob(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	const evil = contract.OutboxCallerPrefix + "evil"
-	parentID := engine.DeriveMessageID("c", "k-parent")
+	parentID := message.DeriveMessageID("c", "k-parent")
 	var strangers []string
 	for i := range jobs.MaxContinuations {
 		d := outboxChild(t, f, evil, fmt.Sprintf("k-%03d", i), parentID, contract.OnAnyEnd)
@@ -92,8 +92,8 @@ func TestTheSweepChecksOutboxChildrenOnceTheirParentIsThere(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	const mine, evil = contract.OutboxCallerPrefix + "signup", contract.OutboxCallerPrefix + "evil"
-	ownParent := engine.DeriveMessageID(mine, "k-parent")
-	theirs := engine.DeriveMessageID("c", "k-theirs")
+	ownParent := message.DeriveMessageID(mine, "k-parent")
+	theirs := message.DeriveMessageID("c", "k-theirs")
 	kept := outboxChild(t, f, mine, "k-child", ownParent, contract.OnSucceeded).Job
 	refused := outboxChild(t, f, evil, "k-refused", theirs, contract.OnAnyEnd).Job
 	unlisted := outboxChild(t, f, evil, "k-unlisted", theirs, contract.OnAnyEnd).Job

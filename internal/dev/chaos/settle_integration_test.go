@@ -6,7 +6,9 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -37,7 +39,7 @@ func TestUndecidedNamesWhatOnlyAReleaseToComeWouldFinish(t *testing.T) {
 		return accept(d.Job)
 	}
 	done := accept(f.Enqueue(t, welcome.Type, "c", "done"))
-	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), "w", done.RunAt); err != nil {
+	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), done.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	running := accept(f.Enqueue(t, welcome.Type, "c", "running"))
