@@ -28,12 +28,19 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
 
+# quiet runs the command $(1) and prints only its lines that match the
+# extended regular expression $(2), indented; when the command fails, every
+# line it wrote (SAM's and pip's progress is noise while they succeed).
+quiet = out=$$($(1) 2>&1) || { printf '%s\n' "$$out" >&2; exit 1; }; \
+	printf '%s\n' "$$out" | { grep -E '$(2)' || true; } | sed 's/^/    /'
+
 .PHONY: run test library jobctl fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
 ## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s",
-## ARGS="--moto-port 5001", ARGS="--endpoint URL" or ARGS=--aws; faults in
+## ARGS="--moto-port 5100", ARGS="--endpoint URL" or ARGS=--aws (every port and
+## its flag: README.md, "Its ports"); faults in
 ## the functions' AWS calls: ARGS="--faults 'dynamodb:*:throttle=0.02,ses:*:drop=0.01'".
 ARGS ?=
 run: venv $(RIE_STAMP)
@@ -48,7 +55,9 @@ jobctl:
 	@echo "==> $(BIN)/jobctl"
 
 ## test: everything CI runs (format, vet, template checks, each library
-## module on its own, unit and integration tests of every module).
+## module on its own, unit and integration tests of every module): about
+## 15 minutes on an idle 2-core machine, 18 on two busy cores (11 of them
+## the chaos campaign's package).
 test: fmt-check vet template-check library integration
 
 ## rie: the pinned aws-lambda-rie in ./bin.
@@ -77,11 +86,11 @@ build-local:
 ## (all offline: no AWS account, no network beyond the Go module proxy).
 template-check: venv
 	@echo "==> cfn-lint template.yaml"
-	$(VENV)/bin/cfn-lint template.yaml
+	@$(VENV)/bin/cfn-lint template.yaml
 	@echo "==> sam validate --lint"
-	$(SAM) validate --lint --region $(SAM_REGION)
+	@$(call quiet,$(SAM) validate --lint --region $(SAM_REGION),is a valid SAM Template)
 	@echo "==> sam build (linux/arm64)"
-	GOFLAGS=$(LAMBDA_GOFLAGS) $(SAM) build --region $(SAM_REGION)
+	@$(call quiet,GOFLAGS=$(LAMBDA_GOFLAGS) $(SAM) build --region $(SAM_REGION),^(Build Succeeded|Built Artifacts))
 
 ## invoke: FN=<dir under functions/> EVENT=events/X.json [V=1] — run that function's
 ## bootstrap under aws-lambda-rie with the event and events/env.json against
@@ -111,34 +120,25 @@ smoke:
 	@test "$(origin USER)" = "command line" || { echo "make smoke: USER=<test user id> is required (a user in the stack's users table)"; exit 2; }
 	$(GO) run ./cmd/smoke $(if $(STACK),--stack "$(STACK)") $(if $(API),--api "$(API)") --user "$(USER)" --timeout "$(TIMEOUT)"
 
-## chromium: headless Chromium from Debian's packages (`chromium` and
-## `chromium-driver`) for the browser test of the local web view; installed
-## only when $(CHROMIUM) is missing (with sudo unless root). Tested with
-## 156.0.8078.114-1~deb12u1 (Debian 12, bookworm-security). The Debian release
-## is the pin: its mirror keeps only the newest security build, so an exact
-## version string would stop installing at the next security update. The
-## browser test logs the version it ran.
-CHROMIUM := /usr/bin/chromium
-export RUNSTWICE_CHROMIUM := $(CHROMIUM)
-SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-chromium: $(CHROMIUM)
-
-$(CHROMIUM):
-	@echo "==> installing chromium and chromium-driver from Debian's packages"
-	$(SUDO) apt-get update -qq
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver 2>&1 \
-	  | sed -n -E '/^(Setting up chromium|E:)/p'
-	@dpkg-query -W -f='==> installed $${Package} $${Version}\n' chromium chromium-driver
+## chromium: a Chromium or Google Chrome for the browser test of the local
+## web view (tools/chromium.sh). One found on the machine is used:
+## RUNSTWICE_CHROMIUM, else chromium, chromium-browser or google-chrome on the
+## PATH, else the app in /Applications (macOS). Only when there is none is
+## one installed: Debian's chromium (apt-get, with sudo unless root) on
+## Debian; anywhere else it says what to install (macOS: brew install
+## --cask google-chrome). The browser test finds it the same way.
+chromium:
+	@tools/chromium.sh install
 
 ## venv: the pinned Python tools (moto server, cfn-lint, SAM CLI) in ./.venv.
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: tools/requirements.txt
-	@echo "==> installing pinned Python tools into $(VENV) (first run only)"
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt 2>&1 \
-	  | sed -n -E '/^(Collecting|Successfully|ERROR)/p' 
-	touch $@
+	@echo "==> installing the pinned Python tools into $(VENV) (first run only; a minute or two)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(call quiet,$(VENV)/bin/pip install --disable-pip-version-check --progress-bar off -q -r tools/requirements.txt,^ERROR)
+	@echo "==> $$($(VENV)/bin/pip list --disable-pip-version-check --format=freeze | wc -l | tr -d ' ') packages in $(VENV): $$(grep -E '^(moto|cfn-lint|aws-sam-cli)==' tools/requirements.txt | tr '\n' ' ')"
+	@touch $@
 
 # The library's modules (go.work ties them to the bundle at the root for
 # development); PKGS names every package of every module from the root.

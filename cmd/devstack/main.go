@@ -7,12 +7,13 @@
 //
 //	devstack [--api-addr 127.0.0.1:3000] [--webhook-addr 127.0.0.1:3001] [--otlp-addr 127.0.0.1:4318] [--moto-port 5000] [--endpoint URL | --aws]
 //	         [--api-concurrency 8] [--park-delay 10s] [--toggle-ttl 5s] [--state-dir .devstack]
-//	         [--faults SPEC]
+//	         [--faults SPEC] [--show-internal]
 //
 // It checks what it needs before it starts anything and says plainly what
-// is wrong (a port in use, another stack running from the same state
-// directory, an endpoint that does not answer, no credentials for --aws),
-// exiting non-zero. An exported AWS_ENDPOINT_URL is ignored: --endpoint
+// is wrong (a port in use, named with the flag that moves it, and all four
+// at once; another stack running from the same state directory, an
+// endpoint that does not answer, no credentials for --aws), exiting
+// non-zero. An exported AWS_ENDPOINT_URL is ignored: --endpoint
 // runs against another endpoint, --aws against AWS. While it runs,
 // .devstack/stack.json and .devstack/env say how to reach it. --faults
 // injects faults into the functions' AWS calls: throttling, 500/503, cut
@@ -51,7 +52,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
-	apiAddr := fs.String("api-addr", "127.0.0.1:3000", "where to serve the API")
+	apiAddr := fs.String("api-addr", "127.0.0.1:3000", "where to serve the API and the web view")
 	webhookAddr := fs.String("webhook-addr", "127.0.0.1:3001", "where the local webhook receiver listens (the webhook function's WEBHOOK_URL)")
 	otlpAddr := fs.String("otlp-addr", "127.0.0.1:4318", `where the local OTLP/HTTP receiver listens (the functions' OTEL_EXPORTER_OTLP_ENDPOINT); "off": no traces`)
 	motoPort := fs.Int("moto-port", 5000, "where to start moto (unless --endpoint or --aws)")
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	toggleTTL := fs.Duration("toggle-ttl", 5*time.Second, "how long workers cache the kill switches")
 	stateDir := fs.String("state-dir", ".devstack", "where resources.json, the builds and the function logs go")
 	faultSpec := fs.String("faults", "", faultsFlagHelp)
+	showInternal := fs.Bool("show-internal", false, "print every outcome of runstwice's own jobs (its sweeps' ticks, a batch's finisher), not only those that went wrong")
 	allowFederated := fs.Bool("allow-federated-users", false, "provision the stack with AllowFederatedUsers=true (STS federated users accepted as callers)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	l, err := devstack.Start(ctx, devstack.Options{
 		Root: root, StateDir: state, Endpoint: *endpoint, AWS: *useAWS, MotoPort: *motoPort, APIAddr: *apiAddr, WebhookAddr: *webhookAddr, OTLPAddr: *otlpAddr,
 		APIConcurrency: *apiConcurrency, ParkDelay: *parkDelay, ToggleTTL: *toggleTTL, Out: out, Chaos: chaos,
-		AllowFederatedUsers: *allowFederated,
+		AllowFederatedUsers: *allowFederated, ShowInternal: *showInternal,
 	})
 	if err != nil {
 		return err
@@ -126,6 +128,8 @@ func banner(out io.Writer, l *devstack.Local, state string) {
 runstwice is running (ready)
   API        %s   (caller from header X-Caller, default local-user)
   web view   %s%s   (jobs, mails, dead letters, switches)
+  webhooks   %s   (the local receiver the webhook function POSTs to)
+  traces     %s
   AWS        %s
   resources  %s
   logs       %s (application JSON), %s, %s
@@ -147,9 +151,16 @@ Enqueue a verification mail for the demo user u-demo-1:
 their AWS_ENDPOINT_URL, region and credentials — make run itself ignores them.)
 
 Ctrl-C stops everything.
-`, l.APIURL, l.APIURL, devstack.ViewPath, orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
+`, l.APIURL, l.APIURL, devstack.ViewPath, l.WebhookURL, traces(l.OTLPURL), orAWS(l.Endpoint), rel(devstack.ResourcesFile), rel(devstack.FunctionsLog), rel(devstack.MetricsLog), rel(devstack.EmulatorLog),
 		l.RunID, rel(devstack.FunctionsLog),
 		l.APIURL, mail, l.APIURL, rel(devstack.EnvFile))
+}
+
+func traces(otlpURL string) string {
+	if otlpURL == "" {
+		return "off (--otlp-addr off)"
+	}
+	return otlpURL + "   (the OTLP/HTTP receiver of the functions' spans)"
 }
 
 func orAWS(endpoint string) string {

@@ -101,6 +101,29 @@ func TestStartupFailures(t *testing.T) {
 		code, out := runFailing(t, nil, "--api-addr", ln.Addr().String(), "--moto-port", freePortArg(t), "--state-dir", t.TempDir())
 		checkFailure(t, code, out, ln.Addr().String()+" is in use", "another `make run`")
 	})
+	// The webhook and OTLP receivers' ports are checked with the others,
+	// before the run is marked in functions.log: the message names the
+	// flag that moves the port, and the run leaves no trace.
+	for _, flag := range []string{"--webhook-addr", "--otlp-addr"} {
+		t.Run(flag+" port in use", func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			state := t.TempDir()
+			args := []string{"--api-addr", freeAddr(t), "--webhook-addr", freeAddr(t), "--otlp-addr", freeAddr(t), "--moto-port", freePortArg(t), "--state-dir", state}
+			args[slices.Index(args, flag)+1] = ln.Addr().String()
+			code, out := runFailing(t, nil, args...)
+			checkFailure(t, code, out, ln.Addr().String()+" is in use", flag+" moves it", `make run ARGS="`+flag+" ")
+			if strings.Contains(out, "devstack: devstack:") || strings.Contains(out, "bind:") {
+				t.Errorf("a raw listen error:\n%s", out)
+			}
+			if b, err := os.ReadFile(filepath.Join(state, devstack.FunctionsLog)); err == nil {
+				t.Errorf("a refused run wrote functions.log:\n%s", b)
+			}
+		})
+	}
 	t.Run("another HTTP server on the moto port", func(t *testing.T) {
 		var hits atomic.Int32
 		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -210,6 +233,12 @@ func (e *e2e) secondRunsFail(t *testing.T) {
 	if err := json.Unmarshal(after[devstack.StackFile], &info); err != nil || info.PID != e.cmd.Process.Pid ||
 		info.APIURL != e.api || info.Endpoint != e.endpoint || info.Stage != "local" || info.Region != "us-east-1" {
 		t.Errorf("stack.json = %s (%v); want the first stack's", after[devstack.StackFile], err)
+	}
+	// stack.json names the receivers too (make invoke posts and exports
+	// there), as the banner shows them.
+	if info.WebhookURL == "" || info.OTLPURL == "" || !strings.Contains(e.out.String(), "webhooks   "+info.WebhookURL+" ") ||
+		!strings.Contains(e.out.String(), "traces     "+info.OTLPURL+" ") {
+		t.Errorf("stack.json names the webhook receiver %q and the OTLP receiver %q; want the banner's:\n%s", info.WebhookURL, info.OTLPURL, e.out.String())
 	}
 	if !strings.Contains(string(after[devstack.EnvFile]), "export AWS_ENDPOINT_URL="+e.endpoint+" ") {
 		t.Errorf("env = %s; want the first stack's endpoint", after[devstack.EnvFile])

@@ -109,3 +109,19 @@ func TestEnvFileNamesEveryTemplateVariable(t *testing.T) {
 		}
 	}
 }
+
+// A mail that `make invoke` sends links where the local stack's mails do:
+// events/env.json's APP_BASE_URL is the AppBaseUrl the stack runs with
+// (the template's default), never the API's address.
+func TestEnvFileLinksWhereTheStacksMailsDo(t *testing.T) {
+	file, tmpl := readEnvFile(t)
+	want := tmpl.Parameters["AppBaseUrl"].Default
+	if want == "" {
+		t.Fatal("template.yaml's AppBaseUrl has no default")
+	}
+	for _, id := range tmpl.IDs(stack.TypeFunction) {
+		if got, ok := file.vars(t, id)["APP_BASE_URL"]; ok && got != want {
+			t.Errorf("events/env.json: %s APP_BASE_URL = %q; the local stack's mails link to %q", id, got, want)
+		}
+	}
+}

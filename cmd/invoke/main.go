@@ -121,17 +121,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	beside := running != nil && running.Endpoint == endpoint
-	apiURL := localapi.DefaultURL
+	stackAt := localapi.StackInfo{APIURL: localapi.DefaultURL, WebhookURL: envFileWebhook}
 	if beside {
-		apiURL = running.APIURL
+		stackAt = *running
 	}
-	atAddresses(env, endpoint, apiURL)
+	atAddresses(env, endpoint, stackAt)
 	env["AWS_ENDPOINT_URL"] = endpoint
 	if beside {
 		fmt.Fprintf(stderr, "invoke: the local stack (pid %d) is running on %s: this invocation uses its resources (%s-*)%s; its lines go to the stack's functions.log and its mail shows in the stack's output and view\n",
 			running.PID, endpoint, *stackName, queuesNote(env))
 		if running.FunctionEndpoint != "" {
 			env["AWS_ENDPOINT_URL"] = running.FunctionEndpoint // the stack's proxy sees the mail
+		}
+		if _, set := env["OTEL_EXPORTER_OTLP_ENDPOINT"]; !set && running.OTLPURL != "" {
+			env["OTEL_EXPORTER_OTLP_ENDPOINT"] = running.OTLPURL // its spans join the stack's traces
 		}
 	}
 	env["AWS_REGION"] = region
@@ -183,27 +186,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return invokeErr
 }
 
-// envFileEndpoint and envFileAPI are the addresses events/env.json is
-// written for: a local stack on its default ports.
+// envFileEndpoint, envFileAPI and envFileWebhook are the addresses
+// events/env.json is written for: a local stack on its default ports
+// (moto, the API, the webhook receiver).
 const (
 	envFileEndpoint = "http://127.0.0.1:5000"
 	envFileAPI      = localapi.DefaultURL
+	envFileWebhook  = "http://127.0.0.1:3001/events"
 )
 
 // atAddresses rewrites the env file's addresses of the default local stack
 // to the ones this invocation runs against: the AWS endpoint (a queue
-// URL, say) and the running stack's API (the links its mails carry), as
-// .devstack/stack.json names them, so a stack on other ports (make run
-// ARGS="--moto-port 5001") gets its own.
-func atAddresses(env map[string]string, endpoint, apiURL string) {
+// URL, say), and the running stack's API and webhook receiver (its
+// WEBHOOK_URL), as .devstack/stack.json names them, so a stack on other
+// ports (make run ARGS="--moto-port 5100 --webhook-addr …") gets its own.
+func atAddresses(env map[string]string, endpoint string, stack localapi.StackInfo) {
+	bases := [][2]string{{envFileEndpoint, endpoint}, {envFileAPI, stack.APIURL}}
+	if stack.WebhookURL != "" {
+		bases = append(bases, [2]string{origin(envFileWebhook), origin(stack.WebhookURL)})
+	}
 	for k, v := range env {
-		switch {
-		case strings.HasPrefix(v, envFileEndpoint+"/") || v == envFileEndpoint:
-			env[k] = strings.TrimSuffix(endpoint, "/") + strings.TrimPrefix(v, envFileEndpoint)
-		case strings.HasPrefix(v, envFileAPI+"/") || v == envFileAPI:
-			env[k] = strings.TrimSuffix(apiURL, "/") + strings.TrimPrefix(v, envFileAPI)
+		for _, b := range bases {
+			if strings.HasPrefix(v, b[0]+"/") || v == b[0] {
+				env[k] = strings.TrimSuffix(b[1], "/") + strings.TrimPrefix(v, b[0])
+				break
+			}
 		}
 	}
+}
+
+// origin is a URL's scheme and host ("http://127.0.0.1:3001"); rawURL
+// itself when it does not parse.
+func origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return rawURL
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // findEndpoint picks the AWS endpoint: the flag, else $AWS_ENDPOINT_URL,

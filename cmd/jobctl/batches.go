@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -96,26 +97,64 @@ func (a *app) enqueueBatch(ctx context.Context, c *client.Client, r enqueueReque
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return a.printBatchJobs(batch, res.Jobs)
+	return a.printBatchJobs(batchTypes(batch), res.Jobs)
 }
 
-// printBatchJobs is the table of a batch's jobs: index, id, type (when
-// known), state and whether it deduplicated.
-func (a *app) printBatchJobs(batch []client.BatchJob, jobs []client.BatchJobResult) error {
+// printBatchJobs is the table of a batch's jobs: index, id, type, state
+// and whether it deduplicated (an active job of its key answered for
+// it). types names each job's type by its index ("-" for a job not made
+// yet).
+func (a *app) printBatchJobs(types map[int]string, jobs []client.BatchJobResult) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tJOB ID\tTYPE\tSTATE\tDEDUPLICATED")
 	for _, j := range jobs {
-		typ := "-"
-		if j.Index < len(batch) {
-			typ = batch[j.Index].Type
-		}
-		dedup := "-"
+		dedup := "no"
 		if j.Deduplicated {
 			dedup = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j.Index, j.JobID, typ, j.State, dedup)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j.Index, j.JobID, dash(types[j.Index]), j.State, dedup)
 	}
 	return tw.Flush()
+}
+
+// batchTypes names the type of each job of a batch by its index, as the
+// batch file gave it.
+func batchTypes(batch []client.BatchJob) map[int]string {
+	types := make(map[int]string, len(batch))
+	for i, j := range batch {
+		types[i] = j.Type
+	}
+	return types
+}
+
+// jobTypes reads the type of each of a batch's jobs (GET /v1/jobs/{jobId},
+// a few at a time), which the batch's own answer does not carry. A job of
+// a cut-short accept that is not made yet has none.
+func jobTypes(ctx context.Context, c *client.Client, jobs []client.BatchJobResult) (map[int]string, error) {
+	var (
+		mu    sync.Mutex
+		types = make(map[int]string, len(jobs))
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, 8)
+	)
+	for _, j := range jobs {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			got, err := c.Get(ctx, j.JobID)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				types[j.Index] = got.Type
+			case !errors.Is(err, client.ErrNotFound) && first == nil:
+				first = fmt.Errorf("job %s of the batch: %w", j.JobID, err)
+			}
+		})
+	}
+	wg.Wait()
+	return types, first
 }
 
 // batchesGet is `jobctl batches get BATCH_ID`: the batch's state and its
@@ -176,6 +215,10 @@ func (a *app) batchesGet(ctx context.Context, rest []string) error {
 			counts = append(counts, fmt.Sprintf("%d %s", n, s))
 		}
 	}
+	types, err := jobTypes(ctx, c, b.Jobs)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(a.stdout, "batch %s: %s, %d jobs (%s)\n", b.BatchID, b.State, len(b.Jobs), strings.Join(counts, ", "))
-	return a.printBatchJobs(nil, b.Jobs)
+	return a.printBatchJobs(types, b.Jobs)
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -108,19 +111,58 @@ func TestEnqueueAfter(t *testing.T) {
 }
 
 // batches get reads the batch through the API and prints its state, the
-// count per state and each job; another caller's is not found (3).
+// count per state and each job with its type (read from the job) and
+// whether it deduplicated; another caller's is not found (3).
 func TestBatchesGet(t *testing.T) {
 	noAWSCredentials(t)
-	srv, got := fakeEnqueueAPI(t, http.StatusOK, `{"batchId":"4f7c2b1e-8d3a-4e6f-9b0c-1a2b3c4d5e6f","state":"Accepted",`+
-		`"jobs":[{"index":0,"jobId":"j-0","state":"Succeeded","deduplicated":false},{"index":1,"jobId":"j-1","state":"AwaitingContinuation","deduplicated":false}],`+
-		`"counts":{"Succeeded":1,"AwaitingContinuation":1}}`)
+	var callers []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		callers = append(callers, r.Header.Get("X-Caller"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/batches/4f7c2b1e-8d3a-4e6f-9b0c-1a2b3c4d5e6f":
+			_, _ = io.WriteString(w, `{"batchId":"4f7c2b1e-8d3a-4e6f-9b0c-1a2b3c4d5e6f","state":"Accepting",`+
+				`"jobs":[{"index":0,"jobId":"j-0","state":"Succeeded","deduplicated":true},{"index":1,"jobId":"j-1","state":"AwaitingContinuation","deduplicated":false},`+
+				`{"index":2,"jobId":"j-2","state":"Pending","deduplicated":false}],"counts":{"Succeeded":1,"AwaitingContinuation":1,"Pending":1}}`)
+		case "/v1/jobs/j-0":
+			_, _ = io.WriteString(w, `{"jobId":"j-0","type":"email.welcome.v1","state":"Succeeded"}`)
+		case "/v1/jobs/j-1":
+			_, _ = io.WriteString(w, `{"jobId":"j-1","type":"email.password-reset.v1","state":"AwaitingContinuation"}`)
+		default: // j-2: a job of the cut-short accept, not made yet
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"type":"urn:runstwice:problem:not-found","title":"Not Found","status":404}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
 	code, out, stderr := jobctl("batches", "get", "4f7c2b1e-8d3a-4e6f-9b0c-1a2b3c4d5e6f", "--api", srv.URL, "--caller", "alice")
-	if code != exitOK || got.headers[0].Get("X-Caller") != "alice" {
+	if code != exitOK {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
-	for _, want := range []string{"Accepted, 2 jobs (1 AwaitingContinuation, 1 Succeeded)", "j-0", "j-1"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	for _, c := range callers {
+		if c != "alice" {
+			t.Errorf("a request as %q; want every one as the caller alice", c)
+		}
+	}
+	if !strings.Contains(out, "batch 4f7c2b1e-8d3a-4e6f-9b0c-1a2b3c4d5e6f: Accepting, 3 jobs (") {
+		t.Errorf("output lacks the batch's line:\n%s", out)
+	}
+	rows := map[string][]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 5 {
+			rows[f[1]] = f[2:]
+		}
+	}
+	for id, want := range map[string][]string{
+		"j-0": {"email.welcome.v1", "Succeeded", "yes"},
+		"j-1": {"email.password-reset.v1", "AwaitingContinuation", "no"},
+		"j-2": {"-", "Pending", "no"},
+	} {
+		if strings.Join(rows[id], " ") != strings.Join(want, " ") {
+			t.Errorf("row of %s: TYPE STATE DEDUPLICATED = %q; want %q\n%s", id, rows[id], want, out)
 		}
 	}
 	missing, _ := fakeEnqueueAPI(t, 404, `{"type":"urn:runstwice:problem:not-found","title":"Not Found","status":404,"detail":"you have no batch"}`)

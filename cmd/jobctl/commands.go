@@ -44,9 +44,11 @@ var commands = []*command{
 		help: "Give up on dead letters: each is kept with its reason (status dropped) and its job reads Failed.\n" +
 			"Without --yes nothing is dropped: it says what would be."},
 	{name: "jobs get", usage: "jobs get ID", run: (*app).jobsGet,
-		help: "A job: its derived state and every field of its record."},
-	{name: "jobs list", usage: "jobs list [--type T] [--state S] [--since D]", run: (*app).jobsList,
-		help: "Jobs, newest first, with their derived states. --since keeps jobs created since then."},
+		help: "A job: its state (as GET shows it) and every field of its record."},
+	{name: "jobs list", usage: "jobs list [--type T] [--state S] [--since D] [--internal]", run: (*app).jobsList,
+		help: "Jobs, newest first, with their states. --since keeps jobs created since then. runstwice's own\n" +
+			"jobs (its sweeps' ticks, a batch's finisher) are left out, and counted, unless --internal or\n" +
+			"--type names one."},
 	{name: "jobs trace", usage: "jobs trace ID [--api URL]", run: (*app).jobsTrace,
 		help: "A job's trace as the local stack's OTLP receiver holds it: every span, nested under its parent,\n" +
 			"with its service, kind, start, duration, a bar on the trace's time line and the spans it links to\n" +

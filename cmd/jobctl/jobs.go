@@ -18,6 +18,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/joblist"
@@ -78,8 +79,9 @@ func (a *app) jobsGet(ctx context.Context, args []string) error {
 // printJob prints job j as jobs.View shows it (every view of a job shows
 // the same state, attempts, outcome, reason and times) and every other
 // attribute of its record, new ones included; times as RFC 3339 in
-// milliseconds, UTC. A field the view shows otherwise than the record
-// stores it says so: "attempts  1 (stored: 0)".
+// milliseconds, UTC. The state is the one GET shows, alone; another
+// field the view shows otherwise than the record stores it says so:
+// "attempts  1 (stored: 0)".
 func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 	delete(attrs, "pk")
 	view := viewFields(j)
@@ -106,7 +108,9 @@ func (a *app) printJob(j jobs.Job, attrs map[string]any) error {
 		return a.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "state\t%s (derived; stored: %v)\n", j.State, attrs["state"])
+	// The state every view shows; the record's own (storedState in
+	// --json) is the runner's bookkeeping, which the marker overtakes.
+	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	keys := maps.Clone(attrs)
 	maps.Copy(keys, view)
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
@@ -174,7 +178,7 @@ var states = []jobs.State{jobs.StatePending, jobs.StateEnqueued, jobs.StateSched
 	jobs.StateSucceeded, jobs.StateFailed, jobs.StateExpired, "Parked", "Cancelled"}
 
 func (a *app) jobsList(ctx context.Context, args []string) error {
-	p, err := parseN(args, map[string]bool{"type": true, "state": true, "since": true}, 0, "jobs list", "no arguments")
+	p, err := parseN(args, map[string]bool{"type": true, "state": true, "since": true, "internal": false}, 0, "jobs list", "no arguments")
 	if err != nil {
 		return err
 	}
@@ -201,13 +205,29 @@ func (a *app) jobsList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// runstwice's own jobs (a tick every five minutes) are not the
+	// user's: left out unless asked for.
+	own := 0
+	if !p.set["internal"] && !contract.Own(f.Type) {
+		list = slices.DeleteFunc(list, func(s joblist.Summary) bool {
+			if contract.Own(s.Type) {
+				own++
+				return true
+			}
+			return false
+		})
+	}
 	if a.json {
 		if list == nil {
 			list = []joblist.Summary{}
 		}
 		return a.printJSON(list)
 	}
-	fmt.Fprintf(a.stdout, "%d job(s) in %s\n", len(list), a.res.JobsTable)
+	fmt.Fprintf(a.stdout, "%d job(s) in %s", len(list), a.res.JobsTable)
+	if own > 0 {
+		fmt.Fprintf(a.stdout, " (and %d of runstwice's own, its sweeps' ticks and batch finishers: --internal shows them)", own)
+	}
+	fmt.Fprintln(a.stdout)
 	if len(list) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -54,6 +55,9 @@ type toggleRow struct {
 	Reason           string     `json:"reason,omitempty"`
 	LastModifiedUser string     `json:"lastModifiedUser,omitempty"`
 	LastModified     *time.Time `json:"lastModified,omitempty"`
+	// Internal marks a type of runstwice's own (contract.Own): its
+	// sweeps' ticks and a batch's finisher, which no user enqueues.
+	Internal bool `json:"internal,omitempty"`
 }
 
 type unknownRow struct {
@@ -100,9 +104,41 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 	if a.json {
 		return a.printJSON(map[string]any{"stage": a.stage, "toggles": rows, "unknown": unknown})
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if err := writeToggles(a.stdout, rows); err != nil {
+		return err
+	}
+	for _, u := range unknown {
+		hint := ""
+		if u.DidYouMean != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", u.DidYouMean)
+		}
+		fmt.Fprintf(a.stdout, "WARNING: %s = %q names no registered job type%s; it has no effect\n", u.Parameter, u.Value, hint)
+	}
+	return nil
+}
+
+// writeToggles is the table of toggles list: the user's types first, then
+// runstwice's own, marked "(internal)"; "(missing)" for a switch with no
+// parameter, and "-" for a column with nothing set (SSM's LastModifiedUser
+// of a value an emulator wrote, "N/A", included).
+func writeToggles(w io.Writer, rows []toggleRow) error {
+	rows = slices.Clone(rows)
+	slices.SortStableFunc(rows, func(x, y toggleRow) int {
+		if x.Internal != y.Internal {
+			if x.Internal {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(x.Type, y.Type)
+	})
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tSTORED\tDEFAULT\tEFFECTIVE\tUNTIL\tREASON\tWHO")
 	for _, r := range rows {
+		name := r.Type
+		if r.Internal {
+			name += " (internal)"
+		}
 		stored := "(missing)"
 		if s, ok := r.Stored.(string); ok {
 			stored = shorten(s, 24)
@@ -117,25 +153,22 @@ func (a *app) togglesList(ctx context.Context, args []string) error {
 		case r.Until != nil:
 			until = r.Until.Format(time.RFC3339) + " (" + r.TimeLeft + " left)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Type, stored, r.Default, r.Effective, until, dash(r.Reason), dash(r.LastModifiedUser))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, stored, r.Default, r.Effective, until, dash(r.Reason), dash(r.LastModifiedUser))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, u := range unknown {
-		hint := ""
-		if u.DidYouMean != "" {
-			hint = fmt.Sprintf(" (did you mean %s?)", u.DidYouMean)
-		}
-		fmt.Fprintf(a.stdout, "WARNING: %s = %q names no registered job type%s; it has no effect\n", u.Parameter, u.Value, hint)
-	}
-	return nil
+	return tw.Flush()
 }
+
+// noUser is what SSM's LastModifiedUser reads when it knows no user (an
+// emulator's answer): none, as a missing parameter's.
+const noUser = "N/A"
 
 func (a *app) toggleRow(e switchview.Entry, at time.Time) toggleRow {
 	r := toggleRow{Type: e.Type, Parameter: contract.SwitchParameter(a.stage, e.Type), Readable: e.Readable, Problem: e.Problem,
 		Default: onOff(e.Default), Effective: onOff(e.Effective), Expired: e.Expired, Reason: e.Reason,
-		LastModifiedUser: e.LastModifiedUser}
+		LastModifiedUser: e.LastModifiedUser, Internal: contract.Own(e.Type)}
+	if r.LastModifiedUser == noUser {
+		r.LastModifiedUser = ""
+	}
 	if e.HasStored {
 		r.Stored = e.Stored
 	}

@@ -156,13 +156,16 @@ func curl(args []string) (result, error) {
 }
 
 // runnable tells the README commands the test can run against its stack:
-// curl, jobctl and grep, with no placeholder left to fill in (JOB_ID, ID).
+// curl, jobctl and grep, with no placeholder left to fill in (JOB_ID, in a
+// URL too, or ID).
 func runnable(cmd string) bool {
 	w := words(cmd)
 	if len(w) == 0 || !(w[0] == "curl" || w[0] == "grep" || w[0] == "bin/jobctl") {
 		return false
 	}
-	return !slices.ContainsFunc(w, func(s string) bool { return s == "JOB_ID" || s == "ID" || strings.Contains(s, "<") })
+	return !slices.ContainsFunc(w, func(s string) bool {
+		return s == "ID" || strings.Contains(s, "JOB_ID") || strings.Contains(s, "<")
+	})
 }
 
 // check runs a step's commands and compares what they printed with the
@@ -189,6 +192,10 @@ func (s *readmeStack) runAndCompare(st step) error {
 		var err error
 		if res, err = s.run(cmd); err != nil {
 			return err
+		}
+		// A request the README shows no answer for works as shown.
+		if st.lang == "" && res.status != "" && !strings.HasPrefix(res.status, "HTTP/1.1 2") {
+			return fmt.Errorf("%q answered %s %s; the README shows it as working", cmd, res.status, res.stdout)
 		}
 		stdout.WriteString(res.stdout)
 	}

@@ -10,10 +10,10 @@ import (
 
 	smithytime "github.com/aws/smithy-go/time"
 
-	"github.com/runstwice/runstwice/aws/dynamostore"
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/marker"
 )
 
 // settlePoll is how often waitSettled reads the accepted jobs again.
@@ -30,7 +30,7 @@ const settlePoll = 5 * time.Second
 // reports false (and notes a problem naming some of them) when ctx ended
 // first.
 func (c *campaign) waitSettled(ctx context.Context, results []result) bool {
-	store := jobs.NewStore(c.db, c.res.Jobs, dynamostore.New(c.db, c.res.Markers))
+	store := jobs.NewStore(c.db, c.res.Jobs, marker.NewStore(c.db, c.res.Markers))
 	store.Now = c.clockNow
 	var open []string
 	for ctx.Err() == nil {

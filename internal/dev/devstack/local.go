@@ -1,7 +1,6 @@
 package devstack
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +68,9 @@ type Options struct {
 	// SchedulerPoll is how often the scheduler emulator looks for due
 	// schedules (DefaultSchedulerPoll if 0).
 	SchedulerPoll time.Duration
+	// ShowInternal prints every outcome of runstwice's own jobs (its
+	// sweeps' ticks, a batch's finisher), not only those that went wrong.
+	ShowInternal bool
 }
 
 // DefaultAPIConcurrency is how many enqueue instances the API may run at
@@ -114,6 +116,11 @@ type Local struct {
 	// RunID tells this run from the others in functions.log, where its
 	// "run started" line carries it (see RunStartedMsg).
 	RunID string
+	// WebhookURL is where the local webhook receiver takes events (the
+	// webhook function's WEBHOOK_URL); OTLPURL is the OTLP/HTTP receiver
+	// of the functions' spans ("" when traces are off).
+	WebhookURL string
+	OTLPURL    string
 
 	stateDir string
 	lock     *stateLock
@@ -170,7 +177,11 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	if l.lock, err = lockStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-	apiListener, err := listen(opts.APIAddr, "--api-addr")
+	// Every port the stack opens, before anything is started or written.
+	if err := CheckPorts(opts.Ports()); err != nil {
+		return nil, err
+	}
+	apiListener, err := listen(opts.APIAddr, APIAddrFlag)
 	if err != nil {
 		return nil, err
 	}
@@ -193,11 +204,23 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		if err := CheckEndpoint(ctx, opts.Endpoint); err != nil {
 			return nil, err
 		}
-	default:
-		if err := checkMotoPort(opts.MotoPort); err != nil {
-			return nil, err
-		}
 	}
+	report := NewReporter(out)
+	report.ShowInternal = opts.ShowInternal
+	l.mailbox.OnMail = report.Mail
+	if l.webhooks, err = StartReceiver(anyPort(opts.WebhookAddr)); err != nil {
+		return nil, portError(Port{What: "the webhook receiver", Flag: WebhookAddrFlag, Addr: anyPort(opts.WebhookAddr)}, err)
+	}
+	l.WebhookURL = l.webhooks.URL
+	l.webhooks.OnDelivery = report.Webhook
+	if opts.OTLPAddr != "off" {
+		if l.traces, err = otlp.Start(anyPort(opts.OTLPAddr)); err != nil {
+			return nil, portError(Port{What: "the OTLP receiver", Flag: OTLPAddrFlag, Addr: anyPort(opts.OTLPAddr)}, err)
+		}
+		l.OTLPURL = l.traces.URL
+	}
+	// The run is marked once every port is taken: a run refused at its
+	// checks writes nothing to functions.log.
 	sinks, err := l.openLogs(opts.StateDir)
 	if err != nil {
 		return nil, err
@@ -205,17 +228,6 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 	l.RunID = newRunID(time.Now())
 	l.runLog = runMarker(sinks.App, l.RunID)
 	l.runLog.Info(RunStartedMsg, "pid", os.Getpid(), "api", "http://"+apiListener.Addr().String(), "stateDir", opts.StateDir)
-	report := NewReporter(out)
-	l.mailbox.OnMail = report.Mail
-	if l.webhooks, err = StartReceiver(cmp.Or(opts.WebhookAddr, "127.0.0.1:0")); err != nil {
-		return nil, err
-	}
-	l.webhooks.OnDelivery = report.Webhook
-	if opts.OTLPAddr != "off" {
-		if l.traces, err = otlp.Start(cmp.Or(opts.OTLPAddr, "127.0.0.1:0")); err != nil {
-			return nil, fmt.Errorf("devstack: the OTLP receiver: %w", err)
-		}
-	}
 	sinks.App = report.OutcomeWriter(sinks.App)
 	sinks = opts.Chaos.appLog(sinks)
 
@@ -373,8 +385,8 @@ func Start(ctx context.Context, opts Options) (l *Local, err error) {
 		return nil, err
 	}
 	l.wg.Go(func() { _ = l.server.Serve(apiListener) })
-	info := localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, Stage: Stage, Region: cfg.Region, PID: os.Getpid(),
-		ToggleTTL: l.Stack.Param("ToggleTtl")}
+	info := localapi.StackInfo{Endpoint: l.Endpoint, APIURL: l.APIURL, WebhookURL: l.WebhookURL, OTLPURL: l.OTLPURL,
+		Stage: Stage, Region: cfg.Region, PID: os.Getpid(), ToggleTTL: l.Stack.Param("ToggleTtl")}
 	if l.proxy != nil {
 		info.FunctionEndpoint = l.proxy.URL
 	}

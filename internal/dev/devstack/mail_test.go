@@ -134,6 +134,44 @@ func TestReporterPrintsOneLinePerOutcome(t *testing.T) {
 	}
 }
 
+// runstwice's own jobs (a sweep's tick, a batch's finisher) are the
+// user's noise while they go well: `make run` prints them only when they
+// go wrong, or every one with ShowInternal (--show-internal).
+func TestReporterLeavesOutRunstwicesOwnJobsThatWentWell(t *testing.T) {
+	lines := []string{
+		`{"level":"INFO","msg":"job outcome","outcome":"succeeded","jobId":"j1","type":"runstwice.continuation-sweep.v1"}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"succeeded","jobId":"j2","type":"runstwice.batch-finish.v1"}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"skipped","jobId":"j3","type":"runstwice.schedule-sweep.v1"}`,
+		`{"level":"ERROR","msg":"job outcome","outcome":"dead-lettered","reason":"permanent: boom","jobId":"j4","type":"runstwice.batch-finish.v1"}`,
+		`{"level":"INFO","msg":"job outcome","outcome":"succeeded","jobId":"j5","type":"webhook.deliver.v1"}`,
+	}
+	for _, tc := range []struct {
+		show bool
+		want []string
+	}{
+		{false, []string{"j4", "j5"}},
+		{true, []string{"j1", "j2", "j3", "j4", "j5"}},
+	} {
+		var out bytes.Buffer
+		r := NewReporter(&out)
+		r.ShowInternal = tc.show
+		app := r.OutcomeWriter(io.Discard)
+		for _, l := range lines {
+			if _, err := app.Write([]byte(l + "\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			_, job, _ := strings.Cut(l, "job=")
+			got = append(got, strings.Fields(job)[0])
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("ShowInternal=%v printed the jobs %q; want %q:\n%s", tc.show, got, tc.want, out.String())
+		}
+	}
+}
+
 // What the stack's parts log beside the job lines (the web view's switch
 // flips) is printed in the form of the job lines, not log's or slog's own.
 func TestReporterLoggerPrintsLikeTheJobLines(t *testing.T) {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,41 +26,6 @@ func (e *startError) Unwrap() error { return e.kind }
 
 func failure(kind error, format string, args ...any) error {
 	return &startError{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
-
-// ErrPortInUse means an address the stack needs is taken.
-var ErrPortInUse = errors.New("port in use")
-
-// listen takes addr for the API, or says plainly that it is taken.
-func listen(addr, flag string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err == nil {
-		return ln, nil
-	}
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, failure(ErrPortInUse, "%s is in use — is another `make run` running? (or choose another address with %s)", addr, flag)
-	}
-	return nil, fmt.Errorf("cannot listen on %s (%s): %w", addr, flag, err)
-}
-
-// checkMotoPort says plainly when moto's port is taken: the stack never
-// joins a server it did not start.
-func checkMotoPort(port int) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	ln, err := net.Listen("tcp", addr)
-	if err == nil {
-		return ln.Close()
-	}
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return motoPortInUse(port)
-	}
-	return fmt.Errorf("cannot listen on %s for moto: %w", addr, err)
-}
-
-func motoPortInUse(port int) error {
-	return failure(ErrPortInUse, "127.0.0.1:%d is in use — is another `make run` running? Another program may hold it "+
-		"(on macOS, the AirPlay Receiver listens on 5000): choose another port, e.g. make run ARGS=\"--moto-port %d\"",
-		port, port+1)
 }
 
 // ErrEndpoint means the AWS endpoint given cannot serve the stack.

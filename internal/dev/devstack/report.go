@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 // Outcome is what the runner decided for one record: the one "job outcome"
@@ -49,6 +51,10 @@ func ParseOutcome(line []byte) (Outcome, bool) {
 // Reporter prints one line per job outcome and per mail sent, as `make run`
 // shows them. A success that sent a mail is shown by its mail line alone.
 type Reporter struct {
+	// ShowInternal prints every outcome of runstwice's own jobs (Own):
+	// without it, only those that went wrong (dead-lettered, retried, …).
+	ShowInternal bool
+
 	out    io.Writer
 	now    func() time.Time
 	mu     sync.Mutex
@@ -80,7 +86,7 @@ func (r *Reporter) Outcome(o Outcome) {
 	defer r.mu.Unlock()
 	mailed := r.mailed[o.JobID]
 	delete(r.mailed, o.JobID)
-	if o.Outcome == "succeeded" && mailed {
+	if o.Outcome == "succeeded" && mailed || !r.ShowInternal && contract.Own(o.Type) && routine(o) {
 		return
 	}
 	line := fmt.Sprintf("%s  %-14s %s  job=%s", r.now().Format(time.TimeOnly), o.Outcome, cmp.Or(o.Type, "-"), cmp.Or(o.JobID, "-"))
@@ -89,6 +95,11 @@ func (r *Reporter) Outcome(o Outcome) {
 	}
 	fmt.Fprintln(r.out, line)
 }
+
+// routine reports an outcome of a job that went as it should (logged at
+// INFO: succeeded, a no-op, a skip, a duplicate, a twin's retry), which
+// `make run` leaves out for runstwice's own jobs unless ShowInternal.
+func routine(o Outcome) bool { return o.Level == "" || o.Level == slog.LevelInfo.String() }
 
 // OutcomeWriter returns a sink for application log lines (one line per
 // Write, as lambdarie.Sinks deliver them) that writes each line to w and

@@ -23,9 +23,15 @@ type StackInfo struct {
 	// beside the stack (make invoke) uses it too, so its mail shows where
 	// the stack's does.
 	FunctionEndpoint string `json:"functionEndpoint,omitempty"`
-	Stage            string `json:"stage"`
-	Region           string `json:"region"`
-	PID              int    `json:"pid"`
+	// WebhookURL is the stack's webhook receiver (its webhook function's
+	// WEBHOOK_URL), and OTLPURL its OTLP/HTTP receiver of spans ("" when
+	// traces are off): a function run beside the stack (make invoke) posts
+	// and exports there too.
+	WebhookURL string `json:"webhookUrl,omitempty"`
+	OTLPURL    string `json:"otlpUrl,omitempty"`
+	Stage      string `json:"stage"`
+	Region     string `json:"region"`
+	PID        int    `json:"pid"`
 	// ToggleTTL is the stack's ToggleTtl parameter: how long its workers
 	// cache a kill switch's value (a Go duration, e.g. "2s").
 	ToggleTTL string `json:"toggleTtl,omitempty"`

@@ -38,6 +38,9 @@ type Span struct {
 	Attributes   map[string]any `json:"attributes"`
 	Links        []Link         `json:"links,omitempty"`
 	Status       string         `json:"status"`
+	// StatusMessage is the description of an Error status (the error's
+	// text), "" for none.
+	StatusMessage string `json:"statusMessage,omitempty"`
 }
 
 // Link is a span's link to another span.
@@ -149,7 +152,7 @@ func span(s *tracepb.Span, service string) Span {
 		ParentSpanID: hex.EncodeToString(s.GetParentSpanId()), Name: s.GetName(), Service: service,
 		Kind: kindName(s.GetKind()), StartTime: time.Unix(0, int64(s.GetStartTimeUnixNano())).UTC(),
 		EndTime: time.Unix(0, int64(s.GetEndTimeUnixNano())).UTC(), Attributes: map[string]any{},
-		Status: statusName(s.GetStatus().GetCode()),
+		Status: statusName(s.GetStatus().GetCode()), StatusMessage: s.GetStatus().GetMessage(),
 	}
 	for _, kv := range s.GetAttributes() {
 		out.Attributes[kv.GetKey()] = value(kv.GetValue())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -35,6 +36,7 @@ func TestReceiverKeepsWhatTheExporterSends(t *testing.T) {
 	job := attribute.String(JobIDAttribute, "job-1")
 	sctx, server := api.Tracer("t").Start(ctx, "POST /v1/jobs/{type}", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(job))
 	_, send := api.Tracer("t").Start(sctx, "send default", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(job))
+	send.SetStatus(codes.Error, "SQS: SendMessage, throttled")
 	send.End()
 	server.End()
 	_, record := worker.Tracer("t").Start(trace.ContextWithRemoteSpanContext(ctx, send.SpanContext()), "default process",
@@ -57,7 +59,7 @@ func TestReceiverKeepsWhatTheExporterSends(t *testing.T) {
 	switch {
 	case s.Kind != "server" || s.Service != "enqueue" || s.ParentSpanID != "":
 		t.Errorf("server span %+v", s)
-	case p.Kind != "producer" || p.ParentSpanID != s.SpanID:
+	case p.Kind != "producer" || p.ParentSpanID != s.SpanID || p.Status != "error" || p.StatusMessage != "SQS: SendMessage, throttled":
 		t.Errorf("producer span %+v", p)
 	case c.Kind != "consumer" || c.Service != "email" || c.ParentSpanID != p.SpanID || len(c.Links) != 1 || c.Links[0].SpanID != p.SpanID:
 		t.Errorf("consumer span %+v", c)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,17 +62,24 @@ var chromiumFlags = []string{
 	"no-default-browser-check",
 }
 
-// chromium returns the browser the Makefile installs, or fails the test.
+// chromium returns the browser tools/chromium.sh finds (RUNSTWICE_CHROMIUM,
+// else one on the PATH, else the macOS app), or fails the test saying how
+// to get one.
 func chromium(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("RUNSTWICE_CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no Chromium at %s (%v): run `make chromium` (Debian's chromium and chromium-driver)", path, err)
+	var stderr bytes.Buffer
+	find := exec.Command("sh", filepath.Join(root, "tools", "chromium.sh"), "find")
+	find.Stderr = &stderr
+	out, err := find.Output()
+	if err != nil {
+		t.Fatalf("no Chromium or Google Chrome found (%v) %s: run `make chromium`, which installs Debian's on Debian and "+
+			"says what to install elsewhere, or set RUNSTWICE_CHROMIUM", err, strings.TrimSpace(stderr.String()))
 	}
-	return path
+	return strings.TrimSpace(string(out))
 }
 
 // mailLog is a fixed webview.MailLog (the stack's recorder lives in devstack).

@@ -51,6 +51,33 @@ func (j Job) Available(action Action) bool {
 	return false
 }
 
+// Unavailable says why action does not apply to the job in its state
+// ("" when it does): the page writes it beside the greyed button.
+func (j Job) Unavailable(action Action) string {
+	if j.Available(action) {
+		return ""
+	}
+	st := jobs.State(j.State)
+	switch action {
+	case ActionCancel:
+		switch st {
+		case jobs.StateProcessing:
+			return "it is Processing (running now): a running job is not cancelled"
+		case jobs.StateFailed:
+			return "it has failed: nothing left to cancel (redrive it, or leave it)"
+		}
+		return "it has ended (" + j.State + "): only a job that has not run is cancelled"
+	case ActionRunNow:
+		return "only a Scheduled job waits for its time; this one is " + j.State
+	case ActionRedrive:
+		if st == jobs.StateSucceeded {
+			return "it succeeded: only a Failed job is redriven"
+		}
+		return "only a Failed job is redriven; this one is " + j.State
+	}
+	return "not while the job is " + j.State
+}
+
 // Actions lists every action, in the order the page shows them.
 func (Job) Actions() []Action { return []Action{ActionRunNow, ActionCancel, ActionRedrive} }
 

@@ -3,6 +3,7 @@ package webview
 import (
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -58,6 +59,14 @@ func TestJobPageOffersTheActionsItsStateAllows(t *testing.T) {
 				}
 				if !strings.Contains(body, `data-action="`+string(a)+`"`) {
 					t.Errorf("%s: %s not on the page at all (a disabled one says why)", tc.state, a)
+				}
+				// A disabled action says why beside its button, in words
+				// a reader sees (not only on hover), naming the state.
+				why := regexp.MustCompile(`data-action="` + string(a) + `" aria-disabled="true">[^<]*</span> <span class="note why">([^<]+)</span>`).FindStringSubmatch(body)
+				if disabled := !slices.Contains(tc.want, a); disabled != (why != nil) {
+					t.Errorf("%s: %s disabled %t, a reason beside it %q", tc.state, a, disabled, why)
+				} else if why != nil && !strings.Contains(why[1], tc.state) && !strings.Contains(strings.ToLower(why[1]), strings.ToLower(tc.state)) {
+					t.Errorf("%s: the reason beside %s, %q, does not name the state", tc.state, a, why[1])
 				}
 			}
 			if tc.state == "Scheduled" && !strings.Contains(body, "<th>due</th>") {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runstwice/runstwice/internal/contract"
 )
 
 //go:embed templates/*.html assets/style.css
@@ -29,6 +31,12 @@ var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"lower": strings.ToLower,
 	"short": shortID,
 	"link":  func(prefix, id string) jobLink { return jobLink{Prefix: prefix, ID: id} },
+	// Durations as a person reads them, a trace id in X-Ray's form (the
+	// API's) and in W3C's (for the hover), and a trace link's text.
+	"dur":        readable,
+	"xray":       xrayForm,
+	"w3c":        w3cForm,
+	"tracelabel": traceLabel,
 }).ParseFS(files, "templates/*.html"))
 
 // section is one part of the page: its rows, or why there are none.
@@ -65,7 +73,11 @@ type pageData struct {
 	Now     time.Time
 	Refresh int // seconds; 0: no automatic reload
 	// RefreshOff is true when ?refresh=0 turned the reload off.
-	RefreshOff  bool
+	RefreshOff bool
+	// ShowOwn is true when ?internal=1 asked for runstwice's own jobs
+	// too; OwnLeftOut counts those the list left out without it.
+	ShowOwn     bool
+	OwnLeftOut  int
 	Limit       int
 	Jobs        section[Job]
 	JobStates   []stateCount
@@ -83,11 +95,26 @@ func (p pageData) Ago(t time.Time) string {
 	d := p.Now.Sub(t)
 	switch {
 	case d < 0:
-		return "in " + roughly(-d)
+		// A time ahead is rounded, not cut: a job due in 3 days less the
+		// second it took to show reads "in 3d", not "in 2d".
+		return "in " + roughly((-d).Round(unitOf(-d)))
 	case d < time.Second:
 		return "just now"
 	}
 	return roughly(d) + " ago"
+}
+
+// unitOf is the unit roughly shows d in.
+func unitOf(d time.Duration) time.Duration {
+	switch {
+	case d < time.Minute:
+		return time.Second
+	case d < time.Hour:
+		return time.Minute
+	case d < 48*time.Hour:
+		return time.Hour
+	}
+	return 24 * time.Hour
 }
 
 func roughly(d time.Duration) string {
@@ -121,10 +148,29 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("refresh") == "0" {
 		d.Refresh, d.RefreshOff = 0, true
 	}
+	d.ShowOwn = r.URL.Query().Get("internal") == "1"
 	n := h.opts.Limit
 	var wg sync.WaitGroup
 	if s := h.src.Jobs; s != nil {
-		wg.Go(func() { d.Jobs = read(h, "jobs", func() ([]Job, error) { return s.Recent(ctx, n) }) })
+		wg.Go(func() {
+			d.Jobs = read(h, "jobs", func() ([]Job, error) {
+				if d.ShowOwn {
+					return s.Recent(ctx, n)
+				}
+				// runstwice's own jobs (a sweep's tick every five minutes)
+				// are left out unless asked for, and counted.
+				rows, err := s.Recent(ctx, 2*n)
+				mine := make([]Job, 0, len(rows))
+				for _, j := range rows {
+					if contract.Own(j.Type) {
+						d.OwnLeftOut++
+						continue
+					}
+					mine = append(mine, j)
+				}
+				return mine, err
+			})
+		})
 	}
 	if s := h.src.Mail; s != nil {
 		wg.Go(func() { d.Mail = read(h, "mail", func() ([]Mail, error) { return s.Recent(n), nil }) })
@@ -135,7 +181,22 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	if s := h.src.Switches; s != nil {
-		wg.Go(func() { d.Switches = read(h, "switches", func() ([]Switch, error) { return s.List(ctx) }) })
+		wg.Go(func() {
+			d.Switches = read(h, "switches", func() ([]Switch, error) {
+				rows, err := s.List(ctx)
+				// The user's switches first, then runstwice's own.
+				slices.SortStableFunc(rows, func(a, b Switch) int {
+					switch {
+					case a.Internal() == b.Internal():
+						return 0
+					case a.Internal():
+						return 1
+					}
+					return -1
+				})
+				return rows, err
+			})
+		})
 	}
 	if s := h.src.Schedules; s != nil {
 		wg.Go(func() { d.Schedules = read(h, "schedules", func() ([]Schedule, error) { return s.List(ctx) }) })

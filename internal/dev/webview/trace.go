@@ -3,6 +3,7 @@ package webview
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/runstwice/runstwice/internal/dev/otlp"
@@ -23,6 +24,32 @@ type waterfallRow struct {
 	Left, Width float64
 	LinkedTo    []waterfallLink
 	ShortID     string
+	// Expected says why a span with an Error status is no failure (a
+	// conditional write that found its item: see expectedError); "" for
+	// any other span.
+	Expected string
+}
+
+// StatusClass is the row's class: its status, or "expected" for an
+// Error status that is the expected answer to a conditional write.
+func (r waterfallRow) StatusClass() string {
+	if r.Expected != "" {
+		return "expected"
+	}
+	return r.Status
+}
+
+// expectedError is what the page says beside a client span whose Error is
+// DynamoDB refusing a conditional write: the write found the item it
+// guards against, which is how a replayed request finds the first one's
+// record and a second delivery its twin's marker. The code goes on from
+// that answer; a failure it could not handle shows on the span above.
+func expectedError(s otlp.Span) string {
+	if s.Status != "error" || s.Kind != "client" || !strings.Contains(s.StatusMessage, "ConditionalCheckFailed") {
+		return ""
+	}
+	return "condition not met, as expected: the conditional write found the item already there " +
+		"(a replayed request finds the first one's record; a second delivery, its twin's marker)"
 }
 
 // waterfallLink names a span a row links to (its name when the trace holds
@@ -38,7 +65,7 @@ func waterfall(spans []otlp.Span) ([]waterfallRow, time.Duration) {
 	span := max(total, time.Microsecond)
 	rows := make([]waterfallRow, 0, len(placed))
 	for _, p := range placed {
-		row := waterfallRow{Placed: p, Indent: 16 * p.Depth, ShortID: shortID(p.SpanID)}
+		row := waterfallRow{Placed: p, Indent: 16 * p.Depth, ShortID: shortID(p.SpanID), Expected: expectedError(p.Span)}
 		row.Width = max(100*float64(p.Duration)/float64(span), 0.5)
 		row.Left = min(100*float64(p.Offset)/float64(span), 100-row.Width)
 		for _, l := range p.Links {

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 )
 
@@ -148,6 +149,11 @@ type Switch struct {
 	// typo); it has no button.
 	Unknown bool
 }
+
+// Internal reports a switch of runstwice's own types (contract.Own: its
+// sweeps' ticks, a batch's finisher), which the page marks as such and
+// offers no button for.
+func (s Switch) Internal() bool { return contract.Own(s.Type) }
 
 // Schedule is one EventBridge Scheduler schedule of the stage: a recurring
 // one of the template, or a one-time schedule of a job run at a time.

@@ -332,6 +332,9 @@ func TestAgo(t *testing.T) {
 	tests := map[time.Duration]string{
 		0: "just now", 12 * time.Second: "12s ago", 5 * time.Minute: "5m ago",
 		3 * time.Hour: "3h ago", 72 * time.Hour: "3d ago", -30 * time.Second: "in 30s",
+		// A job run at 3d, shown a moment later, is due in 3d (not 2d).
+		-(72*time.Hour - time.Second): "in 3d", -(72*time.Hour - 3*time.Minute): "in 3d",
+		-(59*time.Minute + 50*time.Second): "in 1h", -(90 * time.Second): "in 2m",
 	}
 	for d, want := range tests {
 		if got := p.Ago(t0.Add(-d)); got != want {
