@@ -171,6 +171,9 @@ func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	if root := traceRoot(it.trace); root != "" {
 		it.log = it.log.With(keyTraceID, root)
 	}
+	if err != nil && it.set.name != "" && it.run == nil {
+		it.log = it.log.With(keyType, it.set.name) // refused before its own attributes were known
+	}
 	if err != nil {
 		it.out = m.deadLetter(ctx, it, malformed(err))
 		return false
@@ -252,7 +255,9 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 				return
 			}
 			var (
-				settled = map[Key]bool{}
+				// settled holds the keys settled earlier in the lane, each
+				// with the fingerprint of what settled it.
+				settled = map[Key]string{}
 				held    *item // the FIFO record whose retry holds the rest of its group
 			)
 			for _, i := range lane {
@@ -267,10 +272,19 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 					set(it, outcome{kind: kindHeld, reason: "an earlier record of its FIFO group (SQS message " + held.msg.MessageId + ") is retried; it keeps its place behind it"})
 					continue
 				case decided:
-				case settled[it.key]:
-					set(it, outcome{kind: kindDuplicate, reason: "a record of the same key settled it earlier in this batch"})
 				default:
-					runOne(i, it)
+					fp, done := settled[it.key]
+					switch {
+					case done && (fp == "" || it.fp == "" || fp == it.fp):
+						set(it, outcome{kind: kindDuplicate, reason: "a record of the same key settled it earlier in this batch"})
+					case done:
+						// Done here with other content: what the peek read
+						// before is stale; the runner judges it as done.
+						it.seen, it.hasSeen, it.peeked = Record{Key: it.key, State: StateDone, Fingerprint: fp}, true, true
+						runOne(i, it)
+					default:
+						runOne(i, it)
+					}
 				}
 				mu.Lock()
 				o := it.out
@@ -278,8 +292,8 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 				if it.group != "" && held == nil && outcomes[o.kind].retry {
 					held = it
 				}
-				if settles(o.kind) {
-					settled[it.key] = true
+				if _, done := settled[it.key]; !done && settles(o.kind) {
+					settled[it.key] = it.fp
 				}
 			}
 		})
