@@ -15,7 +15,8 @@ import (
 	"testing"
 )
 
-// Every ```go block of docs/ compiles against the code as it is, so an
+// Every ```go block of docs/ and the README compiles against the code as
+// it is, so an
 // example the API outgrew fails here and not in a reader's editor.
 //
 // A block is one of three kinds, told by what it holds:
@@ -46,6 +47,7 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	docs = append(docs, filepath.Join(r, "README.md"))
 	var blocks []goBlock
 	for _, doc := range docs {
 		rel, _ := filepath.Rel(r, doc)
