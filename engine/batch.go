@@ -18,8 +18,9 @@ import (
 // runner does the rest.
 type runner struct {
 	o Options
-	// resolve decodes a record and binds its kind and job (Mux.resolve).
-	resolve func(it *item) error
+	// jobsOf makes what a batch of n records keeps of their jobs while it
+	// runs (a Mux's typed payloads).
+	jobsOf func(n int) jobs
 	// tracer makes the records' spans (nil: Options.TracerProvider is).
 	tracer trace.Tracer
 	// cache holds the keys seen done (nil: Options.DoneCache is 0).
@@ -52,8 +53,20 @@ func (m *runner) at(s Step) {
 	}
 }
 
+// jobs is a batch's jobs as the Mux that decoded them keeps them, typed:
+// resolve decodes record i and binds its kind; run and admit call its
+// work and its kind's Admit.
+type jobs interface {
+	resolve(i int, it *item) error
+	run(ctx context.Context, i, attempt int, log *slog.Logger) error
+	admit(ctx context.Context, i, attempt int, log *slog.Logger) error
+}
+
 // item is one record on its way through the pipeline.
 type item struct {
+	// i is the record's index in its batch, and jobs the batch's jobs.
+	i    int
+	jobs jobs
 	msg events.SQSMessage
 	// set is the record's kind (its name is "" when the record has none:
 	// no route, or its route was refused).
@@ -63,10 +76,12 @@ type item struct {
 	fp  string
 	due time.Time
 	log *slog.Logger
-	// run and admit are the kind's work and Admit bound to the decoded
-	// payload (admit is nil without one).
-	run, admit func(ctx context.Context, attempt int, log *slog.Logger) error
-	seen       Record // the batch peek's marker, when hasSeen
+	// attrs are the attributes of the record's log lines its kind names.
+	attrs []slog.Attr
+	// bound: its payload decoded and its kind's job bound; admits: its kind
+	// has an Admit.
+	bound, admits bool
+	seen          Record // the batch peek's marker, when hasSeen
 	// hasSeen: the peek found a marker; peeked: the peek ran.
 	hasSeen, peeked bool
 	// disabled: the kind's kill switch is off.
@@ -111,13 +126,14 @@ func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		defer cancel()
 	}
 	items := make([]item, len(ev.Records))
+	js := m.jobsOf(len(items))
 	// One random token per invocation names each record's lease and claim
 	// (token:index): unique across workers, cheap per record.
 	batch := uuid.NewString()
 	var toPeek []*item
 	for i := range ev.Records {
 		it := &items[i]
-		it.msg = ev.Records[i]
+		it.msg, it.i, it.jobs = ev.Records[i], i, js
 		if !m.decode(ctx, base, it) {
 			continue
 		}
@@ -166,14 +182,18 @@ func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	it.trace = RecordTraceHeader(it.msg)
 	it.group = it.msg.Attributes["MessageGroupId"]
-	it.log = base.With("sqsMessageId", it.msg.MessageId)
-	err := m.resolve(it)
+	err := it.jobs.resolve(it.i, it)
+	// One logger per record, its attributes in one go: the kind's, the SQS
+	// message id, the trace.
+	attrs := it.attrs
+	if !it.bound && it.set.name != "" {
+		attrs = append(attrs, slog.String(keyType, it.set.name)) // refused before its kind's attributes were known
+	}
+	attrs = append(attrs, slog.String("sqsMessageId", it.msg.MessageId))
 	if root := traceRoot(it.trace); root != "" {
-		it.log = it.log.With(keyTraceID, root)
+		attrs = append(attrs, slog.String(keyTraceID, root))
 	}
-	if err != nil && it.set.name != "" && it.run == nil {
-		it.log = it.log.With(keyType, it.set.name) // refused before its own attributes were known
-	}
+	it.log = slog.New(base.Handler().WithAttrs(attrs))
 	if err != nil {
 		it.out = m.deadLetter(ctx, it, malformed(err))
 		return false
@@ -246,12 +266,13 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 		}()
 		set(it, do(i, it))
 	}
-	for _, lane := range lanes(items) {
+	first, next := lanes(items)
+	for _, head := range first {
 		wg.Add(1)
 		m.goRecord(func() {
 			defer wg.Done()
-			if it := &items[lane[0]]; len(lane) == 1 && it.out.kind == kindPending {
-				runOne(lane[0], it)
+			if it := &items[head]; next[head] < 0 && it.out.kind == kindPending {
+				runOne(head, it)
 				return
 			}
 			var (
@@ -260,7 +281,7 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 				settled = map[Key]string{}
 				held    *item // the FIFO record whose retry holds the rest of its group
 			)
-			for _, i := range lane {
+			for i := head; i >= 0; i = next[i] {
 				it := &items[i]
 				mu.Lock()
 				gone, decided := abandoned, it.out.kind != kindPending
@@ -322,31 +343,43 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 
 // lanes groups the records that must run one after another: a FIFO
 // group's records (decided ones too, since a retried one holds the rest),
-// and a standard queue's pending records of one key, each lane in the
-// batch's order and the lanes in the order of their first record.
-func lanes(items []item) [][]int {
-	var out [][]int
-	index := map[string]int{}
+// and a standard queue's pending records of one key. It returns each
+// lane's first record, in the order of the batch; next[i] is the record
+// after i in its lane (-1 for none).
+func lanes(items []item) (first, next []int) {
+	next = make([]int, len(items))
+	last := make([]int, 0, len(items)) // the last record of each lane so far
+	byKey := make(map[Key]int, len(items))
+	var byGroup map[string]int
 	for i := range items {
+		next[i] = -1
 		it := &items[i]
-		var name string
+		var n int
+		var ok bool
 		switch {
 		case it.group != "":
-			name = "g\x00" + it.group
+			if byGroup == nil {
+				byGroup = map[string]int{}
+			}
+			if n, ok = byGroup[it.group]; !ok {
+				n = len(first)
+				byGroup[it.group] = n
+			}
 		case it.out.kind != kindPending:
 			continue
 		default:
-			name = "k\x00" + it.key.Type + "\x00" + it.key.JobID
+			if n, ok = byKey[it.key]; !ok {
+				n = len(first)
+				byKey[it.key] = n
+			}
 		}
-		n, ok := index[name]
 		if !ok {
-			n = len(out)
-			index[name] = n
-			out = append(out, nil)
+			first, last = append(first, i), append(last, i)
+			continue
 		}
-		out[n] = append(out[n], i)
+		next[last[n]], last[n] = i, i
 	}
-	return out
+	return first, next
 }
 
 // writeStopKey carries, in an invocation's context, the time by which every

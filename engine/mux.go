@@ -41,7 +41,9 @@ func NewMux[T any](o Options, decode func([]byte) (T, error), route func(T) stri
 		return nil, errors.New("engine: NewMux needs decode and route")
 	}
 	m := &Mux[T]{core: core, decode: decode, pick: route, routes: map[string]*kindRoute[T]{}}
-	core.resolve = m.resolve
+	core.jobsOf = func(n int) jobs {
+		return &muxBatch[T]{m: m, payloads: make([]T, n), routes: make([]*kindRoute[T], n), keys: make([]string, n)}
+	}
 	return m, nil
 }
 
@@ -76,8 +78,19 @@ func (m *Mux[T]) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	return m.core.handle(ctx, ev)
 }
 
-// resolve decodes the record's body, finds its route and binds the job.
-func (m *Mux[T]) resolve(it *item) error {
+// muxBatch is what a Mux keeps of one batch while it runs: each record's
+// payload, route and key, typed (so binding a record's job to its work
+// allocates nothing per record).
+type muxBatch[T any] struct {
+	m        *Mux[T]
+	payloads []T
+	routes   []*kindRoute[T]
+	keys     []string
+}
+
+// resolve decodes record i's body, finds its route and binds its job.
+func (b *muxBatch[T]) resolve(i int, it *item) error {
+	m := b.m
 	p, err := m.decode([]byte(it.msg.Body))
 	if err != nil {
 		if m.only != nil {
@@ -91,7 +104,21 @@ func (m *Mux[T]) resolve(it *item) error {
 	if r == nil {
 		return fmt.Errorf("%w: no handler for %s in this function", ErrUnknownType, name)
 	}
-	return r.bind(it, p)
+	b.payloads[i], b.routes[i] = p, r
+	key, err := r.bind(it, p)
+	b.keys[i] = key
+	return err
+}
+
+// run runs record i's work.
+func (b *muxBatch[T]) run(ctx context.Context, i, attempt int, log *slog.Logger) error {
+	return b.routes[i].work(ctx, Job[T]{Key: b.keys[i], Payload: b.payloads[i], Attempt: attempt, Logger: log})
+}
+
+// admit runs record i's Admit (bind set it.admits only when its kind has
+// one).
+func (b *muxBatch[T]) admit(ctx context.Context, i, attempt int, log *slog.Logger) error {
+	return b.routes[i].k.Admit(ctx, Job[T]{Key: b.keys[i], Payload: b.payloads[i], Attempt: attempt, Logger: log})
 }
 
 func decodeJSON[T any](b []byte) (T, error) {
@@ -118,26 +145,26 @@ type kindRoute[T any] struct {
 // errNoKey is the permanent failure of a record whose payload has no key.
 var errNoKey = errors.New("the payload has no key")
 
-// bind sets the record's kind and binds its job to payload p: the key, the
-// fingerprint, the run time, the trace, the log attributes and the work. An
-// error is a permanent failure of the record.
-func (r *kindRoute[T]) bind(it *item, p T) error {
+// bind sets the record's kind and what the pipeline needs of payload p:
+// the key (returned), the fingerprint, the run time, the trace and the log
+// attributes. An error is a permanent failure of the record.
+func (r *kindRoute[T]) bind(it *item, p T) (string, error) {
 	it.set = settings{name: r.k.Name, bias: r.k.Bias, lease: r.k.Lease, failClosed: r.k.FailClosed, whileOff: r.k.WhileOff}
 	key, err := r.k.Key(p)
 	switch {
 	case err != nil && (errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownType)):
-		return err
+		return "", err
 	case err != nil:
-		return malformed(fmt.Errorf("%s: %w: %w", r.k.Name, errNoKey, err))
+		return "", malformed(fmt.Errorf("%s: %w: %w", r.k.Name, errNoKey, err))
 	case key == "":
-		return malformed(fmt.Errorf("%s: %w", r.k.Name, errNoKey))
+		return "", malformed(fmt.Errorf("%s: %w", r.k.Name, errNoKey))
 	case len(key) > MaxKeyBytes:
-		return malformed(fmt.Errorf("%s: the key is %d bytes; at most %d", r.k.Name, len(key), MaxKeyBytes))
+		return "", malformed(fmt.Errorf("%s: the key is %d bytes; at most %d", r.k.Name, len(key), MaxKeyBytes))
 	}
 	if r.k.Fingerprint != nil {
 		b, err := r.k.Fingerprint(p)
 		if err != nil {
-			return malformed(fmt.Errorf("%s: its fingerprint: %w", r.k.Name, err))
+			return "", malformed(fmt.Errorf("%s: its fingerprint: %w", r.k.Name, err))
 		}
 		sum := sha256.Sum256(b)
 		it.fp = hex.EncodeToString(sum[:])
@@ -151,20 +178,11 @@ func (r *kindRoute[T]) bind(it *item, p T) error {
 			it.trace = FormatXRay(sc)
 		}
 	}
-	var attrs []slog.Attr
 	if r.k.LogAttrs != nil {
-		attrs = r.k.LogAttrs(p)
+		it.attrs = r.k.LogAttrs(p)
 	} else {
-		attrs = []slog.Attr{slog.String(keyType, r.k.Name), slog.String(keyKey, key)}
+		it.attrs = []slog.Attr{slog.String(keyType, r.k.Name), slog.String(keyKey, key)}
 	}
-	it.log = slog.New(it.log.Handler().WithAttrs(attrs))
-	it.run = func(ctx context.Context, attempt int, log *slog.Logger) error {
-		return r.work(ctx, Job[T]{Key: key, Payload: p, Attempt: attempt, Logger: log})
-	}
-	if r.k.Admit != nil {
-		it.admit = func(ctx context.Context, attempt int, log *slog.Logger) error {
-			return r.k.Admit(ctx, Job[T]{Key: key, Payload: p, Attempt: attempt, Logger: log})
-		}
-	}
-	return nil
+	it.bound, it.admits = true, r.k.Admit != nil
+	return key, nil
 }

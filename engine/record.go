@@ -28,7 +28,7 @@ func (m *runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	case it.hasSeen && it.seen.State == StateFailed:
 		return m.deadLetter(ctx, it, errAlreadyFailed)
 	}
-	if it.admit != nil {
+	if it.admits {
 		if o, done := m.admitted(ctx, it); done {
 			return o
 		}
@@ -58,7 +58,7 @@ func fingerprintMismatch(it *item) error {
 
 // admitted runs the kind's Admit and decides the record when it says so.
 func (m *runner) admitted(ctx context.Context, it *item) (outcome, bool) {
-	err := it.admit(ctx, ReceiveCount(it.msg), it.log)
+	err := it.jobs.admit(ctx, it.i, ReceiveCount(it.msg), it.log)
 	switch {
 	case err == nil:
 		return outcome{}, false
@@ -122,7 +122,7 @@ func (m *runner) effect(ctx context.Context, it *item) (err error) {
 			err = &PanicError{Value: panicText(v)}
 		}
 	}()
-	return it.run(ctx, ReceiveCount(it.msg), it.log)
+	return it.jobs.run(ctx, it.i, ReceiveCount(it.msg), it.log)
 }
 
 // effectThenClaim runs the effect, then claims: a crash between the two
@@ -135,8 +135,8 @@ func (m *runner) effectThenClaim(ctx context.Context, it *item, owner string) ou
 		m.release(ctx, it, owner)
 		return m.snooze(ctx, it, s)
 	}
-	var noop *NoOpError
-	if err != nil && !errors.As(err, &noop) {
+	noop, isNoop := noOpOf(err)
+	if err != nil && !isNoop {
 		o := m.fail(ctx, it, err)
 		if o.final && m.o.Recorder != nil {
 			// The job reads Failed from now on: the marker says so too,
@@ -169,7 +169,7 @@ func (m *runner) effectThenClaim(ctx context.Context, it *item, owner string) ou
 		// A twin claimed first (no lease, or ours expired): the effect ran
 		// twice. Duplicates over loss, counted as such.
 		return outcome{kind: kindDuplicate, reason: "a twin claimed first; the effect may have run twice"}
-	case noop != nil:
+	case isNoop:
 		m.recordNoop(ctx, it, noop.Reason)
 		return outcome{kind: kindNoop, reason: noop.Reason, noopKind: noop.Kind}
 	}
@@ -191,9 +191,9 @@ func (m *runner) claimThenEffect(ctx context.Context, it *item, owner string) ou
 	m.at(StepAfterClaim)
 	err = m.effect(ctx, it)
 	m.at(StepAfterEffect)
-	var noop *NoOpError
+	noop, isNoop := noOpOf(err)
 	switch {
-	case errors.As(err, &noop):
+	case isNoop:
 		m.recordNoop(ctx, it, noop.Reason)
 		return outcome{kind: kindNoop, reason: noop.Reason, noopKind: noop.Kind}
 	case err != nil:
@@ -390,4 +390,17 @@ func (m *runner) deadLetter(ctx context.Context, it *item, cause error) outcome 
 		return outcome{kind: kindFailed, reason: "failed permanently and could not be dead-lettered: " + reason, err: err}
 	}
 	return outcome{kind: kindDeadLettered, reason: reason, err: cause}
+}
+
+// noOpOf returns the NoOpError err carries (nil and false for none, or a
+// nil err: the common case reads nothing and allocates nothing).
+func noOpOf(err error) (*NoOpError, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var n *NoOpError
+	if errors.As(err, &n) {
+		return n, true
+	}
+	return nil, false
 }

@@ -59,6 +59,9 @@ func snoozeDelay(d time.Duration) time.Duration {
 
 // asSnooze returns the SnoozeError err carries, unless err is permanent.
 func asSnooze(err error) (*SnoozeError, bool) {
+	if err == nil {
+		return nil, false
+	}
 	var s *SnoozeError
 	if IsPermanent(err) || !errors.As(err, &s) {
 		return nil, false

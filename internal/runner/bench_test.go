@@ -13,14 +13,17 @@ import (
 // 10 fresh records with in-memory fakes (bench.Pipeline, which make bench
 // measures too), and reports the cost per job.
 //
-// lease-traced is lease with a tracer provider that records every span
+// payload-seed and payload-lease run a team's own JSON messages on
+// engine.NewHandler through the same pipeline: they cost what the envelope
+// costs. lease-traced is lease with a tracer provider that records every span
 // (synchronously, in memory): what the per-record spans cost at most.
 func BenchmarkRunnerBatch10(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		lease  bool
 		newRun func(bool) (*bench.Pipeline, error)
-	}{{"seed", false, bench.NewPipeline}, {"lease", true, bench.NewPipeline}, {"lease-traced", true, bench.NewTracedPipeline}} {
+	}{{"seed", false, bench.NewPipeline}, {"lease", true, bench.NewPipeline}, {"lease-traced", true, bench.NewTracedPipeline},
+		{"payload-seed", false, bench.NewPayloadPipeline}, {"payload-lease", true, bench.NewPayloadPipeline}} {
 		b.Run(c.name, func(b *testing.B) {
 			p, err := c.newRun(c.lease)
 			if err != nil {
