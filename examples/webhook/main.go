@@ -62,11 +62,15 @@ func main() {
 	lambda.Start(flushed(h.HandleSQS, tp))
 }
 
+// environment names the variables the function reads; each is required
+// (OpenTelemetry's are optional and read by tracerProvider).
+var environment = []string{"WEBHOOK_URL", "MARKERS_TABLE", "TOGGLES_PATH", "QUEUE_URL", "DLQ_URL"}
+
 // build wires the handler from the environment; with tp, the engine makes
 // a CONSUMER span per record, continuing the trace its sender put in the
 // message's AWSTraceHeader.
 func build(ctx context.Context, tp *sdktrace.TracerProvider) (*engine.Handler[Event], error) {
-	env, err := lookup("WEBHOOK_URL", "MARKERS_TABLE", "TOGGLES_PATH", "QUEUE_URL", "DLQ_URL")
+	env, err := lookup(environment...)
 	if err != nil {
 		return nil, err
 	}
