@@ -1,8 +1,14 @@
 // Command webhook is an example of a Lambda function built on the engine
-// outside the bundle: it delivers a webhook for each job of the type
-// webhook.deliver.v1 that reaches its SQS queue, with the job id as the
-// receiver's Idempotency-Key, so a delivery the engine repeats (a crash
-// between the POST and its claim) is one event at the receiver.
+// outside the bundle: it consumes its team's own SQS messages
+// ({"eventId":"e-1"}, no envelope) and delivers each event once to a
+// webhook receiver, with the event id as the receiver's Idempotency-Key,
+// so a delivery the engine repeats (a crash between the POST and its
+// claim) is one event at the receiver.
+//
+// Around the delivery the engine keeps the kill switch (an SSM parameter
+// named after the kind, under TOGGLES_PATH: off parks the events on their
+// queue), the markers (DynamoDB), the lease, the dead letters (a refused
+// event goes to the DLQ with its reason) and the back-off of retries.
 //
 // It imports only the module's public packages: the engine, its AWS
 // adapters, the AWS SDK and OpenTelemetry's SDK. Its own template
@@ -17,9 +23,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -42,61 +47,7 @@ import (
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/aws/ssmswitch"
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/runner"
-	"github.com/runstwice/runstwice/message"
 )
-
-// queue is the name this function gives its one work queue (QUEUE_URL).
-const queue message.Queue = "webhooks"
-
-// Deliver is the job type: one event to deliver, by its id. A failed
-// receiver is retried (with back-off, then the DLQ); the receiver dedups by
-// the Idempotency-Key, so effect-then-claim (the default bias) is right.
-var Deliver = message.JobType{
-	Name:  "webhook.deliver.v1",
-	Args:  []message.ArgSpec{{Name: "eventId", Format: message.FormatID, Required: true}},
-	Queue: queue, EnabledByDefault: true, Lease: true,
-	KeyPrefix: "webhook", KeyArgs: []string{"eventId"},
-}
-
-// deliverArgs is Deliver's args.
-type deliverArgs struct {
-	EventID string `arg:"eventId"`
-}
-
-// Webhook posts the event of a job to URL.
-type Webhook struct {
-	URL    string
-	Client *http.Client
-}
-
-// Deliver POSTs {"eventId": ...} with the job id as Idempotency-Key. A 2xx
-// is done; a 4xx other than 408 and 429 is the receiver refusing the event
-// for good (Permanent: the DLQ, not five retries); anything else retries.
-func (w Webhook) Deliver(ctx context.Context, job runner.Job, a deliverArgs) error {
-	body, err := json.Marshal(map[string]string{"eventId": a.EventID})
-	if err != nil {
-		return engine.Permanent(err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
-	if err != nil {
-		return engine.Permanent(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", job.Envelope.MessageID)
-	resp, err := w.Client.Do(req)
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	resp.Body.Close()
-	switch {
-	case resp.StatusCode < 300:
-		return nil
-	case resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests:
-		return engine.Permanent(fmt.Errorf("webhook: the receiver refused the event: HTTP %d", resp.StatusCode))
-	}
-	return fmt.Errorf("webhook: HTTP %d", resp.StatusCode)
-}
 
 func main() {
 	ctx := context.Background()
@@ -104,11 +55,61 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := build(ctx, tp)
+	h, err := build(ctx, tp)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(handler(r, tp))
+	lambda.Start(flushed(h.HandleSQS, tp))
+}
+
+// environment names the variables the function reads; each is required
+// (OpenTelemetry's are optional and read by tracerProvider).
+var environment = []string{"WEBHOOK_URL", "MARKERS_TABLE", "TOGGLES_PATH", "QUEUE_URL", "DLQ_URL"}
+
+// build wires the handler from the environment; with tp, the engine makes
+// a CONSUMER span per record, continuing the trace its sender put in the
+// message's AWSTraceHeader.
+func build(ctx context.Context, tp *sdktrace.TracerProvider) (*engine.Handler[Event], error) {
+	env, err := lookup(environment...)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: aws config: %w", err)
+	}
+	client := sqs.NewFromConfig(cfg)
+	urls := map[string]string{"webhooks": env["QUEUE_URL"]}
+	queues := sqsqueue.New(client, urls, env["DLQ_URL"])
+	known := func(name string) bool { return name == Deliver.Name }
+	hook := Webhook{URL: env["WEBHOOK_URL"], Client: &http.Client{Timeout: 10 * time.Second}}
+	var tracer trace.TracerProvider // nil: no spans (never a nil *TracerProvider in it)
+	if tp != nil {
+		tracer = tp
+	}
+	return engine.NewHandler(Deliver, hook.Deliver, engine.Options{
+		Store:          dynamostore.New(dynamodb.NewFromConfig(cfg), env["MARKERS_TABLE"]),
+		Switch:         ssmswitch.New(ssm.NewFromConfig(cfg), env["TOGGLES_PATH"], known),
+		Parker:         queues,
+		DeadLetterer:   queues,
+		Backoff:        sqsqueue.NewVisibility(client, urls),
+		TracerProvider: tracer,
+		Logger:         engine.NewLogger(os.Stdout, "info"),
+		Metrics:        engine.DefaultMetrics("webhook-example"),
+	})
+}
+
+// lookup returns the environment variables names, or an error naming
+// those that are unset.
+func lookup(names ...string) (map[string]string, error) {
+	env := make(map[string]string, len(names))
+	var missing []error
+	for _, n := range names {
+		if env[n] = os.Getenv(n); env[n] == "" {
+			missing = append(missing, fmt.Errorf("webhook: %s is not set", n))
+		}
+	}
+	return env, errors.Join(missing...)
 }
 
 // tracerProvider is the function's OpenTelemetry set-up: a provider whose
@@ -133,16 +134,16 @@ func tracerProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
 // flushTimeout bounds the flush after each invocation.
 const flushTimeout = 2 * time.Second
 
-// handler is the runner's Handle, and with tp, Handle followed by a flush
-// of every span the invocation made: Lambda freezes the process as soon as
-// the invocation returns, so spans still in the batcher would wait for the
+// flushed is handle, and with tp, handle followed by a flush of every span
+// the invocation made: Lambda freezes the process as soon as the
+// invocation returns, so spans still in the batcher would wait for the
 // next invocation, or be lost with the instance.
-func handler(r *runner.Runner, tp *sdktrace.TracerProvider) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+func flushed(handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), tp *sdktrace.TracerProvider) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	if tp == nil {
-		return r.Handle
+		return handle
 	}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		resp, err := r.Handle(ctx, ev)
+		resp, err := handle(ctx, ev)
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
 		if ferr := tp.ForceFlush(flushCtx); ferr != nil {
@@ -150,34 +151,4 @@ func handler(r *runner.Runner, tp *sdktrace.TracerProvider) func(context.Context
 		}
 		return resp, err
 	}
-}
-
-// build wires the runner from the environment; with tp, the runner makes a
-// CONSUMER span per record, continuing the trace its sender put in the
-// message's AWSTraceHeader.
-func build(ctx context.Context, tp *sdktrace.TracerProvider) (*runner.Runner, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: aws config: %w", err)
-	}
-	reg, err := message.NewRegistry(Deliver)
-	if err != nil {
-		return nil, err
-	}
-	queues := sqsqueue.New(sqs.NewFromConfig(cfg), map[string]string{string(queue): os.Getenv("QUEUE_URL")}, os.Getenv("DLQ_URL"))
-	known := func(name string) bool { _, err := reg.Lookup(name); return err == nil }
-	hook := Webhook{URL: os.Getenv("WEBHOOK_URL"), Client: &http.Client{Timeout: 10 * time.Second}}
-	var tracer trace.TracerProvider // nil: no spans (never a nil *TracerProvider in it)
-	if tp != nil {
-		tracer = tp
-	}
-	return runner.New(runner.Config{
-		TracerProvider: tracer,
-		Registry:       reg,
-		Handlers:       map[string]runner.Handler{Deliver.Name: runner.Typed(hook.Deliver)},
-		Switch:         ssmswitch.New(ssm.NewFromConfig(cfg), os.Getenv("TOGGLES_PATH"), known),
-		Markers:        dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("MARKERS_TABLE")),
-		Parker:         queues, DeadLetterer: queues,
-		Logger: engine.NewLogger(os.Stdout, "info"), Metrics: engine.DefaultMetrics("webhook-example"),
-	})
 }
