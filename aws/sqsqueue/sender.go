@@ -1,17 +1,20 @@
 // Package sqsqueue is the engine's Parker, DeadLetterer and Backoff on SQS.
 //
-// The Sender parks a job whose switch is off by re-sending its body to its
-// work queue with a delay under the same messageId (so it neither runs nor
-// burns its receive count), and dead-letters a job that can never succeed
-// by sending it straight to the dead-letter queue with its reason in the
-// message attributes. The Visibility postpones transient retries with
-// ChangeMessageVisibilityBatch; when SQS refuses some entries it returns
-// an *engine.VisibilityError naming those records only. The function's role needs sqs:SendMessage
-// on the queues and sqs:ChangeMessageVisibility on the work queues.
+// The Sender parks a received record whose switch is off (or that snoozed)
+// by re-sending it, its body and message attributes unchanged, to the
+// queue it came from with a delay, so it neither runs nor burns its
+// receive count; and it dead-letters a record that can never succeed by
+// sending it, unchanged, straight to the dead-letter queue with its
+// reason, its source queue and its receive count as message attributes
+// (a FIFO record keeps its group). The Visibility postpones transient
+// retries with ChangeMessageVisibilityBatch; when SQS refuses some entries
+// it returns an *engine.VisibilityError naming those records only. The
+// function's role needs sqs:SendMessage on the queues and the dead-letter
+// queue and sqs:ChangeMessageVisibility on the queues it consumes.
 //
-// Every message it sends carries the message attributes type and
-// correlationId, so queues can be inspected and filtered without decoding
-// bodies.
+// Send sends a new message (Message), with the message attributes type
+// and correlationId when it names them, so queues can be inspected and
+// filtered without decoding bodies.
 package sqsqueue
 
 import (
@@ -73,7 +76,7 @@ type API interface {
 type Message struct {
 	// Queue is the queue's name, a key of the URLs the Sender was given.
 	Queue string
-	// Body is the encoded envelope; its messageId is the job id.
+	// Body is the message's body.
 	Body          string
 	Type          string
 	CorrelationID string

@@ -122,12 +122,12 @@ func (q *Queues) DeadCount() int {
 
 var sqsSeq atomic.Int64
 
-// RawRecord is an SQS record of any body, from the critical queue.
+// RawRecord is an SQS record of any body, from a queue named jobs.
 func RawRecord(body string, receiveCount int) events.SQSMessage {
 	return events.SQSMessage{
 		MessageId:      fmt.Sprintf("sqs-%d", sqsSeq.Add(1)),
 		Body:           body,
 		Attributes:     map[string]string{"ApproximateReceiveCount": fmt.Sprint(receiveCount)},
-		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:critical",
+		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:jobs",
 	}
 }

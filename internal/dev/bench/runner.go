@@ -178,7 +178,7 @@ func Runner() []Row {
 			Row{"runner", "in-process, " + mode + " mode, envelope: time per job", fmt.Sprintf("%.1f µs", ns/1000), "≤ 20 µs", ns <= 20_000},
 			Row{"runner", "in-process, " + mode + " mode, envelope: allocations per job", fmt.Sprintf("%.1f", allocs), "≤ 47.6 (release 4)", allocs <= 47.6},
 			Row{"runner", "in-process, " + mode + " mode, any payload: time per job", fmt.Sprintf("%.1f µs (%.2f× envelope)", f[2].ns/1000, payloadRatio),
-				"within 5 % of envelope", payloadRatio >= 0.95 && payloadRatio <= 1.05},
+				"≤ 1.05× envelope (no strict envelope decode)", payloadRatio <= 1.05},
 			Row{"runner", "in-process, " + mode + " mode, any payload: allocations per job", fmt.Sprintf("%.1f", f[2].allocs), "≤ 47.6 (release 4)", f[2].allocs <= 47.6},
 			Row{"runner", "in-process, " + mode + " mode, envelope, traced (every span recorded): time per job",
 				fmt.Sprintf("%.1f µs (%.2f× untraced)", tracedNs/1000, ratio), "≤ 1.5× untraced", ratio <= 1.5},
