@@ -79,7 +79,7 @@ func (s BackoffSchedule) Delay(attempt int, random func(n int64) int64) time.Dur
 // back after the visibility timeout, which the deadline already spent.
 func (m *runner) backsOff(it *item) bool {
 	switch {
-	case m.o.Backoff == nil, it.out.final, IsPermanent(it.out.err):
+	case m.o.Backoff == nil, it.stream, it.out.final, IsPermanent(it.out.err):
 		return false
 	case ReceiveCount(it.msg) >= m.o.MaxReceiveCount:
 		return false // the final attempt: its next receive is the DLQ's

@@ -86,8 +86,10 @@ type item struct {
 	hasSeen, peeked bool
 	// disabled: the kind's kill switch is off.
 	disabled bool
-	// group is the FIFO message group ("" for a standard queue).
-	group string
+	// group is the FIFO message group, or the stream's shard ("" for a
+	// standard queue); stream: the record is a stream's.
+	group  string
+	stream bool
 	out   outcome
 	// holdFor is how long a record held in its FIFO group's order waits
 	// before it comes back (0: the back-off's schedule).
@@ -110,7 +112,7 @@ func (it *item) metricType() string {
 // handle runs a batch: decode each record and read its switch, peek the
 // markers in one read, run the records (concurrently, one at a time per key
 // and in order per FIFO group), back off the retries, and answer.
-func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+func (m *runner) handle(ctx context.Context, recs []events.SQSMessage, src source) []int {
 	defer m.o.Metrics.Flush()
 	start := time.Now() // the real clock, as SQS counts a receipt's 12 h
 	base := withRequest(ctx, m.o.Logger)
@@ -125,15 +127,20 @@ func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-m.o.DeadlineMargin))
 		defer cancel()
 	}
-	items := make([]item, len(ev.Records))
+	items := make([]item, len(recs))
 	js := m.jobsOf(len(items))
 	// One random token per invocation names each record's lease and claim
 	// (token:index): unique across workers, cheap per record.
 	batch := uuid.NewString()
 	var toPeek []*item
-	for i := range ev.Records {
+	for i := range recs {
 		it := &items[i]
-		it.msg, it.i, it.jobs = ev.Records[i], i, js
+		it.msg, it.i, it.jobs = recs[i], i, js
+		if src.groups != nil {
+			it.group, it.stream = src.groups[i], true
+		} else {
+			it.group = it.msg.Attributes["MessageGroupId"]
+		}
 		if !m.decode(ctx, base, it) {
 			continue
 		}
@@ -168,12 +175,21 @@ func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	})
 
 	m.backOff(ctx, base, items, start)
-	var resp events.SQSEventResponse
+	var failed []int
 	for i := range items {
-		m.finish(ctx, &items[i], &resp)
+		if m.finish(ctx, &items[i]) {
+			failed = append(failed, i)
+		}
 	}
 	m.at(StepBeforeResponse)
-	return resp, nil
+	return failed
+}
+
+// source says where a batch's records came from: an SQS queue (groups
+// nil: a FIFO record names its group in its attributes), or a stream,
+// whose records are in order per shard (groups: each record's shard).
+type source struct {
+	groups []string
 }
 
 // decode finds the record's route and decodes its payload, and reports
@@ -181,7 +197,6 @@ func (m *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 // kind refuses, fails as permanent here.
 func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	it.trace = RecordTraceHeader(it.msg)
-	it.group = it.msg.Attributes["MessageGroupId"]
 	err := it.jobs.resolve(it.i, it)
 	// One logger per record, its attributes in one go: the kind's, the SQS
 	// message id, the trace.

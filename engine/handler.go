@@ -39,5 +39,5 @@ func NewHandler[T any](k Kind[T], work func(context.Context, Job[T]) error, o Op
 // one stops its group: the records after it are reported failed with it,
 // while the other groups go on.
 func (h *Handler[T]) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.mux.core.handle(ctx, ev)
+	return h.mux.core.handleSQS(ctx, ev), nil
 }

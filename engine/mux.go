@@ -75,7 +75,7 @@ func (m *Mux[T]) Handles(route string) bool { return m.routes[route] != nil }
 // HandleSQS runs an SQS batch and reports the records SQS must retry
 // (ReportBatchItemFailures), as Handler.HandleSQS does.
 func (m *Mux[T]) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return m.core.handle(ctx, ev)
+	return m.core.handleSQS(ctx, ev), nil
 }
 
 // muxBatch is what a Mux keeps of one batch while it runs: each record's

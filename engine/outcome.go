@@ -5,8 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // kind is what became of one record. Every record ends with exactly one,
@@ -96,9 +94,9 @@ type outcome struct {
 }
 
 // finish writes the record's one outcome line and its metrics, and reports
-// a batch item failure when SQS must retry it. It is the only place that
+// whether the record is retried (a batch item failure). It is the only place that
 // counts job metrics.
-func (m *runner) finish(ctx context.Context, it *item, resp *events.SQSEventResponse) {
+func (m *runner) finish(ctx context.Context, it *item) (retry bool) {
 	o := outcomes[it.out.kind]
 	name, level := o.name, o.level
 	if it.out.final {
@@ -125,9 +123,7 @@ func (m *runner) finish(ctx context.Context, it *item, resp *events.SQSEventResp
 	if it.out.kind == kindNoop {
 		m.o.Metrics.CountReason(JobsNoop, it.metricType(), cmp.Or(it.out.noopKind, "other"), 1)
 	}
-	if o.retry {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: it.msg.MessageId})
-	}
+	return o.retry
 }
 
 // settles reports whether an outcome of kind k leaves its key settled for
