@@ -317,6 +317,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T, clock *Clock) engine.Sto
 		su.cancellation(t)
 	}
 	su.failures(t)
+	su.kept(t)
 }
 
 // under is the store under test, with the reads and writes the suite uses

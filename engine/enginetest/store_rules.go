@@ -170,3 +170,57 @@ func (su storeSuite) failures(t *testing.T) {
 		}
 	})
 }
+
+// kept holds a store to what a claim and a lease keep: the fingerprint and
+// the result (engine.Do's), read back by a peek; and a stale owner's claim
+// never overwrites the newer holder's result.
+func (su storeSuite) kept(t *testing.T) {
+	ctx := su.ctx
+	t.Run("ClaimKeepsFingerprintAndResult", func(t *testing.T) {
+		s, clock := su.setup(t)
+		k := su.key()
+		if _, err := s.Store.Lease(ctx, k, engine.Mark{Owner: "a", Until: clock.Now().Add(time.Minute), Fingerprint: "fp-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, err := s.Peek(ctx, k); err != nil || r.Fingerprint != "fp-1" {
+			t.Fatalf("lease: %+v, %v; want its fingerprint kept", r, err)
+		}
+		result := []byte(`{"id":"ch-1","amount":12}`)
+		if won, err := s.Store.Claim(ctx, k, engine.Mark{Owner: "a", Fingerprint: "fp-1", Result: result, Expires: clock.Now().Add(time.Hour)}); err != nil || !won {
+			t.Fatalf("claim: %v, %v", won, err)
+		}
+		r, ok, err := s.Peek(ctx, k)
+		if err != nil || !ok || !r.Processed() || r.Fingerprint != "fp-1" || string(r.Result) != string(result) {
+			t.Fatalf("peek: %+v, %v, %v; want done with the fingerprint and the result", r, ok, err)
+		}
+	})
+	t.Run("StaleClaimNeverOverwritesTheNewerResult", func(t *testing.T) {
+		s, clock := su.setup(t)
+		k := su.key()
+		if _, err := s.Store.Lease(ctx, k, engine.Mark{Owner: "stale", Until: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		if _, err := s.Store.Lease(ctx, k, engine.Mark{Owner: "newer", Until: clock.Now().Add(time.Minute)}); err != nil {
+			t.Fatalf("the newer holder's lease after the stale one's ran out: %v", err)
+		}
+		if _, err := s.Store.Claim(ctx, k, engine.Mark{Owner: "stale", Result: []byte(`"stale"`)}); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Fatalf("stale claim while the newer holds the lease = %v; want ErrLeaseLost", err)
+		}
+		if err := s.Store.Release(ctx, k, "stale"); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := s.Peek(ctx, k); r.State != engine.StateLeased || r.Owner != "newer" {
+			t.Fatalf("after the stale release: %+v; want the newer lease untouched", r)
+		}
+		if won, err := s.Store.Claim(ctx, k, engine.Mark{Owner: "newer", Result: []byte(`"newer"`), Expires: clock.Now().Add(time.Hour)}); err != nil || !won {
+			t.Fatalf("newer claim: %v, %v", won, err)
+		}
+		if won, err := s.Store.Claim(ctx, k, engine.Mark{Owner: "stale", Result: []byte(`"stale"`)}); err != nil || won {
+			t.Fatalf("stale claim after the newer's = %v, %v; want (false, nil): already done", won, err)
+		}
+		if r, _, _ := s.Peek(ctx, k); string(r.Result) != `"newer"` {
+			t.Fatalf("kept result %s; want the newer holder's", r.Result)
+		}
+	})
+}
