@@ -23,7 +23,7 @@ var listings = []struct {
 	file     string
 	packages []string
 }{
-	{"engine.txt", []string{"github.com/runstwice/runstwice/engine", "github.com/runstwice/runstwice/engine/enginetest", "github.com/runstwice/runstwice/engine/memstore"}},
+	{"engine.txt", []string{"github.com/runstwice/runstwice/engine", "github.com/runstwice/runstwice/engine/enginetest", "github.com/runstwice/runstwice/engine/idempotencykey", "github.com/runstwice/runstwice/engine/memstore"}},
 	{"dynamostore.txt", []string{"github.com/runstwice/runstwice/aws/dynamostore"}},
 	{"sqsqueue.txt", []string{"github.com/runstwice/runstwice/aws/sqsqueue"}},
 	{"ssmswitch.txt", []string{"github.com/runstwice/runstwice/aws/ssmswitch"}},
