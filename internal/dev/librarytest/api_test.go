@@ -74,7 +74,7 @@ func checkListing(t *testing.T, file string, packages []string) {
 				t.Errorf("in api/%s, not in the code: %s", file, l)
 			}
 		}
-		t.Error("the public API changed: if on purpose, run go test ./internal/dev/librarytest -run TestAPIListing -update-api and say so in CHANGELOG.md")
+		t.Error("the public API changed: if on purpose, run go test ./internal/dev/librarytest -run TestAPIListing -args -update-api and say so in CHANGELOG.md")
 	}
 }
 
