@@ -54,7 +54,21 @@ type Case[T any] struct {
 	// effect-then-claim kinds: under claim-then-effect the crash between
 	// claim and effect loses the effect by design, which strict mode fails.
 	ExactlyOnce bool
+	// Source is where the records come from: SQS (the default), a Kinesis
+	// stream (the body is the record's data), or a DynamoDB stream (the
+	// body, a JSON object, is the record's new image).
+	Source Source
 }
+
+// Source is a batch source a Case is delivered from.
+type Source int
+
+// The sources.
+const (
+	SQS Source = iota
+	Kinesis
+	DynamoDB
+)
 
 // A scenario is one way a job is delivered, and the effects it may cause.
 type scenario struct {
@@ -143,6 +157,7 @@ func check[T any](c Case[T], sc scenario) error {
 	if err != nil {
 		return err
 	}
+	w.source = c.Source
 	w.deliver(string(body), sc)
 	if got := c.Effects(key); got < lo || got > hi {
 		return fmt.Errorf("%s: the effect happened %d times; want %s", sc.name, got, want(lo, hi))
@@ -159,10 +174,13 @@ func want(lo, hi int) string {
 
 // world is one handler on the kit's fakes with a crash point and a clock.
 type world struct {
-	clock  *Clock
-	store  *memstore.Store
-	handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
-	crash  *crashes
+	clock   *Clock
+	store   *memstore.Store
+	handle  func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	kinesis func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error)
+	dynamo  func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+	source  Source
+	crash   *crashes
 }
 
 func newWorld[T any](c Case[T], crash string) (*world, error) {
@@ -186,7 +204,7 @@ func newWorld[T any](c Case[T], crash string) (*world, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enginetest: %w", err)
 	}
-	w.handle = h.HandleSQS
+	w.handle, w.kinesis, w.dynamo = h.HandleSQS, h.HandleKinesis, h.HandleDynamoDB
 	return w, nil
 }
 
@@ -216,11 +234,29 @@ func (w *world) deliver(body string, sc scenario) {
 // until then.
 const invocationTimeout = time.Minute
 
-// invoke runs one invocation; a crashed invocation's response is lost.
+// invoke runs one invocation from the case's source; a crashed
+// invocation's response is lost.
 func (w *world) invoke(msg events.SQSMessage) {
 	ctx, cancel := context.WithDeadline(context.Background(), w.clock.Now().Add(invocationTimeout))
 	defer cancel()
-	_, _ = w.handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	switch w.source {
+	case Kinesis:
+		_, _ = w.kinesis(ctx, events.KinesisEvent{Records: []events.KinesisEventRecord{{
+			EventID: "shardId-000000000000:" + msg.MessageId, EventSourceArn: "arn:aws:kinesis:us-east-1:123456789012:stream/jobs",
+			Kinesis: events.KinesisRecord{SequenceNumber: msg.MessageId, Data: []byte(msg.Body), PartitionKey: "p"},
+		}}})
+	case DynamoDB:
+		image, err := Image([]byte(msg.Body))
+		if err != nil {
+			panic("enginetest: a DynamoDB case's body must be a JSON object: " + err.Error())
+		}
+		_, _ = w.dynamo(ctx, events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{
+			EventName: "INSERT", EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/jobs/stream/1",
+			Change: events.DynamoDBStreamRecord{SequenceNumber: msg.MessageId, NewImage: image},
+		}}})
+	default:
+		_, _ = w.handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	}
 }
 
 // crashes kills the current invocation's record at the armed step, once.

@@ -119,3 +119,45 @@ func TestCheckRefusesANewThatIgnoresTheKey(t *testing.T) {
 		t.Fatalf("Check = %v; want New named", err)
 	}
 }
+
+// A stream's records are proved as a queue's are: from Kinesis data and
+// from a DynamoDB stream's new image.
+func TestRunTwiceOnStreams(t *testing.T) {
+	for _, src := range []enginetest.Source{enginetest.Kinesis, enginetest.DynamoDB} {
+		e := &effects{n: map[string]int{}, times: 1}
+		c := orderCase(e, engine.EffectThenClaim, true)
+		c.Source = src
+		enginetest.RunTwice(t, c)
+		broken := &effects{n: map[string]int{}, times: 2}
+		bc := orderCase(broken, engine.EffectThenClaim, true)
+		bc.Source = src
+		if err := enginetest.Check(bc); err == nil {
+			t.Fatalf("source %d: the kit passed work that doubles its effect", src)
+		}
+	}
+}
+
+// DoTwice proves a function under engine.Do, and fails one that doubles
+// its effect or, strict, one a crash between its effect and its kept
+// result repeats.
+func TestDoTwice(t *testing.T) {
+	var mu sync.Mutex
+	made := map[string]int{}
+	charge := func(times int) func(context.Context, string) (string, error) {
+		return func(_ context.Context, key string) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			made[key] += times
+			return "ch-" + key, nil
+		}
+	}
+	count := func(key string) int { mu.Lock(); defer mu.Unlock(); return made[key] }
+	enginetest.DoTwice(t, enginetest.DoCase[string]{Name: "payments.charge", Fn: charge(1), Effects: count})
+	if err := enginetest.CheckDo(enginetest.DoCase[string]{Name: "payments.charge", Fn: charge(2), Effects: count}); err == nil {
+		t.Fatal("the kit passed a function that charges twice per call")
+	}
+	err := enginetest.CheckDo(enginetest.DoCase[string]{Name: "payments.charge", Fn: charge(1), Effects: count, ExactlyOnce: true})
+	if err == nil || !strings.Contains(err.Error(), "crash after effect, before claim") {
+		t.Fatalf("strict CheckDo of a bare counter = %v; want the crash between effect and kept result named", err)
+	}
+}
