@@ -49,6 +49,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	rows = append(rows, u...)
+	fmt.Fprintln(os.Stderr, "==> runner against release 4 (before any payload)")
+	r4, err := bench.Against(ctx, root, bench.ReleaseFour, "release 4", 5)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, r4...)
 
 	fmt.Fprintln(os.Stderr, "==> worker on moto")
 	bin, err := moto.Binary()
@@ -65,6 +71,18 @@ func run(ctx context.Context) error {
 		return err
 	}
 	rows = append(rows, w...)
+	fmt.Fprintln(os.Stderr, "==> Do and the Idempotency-Key middleware on moto")
+	d, err := bench.Do(ctx, m.Endpoint)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, d...)
+	fmt.Fprintln(os.Stderr, "==> a stream batch of 100 records on moto")
+	st, err := bench.Streams(ctx, m.Endpoint, 3)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, st...)
 	fmt.Fprintln(os.Stderr, "==> the enqueue path's DynamoDB writes, single and batched, on moto")
 	bc, err := bench.BatchCost(ctx, m.Endpoint, 20, 3)
 	if err != nil {

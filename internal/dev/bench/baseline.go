@@ -24,6 +24,20 @@ import (
 // against it.
 const TracingBaseline = "7675cfc7c7bec9ebd908b1a9c0d478af97b047b3"
 
+// ReleaseFour is the last commit of release 4, before the engine ran any
+// payload: the runner of release 5 (the envelope as one payload type on
+// the generic runner) costs no more than it did.
+const ReleaseFour = "8297cd32f75da8214a494ba18d07490a67b59d5b"
+
+// benchDir is where a tree keeps BenchmarkRunnerBatch10: with the bundle's
+// runner since release 5, in the engine before.
+func benchDir(src string) string {
+	if _, err := os.Stat(filepath.Join(src, "internal", "runner", "bench_test.go")); err == nil {
+		return "internal/runner"
+	}
+	return "engine"
+}
+
 // The result line of BenchmarkRunnerBatch10 in one mode, and the figures
 // per job it reports (in the order the testing package sorts them).
 var (
@@ -40,6 +54,11 @@ var (
 // of at most 5 % more. A checkout without rev in its history (a shallow
 // clone) gets a row that says so instead of a figure.
 func Untraced(ctx context.Context, root, rev string, runs int) ([]Row, error) {
+	return Against(ctx, root, rev, "before tracing", runs)
+}
+
+// Against is Untraced against any revision rev, named what in the rows.
+func Against(ctx context.Context, root, rev, what string, runs int) ([]Row, error) {
 	dir, err := tempDir()
 	if err != nil {
 		return nil, err
@@ -47,12 +66,12 @@ func Untraced(ctx context.Context, root, rev string, runs int) ([]Row, error) {
 	defer os.RemoveAll(dir)
 	old := filepath.Join(dir, "baseline")
 	if err := extract(ctx, root, rev, old); err != nil {
-		return []Row{{"runner", "no endpoint vs before tracing (" + short(rev) + ")", "n/a: " + err.Error(), "", true}}, nil
+		return []Row{{"runner", "no endpoint vs " + what + " (" + short(rev) + ")", "n/a: " + err.Error(), "", true}}, nil
 	}
 	bins := map[string]string{"before": filepath.Join(dir, "before.test"), "now": filepath.Join(dir, "now.test")}
 	srcs := map[string]string{"before": old, "now": root}
 	for which, src := range srcs {
-		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bins[which], "./engine")
+		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bins[which], "./"+benchDir(src))
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("bench: build the runner's benchmark (%s): %w\n%s", which, err, out)
@@ -63,7 +82,7 @@ func Untraced(ctx context.Context, root, rev string, runs int) ([]Row, error) {
 	for range runs {
 		for _, which := range []string{"before", "now"} {
 			cmd := exec.CommandContext(ctx, bins[which], "-test.run", "^$", "-test.bench", "^BenchmarkRunnerBatch10$/^(seed|lease)$", "-test.count", "1")
-			cmd.Dir = filepath.Join(srcs[which], "engine")
+			cmd.Dir = filepath.Join(srcs[which], benchDir(srcs[which]))
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				return nil, fmt.Errorf("bench: run the runner's benchmark (%s): %w\n%s", which, err, out)
@@ -99,7 +118,7 @@ func Untraced(ctx context.Context, root, rev string, runs int) ([]Row, error) {
 			{"allocations", medianOf(before.allocs), medianOf(now.allocs), func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 		} {
 			diff := (m.n - m.b) / m.b * 100
-			rows = append(rows, Row{"runner", fmt.Sprintf("in-process, %s mode, no endpoint: %s per job vs before tracing (%s)", mode, m.what, short(rev)),
+			rows = append(rows, Row{"runner", fmt.Sprintf("in-process, %s mode, no endpoint: %s per job vs %s (%s)", mode, m.what, what, short(rev)),
 				fmt.Sprintf("%+.1f %% (%s vs %s)", diff, m.format(m.n), m.format(m.b)), "≤ +5 %", diff <= 5})
 		}
 	}
