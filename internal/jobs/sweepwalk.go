@@ -63,7 +63,7 @@ func cursorPK(shard string) string { return "sweep#cursor#" + shard }
 
 // DefaultSweepParallel is how many shards a sweep works on at once
 // (Store.SweepParallel).
-const DefaultSweepParallel = 4
+const DefaultSweepParallel = SweepShards
 
 // sweepMargin is how long before its context's deadline a sweep stops
 // taking on pages: the time a page of work takes, with room to spare.
