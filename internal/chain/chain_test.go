@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -106,7 +108,8 @@ func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.got, []string{parentA, parentB}) {
+	// Parents are released at once, in no order.
+	if slices.Sort(r.got); !slices.Equal(r.got, []string{parentA, parentB}) {
 		t.Fatalf("released %v; want each ended job once", r.got)
 	}
 	var failed []string
@@ -221,5 +224,40 @@ func TestHandlersOfTheChainQueue(t *testing.T) {
 	}
 	if _, err := chain.Handlers(nil, s, send); err == nil {
 		t.Fatal("handlers without a finisher")
+	}
+}
+
+// concurrent is a Releaser whose releases each wait (up to a second) for
+// another to be in flight, and counts the most in flight at once.
+type concurrent struct {
+	releases
+	in, most atomic.Int32
+}
+
+func (c *concurrent) ReleaseContinuations(ctx context.Context, id string, send jobs.SendFunc) (jobs.ReleaseReport, error) {
+	n := c.in.Add(1)
+	defer c.in.Add(-1)
+	for deadline := time.Now().Add(time.Second); c.in.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if m := max(n, c.in.Load()); m > c.most.Load() {
+		c.most.Store(m)
+	}
+	return c.releases.ReleaseContinuations(ctx, id, send)
+}
+
+// The parents of one stream batch are released at once, not one after
+// another: one after another, a stream shard would release about 30
+// parents a second.
+func TestStreamReleasesParentsAtOnce(t *testing.T) {
+	c := &concurrent{}
+	s := &chain.Stream{Releaser: c, Send: send}
+	if _, err := s.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		marker("1", "MODIFY", "DONE", parentA), marker("2", "MODIFY", "DONE", parentB),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.most.Load() < 2 {
+		t.Fatalf("at most %d release(s) in flight; want the batch's parents released at once", c.most.Load())
 	}
 }
