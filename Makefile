@@ -34,7 +34,7 @@ SAM_REGION ?= us-east-1
 quiet = out=$$($(1) 2>&1) || { printf '%s\n' "$$out" >&2; exit 1; }; \
 	printf '%s\n' "$$out" | { grep -E '$(2)' || true; } | sed 's/^/    /'
 
-.PHONY: run test library jobctl fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model
+.PHONY: run test library jobctl fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model scale-model
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -209,6 +209,15 @@ bench: venv $(RIE_STAMP)
 ## docs/deploy.md's table. `make test` runs it with 1,000 digests.
 ses-model:
 	$(GO) test -count=1 -run 'TestBacklogDrainsAtTheAccountRate' -v ./internal/dev/sesmodel -full
+
+## scale-model: the scale model of continuations (docs/scale.md): an hour of
+## 1,000 continuations a second with 100,000 parents waiting, the real
+## reservation, chain stream handler and continuation sweep against a
+## simulated jobs table that refuses what one DynamoDB item or partition key
+## would (400 KB, 1,000 writes a second), on a fake clock. `make test` runs
+## five minutes of 100 a second.
+scale-model:
+	$(GO) test -count=1 -timeout 90m -run 'TestContinuationsAtScale' -v ./internal/dev/scalemodel -full
 
 clean:
 	rm -rf $(BIN) .devstack .aws-sam build

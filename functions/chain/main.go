@@ -15,6 +15,7 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/sweepindex"
 	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/wiring"
 	"github.com/runstwice/runstwice/internal/wiring/worker"
@@ -41,6 +42,8 @@ func build(ctx context.Context, log *slog.Logger) (*chain.Function, error) {
 		return nil, err
 	}
 	send := e.Handler.SendFunc()
+	// The continuation sweep pages the parents listed in the index sweep.
+	e.Store.Index = sweepindex.New(e.DB, e.JobsTable)
 	handlers, err := chain.Handlers(e.Handler, e.Store, send)
 	if err != nil {
 		return nil, err

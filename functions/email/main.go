@@ -23,6 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/envvar"
 	"github.com/runstwice/runstwice/internal/function"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/sweepindex"
 	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/schedule/deletion"
 	"github.com/runstwice/runstwice/internal/sweep"
@@ -93,6 +94,7 @@ func build(ctx context.Context, log *slog.Logger) (*runner.Runner, error) {
 	// The schedule sweep deletes the one-time schedules of ended jobs; the
 	// worker deletes schedules, never makes one.
 	store.Schedules = deletion.New(scheduler.NewFromConfig(cfg), scheduleGroup)
+	store.Index = sweepindex.New(p.DB, w.JobsTable)
 	fanout, err := digest.Handlers(digest.Config{Directory: users.NewDigestIndex(p.DB, usersTable), Jobs: store, Queue: p.Queues, Metrics: p.Metrics})
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -34,11 +35,13 @@ import (
 	"github.com/runstwice/runstwice/message"
 )
 
-// Releaser releases the continuations of a job that ended, and says which
-// of some jobs have any (*jobs.Store is one).
+// Releaser releases the continuations of a job that ended, says which of
+// some jobs have any, and takes a job nothing waits for any more off the
+// continuation sweep's list (*jobs.Store is one).
 type Releaser interface {
 	ReleaseContinuations(ctx context.Context, parentID string, send jobs.SendFunc) (jobs.ReleaseReport, error)
 	Parents(ctx context.Context, ids []string) ([]string, error)
+	Unlist(ctx context.Context, parentID string, version int64) (kept bool, err error)
 }
 
 // Sweeper decides every listed parent's continuations (*jobs.Store is one).
@@ -67,7 +70,8 @@ type Stream struct {
 // Handle releases the continuations of every job whose marker a record
 // shows settled (each job once per batch, however many of its records the
 // batch holds): one read says which of the batch's ended jobs have any, and
-// only those are released. A record whose release failed is reported by
+// only those are released, ReleasesAtOnce at a time; a job whose release
+// left nothing waiting is taken off the continuation sweep's list. A record whose release failed is reported by
 // its sequence number, so the event source retries it (and what follows it
 // in its shard); every other record is done.
 func (s *Stream) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
@@ -92,17 +96,23 @@ func (s *Stream) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dy
 			failed[id] = err
 		}
 	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, ReleasesAtOnce)
+	)
 	for _, id := range parents {
-		rep, err := s.Releaser.ReleaseContinuations(ctx, id, s.Send)
-		if err != nil {
-			failed[id] = err
-			continue
-		}
-		if len(rep.Sent)+len(rep.Cancelled) > 0 {
-			log.Info("chain: continuations released", obs.KeyJobID, id, "parentState", string(rep.State),
-				"sent", rep.Sent, "cancelled", rep.Cancelled, "waiting", len(rep.Waiting))
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.release(ctx, log, id); err != nil {
+				mu.Lock()
+				failed[id] = err
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	for _, r := range ev.Records {
 		id, ok := endedJob(r)
 		if err := failed[id]; ok && err != nil {
@@ -111,6 +121,34 @@ func (s *Stream) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dy
 		}
 	}
 	return resp, nil
+}
+
+// ReleasesAtOnce is how many parents of one stream batch Handle releases
+// at once: the releases of different parents are independent, and one
+// after another they would cap a stream shard at about 30 parents a
+// second (docs/scale.md).
+const ReleasesAtOnce = 10
+
+// release releases the continuations of parent id and, when that left
+// nothing waiting, takes it off the continuation sweep's list.
+func (s *Stream) release(ctx context.Context, log *slog.Logger, id string) error {
+	rep, err := s.Releaser.ReleaseContinuations(ctx, id, s.Send)
+	if err != nil {
+		return err
+	}
+	if len(rep.Sent)+len(rep.Cancelled) > 0 {
+		log.Info("chain: continuations released", obs.KeyJobID, id, "parentState", string(rep.State),
+			"sent", rep.Sent, "cancelled", rep.Cancelled, "waiting", len(rep.Waiting))
+	}
+	if len(rep.Waiting) == 0 && rep.Version > 0 {
+		// Nothing waits for it any more: off the sweep's list now, so the
+		// sweep looks only at parents still waiting. Best effort: the
+		// sweep takes off what stays.
+		if _, err := s.Releaser.Unlist(ctx, id, rep.Version); err != nil {
+			log.Warn("chain: a released parent stays listed for the sweep", obs.KeyJobID, id, obs.KeyError, obs.Redact(err))
+		}
+	}
+	return nil
 }
 
 // endedJob is the job id of a stream record that shows a marker settled.

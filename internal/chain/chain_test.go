@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -23,11 +26,26 @@ const (
 	parentC = "8b3f4e5d-6c7b-4a0f-9e8d-2c3d4e5f6071" // has no continuations
 )
 
-// releases records the parents released; fail fails the named one.
+// releases records the parents released and those taken off the sweep's
+// list; fail fails the named one's release, waiting leaves a continuation
+// of the named one waiting, and unlistErr fails every Unlist.
 type releases struct {
-	mu   sync.Mutex
-	got  []string
-	fail string
+	mu        sync.Mutex
+	got       []string
+	fail      string
+	waiting   string
+	unlisted  []string
+	unlistErr error
+}
+
+func (r *releases) Unlist(_ context.Context, id string, version int64) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if version != 3 {
+		return false, fmt.Errorf("unlist %s at version %d; want the release's, 3", id, version)
+	}
+	r.unlisted = append(r.unlisted, id)
+	return false, r.unlistErr
 }
 
 func (r *releases) ReleaseContinuations(_ context.Context, id string, send jobs.SendFunc) (jobs.ReleaseReport, error) {
@@ -40,7 +58,11 @@ func (r *releases) ReleaseContinuations(_ context.Context, id string, send jobs.
 	if id == r.fail {
 		return jobs.ReleaseReport{}, errors.New("DynamoDB throttled")
 	}
-	return jobs.ReleaseReport{State: jobs.StateSucceeded, Sent: []string{"child-of-" + id}}, nil
+	rep := jobs.ReleaseReport{State: jobs.StateSucceeded, Version: 3, Sent: []string{"child-of-" + id}}
+	if id == r.waiting {
+		rep.Waiting = []string{"another-child-of-" + id}
+	}
+	return rep, nil
 }
 
 // Parents: every job has continuations here but parentC.
@@ -86,7 +108,8 @@ func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.got, []string{parentA, parentB}) {
+	// Parents are released at once, in no order.
+	if slices.Sort(r.got); !slices.Equal(r.got, []string{parentA, parentB}) {
 		t.Fatalf("released %v; want each ended job once", r.got)
 	}
 	var failed []string
@@ -95,6 +118,25 @@ func TestStreamReleasesEveryEndedJobOnce(t *testing.T) {
 	}
 	if !slices.Equal(failed, []string{"4", "7"}) {
 		t.Fatalf("batch item failures %v; want the failed job's records 4 and 7", failed)
+	}
+}
+
+// A release that left nothing waiting takes its parent off the sweep's
+// list, at the version it read; one that left a continuation waiting does
+// not; an Unlist that fails fails no record (the sweep takes it off).
+func TestStreamUnlistsWhatNothingWaitsFor(t *testing.T) {
+	for _, unlistErr := range []error{nil, errors.New("DynamoDB throttled")} {
+		r := &releases{waiting: parentB, unlistErr: unlistErr}
+		s := &chain.Stream{Releaser: r, Send: send}
+		resp, err := s.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+			marker("1", "MODIFY", "DONE", parentA), marker("2", "MODIFY", "DONE", parentB),
+		}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("unlist error %v: %v %v; want every record done", unlistErr, resp.BatchItemFailures, err)
+		}
+		if !slices.Equal(r.unlisted, []string{parentA}) {
+			t.Fatalf("unlisted %v; want the parent nothing waits for, alone", r.unlisted)
+		}
 	}
 }
 
@@ -182,5 +224,40 @@ func TestHandlersOfTheChainQueue(t *testing.T) {
 	}
 	if _, err := chain.Handlers(nil, s, send); err == nil {
 		t.Fatal("handlers without a finisher")
+	}
+}
+
+// concurrent is a Releaser whose releases each wait (up to a second) for
+// another to be in flight, and counts the most in flight at once.
+type concurrent struct {
+	releases
+	in, most atomic.Int32
+}
+
+func (c *concurrent) ReleaseContinuations(ctx context.Context, id string, send jobs.SendFunc) (jobs.ReleaseReport, error) {
+	n := c.in.Add(1)
+	defer c.in.Add(-1)
+	for deadline := time.Now().Add(time.Second); c.in.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if m := max(n, c.in.Load()); m > c.most.Load() {
+		c.most.Store(m)
+	}
+	return c.releases.ReleaseContinuations(ctx, id, send)
+}
+
+// The parents of one stream batch are released at once, not one after
+// another: one after another, a stream shard would release about 30
+// parents a second.
+func TestStreamReleasesParentsAtOnce(t *testing.T) {
+	c := &concurrent{}
+	s := &chain.Stream{Releaser: c, Send: send}
+	if _, err := s.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		marker("1", "MODIFY", "DONE", parentA), marker("2", "MODIFY", "DONE", parentB),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.most.Load() < 2 {
+		t.Fatalf("at most %d release(s) in flight; want the batch's parents released at once", c.most.Load())
 	}
 }

@@ -22,11 +22,13 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/internal/contract"
+	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/dev/moto"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
+	"github.com/runstwice/runstwice/internal/jobs/sweepindex"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/schedule"
 	"github.com/runstwice/runstwice/message"
@@ -61,7 +63,7 @@ func newStack(t *testing.T) *stack {
 	cfg := moto.Config(counter.Option)
 	db, sq := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	idemTable := testenv.NewTable(t, db, "idem", idempotency.AttrPK, "")
-	jobsTable := testenv.NewTable(t, db, "jobs", jobs.AttrPK, "")
+	jobsTable := jobstest.NewJobsTable(t, db)
 	markersTable := testenv.NewTable(t, db, "markers", dynamostore.AttrHandler, dynamostore.AttrMessageKey)
 	wq := testenv.CreateWorkQueues(t, sq, testenv.Name(t, "q")+"-", 0)
 	urls := wq.URLs()
@@ -74,6 +76,7 @@ func newStack(t *testing.T) *stack {
 	js := jobs.NewStore(db, jobsTable, m)
 	js.Now = clock.Now
 	js.Schedules = sched
+	js.Index = sweepindex.New(db, jobsTable)
 	is := idempotency.NewStore(db, idemTable)
 	is.Now = clock.Now
 	q := sqsqueue.New(sq, urls, "")

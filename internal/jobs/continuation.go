@@ -30,10 +30,13 @@ import (
 // MaxContinuations is how many continuations may wait for one job.
 const MaxContinuations = 100
 
-// ContinuationsPK is the key of the continuation sweep's list: the ids of
-// the jobs that have, or may have, continuations still waiting. A
-// reservation lists the parent in its own transaction; the sweep takes it
-// off once nothing waits for it.
+// ContinuationsPK is the key of the continuation sweep's list item of
+// release 4: the ids of the jobs that had, or might have had, continuations
+// still waiting. Nothing adds to it any more: a reservation lists the
+// parent's own continuations item in the index sweep (attach), in its own
+// transaction, and the sweep (or the chain function, after a release)
+// takes it off once nothing waits for it. The sweep moves what a deployed
+// stack's item still holds to the index (adoptLegacy).
 const ContinuationsPK = "sweep#continuations"
 
 // attrContinuations is the string set of a parent's continuations, on its

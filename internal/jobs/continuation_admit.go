@@ -37,8 +37,10 @@ const attrUnchecked = "unchecked"
 // job.beforeParent: that the parent is absent, expired, or job's caller's);
 // the parent's continuations item lists job (fewer than MaxContinuations,
 // or job already: a retry), unchecked too when reserved before its parent,
-// its version counted, and has no TTL while anything waits; the
-// continuation sweep's list names the parent.
+// its version counted, has no TTL while anything waits, and is listed for
+// the continuation sweep (AttrSweep: the index sweep holds it). No item
+// but the parent's own is written, so continuations of different parents
+// never meet in one item.
 func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error) {
 	live := expression.AttributeNotExists(expression.Name(AttrExpiresAt)).Or(expression.Name(AttrExpiresAt).GreaterThan(expression.Value(now.Unix())))
 	sameCaller := expression.Name("caller").Equal(expression.Value(job.Caller))
@@ -53,18 +55,14 @@ func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error
 	}
 	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{job.ID}})
 	name := expression.Name(attrContinuations)
-	upd := expression.Add(name, set).Add(expression.Name(attrVersion), expression.Value(1)).Remove(expression.Name(AttrExpiresAt))
+	upd := listOn(expression.Add(name, set).Add(expression.Name(attrVersion), expression.Value(1)).Remove(expression.Name(AttrExpiresAt)),
+		listContinuations, job.After)
 	if job.beforeParent {
 		upd = upd.Add(expression.Name(attrUnchecked), set)
 	}
 	list, err := ddb.Update(s.table, keyAV(ContinuationsOfPK(job.After)), upd,
 		expression.Or(expression.AttributeNotExists(name), name.Size().LessThan(expression.Value(MaxContinuations)),
 			expression.Contains(name, job.ID)), true)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
-	}
-	sweep, err := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrSweepIDs),
-		expression.Value(&types.AttributeValueMemberSS{Value: []string{job.After}}))).Build()
 	if err != nil {
 		return nil, fmt.Errorf("jobs: attach %s: %w", job.ID, err)
 	}
@@ -75,8 +73,6 @@ func (s *Store) attach(job Job, now time.Time) ([]types.TransactWriteItem, error
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}},
 		{Update: list},
-		{Update: &types.Update{TableName: aws.String(s.table), Key: keyAV(ContinuationsPK), UpdateExpression: sweep.Update(),
-			ExpressionAttributeNames: sweep.Names(), ExpressionAttributeValues: sweep.Values()}},
 	}, nil
 }
 

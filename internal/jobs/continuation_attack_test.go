@@ -117,44 +117,45 @@ func (c budgeted) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	return call(c, true, c.DynamoAPI.TransactWriteItems, ctx, in, o)
 }
 
-// TestAttackSweepReachesEveryListedParent: SweepContinuations reads the
-// one list item sweep#continuations and releases its parents one by one,
-// sequentially, in sorted id order, every run from the first: there is no
-// cursor and no time budget. Every parent something waits for stays on the
-// list until it ends (a parent due a year ahead for a year, a Failed one
-// for 14 days) and costs three sequential reads a run, so once the list is
-// longer than one run of the chain function (30 s) reaches — about 1,500
-// parents — each run stops at the same place and the parents after it are
-// never reached again. Their continuations are exactly the ones only the
-// sweep decides (an expired parent, a dropped letter, a release or an
-// enqueue cut short): they wait forever. Here one run's budget reaches
-// three waiting parents; the expired parent sorted after them is never
-// decided by an hour of sweeps.
+// TestAttackSweepReachesEveryListedParent: SweepContinuations read the
+// one list item sweep#continuations and released its parents one by one,
+// sequentially, in sorted id order, every run from the first: there was no
+// cursor and no time budget. Every parent something waits for stays listed
+// until it ends (a parent due a year ahead for a year, a Failed one for 14
+// days), so once the list was longer than one run of the chain function
+// (30 s) reaches, each run stopped at the same place and the parents after
+// it were never reached again. Their continuations are exactly the ones
+// only the sweep decides (an expired parent, a dropped letter, a release or
+// an enqueue cut short): they waited forever. Here the parents are listed
+// in one shard of the index and one run has time for three pages of one
+// parent; the expired parent sorted after the others must still be decided
+// within an hour of sweeps.
 //
 // A fix must guarantee that every listed parent is reached within a bounded
-// number of runs however long the list is (a cursor kept between runs, a
+// number of runs however many are listed (a cursor kept between runs, a
 // randomized or rotating start, a fan-out of the list, parents not listed
 // until they can need the sweep).
 func TestAttackSweepReachesEveryListedParent(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
+	ids := sameShard("continuations", 4)
 	for i := 1; i <= 3; i++ {
 		j := f.Job("email.welcome.v1", "c", fmt.Sprintf("later-%d", i), 300*24*time.Hour)
-		j.ID = fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i)
+		j.ID = ids[i-1]
 		p := jobstest.Enqueue(t, f.Store, j)
 		continuation(t, f, "c", fmt.Sprintf("after-later-%d", i), p.ID, contract.OnSucceeded)
 	}
 	gone := f.Job("email.welcome.v1", "c", "gone", 0)
-	gone.ID = "ffffffff-ffff-4fff-bfff-ffffffffffff"
+	gone.ID = ids[3]
 	gone = jobstest.Enqueue(t, f.Store, gone)
 	orphan := continuation(t, f, "c", "orphan", gone.ID, contract.OnSucceeded)
 	f.Clock.Advance(jobs.QueueRetention + time.Hour) // gone expired without running
-	left := 0
-	swept := jobs.NewStore(budgeted{DynamoAPI: f.Client, left: &left}, f.JobsTable, f.Markers)
-	swept.Now = f.Clock.Now
-	swept.SweepWindow = 3 // what one run reaches; the list is longer
+	budget := &pageBudget{SweepIndex: f.Store.Index}
+	swept := jobs.NewStore(f.Client, f.JobsTable, f.Markers)
+	swept.Now, swept.Index = f.Clock.Now, budget
+	swept.SweepWindow = 1 // a page is one parent; a run has time for three
 	for range 12 {        // an hour of sweeps, each cut off by its run's time
-		left = 2 + 3*2 // the list and its cursor, then per parent its continuations and its record
+		budget.left = 3
 		_, _ = swept.SweepContinuations(ctx, newSends().send)
 		f.Clock.Advance(5 * time.Minute)
 	}

@@ -5,6 +5,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,13 @@ import (
 // whether one existed and removes it, as the scheduler does.
 type schedules map[string]bool
 
+// schedulesMu guards every schedules: a sweep deletes from several shards
+// at once.
+var schedulesMu sync.Mutex
+
 func (s schedules) Delete(_ context.Context, id string) (bool, error) {
+	schedulesMu.Lock()
+	defer schedulesMu.Unlock()
 	existed := s[id]
 	delete(s, id)
 	return existed, nil

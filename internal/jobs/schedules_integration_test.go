@@ -5,6 +5,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +16,14 @@ import (
 // deleter is a schedule deleter that records what it was asked and fails
 // while err is set.
 type deleter struct {
+	mu    sync.Mutex
 	asked []string
 	err   error
 }
 
 func (d *deleter) Delete(_ context.Context, id string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.asked = append(d.asked, id)
 	return d.err == nil, d.err
 }

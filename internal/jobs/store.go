@@ -71,10 +71,16 @@ type Store struct {
 	// MaxQueueDelay when it is cancelled or run now (nil: no job has one).
 	// *schedule.Scheduler is one.
 	Schedules ScheduleDeleter
-	// SweepWindow is how many listed ids one run of a sweep (of schedules,
-	// of continuations) takes on, from where the last run stopped
+	// Index pages what the sweeps must look at (the index sweep; nil: the
+	// sweeps refuse to run). *sweepindex.Index is one.
+	Index SweepIndex
+	// SweepWindow is how many listed ids a sweep (of schedules, of
+	// continuations) takes on at a time, a page of one shard of its index
 	// (DefaultSweepWindow if 0).
 	SweepWindow int
+	// SweepParallel is how many shards of its index a sweep works on at
+	// once (DefaultSweepParallel if 0).
+	SweepParallel int
 }
 
 // ScheduleDeleter deletes the one-time schedule of a job: existed is false

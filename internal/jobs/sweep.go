@@ -1,46 +1,45 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
+	"sync"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// SweepPK is the key of the schedule sweep's list: the ids of the jobs
-// whose one-time schedule must not exist (the job was cancelled, or run
-// now) but may still, because its delete failed, was cut short, or raced
-// the enqueue that made it. The item has no expiresAt: it lives until the
-// sweep has emptied it.
+// SweepPK is the key of the schedule sweep's list item of release 4: the
+// ids of the jobs whose one-time schedule must not exist (the job was
+// cancelled, or run now) but may still, because its delete failed, was cut
+// short, or raced the enqueue that made it. Nothing adds to it any more:
+// each such job has an entry of its own in the index sweep
+// (ScheduleSweepPK), and the sweep moves what a deployed stack's item
+// still holds to the index (adoptLegacy).
 const SweepPK = "sweep#schedules"
 
-// attrSweepIDs is the string set of job ids on the sweep's list.
+// attrSweepIDs is the string set of job ids on a release 4 list item.
 const attrSweepIDs = "jobIds"
 
-// sweepList adds (add) or removes jobID on the sweep's list: one UpdateItem,
-// ADD or DELETE of a string set element, so concurrent writers never lose
-// each other's ids, and repeating either is harmless.
+// ScheduleSweepPK is the key of job jobID's entry for the schedule sweep:
+// an item of its own, listed in the index sweep while the job's schedule
+// may still exist, with no expiresAt until it is taken off.
+func ScheduleSweepPK(jobID string) string { return SweepPK + "#" + jobID }
+
+// sweepList lists (add) jobID for the schedule sweep, or takes it off: one
+// UpdateItem of the job's own entry, which sets or removes its listing
+// (AttrSweep; taken off, the entry gets a TTL of a day), so concurrent
+// writers of different jobs never meet in one item, and repeating either
+// is harmless.
 func (s *Store) sweepList(ctx context.Context, jobID string, add bool) error {
-	set := expression.Value(&types.AttributeValueMemberSS{Value: []string{jobID}})
-	upd := expression.Delete(expression.Name(attrSweepIDs), set)
+	upd := expression.Remove(expression.Name(AttrSweep)).
+		Set(expression.Name(AttrExpiresAt), expression.Value(s.now().Add(24*time.Hour).Unix()))
 	if add {
-		upd = expression.Add(expression.Name(attrSweepIDs), set)
+		upd = listOn(expression.Remove(expression.Name(AttrExpiresAt)), listSchedules, jobID)
 	}
-	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
-	if err != nil {
-		return fmt.Errorf("jobs: sweep list: %w", err)
-	}
-	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyAV(SweepPK), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil {
+	if err := s.setItem(ctx, ScheduleSweepPK(jobID), upd); err != nil {
 		return fmt.Errorf("jobs: sweep list %s: %w", jobID, err)
 	}
 	return nil
@@ -88,7 +87,8 @@ func (s *Store) DropSchedule(ctx context.Context, j Job) error {
 
 // SweepReport is what one sweep did.
 type SweepReport struct {
-	// Listed is how many job ids the list held.
+	// Listed is how many listed job ids the run took on (every one, unless
+	// it ran out of time: the next run goes on from there).
 	Listed int
 	// Deleted names the jobs whose schedule the sweep deleted.
 	Deleted []string
@@ -98,104 +98,76 @@ type SweepReport struct {
 	Kept []string
 }
 
-// SweepSchedules deletes the one-time schedule of every job on the sweep's
-// list (a schedule already gone is fine) and takes off the list each job
-// whose schedule is gone for good: any job whose record was last written
-// longer ago than the pending timeout (an enqueue that was making its
-// schedule when it was cancelled is over by then). A job kept stays for
-// the next sweep. A run takes on at most SweepWindow jobs, after those the
-// last run took on (see window). Cost: one GetItem for an empty list (and
-// an UpdateItem of its cursor when the list is longer than the window); per
-// job taken on a DeleteSchedule, one GetItem of its record, one UpdateItem.
+// SweepSchedules deletes the one-time schedule of every job listed for the
+// schedule sweep (a schedule already gone is fine) and takes off the list
+// each job whose schedule is gone for good: any job whose record was last
+// written longer ago than the pending timeout (an enqueue that was making
+// its schedule when it was cancelled is over by then). A job kept stays
+// for the next sweep. The jobs come from the index sweep (walk), a page at
+// a time; first it moves a batch of the release 4 list item to the index
+// (adoptLegacy). Cost per listed job: one GetItem of its record, a
+// DeleteSchedule, one UpdateItem.
 func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
-	ids, cursor, err := s.listed(ctx, SweepPK)
-	if err != nil {
-		return SweepReport{}, err
+	if s.Schedules == nil {
+		return SweepReport{}, errors.New("jobs: the sweep needs the schedules")
 	}
-	rep := SweepReport{Listed: len(ids)}
-	if ids, err = s.window(ctx, SweepPK, ids, cursor); err != nil {
-		return rep, err
-	}
-	var errs []error
-	for _, id := range ids {
-		var r record
-		ok, err := s.getItem(ctx, JobPK(id), &r)
-		if err != nil {
-			rep.Kept, errs = append(rep.Kept, id), append(errs, err)
-			continue
-		}
-		j := Job{ID: id}
-		if ok {
-			j = r.job()
-		}
-		if s.Schedules == nil {
-			return rep, errors.New("jobs: the sweep needs the schedules")
-		}
-		existed, err := s.Schedules.Delete(ctx, id)
-		if err != nil {
-			rep.Kept, errs = append(rep.Kept, id), append(errs, fmt.Errorf("jobs: sweep %s: %w", id, err))
-			continue
-		}
-		if existed {
-			rep.Deleted = append(rep.Deleted, id)
-		}
-		if ok && s.now().Before(j.UpdatedAt.Add(s.pendingTimeout())) {
-			// Written within the pending timeout (a cancel that found its
-			// job Pending): its enqueue may still be making the schedule.
-			rep.Kept = append(rep.Kept, id)
-			continue
-		}
-		if err := s.sweepList(ctx, id, false); err != nil {
+	var (
+		rep SweepReport
+		mu  sync.Mutex
+	)
+	legacyErr := s.adoptLegacy(ctx, SweepPK, func(ctx context.Context, id string) error { return s.sweepList(ctx, id, true) })
+	n, err := s.walk(ctx, listSchedules, func(ctx context.Context, keys []string) (int, error) {
+		var errs []error
+		for i, k := range keys {
+			if s.outOfTime(ctx) {
+				return i, errors.Join(errs...)
+			}
+			deleted, kept, err := s.sweepSchedule(ctx, strings.TrimPrefix(k, ScheduleSweepPK("")))
+			mu.Lock()
+			id := strings.TrimPrefix(k, ScheduleSweepPK(""))
+			if deleted {
+				rep.Deleted = append(rep.Deleted, id)
+			}
+			if kept {
+				rep.Kept = append(rep.Kept, id)
+			}
+			mu.Unlock()
 			errs = append(errs, err)
 		}
-	}
-	return rep, errors.Join(errs...)
+		return len(keys), errors.Join(errs...)
+	})
+	rep.Listed = n
+	return rep, errors.Join(legacyErr, err)
 }
 
-// listed returns the job ids of the list item pk (a sweep's list), in
-// order, and the list's cursor (see window); none when there is no list.
-func (s *Store) listed(ctx context.Context, pk string) (ids []string, cursor string, err error) {
-	var list struct {
-		IDs    []string `dynamodbav:"jobIds,stringset"`
-		Cursor string   `dynamodbav:"cursor"`
+// sweepSchedule deletes the schedule of listed job id and takes it off
+// the list unless its enqueue may still make it (kept).
+func (s *Store) sweepSchedule(ctx context.Context, id string) (deleted, kept bool, err error) {
+	var r record
+	ok, err := s.getItem(ctx, JobPK(id), &r)
+	if err != nil {
+		return false, true, err
 	}
-	if _, err := s.getItem(ctx, pk, &list); err != nil {
-		return nil, "", err
+	j := Job{ID: id}
+	if ok {
+		j = r.job()
 	}
-	return slices.Sorted(slices.Values(list.IDs)), list.Cursor, nil
+	existed, err := s.Schedules.Delete(ctx, id)
+	if err != nil {
+		return false, true, fmt.Errorf("jobs: sweep %s: %w", id, err)
+	}
+	if ok && s.now().Before(j.UpdatedAt.Add(s.pendingTimeout())) {
+		// Written within the pending timeout (a cancel that found its
+		// job Pending): its enqueue may still be making the schedule.
+		return existed, true, nil
+	}
+	return existed, false, s.sweepList(ctx, id, false)
 }
 
-// DefaultSweepWindow is how many listed ids one run of a sweep takes on
-// (Store.SweepWindow): a few seconds of work, well inside a run of the
-// function.
+// DefaultSweepWindow is how many listed ids a sweep takes on at a time
+// (Store.SweepWindow): a page of one shard of its index.
 const DefaultSweepWindow = 200
 
-// attrCursor is where a sweep's list keeps the last id a run took on.
+// attrCursor is where a shard's cursor item keeps the last id a run took
+// on (see walk).
 const attrCursor = "cursor"
-
-// window returns what one run of the sweep of list pk takes on: at most
-// SweepWindow of ids, those after the list's cursor (wrapping round to the
-// first). When that is not all of them, the cursor moves to the last one
-// taken before the run works on any (one UpdateItem), so the next run
-// starts after them even if this one dies midway: every listed id is
-// reached within a bounded number of runs, however long the list.
-func (s *Store) window(ctx context.Context, pk string, ids []string, cursor string) ([]string, error) {
-	n := cmp.Or(s.SweepWindow, DefaultSweepWindow)
-	if len(ids) <= n {
-		return ids, nil
-	}
-	start, _ := slices.BinarySearch(ids, cursor)
-	if start < len(ids) && ids[start] == cursor {
-		start++
-	}
-	win := make([]string, 0, n)
-	for i := range n {
-		win = append(win, ids[(start+i)%len(ids)])
-	}
-	err := s.updateItem(ctx, pk, expression.Set(expression.Name(attrCursor), expression.Value(win[n-1])),
-		expression.AttributeExists(expression.Name(AttrPK)))
-	if err != nil {
-		return nil, fmt.Errorf("jobs: sweep %s cursor: %w", pk, err)
-	}
-	return win, nil
-}

@@ -7,8 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runstwice/runstwice/internal/dev/jobstest"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -120,37 +125,114 @@ func TestCancelOfAPendingJobStaysListedUntilItsEnqueueIsOver(t *testing.T) {
 	}
 }
 
-// A sweep takes on a window of its list a run, from where the last run
-// stopped and round to the start: with five jobs listed and a window of
-// two, three runs ask for every schedule, the third wrapping round, and
-// the cursor moves before the run's work, so a run that dies midway does
-// not hold the next one at the same place.
+// sameShard returns n new job ids that list in one shard of list's index
+// (jobs.SweepShardOf), sorted.
+func sameShard(list string, n int) []string {
+	ids := []string{message.NewMessageID()}
+	for len(ids) < n {
+		if id := message.NewMessageID(); jobs.SweepShardOf(list, id) == jobs.SweepShardOf(list, ids[0]) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// pageBudget is the index of a run that has time for left pages that list
+// anything: past them it shows nothing more, as a run out of time takes on
+// no more pages.
+type pageBudget struct {
+	jobs.SweepIndex
+	mu   sync.Mutex
+	left int
+}
+
+func (b *pageBudget) Page(ctx context.Context, shard, after, through string, limit int) ([]string, bool, error) {
+	keys, more, err := b.SweepIndex.Page(ctx, shard, after, through, limit)
+	if err != nil || len(keys) == 0 {
+		return keys, more, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left <= 0 {
+		return nil, false, nil
+	}
+	b.left--
+	return keys, more, nil
+}
+
+// A sweep takes on a page of a shard of its index at a time, from where
+// the last run stopped and round to the start: with five jobs listed in
+// one shard, a page of two and time for one page a run, four runs ask for
+// every schedule, the fourth wrapping round, and the cursor moves before
+// the page's work, so a run that dies midway does not hold the next one at
+// the same place.
 func TestSweepTakesOnAWindowFromWhereTheLastRunStopped(t *testing.T) {
 	f := jobstest.New(t)
 	ctx := context.Background()
 	d := &deleter{err: errors.New("scheduler down")}
 	f.Store.Schedules = d
-	var ids []string
-	for i := range 5 {
-		j := jobstest.Enqueue(t, f.Store, scheduled(t, f, fmt.Sprintf("w-%d", i), 40*day))
+	ids := sameShard("schedules", 5)
+	for i, id := range ids {
+		j := scheduled(t, f, fmt.Sprintf("w-%d", i), 40*day)
+		j.ID = id
+		j = jobstest.Enqueue(t, f.Store, j)
 		if _, err := f.Store.Cancel(ctx, j.ID, "c"); err == nil {
 			t.Fatal("cancel succeeded although its schedule could not be deleted")
 		}
-		ids = append(ids, j.ID)
 	}
-	slices.Sort(ids)
 	f.Store.SweepWindow = 2
+	budget := &pageBudget{SweepIndex: f.Store.Index}
+	f.Store.Index = budget
 	var runs [][]string
-	for range 3 {
-		d.asked = nil
+	for range 4 {
+		d.asked, budget.left = nil, 1
 		rep, err := f.Store.SweepSchedules(ctx)
-		if err == nil || rep.Listed != 5 {
-			t.Fatalf("sweep = %+v, %v; want five listed and the deletes failing", rep, err)
+		if err == nil || rep.Listed != len(d.asked) {
+			t.Fatalf("sweep = %+v, %v; want the deletes failing", rep, err)
 		}
 		runs = append(runs, d.asked)
 	}
-	want := [][]string{{ids[0], ids[1]}, {ids[2], ids[3]}, {ids[4], ids[0]}}
+	want := [][]string{{ids[0], ids[1]}, {ids[2], ids[3]}, {ids[4]}, {ids[0], ids[1]}}
 	if !slices.EqualFunc(runs, want, slices.Equal) {
 		t.Fatalf("runs asked for %v; want %v", runs, want)
+	}
+	// With time for every page, one run takes on every job, from where
+	// the last stopped.
+	d.asked, budget.left = nil, 100
+	if rep, _ := f.Store.SweepSchedules(ctx); rep.Listed != 5 || !slices.Equal(d.asked, append(ids[2:], ids[:2]...)) {
+		t.Fatalf("an unhurried run took on %d and asked for %v; want all five from the third", rep.Listed, d.asked)
+	}
+}
+
+// A deployed stack's schedule sweep list item of release 4 is still swept:
+// each id on it moves to the index, its schedule is deleted, and the item
+// empties.
+func TestSweepTakesOverTheListItemOfRelease4(t *testing.T) {
+	f := jobstest.New(t)
+	ctx := context.Background()
+	s := schedules{}
+	f.Store.Schedules = s
+	j := jobstest.Enqueue(t, f.Store, scheduled(t, f, "old", 40*day))
+	s[j.ID] = true
+	if _, err := f.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.JobsTable),
+		Key:                       map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.SweepPK}},
+		UpdateExpression:          aws.String("ADD jobIds :ids"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ids": &types.AttributeValueMemberSS{Value: []string{j.ID}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(time.Hour)
+	rep, err := f.Store.SweepSchedules(ctx)
+	if err != nil || !slices.Equal(rep.Deleted, []string{j.ID}) || s[j.ID] {
+		t.Fatalf("sweep = %+v, %v; want the schedule of the job on the old list deleted", rep, err)
+	}
+	out, err := f.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.JobsTable), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{jobs.AttrPK: &types.AttributeValueMemberS{Value: jobs.SweepPK}}})
+	if err != nil || out.Item["jobIds"] != nil {
+		t.Fatalf("the old list still holds %v (%v); want it emptied", out.Item["jobIds"], err)
+	}
+	if rep, err := f.Store.SweepSchedules(ctx); err != nil || rep.Listed != 0 {
+		t.Fatalf("a second sweep = %+v, %v; want nothing listed", rep, err)
 	}
 }

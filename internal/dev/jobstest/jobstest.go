@@ -18,6 +18,7 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/jobs/mine"
+	"github.com/runstwice/runstwice/internal/jobs/sweepindex"
 	"github.com/runstwice/runstwice/internal/marker"
 	"github.com/runstwice/runstwice/message"
 )
@@ -45,6 +46,7 @@ func New(t *testing.T) *World {
 	w.Markers.Now = w.Clock.Now
 	w.Store = jobs.NewStore(w.Client, w.JobsTable, w.Markers)
 	w.Store.Now = w.Clock.Now
+	w.Store.Index = sweepindex.New(w.Client, w.JobsTable)
 	w.Recorder = jobs.NewRecorder(w.Client, w.JobsTable)
 	w.Recorder.Now = w.Clock.Now
 	w.Counter.Reset()
@@ -122,8 +124,9 @@ func Get(t *testing.T, store *jobs.Store, id string) jobs.Job {
 }
 
 // NewJobsTable creates a jobs table as template.yaml declares it: hash key
-// pk and the index byCaller (hash key caller, range key createdAt, every
-// attribute projected) that GET /v1/jobs queries.
+// pk, the index byCaller (hash key caller, range key createdAt, every
+// attribute projected) that GET /v1/jobs queries, and the sparse index
+// sweep (hash key sweep, range key pk, keys only) the sweeps page.
 func NewJobsTable(t *testing.T, client *dynamodb.Client) string {
 	t.Helper()
 	name := testenv.Name(t, "jobs")
@@ -133,6 +136,7 @@ func NewJobsTable(t *testing.T, client *dynamodb.Client) string {
 			{AttributeName: aws.String(jobs.AttrPK), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String("caller"), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String("createdAt"), AttributeType: types.ScalarAttributeTypeN},
+			{AttributeName: aws.String(jobs.AttrSweep), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(jobs.AttrPK), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
@@ -142,6 +146,13 @@ func NewJobsTable(t *testing.T, client *dynamodb.Client) string {
 				{AttributeName: aws.String("createdAt"), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}, {
+			IndexName: aws.String(sweepindex.Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(jobs.AttrSweep), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(jobs.AttrPK), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 	})
 	if err != nil {

@@ -1,0 +1,51 @@
+package scalemodel_test
+
+import (
+	"flag"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/runstwice/runstwice/internal/dev/scalemodel"
+)
+
+// full runs an hour of 1,000 continuations a second with 100,000 parents
+// waiting (make scale-model); make test runs a short version.
+var full = flag.Bool("full", false, "an hour of 1,000 continuations a second, 100,000 parents waiting")
+
+// Continuations at scale: every continuation is decided once (sent once
+// or cancelled), none waits past its parent's end plus one sweep period
+// and that sweep's own run, no item grows past 400 KB and no item or
+// partition key of the index takes more than 1,000 writes in a second;
+// nothing is refused.
+func TestContinuationsAtScale(t *testing.T) {
+	cfg := scalemodel.Config{Rate: 100, Load: 5 * time.Minute, Wait: 100 * time.Second, Unseen: 0.01, Expired: 0.01,
+		SweepPeriod: 5 * time.Minute, SweepTimeout: 30 * time.Second, Latency: 5 * time.Millisecond, Seed: 1}
+	if *full {
+		cfg.Rate, cfg.Load = 1000, time.Hour
+	}
+	var res scalemodel.Result
+	var err error
+	synctest.Test(t, func(*testing.T) { res, err = scalemodel.Run(cfg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	switch {
+	case res.Refused != 0:
+		t.Errorf("%d reservations or releases refused (%s); want none", res.Refused, res.Error)
+	case res.Undecided != 0 || res.Sent+res.Cancelled != res.Continuations:
+		t.Errorf("%d of %d continuations undecided (%d sent, %d cancelled); want every one decided", res.Undecided, res.Continuations, res.Sent, res.Cancelled)
+	case res.Duplicates != 0:
+		t.Errorf("%d continuations sent more than once", res.Duplicates)
+	case res.LongestWait > cfg.SweepPeriod+cfg.SweepTimeout:
+		t.Errorf("a continuation waited %v past its parent's end; want at most a sweep period and its run, %v", res.LongestWait, cfg.SweepPeriod+cfg.SweepTimeout)
+	case res.DB.LargestItem > scalemodel.MaxItemSize || res.DB.TooLarge != 0:
+		t.Errorf("an item of %d bytes (%s), %d writes refused for size; want none over %d", res.DB.LargestItem, res.DB.LargestKey, res.DB.TooLarge, scalemodel.MaxItemSize)
+	case res.DB.MostItemWrites > scalemodel.MaxWritesPerSecond || res.DB.MostIndexWrites > scalemodel.MaxWritesPerSecond || res.DB.Throttled != 0:
+		t.Errorf("%d writes in a second to %s, %d to a key of the index, %d throttled; want at most %d", res.DB.MostItemWrites, res.DB.MostItemKey,
+			res.DB.MostIndexWrites, res.DB.Throttled, scalemodel.MaxWritesPerSecond)
+	case res.MostWaiting < cfg.Rate*int(cfg.Wait/time.Second)*9/10:
+		t.Errorf("at most %d parents waited at once; want about %d", res.MostWaiting, cfg.Rate*int(cfg.Wait/time.Second))
+	}
+}

@@ -1,0 +1,278 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// What the sweeps must look at is listed in the jobs table's sparse index
+// sweep, not in a list item: each listed id is the key of an item of its
+// own (a parent's continuations item, a job's schedule-sweep entry) that
+// carries the attribute sweep, the index's hash key, while it is listed.
+// Its value names the list and one of SweepShards shards (a hash of the
+// id), so no partition key of the index takes more than its share of the
+// listings, and no item holds more than one id: any number of ids is
+// listed, and listing one never fails because others are.
+
+// AttrSweep is the attribute, and the index's hash key, that lists an item
+// for a sweep: the list and the shard ("continuations#07").
+const AttrSweep = "sweep"
+
+// SweepShards is how many partition keys of the index each list spreads
+// over: a list's index writes (one when an id is listed, one when it is
+// taken off) are SweepShards times below one key's limit (docs/scale.md).
+const SweepShards = 16
+
+// The lists.
+const (
+	listContinuations = "continuations"
+	listSchedules     = "schedules"
+)
+
+// SweepIndex pages the index sweep (*sweepindex.Index is one): the table
+// keys listed in shard, in order, after after and not after through
+// (either empty: no bound), at most limit; more reports that others may
+// follow.
+type SweepIndex interface {
+	Page(ctx context.Context, shard, after, through string, limit int) (keys []string, more bool, err error)
+}
+
+// sweepShard is the value of AttrSweep that lists id on list.
+func sweepShard(list, id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return shardName(list, int(h.Sum32()%SweepShards))
+}
+
+func shardName(list string, n int) string { return fmt.Sprintf("%s#%02d", list, n) }
+
+// cursorPK is the key of the item that keeps where the last run of a sweep
+// stopped in shard: the last key it took on.
+func cursorPK(shard string) string { return "sweep#cursor#" + shard }
+
+// DefaultSweepParallel is how many shards a sweep works on at once
+// (Store.SweepParallel).
+const DefaultSweepParallel = SweepShards
+
+// sweepMargin is how long before its context's deadline a sweep stops
+// taking on pages: the time a page of work takes, with room to spare.
+const sweepMargin = 5 * time.Second
+
+// walk hands visit every key listed on list, a page (SweepWindow keys) at a
+// time; visit returns how many of the page's keys it took on (all of them
+// unless it ran out of time, see outOfTime). The shards are walked in rounds, one page of each unfinished shard
+// a round (SweepParallel at once), so every shard moves on in every run.
+// Each shard starts after where the last run stopped in it (its cursor)
+// and wraps round to the first key; before it works on a page of a shard
+// that does not fit in one, the cursor moves past that page (one
+// UpdateItem of a small item of its own), so the next run starts after it
+// even if this one dies midway: every listed key is reached within a
+// bounded number of runs, however many are listed. A run stops taking on
+// pages sweepMargin before its context's deadline; a page visit stopped
+// short moves the cursor back to the last key it took on. listed counts
+// the keys visit took on.
+func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (listed int, err error) {
+	if s.Index == nil {
+		return 0, errors.New("jobs: a sweep needs the index (Store.Index)")
+	}
+	shards := make([]*shardWalk, SweepShards)
+	for i := range shards {
+		shards[i] = &shardWalk{name: shardName(list, i)}
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, cmp.Or(s.SweepParallel, DefaultSweepParallel))
+	for {
+		var round []*shardWalk
+		for _, w := range shards {
+			if !w.done {
+				round = append(round, w)
+			}
+		}
+		if len(round) == 0 || s.outOfTime(ctx) {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, w := range round {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				n, err := s.step(ctx, w, visit)
+				mu.Lock()
+				defer mu.Unlock()
+				listed += n
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	return listed, errors.Join(errs...)
+}
+
+// outOfTime reports whether a sweep must stop taking on pages: ctx is done
+// or within sweepMargin of its deadline.
+func (s *Store) outOfTime(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < sweepMargin
+}
+
+// shardWalk is where a run is in one shard: the cursor it started from,
+// the phase (the keys after the cursor, then those up to it) and the key
+// the next page starts after.
+type shardWalk struct {
+	name    string
+	started bool
+	cursor  string
+	wrapped bool
+	after   string
+	pages   int
+	done    bool
+}
+
+// visitFunc takes on keys, a page of a sweep's index, and returns how many
+// of them (from the first) it took on: fewer when it ran out of time.
+type visitFunc func(ctx context.Context, keys []string) (done int, err error)
+
+// step takes on the next page of shard w: it reads the shard's cursor
+// first, moves it past the page unless the page is the whole shard, and
+// hands the page to visit; a visit stopped short moves the cursor back to
+// the last key taken on and ends the shard's walk for this run, and so
+// does a failure to read the index or move the cursor.
+func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, error) {
+	if !w.started {
+		w.started = true
+		var c struct {
+			Cursor string `dynamodbav:"cursor"`
+		}
+		if _, err := s.getItem(ctx, cursorPK(w.name), &c); err != nil {
+			w.done = true
+			return 0, err
+		}
+		w.cursor, w.after = c.Cursor, c.Cursor
+	}
+	through := ""
+	if w.wrapped {
+		through = w.cursor
+	}
+	before := w.after
+	keys, more, err := s.Index.Page(ctx, w.name, before, through, cmp.Or(s.SweepWindow, DefaultSweepWindow))
+	if err != nil {
+		w.done = true
+		return 0, fmt.Errorf("jobs: sweep %s: %w", w.name, err)
+	}
+	w.pages++
+	whole := w.cursor == "" && w.pages == 1 && !more
+	switch {
+	case more:
+		w.after = keys[len(keys)-1]
+	case w.wrapped || w.cursor == "":
+		w.done = true
+	default: // past the last key: on to those up to the cursor
+		w.wrapped, w.after = true, ""
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	if !whole {
+		if err := s.setCursor(ctx, w.name, keys[len(keys)-1]); err != nil {
+			w.done = true
+			return 0, err
+		}
+	}
+	done, err := visit(ctx, keys)
+	if done < len(keys) {
+		w.done = true
+		back := before
+		if done > 0 {
+			back = keys[done-1]
+		}
+		err = errors.Join(err, s.setCursor(ctx, w.name, back))
+	}
+	return done, err
+}
+
+// setCursor moves the cursor of shard to key: the next run starts after it.
+func (s *Store) setCursor(ctx context.Context, shard, key string) error {
+	if err := s.setItem(ctx, cursorPK(shard), expression.Set(expression.Name(attrCursor), expression.Value(key))); err != nil {
+		return fmt.Errorf("jobs: sweep %s cursor: %w", shard, err)
+	}
+	return nil
+}
+
+// setItem applies upd to the item pk, creating it if need be: one
+// unconditional UpdateItem.
+func (s *Store) setItem(ctx context.Context, pk string, upd expression.UpdateBuilder) error {
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyAV(pk), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	return err
+}
+
+// listOn adds to upd the listing of id on list (SET AttrSweep).
+func listOn(upd expression.UpdateBuilder, list, id string) expression.UpdateBuilder {
+	return upd.Set(expression.Name(AttrSweep), expression.Value(sweepShard(list, id)))
+}
+
+// legacyBatch is how many ids of a release 4 list item one run moves to
+// the index.
+const legacyBatch = 500
+
+// adoptLegacy moves up to legacyBatch ids of the list item pk, the one list
+// item a sweep had before the index (release 4; a deployed stack may still
+// hold one), to the index: adopt lists each (idempotent), then one
+// UpdateItem takes them off the item. A crash between the two leaves them
+// on the item, to be adopted again. Taking ids off only shrinks the item,
+// so a list at DynamoDB's size limit drains too; nothing is added to it
+// any more.
+func (s *Store) adoptLegacy(ctx context.Context, pk string, adopt func(ctx context.Context, id string) error) error {
+	var legacy struct {
+		IDs []string `dynamodbav:"jobIds,stringset"`
+	}
+	ok, err := s.getItem(ctx, pk, &legacy)
+	if err != nil || !ok || len(legacy.IDs) == 0 {
+		return err
+	}
+	ids := slices.Sorted(slices.Values(legacy.IDs))
+	ids = ids[:min(len(ids), legacyBatch)]
+	var done []string
+	var errs []error
+	for _, id := range ids {
+		if err := adopt(ctx, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, id)
+	}
+	if len(done) > 0 {
+		err := s.updateItem(ctx, pk, expression.Delete(expression.Name(attrSweepIDs), expression.Value(&types.AttributeValueMemberSS{Value: done})),
+			expression.AttributeExists(expression.Name(AttrPK)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("jobs: sweep %s: %w", pk, err))
+		}
+	}
+	return errors.Join(errs...)
+}
