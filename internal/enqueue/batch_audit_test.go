@@ -187,7 +187,7 @@ func TestAuditBatchStatesOutliveNoJob(t *testing.T) {
 	if len(b.Jobs) != 1 || b.Jobs[0].JobID != x.JobID || !b.Jobs[0].Deduplicated {
 		t.Fatalf("answer %+v; want job 0 deduplicated onto %s", b.Jobs, x.JobID)
 	}
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: x.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: x.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.clock.Advance(30 * 24 * time.Hour)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -145,7 +144,7 @@ func TestIntegrationBatchIsAllOrNothing(t *testing.T) {
 	}
 	// A duplicate policy that refuses job 1 refuses the whole batch.
 	done := mustBody(t, call(t, s.h, post(welcome, "done", `{"args":{"userId":"u-9"}}`)), http.StatusAccepted)
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: done.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: done.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.receive(t, contract.QueueDefault)

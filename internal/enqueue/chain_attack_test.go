@@ -113,7 +113,7 @@ func succeededRacing(t *testing.T, s *stack) string {
 	t.Helper()
 	parent := mustBody(t, call(t, s.h, post(welcome, "parent", welcomeU1)), http.StatusAccepted)
 	s.receive(t, contract.QueueDefault)
-	if _, err := s.markers.Claim(context.Background(), jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(context.Background(), jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	s.h.Jobs = racingRelease{Jobs: s.h.Jobs, store: s.jobs}

@@ -48,7 +48,7 @@ func TestIntegrationContinuationThroughTheAPI(t *testing.T) {
 	}
 	// The parent succeeds; a new continuation of it is decided at once and
 	// releases the one that waited too.
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	late := mustBody(t, call(t, s.h, post(welcome, "late", `{"args":{"userId":"u-3"},"after":"`+parent.JobID+`","afterPolicy":"OnAnyEnd"}`)), http.StatusAccepted)
@@ -113,7 +113,7 @@ func TestIntegrationOutboxChildBeforeItsParent(t *testing.T) {
 	if parent.Status != http.StatusAccepted || parent.JobID != parentID {
 		t.Fatalf("the parent: %+v", parent)
 	}
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parentID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parentID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.jobs.ReleaseContinuations(ctx, parentID, s.h.SendFunc()); err != nil {
@@ -158,7 +158,7 @@ func TestIntegrationAContinuationDecidedAtOnceIsSentByItsRequest(t *testing.T) {
 	ctx := context.Background()
 	parent := mustBody(t, call(t, s.h, post(welcome, "parent", welcomeU1)), http.StatusAccepted)
 	s.receive(t, contract.QueueDefault)
-	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
+	if _, err := s.markers.Claim(ctx, jobs.Job{ID: parent.JobID, Type: welcome}.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(s.clock.Now(), s.clock.Now(), engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	req := post(welcome, "after-done", `{"args":{"userId":"u-2"},"after":"`+parent.JobID+`"}`)

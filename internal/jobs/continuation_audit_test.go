@@ -95,7 +95,7 @@ func TestAuditAFailedMarkerAheadOfItsRecordKeepsOnSucceededWaiting(t *testing.T)
 	parent := f.Enqueue(t, "email.welcome.v1", "c", "parent")
 	child := continuation(t, f, "c", "child", parent.ID, contract.OnSucceeded)
 	// The dlq function's first write: the marker says FAILED.
-	if err := f.Markers.Fail(ctx, parent.MarkerKey(), engine.Mark{Expires: engine.SettledUntil(time.Now(), parent.RunAt, engine.DefaultRetention)}); err != nil {
+	if err := f.Markers.Fail(ctx, parent.MarkerKey(), engine.Mark{Expires: engine.SettledUntil(f.Clock.Now(), parent.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	// The markers stream's record of it reaches the chain function.

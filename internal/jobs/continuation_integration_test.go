@@ -57,7 +57,7 @@ func continuation(t *testing.T, f *jobstest.World, caller, key, parent string, p
 // succeed claims the marker of job j, as its worker does.
 func succeed(t *testing.T, f *jobstest.World, j jobs.Job) {
 	t.Helper()
-	if _, err := f.Markers.Claim(context.Background(), j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), j.RunAt, engine.DefaultRetention)}); err != nil {
+	if _, err := f.Markers.Claim(context.Background(), j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(f.Clock.Now(), j.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -137,7 +137,7 @@ func TestAuditRunNowOfAJobFromBeforeTheDeployKeepsItsDue(t *testing.T) {
 	if _, err := f.Markers.Lease(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Until: f.Clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), env.RunAt, engine.DefaultRetention)}); err != nil {
+	if _, err := f.Markers.Claim(ctx, j.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(f.Clock.Now(), env.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(31 * day)

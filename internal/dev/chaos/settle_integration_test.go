@@ -6,7 +6,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
@@ -39,7 +38,7 @@ func TestUndecidedNamesWhatOnlyAReleaseToComeWouldFinish(t *testing.T) {
 		return accept(d.Job)
 	}
 	done := accept(f.Enqueue(t, welcome.Type, "c", "done"))
-	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(time.Now(), done.RunAt, engine.DefaultRetention)}); err != nil {
+	if _, err := f.Markers.Claim(ctx, done.MarkerKey(), engine.Mark{Owner: "w", Expires: engine.SettledUntil(f.Clock.Now(), done.RunAt, engine.DefaultRetention)}); err != nil {
 		t.Fatal(err)
 	}
 	running := accept(f.Enqueue(t, welcome.Type, "c", "running"))

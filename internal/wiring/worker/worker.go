@@ -29,6 +29,7 @@ import (
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/internal/runner"
 	"github.com/runstwice/runstwice/internal/tracing"
+	"github.com/runstwice/runstwice/internal/vclock"
 	"github.com/runstwice/runstwice/message"
 )
 
@@ -97,6 +98,9 @@ func (e Env) Config(cfg aws.Config, p Parts, reg *message.Registry, handlers map
 		Backoff: sqsqueue.NewVisibility(sqs.NewFromConfig(cfg), e.URLs), BackoffSchedule: e.Backoff,
 		ParkDelay: min(e.ParkDelay, engine.DefaultParkDelay), MaxReceiveCount: e.MaxReceives, Concurrency: e.Concurrency,
 		Logger: log, Metrics: p.Metrics, TracerProvider: p.Tracer,
+		// The markers' expiry is counted on the bundle's clock, as the store
+		// reads them (the chaos build's virtual clock jumps days).
+		Now: vclock.Now,
 	}
 	killpoint.Wire(&runcfg)
 	return runcfg
