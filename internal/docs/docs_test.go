@@ -22,7 +22,7 @@ import (
 
 // skipDirs are never read: version control, installed tools, build output
 // and the local stack's state.
-var skipDirs = []string{".git", ".venv", "bin", ".aws-sam", ".devstack", "build"}
+var skipDirs = []string{".git", ".venv", ".venv-checkov", "bin", ".aws-sam", ".devstack", "build"}
 
 // outside are the references to documents outside the repository that no
 // file may carry. They are split so that this file does not match itself.
