@@ -96,8 +96,9 @@ func longFormJSON(data []byte) ([]byte, error) {
 	return js, nil
 }
 
-// expandOtherTags rewrites the short forms goformation's reader does not
-// know into their long form: !Condition, and the rule functions (!Contains,
+// expandOtherTags rewrites what goformation's reader would drop or refuse:
+// a mapping key that is not a string, and the short forms it does not
+// know, into their long form: !Condition, and the rule functions (!Contains,
 // !EachMemberEquals, !EachMemberIn, !RefAll, !ValueOf, !ValueOfAll) the
 // template's Rules use. goformation would decode such a node as its bare
 // value, dropping the function without a word. Any other unknown tag !X
@@ -116,11 +117,18 @@ func expandOtherTags(data []byte) ([]byte, error) {
 	return yaml.Marshal(&doc)
 }
 
+// plainKeys are the scalar tags a mapping key may resolve to that
+// goformation's JSON cannot hold as a key (an account id in a Mapping).
+var plainKeys = map[string]bool{"!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!timestamp": true}
+
 // expandTags rewrites n and its children in place; it reports whether it
-// rewrote any.
+// rewrote any. Mapping keys become strings, as CloudFormation reads them.
 func expandTags(n *yaml.Node) bool {
 	changed := false
-	for _, c := range n.Content {
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 && plainKeys[c.Tag] {
+			c.Tag, changed = "!!str", true
+		}
 		if expandTags(c) {
 			changed = true
 		}

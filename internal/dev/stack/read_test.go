@@ -39,6 +39,15 @@ func TestParseLongForms(t *testing.T) {
 			}
 		})
 	}
+	// Keys are strings, as CloudFormation reads them (goformation's JSON
+	// cannot hold any other).
+	doc, err := Parse([]byte("Outputs: {V: {123456789012: prod, true: dev}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.Outputs["V"]; !reflect.DeepEqual(got, map[string]any{"123456789012": "prod", "true": "dev"}) {
+		t.Errorf("got %#v, want the keys as strings", got)
+	}
 	if _, err := Parse([]byte("Outputs: {V: !GetAtt Queue}")); err == nil || !strings.Contains(err.Error(), "has no attribute") {
 		t.Errorf("!GetAtt without attribute: %v", err)
 	}
