@@ -1,12 +1,15 @@
 # runstwice — every command a developer or CI needs. `make test` is what CI
 # runs (.ci/run calls it). Tools are installed into the checkout, pinned:
-# Python tools into ./.venv (tools/requirements.txt), Go tools into ./bin.
+# Python tools into ./.venv (tools/requirements.txt), checkov into
+# ./.venv-checkov (tools/requirements-checkov.txt: it pins a boto3 that
+# conflicts with moto's and the SAM CLI's), Go tools into ./bin.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 PYTHON ?= python3
 VENV := .venv
+VENV_CHECKOV := .venv-checkov
 BIN := $(CURDIR)/bin
 
 # The moto server the integration tests start comes from the project's venv.
@@ -24,6 +27,9 @@ export RUNSTWICE_RIE := $(RIE)
 # `sam build` (BuildMethod go1.x) reads the tag from GOFLAGS.
 LAMBDA_GOFLAGS := -tags=lambda.norpc
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
+# Checkov: CloudFormation checks only, nothing downloaded from its vendor
+# (no guidelines, no custom policies), results and failures alone.
+CHECKOV := $(CURDIR)/$(VENV_CHECKOV)/bin/checkov --framework cloudformation --skip-download --compact --quiet
 # SAM CLI: no telemetry; region given so it never asks.
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 SAM_REGION ?= us-east-1
@@ -34,7 +40,7 @@ SAM_REGION ?= us-east-1
 quiet = out=$$($(1) 2>&1) || { printf '%s\n' "$$out" >&2; exit 1; }; \
 	printf '%s\n' "$$out" | { grep -E '$(2)' || true; } | sed 's/^/    /'
 
-.PHONY: run test library jobctl fmt-check vet unit integration bench chaos venv clean rie build build-local build-sam template-check invoke chromium smoke ses-model scale-model
+.PHONY: run test library jobctl fmt-check vet unit integration bench chaos venv venv-checkov clean rie build build-local build-sam template-check invoke chromium smoke ses-model scale-model
 
 ## run: the whole bundle on this machine (moto, the functions under
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
@@ -82,13 +88,17 @@ build-local:
 	  CGO_ENABLED=0 GOFLAGS=$(LAMBDA_GOFLAGS) $(GO) build -o build/$$fn/bootstrap ./functions/$$fn; \
 	done
 
-## template-check: cfn-lint, sam validate --lint and sam build on template.yaml
-## (all offline: no AWS account, no network beyond the Go module proxy).
-template-check: venv
+## template-check: cfn-lint, sam validate --lint, checkov and sam build on
+## template.yaml (all offline: no AWS account, no network beyond the Go module
+## proxy). Checkov's security checks pass or are skipped in the resource's own
+## Metadata (checkov: skip:), each with the reason.
+template-check: venv venv-checkov
 	@echo "==> cfn-lint template.yaml"
 	@$(VENV)/bin/cfn-lint template.yaml
 	@echo "==> sam validate --lint"
 	@$(call quiet,$(SAM) validate --lint --region $(SAM_REGION),is a valid SAM Template)
+	@echo "==> checkov template.yaml"
+	@$(call quiet,$(CHECKOV) -f template.yaml,^(Passed|Failed) checks)
 	@echo "==> sam build (linux/arm64)"
 	@$(call quiet,GOFLAGS=$(LAMBDA_GOFLAGS) $(SAM) build --region $(SAM_REGION),^(Build Succeeded|Built Artifacts))
 
@@ -129,6 +139,16 @@ smoke:
 ## --cask google-chrome). The browser test finds it the same way.
 chromium:
 	@tools/chromium.sh install
+
+## venv-checkov: checkov, pinned, in ./.venv-checkov.
+venv-checkov: $(VENV_CHECKOV)/.installed
+
+$(VENV_CHECKOV)/.installed: tools/requirements-checkov.txt
+	@echo "==> installing checkov (pinned) into $(VENV_CHECKOV) (first run only; a minute or two)"
+	@$(PYTHON) -m venv $(VENV_CHECKOV)
+	@$(call quiet,$(VENV_CHECKOV)/bin/pip install --disable-pip-version-check --progress-bar off -q -r tools/requirements-checkov.txt,^ERROR)
+	@echo "==> $$(grep -E '^checkov==' tools/requirements-checkov.txt) in $(VENV_CHECKOV)"
+	@touch $@
 
 ## venv: the pinned Python tools (moto server, cfn-lint, SAM CLI) in ./.venv.
 venv: $(VENV)/.installed

@@ -1,7 +1,8 @@
 // Package sigv4 verifies AWS Signature Version 4 on HTTP requests the way an
 // AWS front door does (API Gateway's IAM authorization, for the local stack):
-// it rebuilds the canonical request from what arrived, derives the signing
-// key from the secret of the access key named in the Authorization header,
+// it checks the Authorization header's scope, date and clock skew, signs
+// the request again with the AWS SDK's own signer (aws/signer/v4), over the
+// headers the client signed and with the secret of the access key it names,
 // and compares signatures. Refusals carry the messages AWS answers with.
 //
 // Only the header form (Authorization: AWS4-HMAC-SHA256 …) is verified;
@@ -9,19 +10,20 @@
 package sigv4
 
 import (
-	"crypto/hmac"
+	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/url"
+	"net/textproto"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/smithy-go/encoding/httpbinding"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Algorithm is the signing algorithm of the Authorization header.
@@ -64,6 +66,9 @@ const (
 	ReasonExpired      Reason = "expired"       // signed more than MaxSkew away from now
 	ReasonBadSignature Reason = "bad-signature" // the signature does not match
 	ReasonPresigned    Reason = "presigned"     // query-string signatures are not verified
+	// ReasonUnverifiable: the client signed headers the AWS SDK's signer,
+	// which the verifier signs with, would not (such as User-Agent).
+	ReasonUnverifiable Reason = "unverifiable"
 )
 
 // Error is a refused request, with the message AWS answers with.
@@ -184,12 +189,66 @@ func (v *Verifier) Verify(r *http.Request, body []byte) (Credentials, error) {
 	if herr != nil {
 		return Credentials{}, herr
 	}
-	canonical := CanonicalRequest(r, a.signedHeaders, payload)
-	want := Signature(creds.SecretAccessKey, signedAt, v.Region, v.Service, canonical)
-	if !hmac.Equal([]byte(want), []byte(a.signature)) {
+	want, serr := v.resign(r, a, creds, payload, signedAt)
+	if serr != nil {
+		return Credentials{}, serr
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(a.signature)) != 1 {
 		return Credentials{}, refuse(ReasonBadSignature, MessageSignatureMismatch)
 	}
 	return creds, nil
+}
+
+// resign signs a copy of r that carries only the headers the client signed
+// with the SDK's signer, for the verifier's service and region at the time
+// the client signed, and returns the signature it made.
+//
+// The SDK's signer signs every header it is given, except the few it never
+// signs (User-Agent, X-Amzn-Trace-Id, Expect, Transfer-Encoding), and always
+// host and X-Amz-Date: a request whose signed headers differ from what it
+// signs (one of those, or no X-Amz-Date, which AWS requires signed when
+// present) cannot be checked this way, and is refused.
+func (v *Verifier) resign(r *http.Request, a authorization, creds Credentials, payload string, at time.Time) (string, *Error) {
+	u := *r.URL
+	req := &http.Request{Method: r.Method, URL: &u, Host: r.Host, Header: http.Header{}}
+	for _, name := range a.signedHeaders {
+		switch name {
+		case "host":
+		case "content-length":
+			// The signer takes it from ContentLength (and signs it when
+			// positive), never from the header map.
+			req.ContentLength = r.ContentLength
+			if n, err := strconv.ParseInt(r.Header.Get("Content-Length"), 10, 64); err == nil {
+				req.ContentLength = n
+			}
+		default:
+			req.Header[textproto.CanonicalMIMEHeaderKey(name)] = r.Header.Values(name)
+		}
+	}
+	signer := v4.NewSigner(func(o *v4.SignerOptions) {
+		// The token is signed only when the client signed it.
+		o.DisableSessionToken = !slices.Contains(a.signedHeaders, "x-amz-security-token")
+	})
+	sdkCreds := aws.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.SessionToken}
+	if err := signer.SignHTTP(context.Background(), sdkCreds, req, payload, v.Service, v.Region, at); err != nil {
+		return "", refuse(ReasonMalformed, "The request cannot be signed again: %v", err)
+	}
+	got, err := parseAuthorization(req.Header.Get("Authorization"))
+	if err != nil {
+		return "", err
+	}
+	if !sameHeaders(got.signedHeaders, a.signedHeaders) {
+		return "", refuse(ReasonUnverifiable,
+			"SignedHeaders=%s cannot be verified locally: the AWS SDK's signer, which checks it, signs %s for this request.",
+			strings.Join(a.signedHeaders, ";"), strings.Join(got.signedHeaders, ";"))
+	}
+	return got.signature, nil
+}
+
+// sameHeaders reports whether two signed-header lists name the same headers.
+func sameHeaders(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
 }
 
 // payloadHash is the hex SHA-256 of body; an X-Amz-Content-Sha256 header
@@ -201,101 +260,4 @@ func payloadHash(r *http.Request, body []byte) (string, *Error) {
 		return "", refuse(ReasonBadSignature, "The provided 'x-amz-content-sha256' header does not match what was computed.")
 	}
 	return h, nil
-}
-
-// CanonicalRequest is the SigV4 canonical request of r over the signed
-// headers (lower case) and the payload hash: method, URI (escaped once more,
-// as for every service but S3), sorted query, canonical headers, signed
-// header list and payload hash.
-func CanonicalRequest(r *http.Request, signedHeaders []string, payloadHash string) string {
-	path := r.URL.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	names := append([]string(nil), signedHeaders...)
-	sort.Strings(names)
-	var headers strings.Builder
-	for _, name := range names {
-		headers.WriteString(name)
-		headers.WriteByte(':')
-		headers.WriteString(headerValue(r, name))
-		headers.WriteByte('\n')
-	}
-	return strings.Join([]string{
-		r.Method,
-		httpbinding.EscapePath(path, false),
-		canonicalQuery(r.URL.Query()),
-		headers.String(),
-		strings.Join(names, ";"),
-		payloadHash,
-	}, "\n")
-}
-
-// headerValue is the canonical value of a signed header: its values
-// trimmed, inner runs of spaces collapsed, joined by commas.
-func headerValue(r *http.Request, name string) string {
-	var values []string
-	switch name {
-	case "host":
-		values = []string{r.Host}
-	case "content-length":
-		values = r.Header.Values(name)
-		if len(values) == 0 && r.ContentLength > 0 {
-			values = []string{strconv.FormatInt(r.ContentLength, 10)}
-		}
-	default:
-		values = r.Header.Values(name)
-	}
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = strings.Join(strings.Fields(v), " ")
-	}
-	return strings.Join(out, ",")
-}
-
-// canonicalQuery is the query sorted by name then value, each part
-// percent-encoded with every character outside A-Z a-z 0-9 - _ . ~.
-func canonicalQuery(q url.Values) string {
-	type param struct{ k, v string }
-	var ps []param
-	for k, vs := range q {
-		for _, v := range vs {
-			ps = append(ps, param{escape(k), escape(v)})
-		}
-	}
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].k != ps[j].k {
-			return ps[i].k < ps[j].k
-		}
-		return ps[i].v < ps[j].v
-	})
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = p.k + "=" + p.v
-	}
-	return strings.Join(parts, "&")
-}
-
-func escape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
-
-// Signature is the hex signature of a canonical request signed at t with
-// secret for region and service.
-func Signature(secret string, t time.Time, region, service, canonicalRequest string) string {
-	t = t.UTC()
-	day := t.Format("20060102")
-	sum := sha256.Sum256([]byte(canonicalRequest))
-	toSign := strings.Join([]string{
-		Algorithm, t.Format(timeFormat), day + "/" + region + "/" + service + "/aws4_request", hex.EncodeToString(sum[:]),
-	}, "\n")
-	key := []byte("AWS4" + secret)
-	for _, part := range []string{day, region, service, "aws4_request"} {
-		key = mac(key, part)
-	}
-	return hex.EncodeToString(mac(key, toSign))
-}
-
-func mac(key []byte, data string) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(data))
-	return h.Sum(nil)
 }

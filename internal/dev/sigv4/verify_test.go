@@ -25,20 +25,32 @@ var (
 	suiteTime  = time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC)
 )
 
-// TestSignatureMatchesTheAWSTestSuite checks the canonical request and key
-// derivation against AWS's published get-vanilla vectors.
-func TestSignatureMatchesTheAWSTestSuite(t *testing.T) {
-	empty := sha256.Sum256(nil)
-	for _, tc := range []struct{ name, url, want string }{
+// TestVerifierMatchesTheAWSTestSuite verifies AWS's published get-vanilla
+// requests, signed with the suite's credentials at the suite's time, and
+// refuses each with one signature digit changed.
+func TestVerifierMatchesTheAWSTestSuite(t *testing.T) {
+	suite := &sigv4.Verifier{
+		Service: "service", Region: "us-east-1", Now: func() time.Time { return suiteTime },
+		Lookup: func(k string) (sigv4.Credentials, bool) { return suiteCreds, k == suiteCreds.AccessKeyID },
+	}
+	for _, tc := range []struct{ name, url, signature string }{
 		{"get-vanilla", "https://example.amazonaws.com/", "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"},
 		{"get-vanilla-query-order-key-case", "https://example.amazonaws.com/?Param2=value2&Param1=value1", "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodGet, tc.url, nil)
-			r.Header.Set("X-Amz-Date", "20150830T123600Z")
-			canonical := sigv4.CanonicalRequest(r, []string{"host", "x-amz-date"}, hex.EncodeToString(empty[:]))
-			if got := sigv4.Signature(suiteCreds.SecretAccessKey, suiteTime, "us-east-1", "service", canonical); got != tc.want {
-				t.Fatalf("signature %s; want %s\ncanonical request:\n%s", got, tc.want, canonical)
+			for _, sig := range []string{tc.signature, "0" + tc.signature[1:]} {
+				r := httptest.NewRequest(http.MethodGet, tc.url, nil)
+				r.Header.Set("X-Amz-Date", "20150830T123600Z")
+				r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "+
+					"SignedHeaders=host;x-amz-date, Signature="+sig)
+				_, err := suite.Verify(r, nil)
+				var se *sigv4.Error
+				switch {
+				case sig == tc.signature && err != nil:
+					t.Fatalf("the suite's signature refused: %v", err)
+				case sig != tc.signature && (!errors.As(err, &se) || se.Reason != sigv4.ReasonBadSignature):
+					t.Fatalf("a changed signature: %v; want %s", err, sigv4.ReasonBadSignature)
+				}
 			}
 		})
 	}
@@ -160,6 +172,12 @@ func TestVerifierRefuses(t *testing.T) {
 		{name: "host not signed", creds: good, tamper: func(r *http.Request) {
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "host;", "", 1))
 		}, reason: sigv4.ReasonMalformed, message: "'Host'"},
+		{name: "a header the SDK never signs", creds: good, tamper: func(r *http.Request) {
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "SignedHeaders=", "SignedHeaders=user-agent;", 1))
+		}, reason: sigv4.ReasonUnverifiable, message: "SignedHeaders=user-agent;"},
+		{name: "X-Amz-Date not signed", creds: good, tamper: func(r *http.Request) {
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), ";x-amz-date", "", 1))
+		}, reason: sigv4.ReasonUnverifiable, message: "signs content-length;content-type;host;idempotency-key;x-amz-date"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			service, region, at := tc.service, tc.region, tc.at

@@ -18,8 +18,6 @@ func binary(name string) func(s *Stack, a, b any) (any, error) {
 		return (*Stack).selectOf
 	case "Fn::Split":
 		return (*Stack).split
-	case "Fn::Equals":
-		return (*Stack).equals
 	}
 	return nil
 }
@@ -56,44 +54,6 @@ func (s *Stack) intrinsic(name string, arg any) (any, error) {
 			return s.resolve(parts[1])
 		}
 		return s.resolve(parts[2])
-	case "Fn::Not", "Fn::And", "Fn::Or":
-		parts, _ := arg.([]any)
-		vals := make([]bool, len(parts))
-		for i, p := range parts {
-			r, err := s.resolve(p)
-			if err != nil {
-				return nil, err
-			}
-			b, ok := r.(bool)
-			if !ok {
-				return nil, fmt.Errorf("stack: %s operand %v is not a condition", name, p)
-			}
-			vals[i] = b
-		}
-		switch name {
-		case "Fn::Not":
-			if len(vals) != 1 {
-				return nil, fmt.Errorf("stack: Fn::Not takes one condition")
-			}
-			return !vals[0], nil
-		case "Fn::And":
-			for _, b := range vals {
-				if !b {
-					return false, nil
-				}
-			}
-			return true, nil
-		default:
-			for _, b := range vals {
-				if b {
-					return true, nil
-				}
-			}
-			return false, nil
-		}
-	}
-	if v, ok, err := s.ruleFunction(name, arg); ok {
-		return v, err
 	}
 	return nil, fmt.Errorf("stack: intrinsic %s is not supported", name)
 }
@@ -147,18 +107,4 @@ func (s *Stack) split(sep, src any) (any, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// equals is Fn::Equals [a, b]; it resolves its arguments one by one, as
-// selectOf does.
-func (s *Stack) equals(a, b any) (any, error) {
-	x, err := s.ResolveString(a)
-	if err != nil {
-		return nil, err
-	}
-	y, err := s.ResolveString(b)
-	if err != nil {
-		return nil, err
-	}
-	return x == y, nil
 }

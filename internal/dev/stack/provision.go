@@ -110,13 +110,15 @@ type Stack struct {
 	ctx     context.Context
 	created map[string]Physical
 	busy    map[string]bool
+	// conds are the template's conditions, evaluated by New.
+	conds map[string]bool
 }
 
 // New instantiates t with opts without touching any endpoint: resolving a
 // reference to a table, queue or parameter then fails with
-// ErrNotProvisioned. Like CloudFormation, it refuses parameters that fail
-// the template's Rules (a *RulesError). Provision is New plus creating the
-// resources.
+// ErrNotProvisioned. Like CloudFormation, it evaluates every condition, and
+// refuses parameters that fail the template's Rules (a *RulesError).
+// Provision is New plus creating the resources.
 func New(t *Template, opts Options) (*Stack, error) {
 	if opts.StackName == "" {
 		opts.StackName = DefaultStackName
@@ -143,6 +145,11 @@ func New(t *Template, opts Options) (*Stack, error) {
 		params[k] = v
 	}
 	s := &Stack{tmpl: t, opts: opts, params: params, created: map[string]Physical{}, busy: map[string]bool{}}
+	conds, err := s.evalConditions()
+	if err != nil {
+		return nil, err
+	}
+	s.conds = conds
 	if err := s.CheckRules(); err != nil {
 		return nil, err
 	}

@@ -19,10 +19,18 @@ var noValue = noValueT{}
 var ErrNotProvisioned = errors.New("stack: resource not provisioned")
 
 // Resolve evaluates every intrinsic function in v (Ref, Fn::GetAtt, Fn::Sub,
-// Fn::Join, Fn::Select, Fn::Split, Fn::If, Fn::Equals, Fn::Not, Fn::And,
-// Fn::Or, Condition, and the rule functions Fn::Contains,
-// Fn::EachMemberEquals, Fn::EachMemberIn) against the stack's parameters
-// and resources.
+// Fn::Join, Fn::Select, Fn::Split, Fn::If, Condition) against the stack's
+// parameters, conditions and resources.
+//
+// goformation's processor, which evaluates the Conditions and Rules
+// (conditions.go), does not resolve these the way a provisioner needs: its
+// Ref gives a parameter's default and nothing for a resource, its GetAtt
+// gives nothing, its Fn::Sub drops what it cannot resolve (and never calls
+// the Ref or GetAtt given to it), its Fn::If evaluates both branches (a
+// reference in the branch not taken would be provisioned), and no handler
+// can return an error. So the stack resolves resource values itself: lazily,
+// creating what a value refers to, and failing with a reason
+// (ErrNotProvisioned, an unknown parameter).
 func (s *Stack) Resolve(v any) (any, error) {
 	out, err := s.resolve(v)
 	if err != nil {
@@ -87,7 +95,12 @@ func (s *Stack) resolveList(v any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch x := r.(type) {
+	return listOf(r)
+}
+
+// listOf is a resolved list (or comma-delimited string) as strings.
+func listOf(v any) ([]string, error) {
+	switch x := v.(type) {
 	case []any:
 		out := make([]string, len(x))
 		for i, e := range x {
@@ -100,19 +113,11 @@ func (s *Stack) resolveList(v any) ([]string, error) {
 	return nil, fmt.Errorf("stack: %v is not a list", v)
 }
 
-// condition evaluates the named template condition.
+// condition is the value of the named template condition (evaluated by New).
 func (s *Stack) condition(name string) (bool, error) {
-	c, ok := s.tmpl.Conditions[name]
+	b, ok := s.conds[name]
 	if !ok {
 		return false, fmt.Errorf("stack: condition %q is not defined", name)
-	}
-	r, err := s.resolve(c)
-	if err != nil {
-		return false, fmt.Errorf("stack: condition %s: %w", name, err)
-	}
-	b, ok := r.(bool)
-	if !ok {
-		return false, fmt.Errorf("stack: condition %s is not a boolean", name)
 	}
 	return b, nil
 }

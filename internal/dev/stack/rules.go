@@ -100,61 +100,38 @@ func ruleOnly(v any) error {
 	return nil
 }
 
-func (s *Stack) ruleBool(v any) (bool, error) {
-	if err := ruleOnly(v); err != nil {
-		return false, err
-	}
-	r, err := s.Resolve(v)
-	if err != nil {
-		return false, err
-	}
-	b, ok := r.(bool)
-	if !ok {
-		return false, fmt.Errorf("%v is not a condition", v)
-	}
-	return b, nil
-}
-
-// ruleFunction evaluates the functions that exist only in Rules:
-// Fn::Contains, Fn::EachMemberEquals and Fn::EachMemberIn. ok is false for
-// any other name.
-func (s *Stack) ruleFunction(name string, arg any) (v any, ok bool, err error) {
-	switch name {
-	case "Fn::Contains", "Fn::EachMemberEquals", "Fn::EachMemberIn":
-	default:
-		return nil, false, nil
-	}
+// ruleFunction evaluates the functions that exist only in Rules, which
+// goformation does not know: Fn::Contains, Fn::EachMemberEquals and
+// Fn::EachMemberIn, on their evaluated arguments.
+func ruleFunction(name string, arg any) (any, error) {
 	parts, _ := arg.([]any)
 	if len(parts) != 2 {
-		return nil, true, fmt.Errorf("stack: %s of %v", name, arg)
+		return nil, fmt.Errorf("stack: %s of %v", name, arg)
 	}
-	members, err := s.resolveList(parts[0])
+	members, err := listOf(parts[0])
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	if name == "Fn::EachMemberIn" {
-		allowed, err := s.resolveList(parts[1])
+	want := scalarString(parts[1])
+	switch name {
+	case "Fn::EachMemberIn":
+		allowed, err := listOf(parts[1])
 		if err != nil {
-			return nil, true, err
+			return nil, err
 		}
 		for _, m := range members {
 			if !slices.Contains(allowed, m) {
-				return false, true, nil
+				return false, nil
 			}
 		}
-		return true, true, nil
-	}
-	want, err := s.ResolveString(parts[1])
-	if err != nil {
-		return nil, true, err
-	}
-	if name == "Fn::Contains" {
-		return slices.Contains(members, want), true, nil
+		return true, nil
+	case "Fn::Contains":
+		return slices.Contains(members, want), nil
 	}
 	for _, m := range members {
 		if m != want {
-			return false, true, nil
+			return false, nil
 		}
 	}
-	return true, true, nil
+	return true, nil
 }

@@ -3,22 +3,19 @@
 // tests create exactly the tables, queues and parameters that deploy to AWS:
 // one source of truth for names, keys, TTLs and redrive policies.
 //
-// Load parses the template (CloudFormation short-form tags such as !Ref,
-// !Sub and !GetAtt become their long form). Provision creates the DynamoDB
-// tables, SQS queues and SSM parameters on an endpoint (moto) and returns a
-// Stack, which resolves !Ref, !Sub and !GetAtt against what it created, e.g.
-// a function's environment variables.
+// Load reads the template with goformation (CloudFormation short-form tags
+// such as !Ref, !Sub and !GetAtt become their long form; read.go).
+// Provision creates the DynamoDB tables, SQS queues and SSM parameters on an
+// endpoint (moto) and returns a Stack, which resolves !Ref, !Sub and !GetAtt
+// against what it created, e.g. a function's environment variables.
 package stack
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Resource types the provisioner creates.
@@ -88,20 +85,9 @@ func Load(path string) (*Template, error) {
 
 // Parse parses a template from YAML (or JSON) text.
 func Parse(data []byte) (*Template, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("parse yaml: %w", err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, errors.New("empty template")
-	}
-	raw, err := decode(doc.Content[0])
+	top, err := readTemplate(data)
 	if err != nil {
 		return nil, err
-	}
-	top, ok := raw.(map[string]any)
-	if !ok {
-		return nil, errors.New("template is not a mapping")
 	}
 	t := &Template{
 		Parameters: map[string]Parameter{},
@@ -196,79 +182,6 @@ func (t *Template) FunctionByCodeURI(dir string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// decode turns a YAML node into plain values, intrinsic short forms into
-// their long form.
-func decode(n *yaml.Node) (any, error) {
-	if n.Kind == yaml.AliasNode {
-		return decode(n.Alias)
-	}
-	if tag := n.Tag; strings.HasPrefix(tag, "!") && !strings.HasPrefix(tag, "!!") {
-		return decodeIntrinsic(tag[1:], n)
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			v, err := decode(n.Content[i+1])
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			m[k] = v
-		}
-		return m, nil
-	case yaml.SequenceNode:
-		s := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			v, err := decode(c)
-			if err != nil {
-				return nil, err
-			}
-			s = append(s, v)
-		}
-		return s, nil
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		return v, nil
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return nil, nil
-		}
-		return decode(n.Content[0])
-	}
-	return nil, fmt.Errorf("line %d: unexpected YAML node", n.Line)
-}
-
-func decodeIntrinsic(name string, n *yaml.Node) (any, error) {
-	plain := *n
-	plain.Tag = ""
-	if n.Kind == yaml.ScalarNode {
-		plain.Tag = "!!str"
-	}
-	v, err := decode(&plain)
-	if err != nil {
-		return nil, err
-	}
-	switch name {
-	case "Ref":
-		return map[string]any{"Ref": v}, nil
-	case "Condition":
-		return map[string]any{"Condition": v}, nil
-	case "GetAtt":
-		if s, ok := v.(string); ok {
-			res, attr, found := strings.Cut(s, ".")
-			if !found {
-				return nil, fmt.Errorf("line %d: !GetAtt %q has no attribute", n.Line, s)
-			}
-			return map[string]any{"Fn::GetAtt": []any{res, attr}}, nil
-		}
-	}
-	return map[string]any{"Fn::" + name: v}, nil
 }
 
 func asMap(v any) map[string]any {
