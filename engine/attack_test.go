@@ -1,0 +1,364 @@
+package engine_test
+
+// Attacks on the runner: each test here names a way a record can be lost,
+// run twice, outlive its guard or be reported in a false state, and fails
+// while the defect is there.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runstwice/runstwice/engine"
+)
+
+// handleRecovering runs a batch and returns the ids SQS must retry, and
+// the value HandleSQS panicked with (nil when it returned).
+func (w *world) handleRecovering(records ...events.SQSMessage) (failed []string, panicked any) {
+	w.t.Helper()
+	defer func() { panicked = recover() }()
+	return w.handle(records...), nil
+}
+
+// A user's Key, Decode, Fingerprint, LogAttrs, Due or Traceparent may
+// panic on one payload. They run while the batch is decoded, on the
+// invocation's goroutine and outside the records' recover, so the panic
+// leaves HandleSQS: the Lambda runtime fails the whole invocation and
+// every record of the batch is retried with the poison one, until the
+// queue's redrive policy sends the good neighbours to the DLQ with it.
+// HandleSQS promises "one bad record never fails its neighbours": the bad
+// record must fail alone (retried or dead-lettered, never run) and the
+// good one must run.
+func TestAttackPanicInAKindFunctionFailsTheWholeBatch(t *testing.T) {
+	bad := func(o order) {
+		if o.ID == "bad" {
+			panic("a user's function panicked on this payload")
+		}
+	}
+	withKey := shipKind
+	withKey.Key = func(o order) (string, error) { bad(o); return o.ID, nil }
+	withDecode := shipKind
+	withDecode.Decode = func(b []byte) (order, error) {
+		if strings.Contains(string(b), `"bad"`) {
+			panic("decode panicked")
+		}
+		var o order
+		err := json.Unmarshal(b, &o)
+		return o, err
+	}
+	withFingerprint := shipKind
+	withFingerprint.Fingerprint = func(o order) ([]byte, error) { bad(o); return []byte(o.ID), nil }
+	withLogAttrs := shipKind
+	withLogAttrs.LogAttrs = func(o order) []slog.Attr { bad(o); return nil }
+	withDue := shipKind
+	withDue.Due = func(o order) time.Time { bad(o); return time.Time{} }
+	withTrace := shipKind
+	withTrace.Traceparent = func(o order) string { bad(o); return "" }
+	for _, tc := range []struct {
+		name string
+		kind engine.Kind[order]
+	}{
+		{"Key", withKey}, {"Decode", withDecode}, {"Fingerprint", withFingerprint},
+		{"LogAttrs", withLogAttrs}, {"Due", withDue}, {"Traceparent", withTrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, tc.kind, nil)
+			poison, good := record(orderBody("bad", 1), 1), record(orderBody("good", 1), 1)
+			failed, panicked := w.handleRecovering(poison, good)
+			if panicked != nil {
+				t.Fatalf("HandleSQS panicked (%v): the whole batch fails with its poison record, the good one is never run", panicked)
+			}
+			if w.runs("good") != 1 || w.runs("bad") != 0 {
+				t.Fatalf("runs %v; want the good record run and the poison one not", w.calls)
+			}
+			_, dead := w.queues.DeadReason(poison.MessageId)
+			if !dead && strings.Join(failed, " ") != poison.MessageId {
+				t.Fatalf("failures %v, dead-lettered %v; want the poison record retried or dead-lettered alone", failed, dead)
+			}
+		})
+	}
+	t.Run("Mux route", func(t *testing.T) {
+		w := newWorld(t, shipKind, nil)
+		mux, err := engine.NewMux(engine.Options{Store: w.store, Logger: slog.New(slog.DiscardHandler)},
+			func(b []byte) (order, error) { var o order; err := json.Unmarshal(b, &o); return o, err },
+			func(o order) string { bad(o); return "ship" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mux.Handle("ship", shipKind, w.work); err != nil {
+			t.Fatal(err)
+		}
+		var panicked any
+		func() {
+			defer func() { panicked = recover() }()
+			_, _ = mux.HandleSQS(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record(orderBody("bad", 1), 1), record(orderBody("good", 1), 1)}})
+		}()
+		if panicked != nil || w.runs("good") != 1 {
+			t.Fatalf("HandleSQS panicked (%v), runs %v; want the poison record failed alone", panicked, w.calls)
+		}
+	})
+}
+
+// Two records of one key in one batch of a FIFO queue, in two message
+// groups, run in two lanes at once: the batch peek found no marker for
+// either, so both run the work (the second's claim merely loses). The
+// rule is that records of one key run one at a time in a batch and the
+// second is a duplicate; a FIFO batch breaks it whenever one job is sent
+// under two groups (a retry by a producer that picks the group per send).
+// Kinesis and DynamoDB stream shards are lanes too, so a key seen on two
+// shards (a re-sharded stream, a producer retry under another partition
+// key) runs twice as well.
+func TestAttackOneKeyInTwoFIFOGroupsRunsTwice(t *testing.T) {
+	t.Run("FIFO", func(t *testing.T) {
+		w := newWorld(t, shipKind, nil)
+		if failed := w.handle(fifo(orderBody("o-1", 12), "A"), fifo(orderBody("o-1", 12), "B")); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		if n := w.runs("o-1"); n != 1 {
+			t.Fatalf("the work ran %d times for one key in one batch; want once (the second a duplicate)", n)
+		}
+	})
+	t.Run("Kinesis shards", func(t *testing.T) {
+		w := newWorld(t, shipKind, nil)
+		if failed := w.kinesis(kinesis("shardId-1", "1", orderBody("o-1", 12)), kinesis("shardId-2", "1", orderBody("o-1", 12))); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		if n := w.runs("o-1"); n != 1 {
+			t.Fatalf("the work ran %d times for one key in one batch; want once", n)
+		}
+	})
+}
+
+// A claim-then-effect job claims its marker first, so the done cache
+// remembers the key as done; then its effect fails, its marker turns
+// FAILED and it is dead-lettered. The cache still says done. When an
+// operator redrives the letter (the marker's FAILED is cleared, as the
+// docs say "only a redrive runs it again"), the copy lands on the same
+// warm environment, the cache drops it as a duplicate without a read, and
+// the job is acknowledged without ever having run: lost.
+func TestAttackDoneCacheSaysDoneForAJobThatFailedAfterItsClaim(t *testing.T) {
+	k := shipKind
+	k.Bias = engine.ClaimThenEffect
+	w := newWorld(t, k, func(o *engine.Options) { o.DoneCache = 100 })
+	mem := w.store.Store
+	w.fail["o-1"] = errors.New("bank down")
+	first := record(orderBody("o-1", 12), 1)
+	w.handle(first)
+	if _, ok := w.queues.DeadReason(first.MessageId); !ok {
+		t.Fatal("the failed claim-then-effect job was not dead-lettered")
+	}
+	// The operator's redrive: the FAILED marker is cleared and the letter
+	// goes back to the queue.
+	if err := mem.ResetFailed(context.Background(), engine.Key{Type: k.Name, JobID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	delete(w.fail, "o-1")
+	redriven := record(orderBody("o-1", 12), 1)
+	if failed := w.handle(redriven); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	if n := w.runs("o-1"); n != 2 {
+		t.Fatalf("the redriven job ran %d times in all; want it run again (2): the done cache acked it as a duplicate", n)
+	}
+}
+
+// failingFail is a store whose Fail write fails (a throttle, a timeout),
+// and whose other calls work.
+type failingFail struct{ engine.Store }
+
+func (failingFail) Fail(context.Context, engine.Key, engine.Mark) error {
+	return errors.New("ProvisionedThroughputExceededException")
+}
+
+// A claim-then-effect job whose effect fails is dead-lettered and its
+// marker is to say FAILED, so a redrive (which clears FAILED markers) runs
+// it again. When the FAILED write itself fails (one throttled write), the
+// runner logs it and dead-letters the record anyway, "best effort": the
+// marker stays DONE. The redrive's reset finds no FAILED marker, the
+// redriven copy peeks DONE and is acknowledged as a duplicate: the effect
+// failed, and the job never runs again.
+func TestAttackFailedMarkerWriteLosesAClaimThenEffectJob(t *testing.T) {
+	k := shipKind
+	k.Bias = engine.ClaimThenEffect
+	w := newWorld(t, k, nil)
+	mem := w.store.Store
+	h, err := engine.NewHandler(k, w.work, engine.Options{Store: failingFail{w.store}, DeadLetterer: w.queues, Parker: w.queues,
+		Logger: slog.New(slog.DiscardHandler), Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.h = h
+	w.fail["o-1"] = errors.New("bank down")
+	first := record(orderBody("o-1", 12), 1)
+	failed := w.handle(first)
+	_, dead := w.queues.DeadReason(first.MessageId)
+	// The redrive an operator runs for a dead letter.
+	if err := mem.ResetFailed(context.Background(), engine.Key{Type: k.Name, JobID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	delete(w.fail, "o-1")
+	again := record(orderBody("o-1", 12), 1)
+	if !dead && len(failed) == 1 {
+		again = first // still in its queue: its own retry
+	}
+	w.handle(again)
+	if n := w.runs("o-1"); n != 2 {
+		t.Fatalf("after the effect failed (dead-lettered %v) and a redrive, the job ran %d times in all; want 2: its marker says DONE, so it is acked and never runs", dead, n)
+	}
+}
+
+// peekDown fails every peek; its writes work.
+type peekDown struct{ engine.Store }
+
+func (peekDown) PeekBatch(context.Context, []engine.Key) (map[engine.Key]engine.Record, error) {
+	return nil, errors.New("ThrottlingException")
+}
+
+// Admit "runs once the key is known not to be done". When the batch peek
+// fails, nothing is known, yet Admit runs before the lease (or the
+// peek-failed retry) finds out: for a job that is done, Admit records it
+// as existing again (the bundle's job record says queued for a job that
+// ran), on every retry.
+func TestAttackAdmitRunsForADoneKeyWhenThePeekFails(t *testing.T) {
+	for _, lease := range []bool{true, false} {
+		t.Run(fmt.Sprint("lease ", lease), func(t *testing.T) {
+			k := shipKind
+			k.Lease = lease
+			var mu sync.Mutex
+			admitted := 0
+			k.Admit = func(context.Context, engine.Job[order]) error { mu.Lock(); admitted++; mu.Unlock(); return nil }
+			w := newWorld(t, k, nil)
+			mem := w.store.Store
+			if _, err := mem.Claim(context.Background(), engine.Key{Type: k.Name, JobID: "o-1"}, engine.Mark{}); err != nil {
+				t.Fatal(err)
+			}
+			h, err := engine.NewHandler(k, w.work, engine.Options{Store: peekDown{mem}, Logger: slog.New(slog.DiscardHandler), Now: w.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.h = h
+			w.handle(record(orderBody("o-1", 12), 2))
+			if admitted != 0 || w.runs("o-1") != 0 {
+				t.Fatalf("Admit ran %d times, work %d, for a key that is done; want neither", admitted, w.runs("o-1"))
+			}
+		})
+	}
+}
+
+// recorder is a JobRecorder that remembers what it was told.
+type recorder struct {
+	mu     sync.Mutex
+	failed map[string]engine.Failure
+}
+
+func (r *recorder) MarkParked(context.Context, string) (bool, error) { return false, nil }
+func (r *recorder) MarkFailed(_ context.Context, key string, f engine.Failure) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed == nil {
+		r.failed = map[string]engine.Failure{}
+	}
+	r.failed[key] = f
+	return nil
+}
+func (r *recorder) RecordOutcome(context.Context, string, string, string) error { return nil }
+func (r *recorder) MarkUnclaimed(context.Context, string, string) error         { return nil }
+
+func (r *recorder) failedOf(key string) (engine.Failure, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failed[key]
+	return f, ok
+}
+
+// On its final attempt (the receive count is the queue's maxReceiveCount),
+// a record whose work fails after the invocation's deadline margin is
+// called "interrupted: retried". SQS does not retry it: its redrive policy
+// moves it to the DLQ. The job's record is never marked Failed (no
+// MarkFailed, no FAILED marker), so the job reads as still running while
+// its message sits in the DLQ: a false state, and an alarm on Failed jobs
+// never sees it.
+func TestAttackFinalAttemptInterruptedIsNeverMarkedFailed(t *testing.T) {
+	rec := &recorder{}
+	w := newWorld(t, shipKind, func(o *engine.Options) {
+		o.Recorder = rec
+		o.DeadlineMargin = 300 * time.Millisecond
+	})
+	h, err := engine.NewHandler(shipKind, func(ctx context.Context, job engine.Job[order]) error {
+		<-ctx.Done()                      // the deadline margin came
+		return errors.New("carrier down") // the work's own failure, found late
+	}, engine.Options{Store: w.store, Recorder: rec, DeadlineMargin: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	final := record(orderBody("o-1", 12), engine.DefaultMaxReceiveCount)
+	resp, _ := h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{final}})
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; want the record reported (SQS moves it to the DLQ)", resp.BatchItemFailures)
+	}
+	if _, ok := rec.failedOf("o-1"); !ok {
+		t.Fatal("the final attempt failed and goes to the DLQ, but its job was never marked Failed")
+	}
+}
+
+// A FIFO record whose switch is off is held in its group (never re-sent)
+// and comes back after the park delay, spending a receive each time. At
+// its final receive it is reported failed like any retry, and SQS's
+// redrive policy moves it to the DLQ: a kind switched off for longer than
+// maxReceiveCount park delays (5 × 15 min) sends every FIFO job it holds
+// to the DLQ with no reason and no Failed mark, though "Park: nothing is
+// lost" and nothing failed. (A FIFO or Parker-less snooze is the same: it
+// "never spends a receive", yet five snoozes dead-letter it.) The engine
+// knows it is the final receive: it must at least dead-letter it with a
+// reason (or record it), never leave it to the redrive silently.
+func TestAttackFIFOSwitchedOffPastMaxReceiveCountIsDeadLetteredSilently(t *testing.T) {
+	w := newWorld(t, shipKind, nil)
+	w.switches.Set("orders.ship", false)
+	msg := fifo(orderBody("o-1", 12), "A")
+	msg.Attributes["ApproximateReceiveCount"] = fmt.Sprint(engine.DefaultMaxReceiveCount)
+	failed := w.handle(msg)
+	if len(failed) != 1 {
+		t.Fatalf("failures %v; want it held", failed)
+	}
+	if _, ok := w.queues.DeadReason(msg.MessageId); !ok {
+		t.Fatal("a switched-off FIFO job at its final receive is left to the redrive policy: it reaches the DLQ with no reason, though it never failed")
+	}
+}
+
+// When the batch stops waiting at the deadline, a record still running is
+// abandoned and its goroutine goes on. If its work then snoozes (a FIFO
+// record, or no Parker), snooze writes it.holdFor while the batch reads
+// it in backOff: a data race (go test -race reports it), and the
+// abandoned record's hold may or may not be applied.
+func TestAttackAbandonedRecordRacesTheBackOff(t *testing.T) {
+	done := make(chan struct{})
+	w := newWorld(t, shipKind, nil)
+	h, err := engine.NewHandler(shipKind, func(ctx context.Context, job engine.Job[order]) error {
+		defer close(done)
+		time.Sleep(300 * time.Millisecond) // work that ignores its context
+		return engine.Snooze(time.Minute, "rate")
+	}, engine.Options{Store: w.store, Backoff: noBackoff{}, DeadlineMargin: 160 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, _ = h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{record(orderBody("o-1", 1), 1)}})
+	<-done
+	time.Sleep(50 * time.Millisecond) // the snooze after the work
+}
+
+type noBackoff struct{}
+
+func (noBackoff) ChangeVisibility(context.Context, []engine.VisibilityChange) error { return nil }
