@@ -362,3 +362,25 @@ func TestAttackAbandonedRecordRacesTheBackOff(t *testing.T) {
 type noBackoff struct{}
 
 func (noBackoff) ChangeVisibility(context.Context, []engine.VisibilityChange) error { return nil }
+
+// A function under Do that panics leaves its lease in place: Do neither
+// releases it (as it does on an error) nor recovers. Every later call is
+// ErrInProgress (an HTTP 409 "still being processed") until the lease
+// runs out (DefaultLease, 5 minutes, without WithLease) for a call that
+// is not running at all.
+func TestAttackDoPanicHoldsTheKey(t *testing.T) {
+	w := newDoWorld()
+	ctx := context.Background()
+	func() {
+		defer func() { _ = recover() }() // as net/http or lambda.Start do
+		_, _ = engine.Do(ctx, w.store, "payments.charge", "k-1", func(context.Context) (charge, error) {
+			var m map[string]int
+			m["boom"]++ // the function's bug
+			return charge{}, nil
+		}, engine.WithClock(w.clock.Now))
+	}()
+	got, err := w.do(ctx, "k-1", 12)
+	if err != nil || got.Amount != 12 || w.runs != 1 {
+		t.Fatalf("the call after a panic: %+v, %v, runs %d; want fn run (nothing holds the key)", got, err, w.runs)
+	}
+}
