@@ -384,3 +384,25 @@ func TestAttackDoPanicHoldsTheKey(t *testing.T) {
 		t.Fatalf("the call after a panic: %+v, %v, runs %d; want fn run (nothing holds the key)", got, err, w.runs)
 	}
 }
+
+// Snooze "never spends one of the job's receives, however long or often it
+// waits". Without a Parker (Options.Parker is required only with a
+// Switch) a snoozed record is held instead, and a hold is a retry that
+// spends a receive: the fifth snooze of a job waiting for a daily quota
+// is reported failed at its final receive, and SQS's redrive policy moves
+// it to the DLQ with no reason and no Failed mark, though it never failed.
+func TestAttackSnoozeWithoutAParkerSpendsTheFinalReceive(t *testing.T) {
+	w := newWorld(t, shipKind, nil)
+	h, err := engine.NewHandler(shipKind, func(context.Context, engine.Job[order]) error {
+		return engine.Snooze(10*time.Minute, "daily quota")
+	}, engine.Options{Store: w.store, DeadLetterer: w.queues, Logger: slog.New(slog.DiscardHandler), Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.h = h
+	final := record(orderBody("o-1", 12), engine.DefaultMaxReceiveCount)
+	failed := w.handle(final)
+	if _, dead := w.queues.DeadReason(final.MessageId); len(failed) == 1 && !dead {
+		t.Fatal("a snoozed job at its final receive is left to the redrive policy: it reaches the DLQ with no reason, though it only waited")
+	}
+}

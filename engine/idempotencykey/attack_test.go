@@ -222,3 +222,47 @@ func TestAttackALongCallerIsAStoreOutage(t *testing.T) {
 		t.Fatalf("%d %s; a long caller with a valid key is answered as a store outage", w.Code, w.Body)
 	}
 }
+
+// errBody is a request body whose read fails (the client went away
+// mid-upload).
+type errBody struct{}
+
+func (errBody) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// A body that cannot be read is answered 400 with the type
+// "idempotency-key-invalid": the key is fine, the body is not. A client
+// that branches on the problem type (a new key for an invalid one) throws
+// away a good key and may run its request twice.
+func TestAttackAnUnreadableBodyIsCalledAnInvalidKey(t *testing.T) {
+	h, _, _ := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }), idempotencykey.Options{})
+	r := httptest.NewRequest(http.MethodPost, "/charges", errBody{})
+	r.Header.Set("Idempotency-Key", "k-1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if strings.Contains(w.Body.String(), idempotencykey.KindInvalid) {
+		t.Fatalf("%d %s; the key is valid, the body could not be read", w.Code, w.Body)
+	}
+}
+
+// GET, HEAD and OPTIONS are idempotent by definition (RFC 9110 §9.2.2)
+// and the draft's header is for POST and PATCH. With Required, a safe
+// request without the header is refused 400 (a middleware around a whole
+// API breaks every read, and a CORS preflight, which never carries custom
+// headers, fails); with the header, a GET's answer is kept and replayed
+// for 24 h, so a poll with a fixed key reads stale data for a day.
+func TestAttackSafeMethodsAreHeldToTheKey(t *testing.T) {
+	var n atomic.Int32
+	h, _, _ := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "state "+string(rune('0'+n.Add(1))))
+	}), idempotencykey.Options{Required: true})
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		if w := send(h, m, "/charges/ch-1", "", ""); w.Code != http.StatusOK {
+			t.Errorf("%s without the header: %d; want it passed through", m, w.Code)
+		}
+	}
+	send(h, http.MethodGet, "/charges/ch-1", "poll", "")
+	if w := send(h, http.MethodGet, "/charges/ch-1", "poll", ""); w.Header().Get("Idempotent-Replayed") == "true" {
+		t.Errorf("a GET with the header: %q replayed; want it run (a read is not kept)", w.Body)
+	}
+}
