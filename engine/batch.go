@@ -67,7 +67,7 @@ type item struct {
 	// i is the record's index in its batch, and jobs the batch's jobs.
 	i    int
 	jobs jobs
-	msg events.SQSMessage
+	msg  events.SQSMessage
 	// set is the record's kind (its name is "" when the record has none:
 	// no route, or its route was refused).
 	set settings
@@ -90,7 +90,7 @@ type item struct {
 	// standard queue); stream: the record is a stream's.
 	group  string
 	stream bool
-	out   outcome
+	out    outcome
 	// holdFor is how long a record held in its FIFO group's order waits
 	// before it comes back (0: the back-off's schedule).
 	holdFor time.Duration

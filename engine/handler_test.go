@@ -78,7 +78,11 @@ type lockedWriter struct {
 	w  *bytes.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.w.Write(p) }
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 func (w *world) work(_ context.Context, job engine.Job[order]) error {
 	w.trace.Add("work")

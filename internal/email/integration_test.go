@@ -204,6 +204,7 @@ func TestDigestNeverSendsWhileFailClosed(t *testing.T) {
 			s.PutUser(t, email.User{ID: id, Email: addr, DisplayName: "Partner", EmailConfirmed: true})
 			r := s.runner(t, runnerOpts{toggles: src})
 			msg := record(t, jobFor(contract.PartnerDigest.Name, id), 1)
+			msg.EventSourceARN = s.Queues[contract.PartnerDigest.Queue].ARN // a park goes back where it came from
 			if f := handle(t, r, msg); len(f) != 0 {
 				t.Fatalf("failures %v", f)
 			}
