@@ -84,7 +84,7 @@ func (m *runner) backsOff(it *item) bool {
 	case ReceiveCount(it.msg) >= m.o.MaxReceiveCount:
 		return false // the final attempt: its next receive is the DLQ's
 	}
-	return it.out.kind == kindFailed || it.out.kind == kindBusy || it.holdFor > 0
+	return it.out.kind == kindFailed || it.out.kind == kindBusy || it.out.holdFor > 0
 }
 
 // backOff postpones every record of the batch that backs off, with one
@@ -107,8 +107,8 @@ func (m *runner) backOff(ctx context.Context, base *slog.Logger, items []item, s
 			continue
 		}
 		d := m.o.BackoffSchedule.Delay(ReceiveCount(it.msg), m.o.Random)
-		if it.holdFor > 0 {
-			d = it.holdFor // a held record waits what it was told to
+		if it.out.holdFor > 0 {
+			d = it.out.holdFor // a held record waits what it was told to
 		}
 		if left := visibilityLeft(it.msg, start, now).Truncate(time.Second); left < d {
 			if left < time.Second {

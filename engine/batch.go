@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -91,9 +93,7 @@ type item struct {
 	group  string
 	stream bool
 	out    outcome
-	// holdFor is how long a record held in its FIFO group's order waits
 	// before it comes back (0: the back-off's schedule).
-	holdFor time.Duration
 	// retryIn is how long a retry was postponed (Backoff), 0 if it was not.
 	retryIn time.Duration
 	// trace is the X-Ray trace header the record continues.
@@ -197,7 +197,7 @@ type source struct {
 // kind refuses, fails as permanent here.
 func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	it.trace = RecordTraceHeader(it.msg)
-	err := it.jobs.resolve(it.i, it)
+	err := resolveSafely(it)
 	// One logger per record, its attributes in one go: the kind's, the SQS
 	// message id, the trace.
 	attrs := it.attrs
@@ -214,6 +214,20 @@ func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		return false
 	}
 	return true
+}
+
+// resolveSafely resolves the record, turning a panic in a function of its
+// kind (Decode, Key, Fingerprint, Due, Traceparent, LogAttrs, the route)
+// into that record's permanent failure: one poison record never fails its
+// batch.
+func resolveSafely(it *item) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			it.bound = false
+			err = malformed(fmt.Errorf("a function of its kind panicked: %w", &PanicError{Value: panicText(v)}))
+		}
+	}()
+	return it.jobs.resolve(it.i, it)
 }
 
 // peek reads the markers of the batch with one read. A failed peek is not
@@ -282,20 +296,48 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 		set(it, do(i, it))
 	}
 	first, next := lanes(items)
+	// settled holds the keys settled earlier in the batch, each with the
+	// fingerprint of what settled it (guarded by mu); a key met in two
+	// lanes (two FIFO groups, two shards) runs under its lock, one record
+	// at a time.
+	settled := map[Key]string{}
+	locks := sharedKeys(items, first, next)
+	// runKey runs a pending record of its lane: a duplicate of what settled
+	// its key earlier in the batch, or judged against it, or run.
+	runKey := func(i int, it *item) {
+		if l := locks[it.key]; l != nil {
+			l.Lock()
+			defer l.Unlock()
+		}
+		mu.Lock()
+		fp, done := settled[it.key]
+		mu.Unlock()
+		switch {
+		case done && (fp == "" || it.fp == "" || fp == it.fp):
+			set(it, outcome{kind: kindDuplicate, reason: "a record of the same key settled it earlier in this batch"})
+		case done:
+			// Done here with other content: what the peek read before is
+			// stale; the runner judges it as done.
+			it.seen, it.hasSeen, it.peeked = Record{Key: it.key, State: StateDone, Fingerprint: fp}, true, true
+			runOne(i, it)
+		default:
+			runOne(i, it)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, done := settled[it.key]; !done && settles(it.out.kind) {
+			settled[it.key] = it.fp
+		}
+	}
 	for _, head := range first {
 		wg.Add(1)
 		m.goRecord(func() {
 			defer wg.Done()
-			if it := &items[head]; next[head] < 0 && it.out.kind == kindPending {
+			if it := &items[head]; next[head] < 0 && it.out.kind == kindPending && locks[it.key] == nil {
 				runOne(head, it)
 				return
 			}
-			var (
-				// settled holds the keys settled earlier in the lane, each
-				// with the fingerprint of what settled it.
-				settled = map[Key]string{}
-				held    *item // the FIFO record whose retry holds the rest of its group
-			)
+			var held *item // the FIFO record whose retry holds the rest of its group
 			for i := head; i >= 0; i = next[i] {
 				it := &items[i]
 				mu.Lock()
@@ -307,29 +349,14 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 				case held != nil && !decided:
 					set(it, outcome{kind: kindHeld, reason: "an earlier record of its FIFO group (SQS message " + held.msg.MessageId + ") is retried; it keeps its place behind it"})
 					continue
-				case decided:
-				default:
-					fp, done := settled[it.key]
-					switch {
-					case done && (fp == "" || it.fp == "" || fp == it.fp):
-						set(it, outcome{kind: kindDuplicate, reason: "a record of the same key settled it earlier in this batch"})
-					case done:
-						// Done here with other content: what the peek read
-						// before is stale; the runner judges it as done.
-						it.seen, it.hasSeen, it.peeked = Record{Key: it.key, State: StateDone, Fingerprint: fp}, true, true
-						runOne(i, it)
-					default:
-						runOne(i, it)
-					}
+				case !decided:
+					runKey(i, it)
 				}
 				mu.Lock()
 				o := it.out
 				mu.Unlock()
 				if it.group != "" && held == nil && outcomes[o.kind].retry {
 					held = it
-				}
-				if _, done := settled[it.key]; !done && settles(o.kind) {
-					settled[it.key] = it.fp
 				}
 			}
 		})
@@ -395,6 +422,35 @@ func lanes(items []item) (first, next []int) {
 		next[last[n]], last[n] = i, i
 	}
 	return first, next
+}
+
+// sharedKeys returns a lock for each key whose records are in more than one
+// lane (one key in two FIFO groups, or two shards), none for the others.
+func sharedKeys(items []item, first, next []int) map[Key]*sync.Mutex {
+	var locks map[Key]*sync.Mutex
+	if !slices.ContainsFunc(items, func(it item) bool { return it.group != "" }) {
+		return nil // a standard queue's lanes are one per key
+	}
+	laneOf := map[Key]int{}
+	for lane, head := range first {
+		for i := head; i >= 0; i = next[i] {
+			it := &items[i]
+			if it.out.kind != kindPending {
+				continue
+			}
+			if l, ok := laneOf[it.key]; !ok {
+				laneOf[it.key] = lane
+			} else if l != lane {
+				if locks == nil {
+					locks = map[Key]*sync.Mutex{}
+				}
+				if locks[it.key] == nil {
+					locks[it.key] = &sync.Mutex{}
+				}
+			}
+		}
+	}
+	return locks
 }
 
 // writeStopKey carries, in an invocation's context, the time by which every

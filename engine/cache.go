@@ -46,6 +46,17 @@ func (c *doneCache) add(k Key, fp string, expires time.Time) {
 	}
 }
 
+// remove drops k.
+func (c *doneCache) remove(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		c.order.Remove(e)
+		delete(c.byKey, k)
+		delete(c.info, k)
+	}
+}
+
 // get returns what the cache knows of k at now.
 func (c *doneCache) get(k Key, now time.Time) (cached, bool) {
 	c.mu.Lock()
@@ -67,6 +78,13 @@ func (c *doneCache) get(k Key, now time.Time) (cached, bool) {
 func (m *runner) remember(k Key, fp string, expires time.Time) {
 	if m.cache != nil {
 		m.cache.add(k, fp, expires)
+	}
+}
+
+// forget drops k from the cache (its marker is no longer done).
+func (m *runner) forget(k Key) {
+	if m.cache != nil {
+		m.cache.remove(k)
 	}
 }
 

@@ -154,8 +154,8 @@ func Do[R any](ctx context.Context, store Store, name, key string, fn func(conte
 		return zero, fmt.Errorf("engine: Do: lease %s: %w", name, err)
 	}
 	state := &doState{}
-	v, err := fn(context.WithValue(ctx, doKey{}, state))
 	wctx := context.WithoutCancel(ctx) // fn has run: its outcome is written whatever ctx does now
+	v, err := runHolding(ctx, state, fn, func() { _ = store.Release(wctx, k, owner) })
 	if err != nil {
 		_ = store.Release(wctx, k, owner) // best effort: the lease ends by itself
 		return v, err
@@ -179,6 +179,19 @@ func Do[R any](ctx context.Context, store Store, name, key string, fn func(conte
 		return v, fmt.Errorf("%w: %s: %d bytes, at most %d", ErrResultTooLarge, name, len(b), MaxResultBytes)
 	}
 	return v, nil
+}
+
+// runHolding runs fn with state in its context; a panic in fn releases the
+// key (release) before it goes on up, so the next call need not wait for
+// the lease to run out.
+func runHolding[R any](ctx context.Context, state *doState, fn func(context.Context) (R, error), release func()) (R, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			release()
+			panic(v)
+		}
+	}()
+	return fn(context.WithValue(ctx, doKey{}, state))
 }
 
 // answer is what a call gets from the marker r another call left: its

@@ -91,6 +91,11 @@ type outcome struct {
 	final bool
 	// noopKind is a no-op's kind of reason (NoOpKind), counted by JobsNoop.
 	noopKind string
+	// holdFor is how long a held record (kept in its queue: a FIFO one, or
+	// one without a Parker) waits before it comes back (0: the back-off's
+	// schedule). It is part of the outcome so that an abandoned record's
+	// late decision is dropped with the rest of it.
+	holdFor time.Duration
 }
 
 // finish writes the record's one outcome line and its metrics, and reports

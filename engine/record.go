@@ -28,6 +28,11 @@ func (m *runner) process(ctx context.Context, it *item, leaseUntil time.Time, ow
 	case it.hasSeen && it.seen.State == StateFailed:
 		return m.deadLetter(ctx, it, errAlreadyFailed)
 	}
+	if it.admits && !it.peeked {
+		// Admit runs for a key known not to be done; with the peek failed
+		// nothing is known yet.
+		return outcome{kind: kindFailed, reason: "the marker peek failed; retried rather than admitted without knowing", err: errors.New("marker peek failed")}
+	}
 	if it.admits {
 		if o, done := m.admitted(ctx, it); done {
 			return o
@@ -191,6 +196,9 @@ func (m *runner) claimThenEffect(ctx context.Context, it *item, owner string) ou
 	m.at(StepAfterClaim)
 	err = m.effect(ctx, it)
 	m.at(StepAfterEffect)
+	if err == nil || isNoOp(err) {
+		m.remember(it.key, it.fp, m.expires(it))
+	}
 	noop, isNoop := noOpOf(err)
 	switch {
 	case isNoop:
@@ -206,17 +214,39 @@ func (m *runner) claimThenEffect(ctx context.Context, it *item, owner string) ou
 }
 
 // failMarker turns owner's lease or claim of the record's marker into
-// FAILED (best effort: the dead letter and the job record say why either
-// way).
+// FAILED, tried up to ClaimAttempts times as a claim is (a throttled write
+// must not leave a claim-then-effect job's marker DONE: a redrive, which
+// clears FAILED markers, would find it done). When it still fails the dead
+// letter and the job record say why; under claim-then-effect that is the
+// loss its bias chooses over a repeat, as a crash after the claim would be.
 func (m *runner) failMarker(ctx context.Context, it *item, owner string) {
 	if !it.set.lease && it.set.bias != ClaimThenEffect {
 		owner = "" // no lease was taken: fail a marker that is absent
 	}
-	if err := m.write(ctx, func(wctx context.Context) error {
-		return m.o.Store.Fail(wctx, it.key, Mark{Owner: owner, Expires: m.expires(it), Fingerprint: it.fp})
-	}); err != nil {
-		it.log.Error("could not mark the marker FAILED; the dead letter says why", keyError, Redact(err))
+	m.forget(it.key)
+	mark := Mark{Owner: owner, Expires: m.expires(it), Fingerprint: it.fp}
+	var err error
+	for attempt := range m.o.ClaimAttempts {
+		if attempt > 0 && !m.pause(ctx, attempt) {
+			break
+		}
+		if err = m.write(ctx, func(wctx context.Context) error { return m.o.Store.Fail(wctx, it.key, mark) }); err == nil {
+			return
+		}
 	}
+	it.log.Error("could not mark the marker FAILED; the dead letter says why", keyError, Redact(err))
+}
+
+// pause waits before write attempt n (1, 2, …) of a retried write, and
+// reports false when no time is left for it before the invocation's write
+// stop.
+func (m *runner) pause(ctx context.Context, n int) bool {
+	pause := time.Duration(n*n) * 50 * time.Millisecond
+	if stop, ok := writeStop(ctx); ok && time.Until(stop) <= pause {
+		return false
+	}
+	time.Sleep(pause)
+	return true
 }
 
 // claim writes the done marker under a context cancellation cannot stop
@@ -229,12 +259,8 @@ func (m *runner) claim(ctx context.Context, it *item, owner string) (bool, error
 	)
 	mark := Mark{Owner: owner, Expires: m.expires(it), Fingerprint: it.fp}
 	for attempt := range m.o.ClaimAttempts {
-		if attempt > 0 {
-			pause := time.Duration(attempt*attempt) * 50 * time.Millisecond
-			if stop, ok := writeStop(ctx); ok && time.Until(stop) <= pause {
-				break // no time left for another try before the response
-			}
-			time.Sleep(pause)
+		if attempt > 0 && !m.pause(ctx, attempt) {
+			break // no time left for another try before the response
 		}
 		err = m.write(ctx, func(wctx context.Context) error {
 			var cerr error
@@ -242,7 +268,9 @@ func (m *runner) claim(ctx context.Context, it *item, owner string) (bool, error
 			return cerr
 		})
 		if err == nil || errors.Is(err, ErrLeaseLost) {
-			if err == nil {
+			if err == nil && won && it.set.bias != ClaimThenEffect {
+				// A claim-then-effect key is done once its effect is:
+				// claimThenEffect remembers it then.
 				m.remember(it.key, it.fp, mark.Expires)
 			}
 			return won, err
@@ -284,8 +312,7 @@ func (m *runner) release(ctx context.Context, it *item, owner string) {
 // order): it is held, and comes back after the park delay.
 func (m *runner) park(ctx context.Context, it *item) outcome {
 	if it.group != "" || m.o.Parker == nil {
-		it.holdFor = m.o.ParkDelay
-		return outcome{kind: kindHeldOff, reason: "its kill switch is off; it stays in its queue and comes back in " + m.o.ParkDelay.String()}
+		return m.hold(ctx, it, kindHeldOff, m.o.ParkDelay, "its kill switch is off")
 	}
 	if m.o.Recorder != nil {
 		cancelled, err := m.o.Recorder.MarkParked(ctx, it.key.JobID)
@@ -300,6 +327,18 @@ func (m *runner) park(ctx context.Context, it *item) outcome {
 		return outcome{kind: kindFailed, reason: "its kill switch is off and it could not be parked", err: err}
 	}
 	return outcome{kind: kindParked, reason: "its kill switch is off; re-sent with a delay of " + m.o.ParkDelay.String()}
+}
+
+// hold keeps a record that must wait in its queue (a FIFO record, a stream
+// record, or one with no Parker): it is retried after wait, in its place.
+// On its final receive, where SQS would move it to the dead-letter queue
+// with no word why, it is dead-lettered with its reason instead.
+func (m *runner) hold(ctx context.Context, it *item, k kind, wait time.Duration, why string) outcome {
+	if !it.stream && ReceiveCount(it.msg) >= m.o.MaxReceiveCount {
+		return m.deadLetter(ctx, it, Permanent(fmt.Errorf("%s through its last receive (%d): a record kept in its queue (FIFO, or no Parker) spends one each time; "+
+			"raise the queue's maxReceiveCount, or redrive it once it may run", why, ReceiveCount(it.msg))))
+	}
+	return outcome{kind: k, reason: why + "; it stays in its queue and comes back in " + wait.String(), holdFor: wait}
 }
 
 // SkippedReason is the lastReason of a job skipped while its switch was off.
@@ -362,6 +401,8 @@ func (m *runner) fail(ctx context.Context, it *item, err error) outcome {
 	case IsPermanent(err):
 		return m.deadLetter(ctx, it, err)
 	case isCancellation(ctx, err):
+		// A deadline is a retry, never a failure, even on the final receive:
+		// the dead-letter queue's consumer records a job SQS moves there.
 		return outcome{kind: kindInterrupted, reason: "interrupted by the invocation's deadline", err: err}
 	case errors.Is(err, ErrBusy):
 		return outcome{kind: kindBusy, reason: "a concurrent twin holds the lease", err: err}
@@ -404,3 +445,6 @@ func noOpOf(err error) (*NoOpError, bool) {
 	}
 	return nil, false
 }
+
+// isNoOp reports whether err is a NoOpError.
+func isNoOp(err error) bool { _, ok := noOpOf(err); return ok }

@@ -79,8 +79,7 @@ func asSnooze(err error) (*SnoozeError, bool) {
 func (m *runner) snooze(ctx context.Context, it *item, s *SnoozeError) outcome {
 	delay := snoozeDelay(s.Delay)
 	if it.group != "" || m.o.Parker == nil {
-		it.holdFor = delay
-		return outcome{kind: kindHeld, reason: s.Reason + "; it stays in its queue and comes back in " + delay.String()}
+		return m.hold(ctx, it, kindHeld, delay, s.Reason)
 	}
 	if s.Park && m.o.Recorder != nil {
 		var cancelled bool
