@@ -6,14 +6,16 @@
 //
 //   - a request with the header runs once per (caller, key): its response
 //     (status, headers, body) is kept, and a repeat with the same
-//     fingerprint (method, path and body) gets it back with
+//     fingerprint (method, path, query and body) gets it back with
 //     Idempotent-Replayed: true, without running the handler;
 //   - a repeat with another fingerprint: 422 problem+json;
 //   - a repeat while the first is still running: 409 problem+json with
 //     Retry-After (the seconds left on the first request's lease);
 //   - a 5xx response is not kept (a retry runs the handler again), nor is
-//     any status Options.Keep refuses;
+//     a 408, 425 or 429, any status Options.Keep refuses, or what a
+//     handler wrote for a request whose context ended;
 //   - no header: passed through, or 400 problem+json when Options.Required;
+//     a safe method (GET, HEAD, OPTIONS, TRACE) always passes through;
 //   - keys are scoped by Options.Caller: one caller never sees another's
 //     response.
 package idempotencykey
@@ -22,6 +24,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,12 +65,14 @@ type Options struct {
 	// scope for everybody).
 	Caller func(*http.Request) string
 	// Keep says whether a response of status is kept and replayed (nil:
-	// every status below 500). A response it refuses leaves the key free,
-	// as a 5xx always does.
+	// every status below 500 but 408, 425 and 429, which say "not now").
+	// A response it refuses leaves the key free, as a 5xx always does, and
+	// so does any response to a request whose context ended (a client gone
+	// away, a deadline): what the handler wrote then is not its answer.
 	Keep func(status int) bool
-	// Fingerprint identifies a request's content (nil: its method, path
-	// and body, a JSON body in canonical form, so the order of its members
-	// and its spacing do not count).
+	// Fingerprint identifies a request's content (nil: its method, path,
+	// query and body, a JSON body in canonical form, so the order of its
+	// members and its spacing do not count).
 	Fingerprint func(r *http.Request, body []byte) []byte
 	// Lease is how long a request holds its key while it runs
 	// (DefaultLease if 0): at least the handler's timeout.
@@ -88,9 +93,10 @@ type Options struct {
 
 // Problem is one of the middleware's own answers.
 type Problem struct {
-	// Status is 400 (no or a bad key), 409 (in flight), 413 (the body is
-	// larger than MaxBody), 422 (the key was used for another request) or
-	// 503 (the store failed).
+	// Status is 400 (no or a bad key, an unreadable body), 409 (in flight,
+	// or a response too large to replay), 413 (the body is larger than
+	// MaxBody), 422 (the key was used for another request) or 503 (the
+	// store failed).
 	Status int
 	// Kind names it: "idempotency-key-missing", "idempotency-key-invalid",
 	// "request-in-flight", "payload-too-large", "idempotency-key-reused",
@@ -111,6 +117,12 @@ const (
 	KindTooLarge    = "payload-too-large"
 	KindReused      = "idempotency-key-reused"
 	KindUnavailable = "service-unavailable"
+	// KindUnreadable: the request's body could not be read (the client
+	// went away mid-upload); the key is fine.
+	KindUnreadable = "request-body-unreadable"
+	// KindNotReplayable: the first request with the key ran, but its
+	// response was too large to keep, so it cannot be replayed (409).
+	KindNotReplayable = "response-not-replayable"
 )
 
 // response is a kept response.
@@ -132,6 +144,10 @@ func Middleware(store engine.Store, o Options) func(http.Handler) http.Handler {
 	o = o.withDefaults()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if safe(r.Method) {
+				next.ServeHTTP(w, r) // a read is not kept: it changes nothing
+				return
+			}
 			header := r.Header.Get(HeaderKey)
 			if header == "" {
 				if o.Required {
@@ -148,7 +164,7 @@ func Middleware(store engine.Store, o Options) func(http.Handler) http.Handler {
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))
 			if err != nil {
-				o.Problem(w, r, Problem{Status: http.StatusBadRequest, Kind: KindInvalid, Detail: "the request body could not be read", Err: err})
+				o.Problem(w, r, Problem{Status: http.StatusBadRequest, Kind: KindUnreadable, Detail: "the request body could not be read; retry with the same key", Err: err})
 				return
 			}
 			if int64(len(body)) > o.MaxBody {
@@ -158,7 +174,7 @@ func Middleware(store engine.Store, o Options) func(http.Handler) http.Handler {
 			}
 			scoped := key
 			if o.Caller != nil {
-				scoped = o.Caller(r) + "\x00" + key
+				scoped = scope(o.Caller(r)) + "\x00" + key
 			}
 			var replayed bool
 			resp, err := engine.Do(r.Context(), store, o.Name, scoped, func(ctx context.Context) (response, error) {
@@ -168,7 +184,7 @@ func Middleware(store engine.Store, o Options) func(http.Handler) http.Handler {
 				req.ContentLength = int64(len(body))
 				next.ServeHTTP(rec, req)
 				resp := response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
-				if resp.Status >= 500 || !o.Keep(resp.Status) {
+				if resp.Status >= 500 || !o.Keep(resp.Status) || ctx.Err() != nil {
 					return resp, notKept{resp}
 				}
 				return resp, nil
@@ -183,6 +199,9 @@ func Middleware(store engine.Store, o Options) func(http.Handler) http.Handler {
 				wait := max(ip.Until.Sub(o.Now()), time.Second)
 				o.Problem(w, r, Problem{Status: http.StatusConflict, Kind: KindInFlight, RetryAfter: wait,
 					Detail: "a request with this Idempotency-Key is still being processed; retry later"})
+			case errors.Is(err, engine.ErrResultTooLarge) && resp.Status == 0:
+				o.Problem(w, r, Problem{Status: http.StatusConflict, Kind: KindNotReplayable,
+					Detail: "the first request with this Idempotency-Key ran, but its response was too large to keep and cannot be replayed"})
 			case errors.Is(err, engine.ErrFingerprint):
 				o.Problem(w, r, Problem{Status: http.StatusUnprocessableEntity, Kind: KindReused,
 					Detail: "this Idempotency-Key was used for a different request; use a new key"})
@@ -205,7 +224,9 @@ func (o Options) withDefaults() Options {
 		o.Name = DefaultName
 	}
 	if o.Keep == nil {
-		o.Keep = func(int) bool { return true }
+		o.Keep = func(status int) bool {
+			return status != http.StatusRequestTimeout && status != http.StatusTooEarly && status != http.StatusTooManyRequests
+		}
 	}
 	if o.Fingerprint == nil {
 		o.Fingerprint = Fingerprint
@@ -250,10 +271,14 @@ type recorder struct {
 func (r *recorder) Header() http.Header { return r.header }
 
 func (r *recorder) WriteHeader(status int) {
-	if !r.wrote {
+	if !r.wrote && status >= 200 { // an informational 1xx (103 Early Hints) is not the answer
 		r.status, r.wrote = status, true
 	}
 }
+
+// Flush does nothing: the response goes out whole once it is kept (a
+// handler that flushes as it writes still works).
+func (r *recorder) Flush() {}
 
 func (r *recorder) Write(b []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
@@ -261,17 +286,41 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 // Fingerprint is the default fingerprint of a request: its method, its
-// path and its body, a JSON body in canonical form (members sorted,
-// spacing dropped, numbers as written), any other byte for byte.
+// path, its query and its body, a JSON body in canonical form (members
+// sorted, spacing dropped, numbers as written), any other byte for byte.
 func Fingerprint(r *http.Request, body []byte) []byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", strings.ToUpper(r.Method), r.URL.Path)
+	fmt.Fprintf(h, "%s\n%s\n%s\n", strings.ToUpper(r.Method), r.URL.Path, r.URL.RawQuery)
 	if canon, err := canonicalJSON(body); err == nil {
 		h.Write(canon)
 	} else {
 		h.Write(body)
 	}
 	return h.Sum(nil)
+}
+
+// safe reports whether method is a safe one (RFC 9110): a read changes
+// nothing, so it is never held to a key, nor its answer kept.
+func safe(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// maxCaller is the longest caller kept as it is in a key; a longer one is
+// kept as its SHA-256, so a long principal (an assumed role's session ARN)
+// and a key of MaxKeyLen always fit the store's key.
+const maxCaller = 256
+
+// scope is caller as the keys' scope.
+func scope(caller string) string {
+	if len(caller) <= maxCaller {
+		return caller
+	}
+	sum := sha256.Sum256([]byte(caller))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // canonicalJSON is body as canonical JSON, or an error when it is not one
