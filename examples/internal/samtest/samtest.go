@@ -96,6 +96,9 @@ type Event struct {
 		Method               string `yaml:"Method"`
 		Path                 string `yaml:"Path"`
 		PayloadFormatVersion string `yaml:"PayloadFormatVersion"`
+		Auth                 struct {
+			Authorizer string `yaml:"Authorizer"`
+		} `yaml:"Auth"`
 	} `yaml:"Properties"`
 }
 
