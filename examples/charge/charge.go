@@ -151,6 +151,7 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 		if err != nil {
 			a.log().WarnContext(ctx, "the charge's result was not kept", "error", err)
 		}
+		a.log().InfoContext(ctx, "charge answered", "status", c.Status, "replayed", replayed)
 		return answer(c, replayed), nil
 	default:
 		a.log().ErrorContext(ctx, "the idempotency store failed", "error", err)
