@@ -31,9 +31,10 @@ type Purchase struct {
 // and spacing of the record do not count): a purchase id reused with
 // another amount is refused (engine.ErrFingerprint) and dead-lettered,
 // never credited. It takes no lease: Lambda reads a shard with one
-// invocation at a time, and a twin record has the same partition key, so
-// the same shard: no twin ever runs at the same time, and the lease's
-// write would buy nothing.
+// invocation at a time (with a parallelization factor, a partition key
+// with one at a time), and a twin record has the same partition key, so
+// no twin ever runs at the same time, and the lease's write would buy
+// nothing.
 var Credit = engine.Kind[Purchase]{
 	Name:        "points.credit",
 	Key:         func(p Purchase) (string, error) { return p.ID, nil },
