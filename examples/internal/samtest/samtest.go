@@ -148,7 +148,8 @@ func CheckWorker(t testing.TB, tpl Template, id string, env []string) map[string
 	}
 	for _, ev := range p.Events {
 		if ev.Type != "SQS" || ev.Properties.Queue != queue+".Arn" || !slices.Contains(ev.Properties.FunctionResponseTypes, "ReportBatchItemFailures") {
-			t.Errorf("%s's event is %+v; want SQS from %s with ReportBatchItemFailures", id, ev, queue)
+			t.Errorf("%s's event is %s from %q with %v; want SQS from %s with ReportBatchItemFailures",
+				id, ev.Type, ev.Properties.Queue, ev.Properties.FunctionResponseTypes, queue)
 		}
 	}
 	if rp := tpl.Resources[queue].Properties.RedrivePolicy; rp.DeadLetterTargetArn != dlq+".Arn" || rp.MaxReceiveCount < 1 {
