@@ -144,13 +144,13 @@ func (a *API) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 	case errors.Is(err, errProvider):
 		a.log().ErrorContext(ctx, "the payment provider did not answer", "error", err)
 		return problem(http.StatusBadGateway, "provider-unavailable", "the payment provider did not answer; retry with the same Idempotency-Key", 0), nil
-	case c.Status != "":
-		// Charged (or declined), whether or not the result could be kept
-		// (ErrNotKept, ErrResultTooLarge): the answer still goes to this
-		// caller, never a second charge on purpose.
-		if err != nil {
-			a.log().WarnContext(ctx, "the charge's result was not kept", "error", err)
-		}
+	case errors.Is(err, engine.ErrNotKept):
+		// Charged (or declined), but the result could not be written: the
+		// answer still goes to this caller. A retry once the lease is over
+		// asks the provider again, under the same provider key: one charge.
+		a.log().WarnContext(ctx, "the charge's result was not kept", "error", err)
+		return answer(c, false), nil
+	case err == nil:
 		a.log().InfoContext(ctx, "charge answered", "status", c.Status, "replayed", replayed)
 		return answer(c, replayed), nil
 	default:

@@ -328,6 +328,27 @@ func TestAStoreFailureIs503(t *testing.T) {
 	}
 }
 
+// unkeptStore is the in-memory store whose claims fail: a result is never
+// written.
+type unkeptStore struct{ *memstore.Store }
+
+func (unkeptStore) Claim(context.Context, engine.Key, engine.Mark) (bool, error) {
+	return false, errors.New("dynamodb: throttled")
+}
+
+// TestAChargeWhoseResultIsNotKeptIsStillAnswered: the card was charged but
+// its result could not be written: the caller still gets the charge (201,
+// not a replay), never a 5xx for a charge that happened.
+func TestAChargeWhoseResultIsNotKeptIsStillAnswered(t *testing.T) {
+	p := newProvider(t)
+	api := newAPI(p)
+	api.Store = unkeptStore{memstore.New()}
+	resp := handle(t, api, readEvent(t, "charge.json"))
+	if resp.StatusCode != http.StatusCreated || resp.Headers["Idempotent-Replayed"] != "" || !strings.Contains(resp.Body, `"id":"ch_1"`) {
+		t.Fatalf("answer %d %v %s; want the charge ch_1", resp.StatusCode, resp.Headers, resp.Body)
+	}
+}
+
 // TestTheChargeConverges: under engine.Do twice, concurrently, and across
 // a crash at each step, a charge is one charge at the provider
 // (ExactlyOnce: the crash between the provider's answer and the kept
