@@ -94,7 +94,9 @@ type API struct {
 //   - A repeat with another body: 422, nothing charged.
 //   - The provider not answering: 502, nothing kept: a retry with the same
 //     key asks the provider again, under the same provider key.
-//   - The markers table failing: 503, retry with the same key.
+//   - The markers table failing before the charge: 503, retry with the
+//     same key. After it (the result not written): the charge is answered
+//     all the same.
 func (a *API) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	now := a.Now
 	if now == nil {
