@@ -54,6 +54,9 @@ type Properties struct {
 		MaxReceiveCount     int    `yaml:"maxReceiveCount"`
 	} `yaml:"RedrivePolicy"`
 	// a table's
+	StreamSpecification struct {
+		StreamViewType string `yaml:"StreamViewType"`
+	} `yaml:"StreamSpecification"`
 	KeySchema []struct {
 		AttributeName string `yaml:"AttributeName"`
 		KeyType       string `yaml:"KeyType"`
@@ -64,14 +67,38 @@ type Properties struct {
 	} `yaml:"TimeToLiveSpecification"`
 	// a parameter's
 	Name string `yaml:"Name"`
+	// an HTTP API's
+	Auth struct {
+		EnableIamAuthorizer bool   `yaml:"EnableIamAuthorizer"`
+		DefaultAuthorizer   string `yaml:"DefaultAuthorizer"`
+	} `yaml:"Auth"`
 }
 
 // Event is an event source of a function.
 type Event struct {
 	Type       string `yaml:"Type"`
 	Properties struct {
-		Queue                 string   `yaml:"Queue"`
+		// an SQS queue's
+		Queue string `yaml:"Queue"`
+		// a stream's (Kinesis, DynamoDB)
+		Stream            string `yaml:"Stream"`
+		StartingPosition  string `yaml:"StartingPosition"`
+		DestinationConfig struct {
+			OnFailure struct {
+				Type        string `yaml:"Type"`
+				Destination string `yaml:"Destination"`
+			} `yaml:"OnFailure"`
+		} `yaml:"DestinationConfig"`
+		// an SQS queue's and a stream's
 		FunctionResponseTypes []string `yaml:"FunctionResponseTypes"`
+		// an HTTP API's
+		APIID                string `yaml:"ApiId"`
+		Method               string `yaml:"Method"`
+		Path                 string `yaml:"Path"`
+		PayloadFormatVersion string `yaml:"PayloadFormatVersion"`
+		Auth                 struct {
+			Authorizer string `yaml:"Authorizer"`
+		} `yaml:"Auth"`
 	} `yaml:"Properties"`
 }
 
@@ -113,6 +140,69 @@ func (tpl Template) Grants(id string) map[string][]string {
 // letters and postpones retries. It returns the function's variables.
 func CheckWorker(t testing.TB, tpl Template, id string, env []string) map[string]string {
 	t.Helper()
+	vars := CheckFunction(t, tpl, id, env)
+	queue, dlq := vars["QUEUE_URL"], vars["DLQ_URL"]
+	p := tpl.Resources[id].Properties
+	if len(p.Events) != 1 {
+		t.Errorf("%s has events %v; want its queue", id, p.Events)
+	}
+	for _, ev := range p.Events {
+		if ev.Type != "SQS" || ev.Properties.Queue != queue+".Arn" || !slices.Contains(ev.Properties.FunctionResponseTypes, "ReportBatchItemFailures") {
+			t.Errorf("%s's event is %s from %q with %v; want SQS from %s with ReportBatchItemFailures",
+				id, ev.Type, ev.Properties.Queue, ev.Properties.FunctionResponseTypes, queue)
+		}
+	}
+	if rp := tpl.Resources[queue].Properties.RedrivePolicy; rp.DeadLetterTargetArn != dlq+".Arn" || rp.MaxReceiveCount < 1 {
+		t.Errorf("queue %s redrives %+v; want to %s", queue, rp, dlq)
+	}
+	CheckMarkers(t, tpl, id, vars["MARKERS_TABLE"])
+	CheckGrants(t, tpl, id, map[string]string{
+		"sqs:SendMessage":             dlq + ".Arn",
+		"sqs:ChangeMessageVisibility": queue + ".Arn",
+	})
+	return vars
+}
+
+// CheckStreamWorker checks that function id is a Go function on the
+// engine fed by one stream (typ "Kinesis" or "DynamoDB") from stream (a
+// resource's attribute, as the template writes it: "Clicks.Arn",
+// "Orders.StreamArn"): built as CheckFunction says, given every variable
+// of env, its event with ReportBatchItemFailures (the engine names the
+// failed record of a shard, where Lambda retries from), a starting
+// position, and an on-failure destination, the queue DLQ_URL names (where
+// the engine's dead letters go too); its markers as CheckMarkers says; and
+// a role that sends to that queue. It returns the function's variables.
+func CheckStreamWorker(t testing.TB, tpl Template, id, typ, stream string, env []string) map[string]string {
+	t.Helper()
+	vars := CheckFunction(t, tpl, id, env)
+	dlq := vars["DLQ_URL"]
+	p := tpl.Resources[id].Properties
+	if len(p.Events) != 1 {
+		t.Errorf("%s has events %v; want its stream", id, p.Events)
+	}
+	for name, ev := range p.Events {
+		e := ev.Properties
+		if ev.Type != typ || e.Stream != stream || !slices.Contains(e.FunctionResponseTypes, "ReportBatchItemFailures") {
+			t.Errorf("%s's event %s is %s from %q with %v; want %s from %s with ReportBatchItemFailures",
+				id, name, ev.Type, e.Stream, e.FunctionResponseTypes, typ, stream)
+		}
+		if e.StartingPosition == "" {
+			t.Errorf("%s's event %s has no StartingPosition", id, name)
+		}
+		if f := e.DestinationConfig.OnFailure; f.Type != "SQS" || f.Destination != dlq+".Arn" {
+			t.Errorf("%s's event %s sends its given-up batches to %+v; want the queue %s", id, name, f, dlq)
+		}
+	}
+	CheckMarkers(t, tpl, id, vars["MARKERS_TABLE"])
+	CheckGrants(t, tpl, id, map[string]string{"sqs:SendMessage": dlq + ".Arn"})
+	return vars
+}
+
+// CheckFunction checks that function id is a Go function built with go1.x
+// on provided.al2023 for arm64, given every variable of env. It returns
+// the function's variables.
+func CheckFunction(t testing.TB, tpl Template, id string, env []string) map[string]string {
+	t.Helper()
 	fn, ok := tpl.Resources[id]
 	if !ok || fn.Type != "AWS::Serverless::Function" {
 		t.Fatalf("no function %s in the template", id)
@@ -128,19 +218,14 @@ func CheckWorker(t testing.TB, tpl Template, id string, env []string) map[string
 			t.Errorf("%s's environment has no %s", id, name)
 		}
 	}
-	queue, dlq, table := vars["QUEUE_URL"], vars["DLQ_URL"], vars["MARKERS_TABLE"]
-	if len(p.Events) != 1 {
-		t.Errorf("%s has events %v; want its queue", id, p.Events)
-	}
-	for _, ev := range p.Events {
-		if ev.Type != "SQS" || ev.Properties.Queue != queue+".Arn" || !slices.Contains(ev.Properties.FunctionResponseTypes, "ReportBatchItemFailures") {
-			t.Errorf("%s's event is %+v; want SQS from %s with ReportBatchItemFailures", id, ev, queue)
-		}
-	}
-	if rp := tpl.Resources[queue].Properties.RedrivePolicy; rp.DeadLetterTargetArn != dlq+".Arn" || rp.MaxReceiveCount < 1 {
-		t.Errorf("queue %s redrives %+v; want to %s", queue, rp, dlq)
-	}
+	return vars
+}
 
+// CheckMarkers checks that the table (a resource's logical id) keeps
+// markers as dynamostore writes them, with TTL on their expiry, and that
+// the role of function id makes the store's calls on it.
+func CheckMarkers(t testing.TB, tpl Template, id, table string) {
+	t.Helper()
 	markers := tpl.Resources[table].Properties
 	keys := map[string]string{}
 	for _, k := range markers.KeySchema {
@@ -152,14 +237,10 @@ func CheckWorker(t testing.TB, tpl Template, id string, env []string) map[string
 	if ttl := markers.TimeToLiveSpecification; ttl.AttributeName != dynamostore.AttrExpiresAt || !ttl.Enabled {
 		t.Errorf("the markers table %s has TTL %+v; want it on %s", table, ttl, dynamostore.AttrExpiresAt)
 	}
-
 	CheckGrants(t, tpl, id, map[string]string{
 		"dynamodb:GetItem": table + ".Arn", "dynamodb:BatchGetItem": table + ".Arn",
 		"dynamodb:PutItem": table + ".Arn", "dynamodb:DeleteItem": table + ".Arn",
-		"sqs:SendMessage":             dlq + ".Arn",
-		"sqs:ChangeMessageVisibility": queue + ".Arn",
 	})
-	return vars
 }
 
 // CheckGrants checks that the role of function id allows each action of
