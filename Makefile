@@ -93,8 +93,8 @@ build-local:
 ## proxy). Checkov's security checks pass or are skipped in the resource's own
 ## Metadata (checkov: skip:), each with the reason.
 template-check: venv venv-checkov
-	@echo "==> cfn-lint template.yaml"
-	@$(VENV)/bin/cfn-lint template.yaml
+	@echo "==> cfn-lint template.yaml and the examples' templates"
+	@$(VENV)/bin/cfn-lint template.yaml examples/*/template.yaml
 	@echo "==> sam validate --lint"
 	@$(call quiet,$(SAM) validate --lint --region $(SAM_REGION),is a valid SAM Template)
 	@echo "==> checkov template.yaml"

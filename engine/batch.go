@@ -204,7 +204,11 @@ func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 	if !it.bound && it.set.name != "" {
 		attrs = append(attrs, slog.String(keyType, it.set.name)) // refused before its kind's attributes were known
 	}
-	attrs = append(attrs, slog.String("sqsMessageId", it.msg.MessageId))
+	if it.stream {
+		attrs = append(attrs, slog.String("sequenceNumber", it.msg.MessageId))
+	} else {
+		attrs = append(attrs, slog.String("sqsMessageId", it.msg.MessageId))
+	}
 	if root := traceRoot(it.trace); root != "" {
 		attrs = append(attrs, slog.String(keyTraceID, root))
 	}
@@ -347,7 +351,7 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 				case gone:
 					return
 				case held != nil && !decided:
-					set(it, outcome{kind: kindHeld, reason: "an earlier record of its FIFO group (SQS message " + held.msg.MessageId + ") is retried; it keeps its place behind it"})
+					set(it, outcome{kind: kindHeld, reason: "an earlier record of its group or shard (" + held.msg.MessageId + ") is retried; it keeps its place behind it"})
 					continue
 				case !decided:
 					runKey(i, it)

@@ -408,6 +408,11 @@ func (m *runner) fail(ctx context.Context, it *item, err error) outcome {
 		return outcome{kind: kindBusy, reason: "a concurrent twin holds the lease", err: err}
 	}
 	attempt := ReceiveCount(it.msg)
+	if it.stream {
+		// A stream says nothing of its retries: the event source mapping's
+		// MaximumRetryAttempts and its on-failure destination end them.
+		return outcome{kind: kindFailed, reason: "failed; the stream retries its shard from it", err: err}
+	}
 	if attempt < m.o.MaxReceiveCount {
 		return outcome{kind: kindFailed, reason: fmt.Sprintf("attempt %d of %d failed; SQS retries it", attempt, m.o.MaxReceiveCount), err: err}
 	}

@@ -29,6 +29,23 @@ func (m *runner) handleSQS(ctx context.Context, ev events.SQSEvent) events.SQSEv
 // or that snoozed, fails its shard there, to be retried. It never returns
 // an error.
 func (h *Handler[T]) HandleKinesis(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
+	return h.mux.HandleKinesis(ctx, ev)
+}
+
+// HandleDynamoDB runs a DynamoDB Streams batch (the event source mapping
+// with ReportBatchItemFailures), as HandleKinesis does a Kinesis one.
+// Decode gets the JSON of each record's new image (its old image for a
+// REMOVE) in plain form, {"orderId":"o-9","amount":5}: strings, numbers
+// as written (no float rounding), binary as base64, booleans, null, lists,
+// maps, and sets as arrays. (It does not get the event name: filter the
+// event source mapping to act on one kind of change.)
+func (h *Handler[T]) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return h.mux.HandleDynamoDB(ctx, ev)
+}
+
+// HandleKinesis runs a Kinesis batch as Handler.HandleKinesis does, each
+// record by the kind its route names.
+func (m *Mux[T]) HandleKinesis(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
 	recs := make([]events.SQSMessage, len(ev.Records))
 	groups := make([]string, len(ev.Records))
 	for i, r := range ev.Records {
@@ -37,19 +54,15 @@ func (h *Handler[T]) HandleKinesis(ctx context.Context, ev events.KinesisEvent) 
 		groups[i] = r.EventSourceArn + "/" + shard
 	}
 	var resp events.KinesisEventResponse
-	for _, i := range firstPerGroup(h.mux.core.handle(ctx, recs, source{groups: groups}), groups) {
+	for _, i := range firstPerGroup(m.core.handle(ctx, recs, source{groups: groups}), groups) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.KinesisBatchItemFailure{ItemIdentifier: recs[i].MessageId})
 	}
 	return resp, nil
 }
 
-// HandleDynamoDB runs a DynamoDB Streams batch (the event source mapping
-// with ReportBatchItemFailures), as HandleKinesis does a Kinesis one.
-// Decode gets the JSON of each record's new image (its old image for a
-// REMOVE) in plain form, {"orderId":"o-9","amount":5}: strings, numbers
-// as written (no float rounding), binary as base64, booleans, null, lists,
-// maps, and sets as arrays.
-func (h *Handler[T]) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+// HandleDynamoDB runs a DynamoDB Streams batch as Handler.HandleDynamoDB
+// does, each record by the kind its route names.
+func (m *Mux[T]) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	recs := make([]events.SQSMessage, len(ev.Records))
 	groups := make([]string, len(ev.Records))
 	for i, r := range ev.Records {
@@ -65,7 +78,7 @@ func (h *Handler[T]) HandleDynamoDB(ctx context.Context, ev events.DynamoDBEvent
 		groups[i] = r.EventSourceArn // Lambda hands a function one shard's records at a time
 	}
 	var resp events.DynamoDBEventResponse
-	for _, i := range firstPerGroup(h.mux.core.handle(ctx, recs, source{groups: groups}), groups) {
+	for _, i := range firstPerGroup(m.core.handle(ctx, recs, source{groups: groups}), groups) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: recs[i].MessageId})
 	}
 	return resp, nil
