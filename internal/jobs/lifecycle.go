@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/ddb"
+	"github.com/runstwice/runstwice/internal/lifetime"
 )
 
 // The outcomes a record's lastOutcome names.
@@ -275,7 +276,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, caller string) (Job, error) {
 	case rec.stored == StateAwaitingContinuation:
 		return s.cancelWaiting(ctx, jobID, caller, rec)
 	}
-	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey(), rec.Due())
+	tomb, err := s.markers.Tombstone(ctx, j.MarkerKey(), lifetime.Guard(rec.Due()))
 	if err != nil {
 		switch {
 		case errors.Is(err, engine.ErrProcessed):
@@ -332,7 +333,7 @@ func (s *Store) cancelWaiting(ctx context.Context, jobID, caller string, rec Job
 	case moved:
 		return s.Cancel(ctx, jobID, caller)
 	}
-	tomb, err := s.markers.Tombstone(ctx, rec.MarkerKey(), rec.Due())
+	tomb, err := s.markers.Tombstone(ctx, rec.MarkerKey(), lifetime.Guard(rec.Due()))
 	if err != nil && !errors.Is(err, engine.ErrCancelled) {
 		return Job{}, fmt.Errorf("jobs: cancel %s: cancelled, but its tombstone: %w", jobID, err)
 	}

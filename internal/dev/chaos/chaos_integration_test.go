@@ -101,7 +101,12 @@ func TestMutatedRunnerBreaksTheLedger(t *testing.T) {
 		// Two mutations in one run (each breaks its own invariant): one
 		// stack less to wait for.
 		{[]string{killpoint.IgnoreSwitch, killpoint.ContinuationUnguarded}, chained, []string{chaos.InvFailClosed, chaos.InvTickOff, chaos.InvContinuation}},
-		{[]string{killpoint.NoLease}, mix, []string{chaos.InvExtra}},
+		// killpoint.NoLease is not among them: the runner runs the records
+		// of one key one at a time in a batch (a copy sent with its job
+		// lands in the same batch), and the local stack runs one invocation
+		// at a time per queue, so no twin ever meets another for a lease to
+		// stop. The engine's own tests prove the lease across invocations
+		// (TestLeaseKeepsATwinOut, RunTwice's concurrent scenario).
 	} {
 		t.Run(strings.Join(tc.mutations, "+"), func(t *testing.T) {
 			t.Parallel() // each campaign has its own stack; most of it is waiting
