@@ -46,7 +46,7 @@ quiet = out=$$($(1) 2>&1) || { printf '%s\n' "$$out" >&2; exit 1; }; \
 ## aws-lambda-rie, the API on http://127.0.0.1:3000); Ctrl-C stops it.
 ## Flags for cmd/devstack go in ARGS, e.g. ARGS="--park-delay 30s",
 ## ARGS="--moto-port 5100", ARGS="--endpoint URL" or ARGS=--aws (every port and
-## its flag: README.md, "Its ports"); faults in
+## its flag: docs/tour.md, "Its ports"); faults in
 ## the functions' AWS calls: ARGS="--faults 'dynamodb:*:throttle=0.02,ses:*:drop=0.01'".
 ARGS ?=
 run: venv $(RIE_STAMP)

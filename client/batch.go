@@ -35,7 +35,7 @@ func BatchRef(index int) string { return "#" + strconv.Itoa(index) }
 
 // BatchOptions are the optional parts of a batch request. Give the same
 // IdempotencyKey to repeat a batch safely: its answer is replayed and its
-// jobs' ids are derived from the key, so a retry never makes twins.
+// jobs' ids are derived from the key, so a retry never makes a second job.
 type BatchOptions struct {
 	IdempotencyKey string
 	CorrelationID  string

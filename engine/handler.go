@@ -33,7 +33,7 @@ func NewHandler[T any](k Kind[T], work func(context.Context, Job[T]) error, o Op
 
 // HandleSQS runs an SQS batch and reports the records SQS must retry
 // (ReportBatchItemFailures, which the event source mapping must enable).
-// It never returns an error: every record's fate is in the response, so
+// It never returns an error: every record's outcome is in the response, so
 // one bad record never fails its neighbours. Records of a FIFO queue
 // (with a MessageGroupId) run in order within their group, and a failed
 // one stops its group: the records after it are reported failed with it,

@@ -16,13 +16,19 @@ import (
 // The metric names the engine and its adapters count. Job metrics have
 // the dimensions stage and type.
 const (
-	JobsSucceeded    = "JobsSucceeded"
-	JobsDuplicate    = "JobsDuplicate"
-	JobsSkipped      = "JobsSkipped"
-	JobsParked       = "JobsParked"
-	JobsFailed       = "JobsFailed"
-	DeadLetters      = "DeadLetters"
-	ClaimFailed      = "ClaimFailed"
+	JobsSucceeded = "JobsSucceeded"
+	JobsDuplicate = "JobsDuplicate"
+	JobsSkipped   = "JobsSkipped"
+	JobsParked    = "JobsParked"
+	// JobsFailed counts the deliveries whose work failed: retried, failed
+	// on the final attempt (the job then reads Failed), or dead-lettered.
+	// It counts attempts, not Failed jobs; the name is on the wire.
+	JobsFailed  = "JobsFailed"
+	DeadLetters = "DeadLetters"
+	ClaimFailed = "ClaimFailed"
+	// UnknownToggle is counted when a kill switch's toggle parameter names
+	// no registered kind, and UnreadableToggle when its value cannot be
+	// read; the names keep the parameters' word, toggle (on the wire).
 	UnknownToggle    = "UnknownToggle"
 	UnreadableToggle = "UnreadableToggle"
 	// ToggleReadFailed is counted when the kill switches could not be read

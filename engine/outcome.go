@@ -27,14 +27,15 @@ const (
 	// with a delay, so the wait spends no receive.
 	kindSnoozed
 	// kindSkipped: the kill switch is off and the type skips while off:
-	// the marker is claimed, the record says skipped; never parked.
+	// the marker is claimed, the job record says skipped; never parked.
 	kindSkipped
 	// kindCancelled: the job was cancelled; skipped.
 	kindCancelled
 	// kindDeadLettered: sent to the DLQ with its reason (never retried).
 	kindDeadLettered
-	// kindFailed: failed; SQS retries it (on the final attempt the job was
-	// marked Failed and the queue moves it to the DLQ).
+	// kindFailed: the work returned an error; the record is retried (on the
+	// final attempt the job was marked Failed and the queue moves the record
+	// to the DLQ).
 	kindFailed
 	// kindBusy: a concurrent twin holds the lease; retried later.
 	kindBusy
@@ -82,7 +83,7 @@ var outcomes = map[kind]struct {
 	kindClaimFailed:  {"claim-failed", slog.LevelError, []string{JobsSucceeded, ClaimFailed}, false, false},
 }
 
-// outcome is a record's fate, with why.
+// outcome is what became of a record, with why.
 type outcome struct {
 	kind   kind
 	reason string

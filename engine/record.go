@@ -395,7 +395,8 @@ func (m *runner) onRecord(ctx context.Context, it *item, level slog.Level, msg s
 	}
 }
 
-// fail decides the fate of a failed record.
+// fail decides the outcome of a record whose work returned err: dead-lettered
+// (permanent), retried, or, on its final attempt, the job marked Failed.
 func (m *runner) fail(ctx context.Context, it *item, err error) outcome {
 	switch {
 	case IsPermanent(err):

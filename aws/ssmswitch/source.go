@@ -1,5 +1,5 @@
 // Package ssmswitch is the engine.Switch on SSM Parameter Store: one
-// parameter per job type, <path>/<job type>, whose value "true"/"on" or
+// toggle parameter per job type, <path>/<job type>, whose value "true"/"on" or
 // "false"/"off" turns the type on or off (an expiry and a reason may
 // follow; see the bundle's operations guide).
 //
@@ -50,7 +50,7 @@ import (
 // DefaultTTL is how long values read from SSM are trusted.
 const DefaultTTL = 30 * time.Second
 
-// Parse reads a toggle value: true/false, on/off, 1/0, yes/no, enabled/
+// Parse reads a toggle parameter's plain value: true/false, on/off, 1/0, yes/no, enabled/
 // disabled, case-insensitive and trimmed. ok is false for anything else.
 func Parse(raw string) (enabled, ok bool) {
 	switch strings.ToLower(strings.TrimSpace(raw)) {
@@ -62,12 +62,13 @@ func Parse(raw string) (enabled, ok bool) {
 	return false, false
 }
 
-// SSMAPI is the part of the SSM client the source uses.
+// API is the part of the SSM client the source uses.
 type API interface {
 	GetParametersByPath(ctx context.Context, in *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
 }
 
-// Source reads toggles from SSM Parameter Store and caches them. It is safe
+// Source reads the kill switches from their toggle parameters in SSM
+// Parameter Store and caches them. It is safe
 // for concurrent use; concurrent refreshes collapse into one call.
 type Source struct {
 	client API

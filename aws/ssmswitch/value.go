@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Value is a parsed toggle value: a plain on/off, or a JSON object that may
+// Value is a toggle parameter's value, parsed: a plain on/off, or a JSON object that may
 // also carry an expiry and a reason:
 //
 //	{"enabled":false,"until":"2026-12-01T10:00:00Z","reason":"SES incident 4711"}
@@ -39,10 +39,10 @@ type jsonValue struct {
 }
 
 // ErrUnreadable is returned (wrapped) by ParseValue for a value that is
-// neither a plain toggle value nor a well-formed JSON one.
+// neither a plain on/off value nor a well-formed JSON one.
 var ErrUnreadable = errors.New("toggle: unreadable value")
 
-// ParseValue reads a stored toggle value: a plain value (see Parse), or a
+// ParseValue reads a toggle parameter's stored value: a plain value (see Parse), or a
 // JSON object with "enabled" (required), "until" (RFC 3339, optional) and
 // "reason" (optional). Unknown fields are refused: a misspelt "until" must
 // not silently make a time-boxed switch permanent.

@@ -44,7 +44,7 @@ var commands = []*command{
 		help: "Give up on dead letters: each is kept with its reason (status dropped) and its job reads Failed.\n" +
 			"Without --yes nothing is dropped: it says what would be."},
 	{name: "jobs get", usage: "jobs get ID", run: (*app).jobsGet,
-		help: "A job: its state (as GET shows it) and every field of its record."},
+		help: "A job: its state (as GET shows it) and every field of its job record."},
 	{name: "jobs list", usage: "jobs list [--type T] [--state S] [--since D] [--internal]", run: (*app).jobsList,
 		help: "Jobs, newest first, with their states. --since keeps jobs created since then. runstwice's own\n" +
 			"jobs (its sweeps' ticks, a batch's finisher) are left out, and counted, unless --internal or\n" +

@@ -332,7 +332,7 @@ func (a *app) printResult(res deadletter.Redriven) {
 	case deadletter.Dropped:
 		kept := "its job reads Failed"
 		if res.JobState == "" {
-			kept = "it has no job record (its message was sent outside the API, or its record has expired)"
+			kept = "it has no job record (its message was sent outside the API, or its job record has expired)"
 		}
 		fmt.Fprintf(a.stdout, "dropped %s (%s): kept with its reason; %s\n", res.ID, res.Type, kept)
 	case deadletter.WouldDrop:

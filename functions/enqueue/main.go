@@ -23,7 +23,7 @@ import (
 	"github.com/runstwice/runstwice/internal/wiring"
 )
 
-// The three functions' mains have one form on purpose: each function is
+// The six functions' mains have one form on purpose: each function is
 // its own binary that only wires adapters, and internal/function starts it.
 func main() {
 	function.Main("enqueue", build, func(h *enqueue.Handler) any { return h.Handle })

@@ -67,7 +67,7 @@ var Welcome = message.JobType{
 
 // PartnerDigest is email.partner-digest.v1: a partner's weekly digest
 // (digestId is an ISO week such as 2026-W48), sent only to confirmed
-// addresses. It is fail-closed: it runs only while its switch
+// addresses. It is fail-closed: it runs only while its toggle parameter
 // /runstwice/<stage>/toggles/email.partner-digest.v1 says on, so
 // template.yaml creates that parameter set to false.
 var PartnerDigest = message.JobType{

@@ -100,7 +100,7 @@ func NewConsumer(cfg Config) (*Consumer, error) {
 	return &Consumer{cfg: cfg}, nil
 }
 
-// letter is one DLQ record on its way through the consumer.
+// letter is one SQS record of the DLQ on its way through the consumer.
 type letter struct {
 	msg     events.SQSMessage
 	rec     Record

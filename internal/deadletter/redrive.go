@@ -57,7 +57,7 @@ type Redriver struct {
 	registry *message.Registry
 	// Jobs makes a redriven job active again and finds superseded letters.
 	// Without it the job record is left as it is (Failed), which lets
-	// AllowAfterFailed admit a twin: only tests that are about the queue
+	// AllowAfterFailed admit a second job: only tests that are about the queue
 	// leave it nil.
 	Jobs JobLifecycle
 	// Markers resets a FAILED marker before the re-send (nil: none is).
@@ -170,8 +170,8 @@ func (r *Redriver) RedriveAll(ctx context.Context) ([]Redriven, error) {
 //  1. read the job (no write): superseded or not revivable → stop here;
 //  2. reset a FAILED marker (else the re-sent job would be skipped as
 //     settled): a crash after it leaves a Failed job with no message, true;
-//  3. the record Failed → Pending, and the key pointed at the job again: a
-//     crash after it leaves Pending with no message, which keeps twins out and
+//  3. the job record Failed → Pending, and the key pointed at the job again: a
+//     crash after it leaves Pending with no message, which keeps a second job out and
 //     says the send is unconfirmed; the next enqueue of the key after the
 //     pending timeout re-sends the stored message under the same id;
 //  4. send: if it fails, Pending → Failed again (the record never claims a

@@ -26,7 +26,7 @@ const SpanName = "dlq process"
 // and links to that span, with the messaging attributes, the job's id and
 // type (when the body names a job) and, once recorded, the letter's status
 // and class; the spans started under it carry the job too, and the
-// letter's log lines its span id. end takes the letter's fate: an Error
+// letter's log lines its span id. end takes what became of the letter: an Error
 // status when it is retried (err). Without a tracer it does nothing.
 func (c *Consumer) span(ctx context.Context, l *letter) (context.Context, func(err error)) {
 	if c.cfg.TracerProvider == nil {

@@ -2,8 +2,6 @@ package docs
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,16 +20,14 @@ func localCaller(name string) string {
 }
 
 // The README explains that a job id is derived from the caller and the
-// Idempotency-Key, so the ids its new jobs and batches show are the ones a
-// reader gets: each POST's answer that made a new job (or batch) shows
-// the id derived from its key, in its body and its Location.
+// Idempotency-Key, so the ids the new jobs and batches of its walk-through
+// (the README, then docs/tour.md) show are the ones a reader gets: each
+// POST's answer that made a new job (or batch) shows the id derived from
+// its key, in its body and its Location.
 func TestREADMEJobIDsAreTheDerivedOnes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	steps, _ := walkSteps(t)
 	checked := 0
-	for _, st := range readmeSteps(string(b)) {
+	for _, st := range steps {
 		if st.lang != "http" || len(st.cmds) != 1 {
 			continue
 		}
@@ -70,24 +66,24 @@ func TestREADMEJobIDsAreTheDerivedOnes(t *testing.T) {
 		case answer.BatchID != "":
 			want = enqueue.BatchID(localCaller(caller), key)
 			if answer.BatchID != want {
-				t.Errorf("README (%s): the batch of Idempotency-Key %q shows id %s; its derived id is %s", st.section, key, answer.BatchID, want)
+				t.Errorf("%s: the batch of Idempotency-Key %q shows id %s; its derived id is %s", st.section, key, answer.BatchID, want)
 			}
 			for _, j := range answer.Jobs {
 				if id := enqueue.BatchJobID(localCaller(caller), key, j.Index); j.JobID != id {
-					t.Errorf("README (%s): job %d of the batch %q shows id %s; its derived id is %s", st.section, j.Index, key, j.JobID, id)
+					t.Errorf("%s: job %d of the batch %q shows id %s; its derived id is %s", st.section, j.Index, key, j.JobID, id)
 				}
 			}
 		case answer.JobID != "" && answer.Deduplicated != nil && !*answer.Deduplicated:
 			want = message.DeriveMessageID(localCaller(caller), key)
 			if answer.JobID != want {
-				t.Errorf("README (%s): the new job of Idempotency-Key %q shows id %s; its derived id is %s", st.section, key, answer.JobID, want)
+				t.Errorf("%s: the new job of Idempotency-Key %q shows id %s; its derived id is %s", st.section, key, answer.JobID, want)
 			}
 		default:
 			continue
 		}
 		for _, line := range strings.Split(head, "\n") {
 			if loc, ok := strings.CutPrefix(line, "Location: "); ok && !strings.HasSuffix(loc, "/"+want) {
-				t.Errorf("README (%s): Location %s; want the derived id %s", st.section, loc, want)
+				t.Errorf("%s: Location %s; want the derived id %s", st.section, loc, want)
 			}
 		}
 		checked++

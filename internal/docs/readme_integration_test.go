@@ -25,7 +25,7 @@ import (
 )
 
 // readmeStack is a local stack started as `make run` starts it, and the
-// directory the README's commands run from (its .devstack is the stack's).
+// directory the walk-through's commands run from (its .devstack is the stack's).
 type readmeStack struct {
 	t      *testing.T
 	root   string
@@ -54,7 +54,7 @@ func startREADMEStack(t *testing.T) *readmeStack {
 		t.Fatal(err)
 	}
 	s := &readmeStack{t: t, root: root, dir: t.TempDir(), out: &testkit.Buffer{}}
-	// The README's bin/jobctl is what `make jobctl` builds: the test builds
+	// The walk-through's bin/jobctl is what `make jobctl` builds: the test builds
 	// it the same way, into a directory of its own.
 	bin := filepath.Join(s.dir, "bin")
 	s.jobctl = filepath.Join(bin, "jobctl")
@@ -85,7 +85,7 @@ type result struct {
 	header http.Header
 }
 
-// run runs one README command the way a user would from the checkout:
+// run runs one command of the walk-through the way a user would from the checkout:
 // curl as its HTTP request, `bin/jobctl` as the jobctl `make jobctl` built
 // (which finds the stack through .devstack/stack.json), grep as grep.
 func (s *readmeStack) run(cmd string) (result, error) {
@@ -114,7 +114,7 @@ func (s *readmeStack) exec(name string, args ...string) (result, error) {
 	return result{stdout: out.String()}, nil
 }
 
-// curl sends the request of a README curl line (-i, -s, -X, -H, -d, URL).
+// curl sends the request of a curl line of the walk-through (-i, -s, -X, -H, -d, URL).
 func curl(args []string) (result, error) {
 	method, body, url := "GET", "", ""
 	header := http.Header{}
@@ -155,7 +155,7 @@ func curl(args []string) (result, error) {
 	return result{stdout: string(b), status: fmt.Sprintf("HTTP/1.1 %s", resp.Status), header: resp.Header}, err
 }
 
-// runnable tells the README commands the test can run against its stack:
+// runnable tells the walk-through's commands the test can run against its stack:
 // curl, jobctl and grep, with no placeholder left to fill in (JOB_ID, in a
 // URL too, or ID).
 func runnable(cmd string) bool {
@@ -169,7 +169,7 @@ func runnable(cmd string) bool {
 }
 
 // check runs a step's commands and compares what they printed with the
-// README's output, trying again for a while: a job takes seconds to run.
+// page's output, trying again for a while: a job takes seconds to run.
 func (s *readmeStack) check(st step) error {
 	var last error
 	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -193,9 +193,9 @@ func (s *readmeStack) runAndCompare(st step) error {
 		if res, err = s.run(cmd); err != nil {
 			return err
 		}
-		// A request the README shows no answer for works as shown.
+		// A request the page shows no answer for works as shown.
 		if st.lang == "" && res.status != "" && !strings.HasPrefix(res.status, "HTTP/1.1 2") {
-			return fmt.Errorf("%q answered %s %s; the README shows it as working", cmd, res.status, res.stdout)
+			return fmt.Errorf("%q answered %s %s; the page shows it as working", cmd, res.status, res.stdout)
 		}
 		stdout.WriteString(res.stdout)
 	}
@@ -225,38 +225,44 @@ func (s *readmeStack) printed(shown string) error {
 	return nil
 }
 
-// TestREADMECommands runs, on a local stack of its own, each README
-// command that can run there, in the README's order, and compares what
-// each printed with the output the README shows: status line, headers,
-// JSON keys, table lines and columns, not ids or times. Then it checks that
-// the dead-letter walk-through did what the README says, and that a restart
-// is what the README says: empty, the same job id again, a new run mark.
+// TestREADMECommands runs, on a local stack of its own, each command of
+// the walk-through (the README, then docs/tour.md, as one) that can run
+// there, in the pages' order, and compares what each printed with the
+// output the page shows: status line, headers, JSON keys, table lines and
+// columns, not ids or times. Then it checks that the dead-letter
+// walk-through did what the tour says, that the demo signup's mail
+// arrives, and that a restart is what the tour says: empty, the README's
+// first job id again, a new run mark.
 func TestREADMECommands(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := readmeSteps(string(b))
+	steps, _ := walkSteps(t)
 	s := startREADMEStack(t)
 	var ran []string
 	compared := 0
+	ranOn := map[string]int{} // commands run, by page
 	for _, st := range steps {
 		if !slices.ContainsFunc(st.cmds, runnable) && len(st.cmds) > 0 {
 			continue // make, sam: not for this stack
 		}
 		if slices.ContainsFunc(st.cmds, func(c string) bool { return !runnable(c) }) {
-			t.Errorf("README (%s): a block mixes commands the test runs with others: %q", st.section, st.cmds)
+			t.Errorf("%s: a block mixes commands the test runs with others: %q", st.section, st.cmds)
 			continue
 		}
 		if err := s.check(st); err != nil {
-			t.Fatalf("README (%s) %q:\n%v", st.section, st.cmds, err)
+			t.Fatalf("%s %q:\n%v", st.section, st.cmds, err)
 		}
 		ran = append(ran, st.cmds...)
+		page, _, _ := strings.Cut(st.section, " (")
+		ranOn[page] += len(st.cmds)
 		if st.lang != "" {
 			compared++
 		}
 	}
-	t.Logf("ran %d README commands, compared %d outputs", len(ran), compared)
+	t.Logf("ran %d commands of %q (%v), compared %d outputs", len(ran), walkThrough, ranOn, compared)
+	for _, page := range walkThrough {
+		if ranOn[page] == 0 {
+			t.Fatalf("ran no command of %s (%v); want each page of the walk-through to show commands that run", page, ranOn)
+		}
+	}
 
 	// The walk-through is all there, in its order.
 	order := []string{"enqueue email.welcome.v1 userId=u-bad", "dlq list", "dlq redrive --all --type email.welcome.v1 --dry-run",
@@ -268,13 +274,13 @@ func TestREADMECommands(t *testing.T) {
 		}
 	}
 	if !slices.ContainsFunc(ran, func(c string) bool { return strings.Contains(c, "/v1/jobs?") }) {
-		t.Fatalf("the README's commands ran %q; want the caller's list of jobs (GET /v1/jobs?…) among them", ran)
+		t.Fatalf("the walk-through's commands ran %q; want the caller's list of jobs (GET /v1/jobs?…) among them", ran)
 	}
 	if at < len(order) || compared < 8 {
-		t.Fatalf("the README's commands ran %q (%d outputs compared); want the dead-letter steps %q in order and at least 8 outputs", ran, compared, order)
+		t.Fatalf("the walk-through's commands ran %q (%d outputs compared); want the dead-letter steps %q in order and at least 8 outputs", ran, compared, order)
 	}
 
-	t.Run("the dead-letter walk-through did what the README says", s.deadLetters)
+	t.Run("the dead-letter walk-through did what the tour says", s.deadLetters)
 	t.Run("the demo signup's verification mail arrives once, through the outbox", func(t *testing.T) { s.demoSignup(t, steps) })
 	t.Run("a restart starts empty and makes the same job id again", func(t *testing.T) { s.restart(t, steps) })
 }
@@ -333,8 +339,8 @@ func (s *readmeStack) deadLetters(t *testing.T) {
 	}
 }
 
-// demoSignup: the README's `jobctl demo signup USER EMAIL` (a user and its
-// verification job's outbox item in one transaction) ends as the README
+// demoSignup: the tour's `jobctl demo signup USER EMAIL` (a user and its
+// verification job's outbox item in one transaction) ends as the tour
 // says: "make run prints the mail a moment later". One mail reaches the
 // address, sent by a job of the relay's caller for the demo's producer,
 // which reads Succeeded.
@@ -348,7 +354,7 @@ func (s *readmeStack) demoSignup(t *testing.T, steps []step) {
 		}
 	}
 	if args == nil {
-		t.Fatal("the README shows no `jobctl demo signup USER EMAIL`")
+		t.Fatal("the walk-through shows no `jobctl demo signup USER EMAIL`")
 	}
 	user, address := args[0], args[1]
 	mailsTo := func() (to []devstack.Mail) {

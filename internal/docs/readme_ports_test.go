@@ -16,14 +16,14 @@ import (
 // that moves each (cmd/devstack's defaults).
 var defaultPorts = map[string]int{devstack.APIAddrFlag: 3000, devstack.WebhookAddrFlag: 3001, devstack.OTLPAddrFlag: 4318, devstack.MotoPortFlag: 5000}
 
-// The README's and docs/local.md's `make run ARGS=…` for a second stack
+// The tour's and docs/local.md's `make run ARGS=…` for a second stack
 // works next to a running default one: it moves every port the stack
 // opens, to ports neither the default stack nor another of its own uses
 // (the README's old example gave the API the webhook receiver's 3001 and
 // left the OTLP and webhook ports where the running stack holds them).
 func TestTheSecondStacksPortsAreFree(t *testing.T) {
 	example := regexp.MustCompile(`make run ARGS="([^"]*--api-addr[^"]*)"`)
-	for _, name := range []string{"README.md", filepath.Join("docs", "local.md")} {
+	for _, name := range []string{filepath.Join("docs", "tour.md"), filepath.Join("docs", "local.md")} {
 		b, err := os.ReadFile(filepath.Join(root(t), name))
 		if err != nil {
 			t.Fatal(err)

@@ -6,16 +6,76 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// A step of the README: the commands of one ```sh block, and the output
-// block shown right after it, if any (lang "" when none).
+// walkThrough are the pages of the README's walk-through, in the order a
+// reader follows them: the README's first job, then the tour that goes on
+// from it. Their commands run as one walk-through (TestREADMECommands).
+var walkThrough = []string{"README.md", "docs/tour.md"}
+
+// maxREADMELines is as long as the README may grow: what runstwice is, the
+// two commands, the first job, the library, deploy and where to read on,
+// which a newcomer reads in five minutes. The tour of every feature is
+// docs/tour.md.
+const maxREADMELines = 250
+
+// The README stays a page a newcomer reads in five minutes.
+func TestREADMEIsShort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > maxREADMELines {
+		t.Errorf("README.md has %d lines; want at most %d: move the detail to docs/tour.md or the page it belongs to", n, maxREADMELines)
+	}
+}
+
+// walkSteps returns the steps of the walk-through's pages, in order, each
+// section named with its page ("docs/tour.md (Flip a kill switch)"), and
+// how many steps each page has.
+func walkSteps(t *testing.T) ([]step, map[string]int) {
+	t.Helper()
+	var steps []step
+	per := map[string]int{}
+	for _, page := range walkThrough {
+		b, err := os.ReadFile(filepath.Join(root(t), filepath.FromSlash(page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range readmeSteps(string(b)) {
+			st.section = page + " (" + st.section + ")"
+			steps = append(steps, st)
+			per[page]++
+		}
+	}
+	return steps, per
+}
+
+// walkText is the walk-through's pages, one after the other.
+func walkText(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, page := range walkThrough {
+		b, err := os.ReadFile(filepath.Join(root(t), filepath.FromSlash(page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+		all.WriteString("\n")
+	}
+	return all.String()
+}
+
+// A step of the walk-through: the commands of one ```sh block, and the
+// output block shown right after it, if any (lang "" when none).
 type step struct {
-	section string   // the ## heading it is under
+	section string   // the ## heading it is under (with its page, from walkSteps)
 	cmds    []string // one command per entry, continuation lines joined
 	lang    string   // http, json or text: the output block's language
 	output  string   // the output block's text
@@ -29,7 +89,7 @@ var outputLangs = []string{"http", "json", "text"}
 
 var blockStart = regexp.MustCompile("^```([a-z]*)\\s*$")
 
-// readmeSteps returns the README's ```sh blocks in order, each with the
+// readmeSteps returns a page's ```sh blocks in order, each with the
 // output block that follows it (with nothing but blank lines between),
 // and, as steps with no commands, the text blocks of `make run` lines
 // (mail and outcome lines), which the stack prints.

@@ -9,25 +9,21 @@ import (
 	"testing"
 )
 
-// runTwiceSnippet finds the README's Go block that calls
-// testkit.RunTwice.
+// runTwiceSnippet finds the walk-through's Go block that calls
+// testkit.RunTwice (the tour's "Add a job type").
 var runTwiceSnippet = regexp.MustCompile("(?s)```go\n(testkit\\.RunTwice\\(t, testkit\\.Case\\{.*?\\n\\}\\))\n```")
 
-// The README's strict RunTwice snippet compiles against the test kit as it
-// is (a renamed field, or ExactlyOnce gone, fails it), and is strict.
+// The walk-through's strict RunTwice snippet compiles against the test kit
+// as it is (a renamed field, or ExactlyOnce gone, fails it), and is strict.
 func TestREADMERunTwiceSnippetCompiles(t *testing.T) {
 	r := root(t)
-	b, err := os.ReadFile(filepath.Join(r, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := runTwiceSnippet.FindSubmatch(b)
+	m := runTwiceSnippet.FindStringSubmatch(walkText(t))
 	if m == nil {
-		t.Fatal("README.md has no ```go block calling testkit.RunTwice(t, testkit.Case{…})")
+		t.Fatalf("no page of %q has a ```go block calling testkit.RunTwice(t, testkit.Case{…})", walkThrough)
 	}
-	snippet := string(m[1])
+	snippet := m[1]
 	if !strings.Contains(snippet, "ExactlyOnce: true") {
-		t.Fatalf("the README's RunTwice snippet is not strict (ExactlyOnce: true):\n%s", snippet)
+		t.Fatalf("the walk-through's RunTwice snippet is not strict (ExactlyOnce: true):\n%s", snippet)
 	}
 	// A package inside the module, so it builds offline against the code
 	// as it is; removed afterwards.
@@ -47,7 +43,7 @@ import (
 	"github.com/runstwice/runstwice/message"
 )
 
-// What the README's snippet names: a job type of the reader's own
+// What the snippet names: a job type of the reader's own
 // package, its handler, and the effects it counts.
 var (
 	billing = struct{ InvoiceReady message.JobType }{}
@@ -65,6 +61,6 @@ func TestSnippet(t *testing.T) {
 	cmd := exec.Command("go", "vet", "./"+filepath.Base(dir))
 	cmd.Dir = filepath.Join(r, "internal", "docs")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's RunTwice snippet does not compile: %v\n%s\n%s", err, out, snippet)
+		t.Fatalf("the walk-through's RunTwice snippet does not compile: %v\n%s\n%s", err, out, snippet)
 	}
 }

@@ -88,7 +88,7 @@ type Message struct {
 }
 
 // Sender is the port to a mail service. An error that no retry can fix (a
-// rejected address) is returned as runner.Permanent.
+// rejected address) is returned as engine.Permanent.
 type Sender interface {
 	Send(ctx context.Context, m Message) error
 }

@@ -22,7 +22,7 @@ import (
 // it holds each job as its own request would have made it, under an id
 // derived from the batch's Idempotency-Key and the job's index, so the
 // accept can be finished by whoever comes next (a retry of the request,
-// or the batch's finisher message) and never makes twins. Until the item
+// or the batch's finisher message) and never makes a second job. Until the item
 // exists no job does; once it does, the batch completes.
 
 // MaxBatch is how many jobs one batch may hold.

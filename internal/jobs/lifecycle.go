@@ -131,7 +131,7 @@ func (r *Recorder) MarkFailed(ctx context.Context, jobID string, f Failure) erro
 
 // MarkParked records that job jobID is parked (its kill switch is off) and
 // keeps it and its dedup pointer alive as long as it is parked: a parked job
-// never expires into a twin. It returns the state the record had; a record
+// never expires into a second job. It returns the state the record had; a record
 // the state machine does not let park (cancelled, failed) is left alone and
 // returned with ErrConflict.
 func (r *Recorder) MarkParked(ctx context.Context, jobID string) (State, error) {

@@ -15,14 +15,14 @@ import (
 
 // Lifecycle keeps a redriven job's record true: a Failed job whose dead
 // letter is sent back to its queue becomes active again, so enqueue dedups
-// onto it instead of admitting a twin under AllowAfterFailed.
+// onto it instead of admitting a second job under AllowAfterFailed.
 //
 // A redrive moves the record Failed → Pending (Reactivate), sends the
 // message, then Pending → Enqueued (Settle with sent) or, when the send
 // failed, back to Failed (Settle without). Pending is the state that tells
 // the truth in between: "its message is not confirmed in the queue". If the
 // redrive dies there, the record does not read Enqueued with nothing in the
-// queue; it stays Pending, which keeps the key from twins, and once the
+// queue; it stays Pending, which keeps the key from a second job, and once the
 // pending timeout has passed the next enqueue of the same key sends the
 // stored message again under the same id (as for any unconfirmed enqueue),
 // and so does a second run of the redrive.

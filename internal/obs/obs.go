@@ -33,8 +33,8 @@ const (
 	KeySpanID   = "spanId"
 	KeyFunction = "function"
 	KeyStage    = "stage"
-	// KeyOutcome and KeyReason are on the one line the runner writes when a
-	// record's fate is decided (see runner's outcome table).
+	// KeyOutcome and KeyReason are on the one line the runner writes when
+	// an SQS record's outcome is decided (see the engine's outcome table).
 	KeyOutcome = "outcome"
 	KeyReason  = "reason"
 	KeyError   = "error"

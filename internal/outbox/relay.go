@@ -104,7 +104,7 @@ func (r *Relay) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyn
 	var resp events.DynamoDBEventResponse
 	for _, rec := range ev.Records {
 		if err := r.relay(ctx, log, rec); err != nil {
-			log.Warn("outbox record not relayed; the shard is retried from it", "eventId", rec.EventID,
+			log.Warn("stream record not relayed; the shard is retried from it", "eventId", rec.EventID,
 				"sequenceNumber", rec.Change.SequenceNumber, obs.KeyError, obs.Redact(err))
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
 			break // the records after it are retried with it, in order

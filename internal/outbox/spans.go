@@ -26,8 +26,8 @@ const SpanName = "outbox process"
 // producer's span around its transaction) and links to that span, and
 // carries the stream event's id, the table and, when the item names them,
 // the job's id and type, which the spans started under it carry too. A
-// record whose item has no traceparent (or a malformed one) starts a trace
-// of its own. end records the record's fate: an Error status when it is
+// stream record whose item has no traceparent (or a malformed one) starts a trace
+// of its own. end records the stream record's outcome: an Error status when it is
 // retried (err) or dead-lettered. Without a tracer it does nothing.
 func (r *Relay) span(ctx context.Context, rec events.DynamoDBEventRecord, it contract.OutboxItem) (context.Context, func(err error, dead bool)) {
 	if r.TracerProvider == nil {

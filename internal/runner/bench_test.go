@@ -8,9 +8,9 @@ import (
 	"github.com/runstwice/runstwice/internal/dev/bench"
 )
 
-// BenchmarkRunnerBatch10 runs the whole pipeline (decode, validate, toggle,
+// BenchmarkRunnerBatch10 runs the whole pipeline (decode, validate, kill switch,
 // one batch peek, lease, effect, claim, logs and EMF metrics) over a batch of
-// 10 fresh records with in-memory fakes (bench.Pipeline, which make bench
+// 10 fresh SQS records with in-memory fakes (bench.Pipeline, which make bench
 // measures too), and reports the cost per job.
 //
 // payload-seed and payload-lease run a team's own JSON messages on

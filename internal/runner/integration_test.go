@@ -29,7 +29,7 @@ import (
 )
 
 // stack is the real AWS side of a runner on moto: a marker table, the work
-// queues and a DLQ, and the toggles of one stage.
+// queues and a DLQ, and the toggle parameters of one stage.
 type stack struct {
 	counter *testenv.CallCounter
 	ddb     *dynamodb.Client

@@ -208,7 +208,7 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Handle runs a batch and reports the records SQS must retry. It never
-// returns an error: every record's fate is in the response, so one bad
+// returns an error: every SQS record's outcome is in the response, so one bad
 // record never fails its neighbours.
 func (r *Runner) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	return r.mux.HandleSQS(ctx, ev)

@@ -26,12 +26,12 @@ type SSMAPI interface {
 	DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, optFns ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
 }
 
-// Entry is one toggle as an operator sees it.
+// Entry is one kill switch as an operator sees it.
 type Entry struct {
 	Type      string
 	Stored    string // the raw parameter value, "" when missing
 	HasStored bool
-	Readable  bool // Stored parses as a toggle value
+	Readable  bool // Stored parses as a toggle parameter's value
 	// Problem says why Stored is unreadable ("" when it is readable).
 	Problem string
 	Default bool
@@ -50,7 +50,7 @@ type Entry struct {
 	LastModified     time.Time
 }
 
-// Snapshot is every toggle under the path, for `jobctl toggles list`.
+// Snapshot is every toggle parameter under the path, for `jobctl toggles list`.
 type Snapshot struct {
 	// At is when the snapshot was evaluated.
 	At      time.Time
@@ -61,7 +61,7 @@ type Snapshot struct {
 	Parameters int
 }
 
-// Read fetches the toggles under path (see contract.SwitchPath) now and evaluates
+// Read fetches the toggle parameters under path (see contract.SwitchPath) now and evaluates
 // them at now for the given types and defaults, with who changed each last.
 // It returns SSM errors: an operator must see them.
 func Read(ctx context.Context, client SSMAPI, path string, defaults map[string]bool, now time.Time) (Snapshot, error) {

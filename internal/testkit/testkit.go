@@ -74,7 +74,7 @@ func RawRecord(body string, receiveCount int) events.SQSMessage {
 	return enginetest.RawRecord(body, receiveCount)
 }
 
-// Jobs records what workers write on job records (runner.JobRecorder, and
+// Jobs records what workers write on job records (engine.JobRecorder, and
 // deadletter.JobFailer). States gives MarkParked the state a job's record
 // has (Enqueued when absent); Err makes every call fail.
 type Jobs struct {
@@ -102,7 +102,7 @@ func (j *Jobs) SetState(jobID string, s jobs.State) {
 	j.states[jobID] = s
 }
 
-// MarkParked implements runner.JobRecorder with the state machine's rule.
+// MarkParked implements engine.JobRecorder with the state machine's rule.
 func (j *Jobs) MarkParked(_ context.Context, jobID string) (prev jobs.State, err error) {
 	err = j.call("mark-parked", func() error {
 		var terr error
@@ -115,7 +115,7 @@ func (j *Jobs) MarkParked(_ context.Context, jobID string) (prev jobs.State, err
 	return prev, err
 }
 
-// MarkFailed implements runner.JobRecorder.
+// MarkFailed implements engine.JobRecorder.
 func (j *Jobs) MarkFailed(_ context.Context, jobID string, f jobs.Failure) error {
 	return j.call("mark-failed", func() error {
 		j.failed[jobID] = f
@@ -124,7 +124,7 @@ func (j *Jobs) MarkFailed(_ context.Context, jobID string, f jobs.Failure) error
 	})
 }
 
-// RecordOutcome implements runner.JobRecorder.
+// RecordOutcome implements engine.JobRecorder.
 func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) error {
 	return j.call("record-outcome", func() error {
 		j.outcomes[jobID] = [2]string{outcome, reason}
@@ -132,7 +132,7 @@ func (j *Jobs) RecordOutcome(_ context.Context, jobID, outcome, reason string) e
 	})
 }
 
-// MarkUnclaimed implements runner.JobRecorder with the state machine's
+// MarkUnclaimed implements engine.JobRecorder with the state machine's
 // rule.
 func (j *Jobs) MarkUnclaimed(_ context.Context, jobID, reason string) error {
 	return j.call("mark-unclaimed", func() error {

@@ -293,7 +293,7 @@ func (p *StreamPoller) expired(recs []streamtypes.Record) int {
 
 // invoke hands recs to the function. It returns the index of the first
 // failed record (-1 for none) or the function error. A batch item failure
-// that names no record of the batch fails the whole batch, as in Lambda.
+// that names no stream record of the batch fails the whole batch, as in Lambda.
 func (p *StreamPoller) invoke(ctx context.Context, recs []streamtypes.Record) (int, error) {
 	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(recs))}
 	for i, r := range recs {
@@ -321,7 +321,7 @@ func (p *StreamPoller) invoke(ctx context.Context, recs []streamtypes.Record) (i
 			}
 		}
 		if i < 0 {
-			p.Logger.Warn("stream poller: a batch item failure names no record of the batch; the whole batch is retried", "itemIdentifier", f.ItemIdentifier)
+			p.Logger.Warn("stream poller: a batch item failure names no stream record of the batch; the whole batch is retried", "itemIdentifier", f.ItemIdentifier)
 			return 0, nil
 		}
 		if first < 0 || i < first {

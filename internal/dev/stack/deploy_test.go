@@ -427,8 +427,9 @@ const placeholder = "<FILL-IN>"
 
 // TestDeployDocsCoverTheTemplate keeps docs/deploy.md whole: every
 // parameter has a row in its parameter table, every alarm one in its alarm
-// table, every rule one in its rules table, and the queue table states each
-// queue's visibility timeout and retention as the template has them.
+// table (and in docs/tour.md's), every rule one in its rules table, and the
+// queue table states each queue's visibility timeout and retention as the
+// template has them.
 func TestDeployDocsCoverTheTemplate(t *testing.T) {
 	tmpl, root := loadTemplate(t)
 	data, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
@@ -450,7 +451,7 @@ func TestDeployDocsCoverTheTemplate(t *testing.T) {
 			t.Errorf("parameter %s has no row in docs/deploy.md's parameter table", name)
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	tour, err := os.ReadFile(filepath.Join(root, "docs", "tour.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,8 +460,8 @@ func TestDeployDocsCoverTheTemplate(t *testing.T) {
 		if !strings.Contains(alarms, "`"+name+"`") {
 			t.Errorf("alarm %s (%s) has no row in docs/deploy.md's alarm table", id, name)
 		}
-		if !strings.Contains(string(readme), "`"+name+"`") {
-			t.Errorf("alarm %s (%s) is not in README.md's alarm table", id, name)
+		if !strings.Contains(string(tour), "`"+name+"`") {
+			t.Errorf("alarm %s (%s) is not in docs/tour.md's alarm table", id, name)
 		}
 	}
 	for _, name := range SortedIDs(tmpl.Rules) {

@@ -131,7 +131,7 @@ func CreateQueue(t testing.TB, client *sqs.Client, name string, attrs map[string
 	return Queue{Name: name, URL: *out.QueueUrl, ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}
 }
 
-// WorkQueues are the three work queues and, when they have one, the DLQ they
+// WorkQueues are the work queues (contract.Queues) and, when they have one, the DLQ they
 // redrive to.
 type WorkQueues struct {
 	Queues map[message.Queue]Queue
@@ -149,7 +149,7 @@ func (w WorkQueues) URLs() map[string]string {
 	return urls
 }
 
-// CreateWorkQueues creates the three work queues, each named prefix plus
+// CreateWorkQueues creates every work queue of contract.Queues, each named prefix plus
 // its queue's name, and, when maxReceives > 0, the DLQ prefix+"dlq" that
 // every one of them redrives to after maxReceives receives.
 func CreateWorkQueues(t testing.TB, client *sqs.Client, prefix string, maxReceives int) WorkQueues {

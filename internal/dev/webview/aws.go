@@ -360,7 +360,7 @@ type SSMAPI interface {
 }
 
 // SSMSwitches are a stage's kill switches in SSM Parameter Store, read as an
-// operator sees them (toggle/snapshot, no cache) and written as plain
+// operator sees them (switchview.Read, no cache) and written as plain
 // "on"/"off".
 type SSMSwitches struct {
 	client   SSMAPI

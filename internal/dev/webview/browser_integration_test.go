@@ -136,7 +136,7 @@ func enqueueJob(t *testing.T, h *enqueue.Handler, jobType, key, body string) str
 }
 
 // badUserReason is the dead-letter reason the e-mail job gives a mail to the
-// seeded u-bad (README, "A dead letter, start to finish").
+// seeded u-bad (docs/tour.md, "Dead letters: when a job cannot succeed").
 const badUserReason = "permanent: email: user u-bad: stored e-mail address is not a plain address"
 
 func TestIntegrationBrowser(t *testing.T) {

@@ -42,14 +42,14 @@ func (r waterfallRow) StatusClass() string {
 // expectedError is what the page says beside a client span whose Error is
 // DynamoDB refusing a conditional write: the write found the item it
 // guards against, which is how a replayed request finds the first one's
-// record and a second delivery its twin's marker. The code goes on from
+// stored answer and a second delivery its twin's marker. The code goes on from
 // that answer; a failure it could not handle shows on the span above.
 func expectedError(s otlp.Span) string {
 	if s.Status != "error" || s.Kind != "client" || !strings.Contains(s.StatusMessage, "ConditionalCheckFailed") {
 		return ""
 	}
 	return "condition not met, as expected: the conditional write found the item already there " +
-		"(a replayed request finds the first one's record; a second delivery, its twin's marker)"
+		"(a replayed request finds the first one's stored answer; a second delivery, its twin's marker)"
 }
 
 // waterfallLink names a span a row links to (its name when the trace holds

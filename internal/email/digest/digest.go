@@ -7,7 +7,7 @@
 // per user, then the next page as a fan-out job of its own. Every job it
 // enqueues has a job id derived from its caller and natural key, and the
 // duplicate policy RejectAlways, so a page that runs twice, or crashed after
-// any enqueue and runs again, makes no twin and misses no partner: what it
+// any enqueue and runs again, makes no second job and misses no partner: what it
 // already enqueued dedups onto the same job ids, what it did not is
 // enqueued now, and a job whose message SQS never confirmed is sent again
 // under its id.

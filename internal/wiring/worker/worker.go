@@ -87,13 +87,13 @@ func (e Env) Parts(ctx context.Context, cfg aws.Config) Parts {
 // Config is the runner's configuration of a worker with reg and handlers:
 // the stage's kill switches in SSM, the markers, parking and dead letters
 // through its queues, the back-off on them, its job records, the chaos
-// build's kill points (none in a release build), and a span per record
+// build's kill points (none in a release build), and a span per SQS record
 // when the function traces.
 func (e Env) Config(cfg aws.Config, p Parts, reg *message.Registry, handlers map[string]runner.Handler, log *slog.Logger) runner.Config {
-	toggles := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(e.Stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
-	toggles.TTL, toggles.Logger, toggles.Metrics = e.ToggleTTL, log, p.Metrics
+	switches := ssmswitch.New(ssm.NewFromConfig(cfg), contract.SwitchPath(e.Stage), func(n string) bool { _, err := reg.Lookup(n); return err == nil })
+	switches.TTL, switches.Logger, switches.Metrics = e.ToggleTTL, log, p.Metrics
 	runcfg := runner.Config{
-		Registry: reg, Handlers: handlers, Switch: toggles, Markers: p.Markers,
+		Registry: reg, Handlers: handlers, Switch: switches, Markers: p.Markers,
 		Parker: p.Queues, DeadLetterer: p.Queues, Jobs: jobs.ForEngine(jobs.NewRecorder(p.DB, e.JobsTable)),
 		Backoff: sqsqueue.NewVisibility(sqs.NewFromConfig(cfg), e.URLs), BackoffSchedule: e.Backoff,
 		ParkDelay: min(e.ParkDelay, engine.DefaultParkDelay), MaxReceiveCount: e.MaxReceives, Concurrency: e.Concurrency,
