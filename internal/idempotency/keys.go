@@ -195,7 +195,9 @@ func (k *Keys) Lease(ctx context.Context, key engine.Key, m engine.Mark) (engine
 		}
 		// Gone or expired between the put and its answer: put again.
 	}
-	return engine.Record{}, fmt.Errorf("idempotency: lease %s: %w", pk, engine.ErrLeaseHeld)
+	// Still contended: in flight, for a second (as Begin answers then).
+	busy := engine.Record{Key: key, State: engine.StateLeased, LeaseUntil: k.s.now().Add(time.Second), Fingerprint: m.Fingerprint}
+	return busy, fmt.Errorf("idempotency: lease %s: %w", pk, engine.ErrLeaseHeld)
 }
 
 // Claim writes key COMPLETED with m.Fingerprint and m.Result until
