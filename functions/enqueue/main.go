@@ -1,6 +1,8 @@
-// Command enqueue is the Lambda function behind the HTTP API: POST
-// /v1/jobs/{type}, GET /v1/jobs/{jobId} and DELETE /v1/jobs/{jobId}. It only
-// wires adapters; the logic is internal/enqueue.
+// Command enqueue is the Lambda function behind the HTTP API (the routes of
+// enqueue.Routes: POST /v1/jobs/{type}, GET /v1/jobs, GET and DELETE
+// /v1/jobs/{jobId}, POST /v1/batches, GET /v1/batches/{batchId}). It only
+// wires adapters; the logic is internal/enqueue, a net/http handler that
+// Handle serves to API Gateway's events (internal/apigw).
 //
 // Environment: IDEMPOTENCY_TABLE, JOBS_TABLE, MARKERS_TABLE,
 // QUEUE_URL_CRITICAL, QUEUE_URL_DEFAULT, QUEUE_URL_BULK, and for jobs due

@@ -28,7 +28,7 @@ var floors = []floor{
 	{"message contract", []string{"message"}},
 	{"adapters", []string{"aws/"}},
 	{"engine", []string{"engine", "engine/"}},
-	{"foundations", []string{"internal/lifetime", "internal/vclock", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function", "internal/cmdmain", "internal/tracing"}},
+	{"foundations", []string{"internal/lifetime", "internal/vclock", "internal/obs", "internal/obs/", "internal/ddb", "internal/awsx", "internal/function", "internal/cmdmain", "internal/tracing", "internal/apigw"}},
 }
 
 // floorIn is floorOf, with the use cases derived too: a package that a

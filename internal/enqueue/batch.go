@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
@@ -70,27 +68,29 @@ func BatchJobID(caller, key string, index int) string {
 }
 
 // postBatch serves POST /v1/batches: every job valid, or none made.
-func (h *Handler) postBatch(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, caller, corr string) (events.APIGatewayV2HTTPResponse, *Problem) {
+func (h *Handler) postBatch(w http.ResponseWriter, r *http.Request, c *call) *Problem {
 	if h.Batches == nil {
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured")
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured")
 	}
-	body, key, p := keyedBody(req, MaxBatchBytes, "the batch", "name this batch")
+	body, key, p := keyedBody(r, MaxBatchBytes, "the batch", "name this batch")
 	if p != nil {
-		return events.APIGatewayV2HTTPResponse{}, p
+		return p
 	}
 	items, p := h.decodeBatch(body, h.now())
 	if p != nil {
-		return events.APIGatewayV2HTTPResponse{}, p
+		return p
 	}
 	fp, err := idempotency.Fingerprint(http.MethodPost, batchesPath, body)
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
+		return validation("body", "is not valid JSON")
 	}
-	trace := traceHeader(ctx, req.Headers)
-	log = log.With("batchId", BatchID(caller, key))
-	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, key, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
-		return h.acceptBatch(ctx, log, lock, caller, key, fp, corr, trace, items)
-	})
+	trace := traceHeader(r.Context(), r.Header)
+	log := c.log.With("batchId", BatchID(c.caller, key))
+	h.keyed(w, r, c, keyedRequest{key: key, route: batchesPath, body: body, keep: keepsBatch},
+		func(ctx context.Context, lock idempotency.Lock) (reply, bool) {
+			return h.acceptBatch(ctx, log, lock, c.caller, key, fp, c.corr, trace, items)
+		})
+	return nil
 }
 
 // acceptBatch accepts the batch under the request's lock. In order: every
@@ -101,7 +101,7 @@ func (h *Handler) postBatch(ctx context.Context, log *slog.Logger, req events.AP
 // batch completes, by this request, its retry or the finisher); every job
 // is reserved and handed over (finishBatch); the answer is stored with the
 // batch marked accepted, in one transaction.
-func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempotency.Lock, caller, key, fp, corr, trace string, items []batchItem) (events.APIGatewayV2HTTPResponse, bool) {
+func (h *Handler) acceptBatch(ctx context.Context, log *slog.Logger, lock idempotency.Lock, caller, key, fp, corr, trace string, items []batchItem) (reply, bool) {
 	now := h.now().UTC()
 	b := jobs.Batch{ID: BatchID(caller, key), Caller: caller, Fingerprint: fp, CreatedAt: now.UnixMilli(), Jobs: make([]jobs.BatchJob, len(items))}
 	due := time.Time{}
@@ -198,7 +198,7 @@ const maxCompanions = 98
 
 // keyReused is the 422 of an Idempotency-Key that holds another batch (or
 // another batch's jobs, its answer gone).
-func keyReused(corr string) events.APIGatewayV2HTTPResponse {
+func keyReused(corr string) reply {
 	return newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
 		"this Idempotency-Key was already used for a different batch; use a new key; no job was made").response(corr)
 }

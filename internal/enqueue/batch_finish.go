@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -370,7 +368,7 @@ func batchResponse(status int, b jobs.Batch, withCounts bool) idempotency.Respon
 // states now, and the count per state, to the batch's own caller (anyone
 // else's batch, or none, is 404). A job of a batch still being accepted
 // that has no record yet reads Pending.
-func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchID, corr string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) getBatch(ctx context.Context, log *slog.Logger, caller, batchID, corr string) reply {
 	if h.Batches == nil {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "batches are not configured").response(corr)
 	}

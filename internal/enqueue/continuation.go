@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 )
@@ -42,7 +40,7 @@ func continuationRefused(err error, after string) *Problem {
 // or a read or write before it) the answer is the 503 of any job's failed
 // send, not stored, and the caller's retry sends it (or decides it
 // again); never a 202 that only the continuation sweep would honour.
-func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+func (h *Handler) awaitAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (reply, bool) {
 	job := d.Job
 	rep, err := h.Jobs.ReleaseContinuations(ctx, job.After, h.SendFunc())
 	state := jobs.StateAwaitingContinuation

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/aws/sqsqueue"
+	"github.com/runstwice/runstwice/internal/apigw"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -22,8 +21,10 @@ import (
 )
 
 // post validates a POST /v1/jobs/{type} and runs it under the request
-// layer. Validation failures return a problem before anything is stored.
-func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, caller, typeName, corr string) (events.APIGatewayV2HTTPResponse, *Problem) {
+// layer (keyed). Validation failures return a problem before anything is
+// stored.
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, c *call) *Problem {
+	ctx, log, typeName := r.Context(), c.log, apigw.PathValue(r, "type")
 	jt, err := h.Registry.Lookup(typeName)
 	if err != nil {
 		detail := "unknown job type " + contract.Printable(typeName)
@@ -32,33 +33,36 @@ func (h *Handler) post(ctx context.Context, log *slog.Logger, req events.APIGate
 		} else {
 			detail += "; the job types are " + strings.Join(h.Registry.Names(), ", ")
 		}
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusNotFound, ProblemUnknownType, detail)
+		return newProblem(http.StatusNotFound, ProblemUnknownType, detail)
 	}
 	log = log.With(obs.KeyType, jt.Name)
 	if p := scheduledOnly(jt); p != nil {
-		return events.APIGatewayV2HTTPResponse{}, p
+		return p
 	}
-	body, idemKey, p := keyedBody(req, MaxBodyBytes, "the body", "name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
+	body, idemKey, p := keyedBody(r, MaxBodyBytes, "the body", "name this request, e.g. Idempotency-Key: signup-u-123-2026-11-30")
 	if p != nil {
-		return events.APIGatewayV2HTTPResponse{}, p
+		return p
 	}
 	in, err := contract.DecodeBodyAt(jt, body, h.now())
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, invalidProblem(log, "decode", "the body", err)
+		return invalidProblem(log, "decode", "the body", err)
 	}
 	if strings.HasPrefix(in.After, "#") {
-		return events.APIGatewayV2HTTPResponse{}, validation("after", "names a job of the same batch ("+contract.Printable(in.After)+
+		return validation("after", "names a job of the same batch ("+contract.Printable(in.After)+
 			"), which only POST /v1/batches takes; give the jobId of the job this one waits for")
 	}
-	fp, err := idempotency.Fingerprint(http.MethodPost, jobsPrefix+jt.Name, body)
+	route := jobsPrefix + jt.Name
+	fp, err := idempotency.Fingerprint(http.MethodPost, route, body)
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, validation("body", "is not valid JSON")
+		return validation("body", "is not valid JSON")
 	}
-	trace := traceHeader(ctx, req.Headers)
-	ctx = nameJob(ctx, message.DeriveMessageID(caller, idemKey), jt.Name) // every span of the request names its job
-	return h.runOnce(ctx, log, h.Idempotency.Begin, caller, idemKey, fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
-		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, caller, idemKey, fp, corr, trace)
-	})
+	trace := traceHeader(ctx, r.Header)
+	ctx = nameJob(ctx, message.DeriveMessageID(c.caller, idemKey), jt.Name) // every span of the request names its job
+	h.keyed(w, r.WithContext(ctx), c, keyedRequest{key: idemKey, route: route, body: body, keep: keepsJob},
+		func(ctx context.Context, lock idempotency.Lock) (reply, bool) {
+			return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: lifetime.StoredAnswer}, jt, in, c.caller, idemKey, fp, c.corr, trace)
+		})
+	return nil
 }
 
 // keeper keeps an enqueue's answer under the request's lock, which the
@@ -109,18 +113,16 @@ func validation(field, reason string) *Problem {
 	return p
 }
 
-// beginFunc starts a request under the request layer (Idempotency.Begin or
-// TakeOver).
-type beginFunc func(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
-
-// runOnce runs do under the request layer, begun with begin: a replay, a mismatch or a request
-// in flight never calls it. do returns the response and whether it is stored
-// under the key; when it is not (a 5xx, a transient conflict) and do did not
-// finish the lock itself, the lock is released so the key stays usable.
-func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, begin beginFunc, caller, key, fp, corr string,
-	do func(idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool),
-) (events.APIGatewayV2HTTPResponse, *Problem) {
-	res, err := begin(ctx, caller, key, fp)
+// runOnce runs do under the request layer, its lock taken over with
+// TakeOver (the outbox relay's way in): a replay, a mismatch or a request
+// in flight never calls it. do returns the response and whether it is
+// stored under the key; when it is not (a 5xx, a transient conflict) and
+// do did not finish the lock itself, the lock is released so the key stays
+// usable.
+func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, caller, key, fp, corr string,
+	do func(idempotency.Lock) (reply, bool),
+) (reply, *Problem) {
+	res, err := h.Idempotency.TakeOver(ctx, caller, key, fp)
 	if err != nil {
 		log.Error("enqueue: idempotency begin", obs.KeyError, obs.Redact(err))
 		return unavailable(corr), nil
@@ -133,14 +135,11 @@ func (h *Handler) runOnce(ctx context.Context, log *slog.Logger, begin beginFunc
 			hdr[k] = v
 		}
 		hdr[HeaderReplayed] = "true"
-		return events.APIGatewayV2HTTPResponse{StatusCode: r.Status, Headers: hdr, Body: r.Body}, nil
+		return reply{StatusCode: r.Status, Headers: hdr, Body: r.Body}, nil
 	case idempotency.Mismatch:
-		return events.APIGatewayV2HTTPResponse{}, newProblem(http.StatusUnprocessableEntity, ProblemKeyMismatch,
-			"this Idempotency-Key was used for a different request; use a new key")
+		return reply{}, keyMismatch()
 	case idempotency.InFlight:
-		p := newProblem(http.StatusConflict, ProblemInFlight, "a request with this Idempotency-Key is still being processed; retry later")
-		p.retryAfter = res.RetryAfter
-		return events.APIGatewayV2HTTPResponse{}, p
+		return reply{}, inFlight(res.RetryAfter)
 	}
 	resp, store := do(res.Lock)
 	if !store {
@@ -171,8 +170,8 @@ func jobResponse(status int, job jobs.Job, state jobs.State, dedup bool, corr st
 	}
 }
 
-func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
-	return events.APIGatewayV2HTTPResponse{StatusCode: r.Status, Headers: r.Headers, Body: r.Body}
+func toAPI(r idempotency.Response) reply {
+	return reply{StatusCode: r.Status, Headers: r.Headers, Body: r.Body}
 }
 
 // enqueue is the one place that enqueues a request of caller: it reserves
@@ -184,7 +183,7 @@ func toAPI(r idempotency.Response) events.APIGatewayV2HTTPResponse {
 // lock.
 func (h *Handler) enqueue(ctx context.Context, log *slog.Logger, keep keeper, jt message.JobType, in contract.Body,
 	caller, idemKey, fingerprint, corr, trace string,
-) (events.APIGatewayV2HTTPResponse, bool) {
+) (reply, bool) {
 	id := message.DeriveMessageID(caller, idemKey)
 	log = log.With(obs.KeyJobID, id, obs.KeyMessageID, id, obs.KeyKey, in.Key)
 	ctx = nameJob(ctx, id, jt.Name)
@@ -278,7 +277,7 @@ func (h *Handler) hand(ctx context.Context, job *jobs.Job) (what string, err err
 // claims it is queued or scheduled) and the key stays retryable: the retry
 // resumes the same job id, and a schedule that an earlier try did create
 // counts as created.
-func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+func (h *Handler) sendAndFinish(ctx context.Context, log *slog.Logger, keep keeper, d jobs.Decision, corr string) (reply, bool) {
 	job := d.Job
 	if what, err := h.hand(ctx, &job); err != nil {
 		return h.handFailed(log, job, what, err).response(corr), false
@@ -347,7 +346,7 @@ func (h *Handler) dropSchedule(ctx context.Context, log *slog.Logger, job jobs.J
 
 // finish keeps resp (under the request's key, for the job due at due) and
 // returns it.
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, resp idempotency.Response, due time.Time, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, resp idempotency.Response, due time.Time, corr string) (reply, bool) {
 	err := keep.keep(ctx, resp, due, nil)
 	if err != nil && !errors.Is(err, idempotency.ErrLockLost) {
 		log.Error("enqueue: complete", obs.KeyError, obs.Redact(err))
@@ -359,11 +358,11 @@ func (h *Handler) finish(ctx context.Context, log *slog.Logger, keep keeper, res
 // traceHeader is the X-Ray trace header of the request: the Lambda
 // invocation's (whose segment is then the parent), else the X-Amzn-Trace-Id
 // header API Gateway (or the local stack) passed on; "" when untraced.
-func traceHeader(ctx context.Context, h map[string]string) string {
+func traceHeader(ctx context.Context, h http.Header) string {
 	if t := obs.TraceHeader(ctx); obs.TraceRoot(t) != "" {
 		return t
 	}
-	if t, ok := header(h, "X-Amzn-Trace-Id"); ok && obs.TraceRoot(t) != "" {
+	if t := headerValue(h, "X-Amzn-Trace-Id"); obs.TraceRoot(t) != "" {
 		return t
 	}
 	return ""

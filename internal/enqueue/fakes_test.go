@@ -3,6 +3,7 @@ package enqueue_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -96,6 +97,105 @@ func (w *world) begin(caller, key, fp string, takeOver bool) (idempotency.Result
 	lock := idempotency.Lock{PK: pk, Owner: strings.Repeat("o", w.owners), Fingerprint: fp, LockedUntil: w.now.Add(idempotency.DefaultLockTimeout)}
 	w.requests[pk] = &fakeRequest{fp: fp, owner: lock.Owner, lockedUntil: lock.LockedUntil}
 	return idempotency.Result{Outcome: idempotency.Acquired, Lock: lock}, nil
+}
+
+// Keys plays idempotency.Store.Keys: the world's requests as the
+// engine.Store the Idempotency-Key middleware runs on.
+func (w *world) Keys(string) engine.Store { return worldKeys{w} }
+
+// worldKeys is the world's requests as an engine.Store, with the rules of
+// idempotency.Keys: a lease is a request's lock, a claim its answer.
+type worldKeys struct{ w *world }
+
+// keyedResponse is a response as the middleware keeps it.
+type keyedResponse struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+}
+
+func worldPK(k engine.Key) string {
+	caller, key, _ := strings.Cut(k.JobID, "\x00")
+	return idempotency.PK(caller, key)
+}
+
+// record is the engine's view of request r.
+func (r *fakeRequest) record(k engine.Key) engine.Record {
+	if r.resp == nil {
+		return engine.Record{Key: k, State: engine.StateLeased, Owner: r.owner, LeaseUntil: r.lockedUntil, Fingerprint: r.fp}
+	}
+	kr := keyedResponse{Status: r.resp.Status, Body: []byte(r.resp.Body), Header: map[string][]string{}}
+	for h, v := range r.resp.Headers {
+		kr.Header[h] = []string{v}
+	}
+	b, _ := json.Marshal(kr)
+	return engine.Record{Key: k, State: engine.StateDone, Owner: r.owner, Fingerprint: r.fp, Result: b}
+}
+
+func (s worldKeys) PeekBatch(_ context.Context, keys []engine.Key) (map[engine.Key]engine.Record, error) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	out := map[engine.Key]engine.Record{}
+	for _, k := range keys {
+		if r, ok := s.w.requests[worldPK(k)]; ok {
+			out[k] = r.record(k)
+		}
+	}
+	return out, nil
+}
+
+func (s worldKeys) Lease(ctx context.Context, k engine.Key, m engine.Mark) (engine.Record, error) {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.beginJob = engine.TracedJobAttributes(ctx)
+	pk := worldPK(k)
+	if r, ok := w.requests[pk]; ok && r.owner != m.Owner {
+		switch {
+		case r.resp != nil:
+			return r.record(k), engine.ErrProcessed
+		case r.lockedUntil.After(w.now) || (m.Fingerprint != "" && r.fp != m.Fingerprint):
+			return r.record(k), engine.ErrLeaseHeld
+		}
+	}
+	w.requests[pk] = &fakeRequest{fp: m.Fingerprint, owner: m.Owner, lockedUntil: m.Until}
+	return w.requests[pk].record(k), nil
+}
+
+func (s worldKeys) Claim(_ context.Context, k engine.Key, m engine.Mark) (bool, error) {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.requests[worldPK(k)]
+	switch {
+	case ok && r.resp != nil:
+		return r.owner == m.Owner, nil
+	case ok && r.owner != m.Owner:
+		return false, engine.ErrLeaseLost
+	}
+	var kr keyedResponse
+	if err := json.Unmarshal(m.Result, &kr); err != nil {
+		return false, err
+	}
+	resp := idempotency.Response{Status: kr.Status, Body: string(kr.Body), Headers: map[string]string{}}
+	for h, v := range kr.Header {
+		resp.Headers[h] = strings.Join(v, ",")
+	}
+	w.requests[worldPK(k)] = &fakeRequest{fp: m.Fingerprint, owner: m.Owner, resp: &resp}
+	return true, nil
+}
+
+func (s worldKeys) Fail(context.Context, engine.Key, engine.Mark) error {
+	return errors.New("the world's requests never fail")
+}
+
+func (s worldKeys) Release(_ context.Context, k engine.Key, owner string) error {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if r, ok := s.w.requests[worldPK(k)]; ok && r.owner == owner && r.resp == nil {
+		delete(s.w.requests, worldPK(k))
+	}
+	return nil
 }
 
 func (w *world) Complete(_ context.Context, lock idempotency.Lock, resp idempotency.Response, with ...idempotency.Companion) error {

@@ -1,19 +1,26 @@
-// Package enqueue is the HTTP API of runstwice on API Gateway HTTP API
-// (payload v2): POST /v1/jobs/{type} enqueues a job, GET /v1/jobs/{jobId}
-// shows it to its caller, DELETE /v1/jobs/{jobId} cancels it (docs/api.md).
+// Package enqueue is the HTTP API of runstwice: POST /v1/jobs/{type}
+// enqueues a job, GET /v1/jobs/{jobId} shows it to its caller, DELETE
+// /v1/jobs/{jobId} cancels it, GET /v1/jobs lists the caller's jobs, POST
+// /v1/batches and GET /v1/batches/{batchId} make and show a batch
+// (docs/api.md). Handler is a net/http handler on Go's ServeMux patterns;
+// on Lambda, behind API Gateway's HTTP API (payload v2), Handle serves it
+// through internal/apigw.
 //
-// The files: routes.go matches the routes, caller.go says who is calling,
-// body.go decodes and checks a POST body, enqueue.go is the enqueue flow,
-// job.go serves GET and DELETE, problem.go renders every error as
+// The files: routes.go routes, caller.go says who is calling, body.go
+// decodes and checks a POST body, keyed.go runs a POST under the
+// Idempotency-Key middleware, enqueue.go is the enqueue flow, job.go
+// serves GET and DELETE, problem.go renders every error as
 // application/problem+json.
 //
 // A POST goes through two idempotency layers. The request layer
-// (internal/idempotency) replays the first response to a retried request. The
-// enqueue layer (internal/jobs) keeps one job per (caller, type, key) while it
-// is active and applies the DuplicatePolicy after it ended. The order of
-// writes neither loses nor ghosts a job:
+// (engine/idempotencykey's middleware on internal/idempotency's table)
+// replays the first response to a retried request. The enqueue layer
+// (internal/jobs) keeps one job per (caller, type, key) while it is active
+// and applies the DuplicatePolicy after it ended. The order of writes
+// neither loses nor ghosts a job:
 //
-//  1. lock the request (IN_PROGRESS, owner, lockedUntil);
+//  1. lock the request (IN_PROGRESS, owner, lockedUntil: the middleware's
+//     lease);
 //  2. reserve the job: a Pending record and the dedup pointer, in one
 //     conditional transaction;
 //  3. send the message to SQS under the job id derived from (caller,
@@ -21,7 +28,7 @@
 //     a message (15 minutes) gets a one-time EventBridge Scheduler schedule
 //     instead, named by the job id, that sends the same message when due;
 //  4. in one transaction, promote the record to Enqueued/Scheduled and store
-//     the response under the request's key.
+//     the response under the request's key (conditional on the lease).
 //
 // A 202 therefore means the message is in SQS (or in its schedule), and no
 // record says Enqueued or Scheduled for a message that was not handed over.
@@ -36,6 +43,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -46,6 +54,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
+	"github.com/runstwice/runstwice/internal/apigw"
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/jobs"
@@ -55,12 +64,18 @@ import (
 	"github.com/runstwice/runstwice/message"
 )
 
-// Idempotency is the request layer; *idempotency.Store is one.
+// Idempotency is the request layer; *idempotency.Store is one. An HTTP
+// request runs under the Idempotency-Key middleware on Keys, and keeps its
+// answer with Complete under the lock the middleware's lease took; the
+// outbox relay, which enqueues without HTTP, takes its lock with TakeOver.
 type Idempotency interface {
-	Begin(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
-	// TakeOver is Begin for a caller whose requests for one key never run
-	// at once (the outbox relay's): a lock it meets is a dead request's,
-	// taken over at once.
+	// Keys is the table as the engine.Store the middleware runs on: keys
+	// of name are requests (idempotency.KeyOf), kept where Begin and
+	// TakeOver keep them.
+	Keys(name string) engine.Store
+	// TakeOver starts a request of a caller whose requests for one key
+	// never run at once (the outbox relay's): a lock it meets is a dead
+	// request's, taken over at once.
 	TakeOver(ctx context.Context, caller, key, fingerprint string) (idempotency.Result, error)
 	Complete(ctx context.Context, lock idempotency.Lock, resp idempotency.Response, with ...idempotency.Companion) error
 	Release(ctx context.Context, lock idempotency.Lock) error
@@ -147,40 +162,106 @@ func (h *Handler) logger(ctx context.Context) *slog.Logger {
 	return obs.WithRequest(ctx, l)
 }
 
-// Handle serves one API Gateway request. It always returns a response (a
-// problem+json for every error) and a nil error, and never panics on any
-// input: a bug is answered with 500.
-func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, err error) {
-	ctx, endSpan := h.serverSpan(ctx, req)
-	defer func() { endSpan(resp.StatusCode) }() // after the recovery below: a panic's 500 is recorded
+// ServeHTTP serves the API (net/http, Go's ServeMux patterns: Routes). The
+// caller is the requestContext in the request's context (apigw: API
+// Gateway's, or one the local stack or a test set). Every error is a
+// problem+json; no input makes it panic: a bug is answered with 500.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, next, route := route(r)
+	ctx, endSpan := h.serverSpan(r.Context(), r, route)
+	rec := h.serve(next, r.WithContext(ctx), route)
+	endSpan(rec.Status()) // a panic's 500 is recorded
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Status())
+	_, _ = w.Write(rec.Body())
+}
+
+// Handle serves one API Gateway request (payload v2) through ServeHTTP: the
+// Lambda function's handler. It always returns a response and a nil error.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return apigw.Handler(h)(ctx, req)
+}
+
+// call is what every route of a request shares: its log, its correlation
+// id and its caller (once the route has checked it).
+type call struct {
+	h      *Handler
+	log    *slog.Logger
+	corr   string
+	caller string
+}
+
+type callKey struct{}
+
+// callOf is the request's call (a zero one outside ServeHTTP).
+func callOf(ctx context.Context) *call {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c
+	}
+	return &call{h: &Handler{}, log: obs.DefaultLogger()}
+}
+
+// serve runs next for r into a recorder, after the correlation id's check,
+// and logs the request line. A panic is answered with 500 (and no request
+// line).
+func (h *Handler) serve(next http.Handler, r *http.Request, route string) (rec *apigw.Recorder) {
+	ctx := r.Context()
 	log := h.logger(ctx)
-	corr := ""
+	c := &call{h: h, log: log}
 	defer func() {
-		if r := recover(); r != nil {
-			log.Error("enqueue: panic", "panic", fmt.Sprint(r))
-			resp, err = newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(corr), nil
+		if p := recover(); p != nil {
+			log.Error("enqueue: panic", "panic", fmt.Sprint(p))
+			rec = apigw.NewRecorder()
+			newProblem(http.StatusInternalServerError, ProblemInternal, "internal error").response(c.corr).write(rec)
 		}
 	}()
-	corr, p := correlationID(req.Headers)
+	rec = apigw.NewRecorder()
+	corr, p := correlationID(r.Header)
+	c.corr = corr
 	log = log.With(obs.KeyCorrelationID, corr)
-	if trace := jobTraceID(ctx, traceHeader(ctx, req.Headers)); trace != "" {
+	if trace := jobTraceID(ctx, traceHeader(ctx, r.Header)); trace != "" {
 		log = log.With(obs.KeyTraceID, trace)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		log = log.With(obs.KeySpanID, sc.SpanID().String())
 	}
+	c.log = log
+	routed := r.WithContext(context.WithValue(ctx, callKey{}, c))
 	if p == nil {
-		resp = h.serve(ctx, log, req, corr)
+		next.ServeHTTP(rec, routed) // the mux sets routed's path values
 	} else {
-		resp = p.response(corr)
+		p.response(corr).write(rec)
 	}
 	lvl := slog.LevelInfo
-	if resp.StatusCode >= 500 {
+	if rec.Status() >= 500 {
 		lvl = slog.LevelWarn
 	}
-	attrs := []any{"method", req.RequestContext.HTTP.Method, "path", req.RawPath, "status", resp.StatusCode}
-	log.Log(ctx, lvl, "enqueue: request", append(attrs, requestAttrs(req, resp)...)...)
-	return resp, nil
+	attrs := []any{"method", r.Method, "path", r.URL.EscapedPath(), "status", rec.Status()}
+	log.Log(ctx, lvl, "enqueue: request", append(attrs, requestAttrs(routed, route, rec)...)...)
+	return rec
+}
+
+// endpoint is a route of the API: its caller is checked (401 without one,
+// 403 for a federated user the stack does not accept) before fn serves it;
+// a problem fn returns is its answer.
+func endpoint(fn func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) *Problem) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := callOf(r.Context())
+		h := c.h
+		rc, _ := apigw.RequestContext(r.Context())
+		caller, kind, ok := Principal(rc)
+		if !ok {
+			newProblem(http.StatusUnauthorized, ProblemUnauthenticated, "the request carries no authenticated caller").response(c.corr).write(w)
+			return
+		}
+		if kind == PrincipalFederatedUser && !h.AllowFederatedUsers {
+			federatedRefused(c.corr).write(w)
+			return
+		}
+		if p := fn(h, w, r, &call{h: h, log: c.log.With("caller", caller), corr: c.corr, caller: caller}); p != nil {
+			p.response(c.corr).write(w)
+		}
+	})
 }
 
 // requestAttrs are what the request line says about the job and a refusal,
@@ -189,16 +270,16 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // derived from the caller and the Idempotency-Key for POST), and for a
 // problem its type (without ProblemTypePrefix), its detail as the reason,
 // the state that refused it and the existing job of a duplicate.
-func requestAttrs(req events.APIGatewayV2HTTPRequest, resp events.APIGatewayV2HTTPResponse) []any {
+func requestAttrs(r *http.Request, route string, rec *apigw.Recorder) []any {
 	var attrs []any
-	if id := requestJobID(req); id != "" {
+	if id := requestJobID(r, route); id != "" {
 		attrs = append(attrs, obs.KeyJobID, id, obs.KeyMessageID, id)
 	}
-	if resp.Headers[HeaderContentType] != ContentTypeProblem {
+	if rec.Header().Get(HeaderContentType) != ContentTypeProblem {
 		return attrs
 	}
 	var p Problem
-	if json.Unmarshal([]byte(resp.Body), &p) != nil {
+	if json.Unmarshal(rec.Body(), &p) != nil {
 		return attrs
 	}
 	attrs = append(attrs, "problem", strings.TrimPrefix(p.Type, ProblemTypePrefix), obs.KeyReason, p.Detail)
@@ -213,35 +294,29 @@ func requestAttrs(req events.APIGatewayV2HTTPRequest, resp events.APIGatewayV2HT
 
 // requestJobID is the id of the job a request is about, "" when it names
 // none (an unknown route, no caller, no valid Idempotency-Key, a path id
-// that is not a job id).
-func requestJobID(req events.APIGatewayV2HTTPRequest) string {
-	rt, ok := matchRoute(req)
-	if !ok || rt.method == "" {
-		return ""
-	}
-	if rt.method == methodList || rt.method == methodBatchPost || rt.method == methodBatchGet {
-		return ""
-	}
-	if rt.method != http.MethodPost {
-		if isJobID(rt.param) {
-			return rt.param
+// that is not a job id). r is the request the mux routed to route.
+func requestJobID(r *http.Request, route string) string {
+	switch route {
+	case routeGetJob, routeCancelJob:
+		if id := apigw.PathValue(r, "jobId"); isJobID(id) {
+			return id
 		}
-		return ""
+	case routePostJob:
+		rc, _ := apigw.RequestContext(r.Context())
+		caller, ok := Caller(rc)
+		key, err := contract.ParseKey(headerValue(r.Header, HeaderIdempotencyKey))
+		if ok && err == nil {
+			return message.DeriveMessageID(caller, key)
+		}
 	}
-	caller, ok := Caller(req.RequestContext)
-	raw, _ := header(req.Headers, HeaderIdempotencyKey)
-	key, err := contract.ParseKey(raw)
-	if !ok || err != nil {
-		return ""
-	}
-	return message.DeriveMessageID(caller, key)
+	return ""
 }
 
 // correlationID returns the request's X-Correlation-Id, or a new one when it
 // has none; an invalid one is a 400.
-func correlationID(h map[string]string) (string, *Problem) {
-	v, ok := header(h, HeaderCorrelationID)
-	if !ok || v == "" {
+func correlationID(h http.Header) (string, *Problem) {
+	v := headerValue(h, HeaderCorrelationID)
+	if v == "" {
 		return uuid.NewString(), nil
 	}
 	if !message.ValidCorrelationID(v) {
@@ -253,48 +328,7 @@ func correlationID(h map[string]string) (string, *Problem) {
 	return v, nil
 }
 
-func (h *Handler) serve(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, corr string) events.APIGatewayV2HTTPResponse {
-	rt, ok := matchRoute(req)
-	if !ok {
-		return newProblem(http.StatusNotFound, ProblemNotFound, "no such route; the API has "+routesList).response(corr)
-	}
-	if rt.method == "" {
-		p := newProblem(http.StatusMethodNotAllowed, ProblemMethod, "this path takes "+rt.allow+"; the API has "+routesList)
-		p.headers = map[string]string{"Allow": rt.allow}
-		return p.response(corr)
-	}
-	caller, kind, ok := Principal(req.RequestContext)
-	if !ok {
-		return newProblem(http.StatusUnauthorized, ProblemUnauthenticated, "the request carries no authenticated caller").response(corr)
-	}
-	log = log.With("caller", caller)
-	if kind == PrincipalFederatedUser && !h.AllowFederatedUsers {
-		return federatedRefused(corr)
-	}
-	switch rt.method {
-	case methodBatchPost:
-		resp, p := h.postBatch(ctx, log, req, caller, corr)
-		if p != nil {
-			return p.response(corr)
-		}
-		return resp
-	case methodBatchGet:
-		return h.getBatch(ctx, log, caller, rt.param, corr)
-	case methodList:
-		return h.list(ctx, log, caller, req.QueryStringParameters, corr)
-	case http.MethodGet:
-		return h.get(ctx, log, caller, rt.param, corr)
-	case http.MethodDelete:
-		return h.cancel(ctx, log, caller, rt.param, corr)
-	}
-	resp, p := h.post(ctx, log, req, caller, rt.param, corr)
-	if p != nil {
-		return p.response(corr)
-	}
-	return resp
-}
-
-func unavailable(corr string) events.APIGatewayV2HTTPResponse {
+func unavailable(corr string) reply {
 	p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "a backing service failed; retry (a POST with the same Idempotency-Key)")
 	p.retryAfter = time.Second
 	return p.response(corr)

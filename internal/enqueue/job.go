@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
 	"github.com/runstwice/runstwice/message"
@@ -18,18 +16,18 @@ import (
 func isJobID(s string) bool { return message.CanonicalUUID(s) }
 
 // checkJobID refuses a path id that is not a job id.
-func checkJobID(jobID, corr string) (events.APIGatewayV2HTTPResponse, bool) {
+func checkJobID(jobID, corr string) (reply, bool) {
 	if !isJobID(jobID) {
 		p := newProblem(http.StatusBadRequest, ProblemValidation,
 			"the path's jobId must be a lower-case canonical UUID, as POST returned it (e.g. /v1/jobs/6f0c1c8e-3a4b-5d2e-9f10-2b7a1e5c4d33)")
 		p.Errors = []message.FieldError{{Field: "path jobId", Reason: "must be a lower-case canonical UUID"}}
 		return p.response(corr), false
 	}
-	return events.APIGatewayV2HTTPResponse{}, true
+	return reply{}, true
 }
 
-func jobJSON(status int, job jobs.Job, corr string) events.APIGatewayV2HTTPResponse {
-	return events.APIGatewayV2HTTPResponse{
+func jobJSON(status int, job jobs.Job, corr string) reply {
+	return reply{
 		StatusCode: status,
 		Headers:    map[string]string{HeaderContentType: ContentTypeJSON, HeaderCorrelationID: corr, "Cache-Control": "no-store"},
 		Body:       mustJSON(job),
@@ -38,7 +36,7 @@ func jobJSON(status int, job jobs.Job, corr string) events.APIGatewayV2HTTPRespo
 
 // get serves GET /v1/jobs/{jobId}: the job to its own caller, 404 to anyone
 // else.
-func (h *Handler) get(ctx context.Context, log *slog.Logger, caller, jobID, corr string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) get(ctx context.Context, log *slog.Logger, caller, jobID, corr string) reply {
 	if resp, ok := checkJobID(jobID, corr); !ok {
 		return resp
 	}
@@ -56,7 +54,7 @@ func (h *Handler) get(ctx context.Context, log *slog.Logger, caller, jobID, corr
 // cancel serves DELETE /v1/jobs/{jobId}: 202 with the job Cancelled (also
 // when it already was), 409 with its state when it already ran (or is
 // running), 404 for another caller's job or none.
-func (h *Handler) cancel(ctx context.Context, log *slog.Logger, caller, jobID, corr string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) cancel(ctx context.Context, log *slog.Logger, caller, jobID, corr string) reply {
 	if resp, ok := checkJobID(jobID, corr); !ok {
 		return resp
 	}

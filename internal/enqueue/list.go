@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/jobs"
 	"github.com/runstwice/runstwice/internal/obs"
@@ -31,7 +29,7 @@ type jobList struct {
 // by state and type, a page of limit (1-100, 25) at a time. A bad filter is
 // a 400 naming it; another caller's jobs never appear, and a cursor of
 // another caller's list is refused.
-func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, params map[string]string, corr string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, params map[string]string, corr string) reply {
 	q := jobs.ListQuery{Caller: caller}
 	var bad []message.FieldError
 	for name := range params {
@@ -87,7 +85,7 @@ func (h *Handler) list(ctx context.Context, log *slog.Logger, caller string, par
 	if page.Jobs == nil {
 		page.Jobs = []jobs.Job{}
 	}
-	return events.APIGatewayV2HTTPResponse{
+	return reply{
 		StatusCode: http.StatusOK,
 		Headers:    map[string]string{HeaderContentType: ContentTypeJSON, HeaderCorrelationID: corr, "Cache-Control": "no-store"},
 		Body:       mustJSON(jobList{Jobs: page.Jobs, Next: page.Next}),

@@ -2,12 +2,12 @@ package enqueue
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/runstwice/runstwice/message"
 )
 
@@ -26,6 +26,23 @@ const (
 	HeaderLocation       = "Location"
 	HeaderContentType    = "Content-Type"
 )
+
+// reply is a response of the API: its status, its headers (one value each)
+// and its body.
+type reply struct {
+	StatusCode int
+	Headers    map[string]string
+	Body       string
+}
+
+// write sends r to w.
+func (r reply) write(w http.ResponseWriter) {
+	for k, v := range r.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(r.StatusCode)
+	_, _ = io.WriteString(w, r.Body)
+}
 
 // ProblemTypePrefix prefixes every problem type URI.
 const ProblemTypePrefix = "urn:runstwice:problem:"
@@ -79,7 +96,7 @@ func newProblem(status int, kind, detail string) *Problem {
 }
 
 // response renders p with the request's correlation id.
-func (p *Problem) response(correlationID string) events.APIGatewayV2HTTPResponse {
+func (p *Problem) response(correlationID string) reply {
 	if p.CorrelationID == "" {
 		p.CorrelationID = correlationID
 	}
@@ -93,7 +110,7 @@ func (p *Problem) response(correlationID string) events.APIGatewayV2HTTPResponse
 	for k, v := range p.headers {
 		h[k] = v
 	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: p.Status, Headers: h, Body: mustJSON(p)}
+	return reply{StatusCode: p.Status, Headers: h, Body: mustJSON(p)}
 }
 
 // retryAfter renders d as whole seconds, at least 1.
@@ -119,6 +136,6 @@ const federatedRefusedDetail = "the caller is an AWS STS federated user (arn:aws
 
 // federatedRefused is the answer to a federated user on a stack that does
 // not allow them (Handler.AllowFederatedUsers).
-func federatedRefused(corr string) events.APIGatewayV2HTTPResponse {
+func federatedRefused(corr string) reply {
 	return newProblem(http.StatusForbidden, ProblemCallerRefused, federatedRefusedDetail).response(corr)
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runstwice/runstwice/internal/contract"
 	"github.com/runstwice/runstwice/internal/idempotency"
 	"github.com/runstwice/runstwice/internal/killpoint"
@@ -99,7 +97,7 @@ func (h *Handler) EnqueueFor(ctx context.Context, r Request) Answer {
 	// relay meets under its caller is a dead relay's, taken over at once
 	// (its retry must not wait out the lock while the event source spends
 	// its retries).
-	resp, p := h.runOnce(ctx, log, h.Idempotency.TakeOver, r.Caller, killpoint.RelayKey(idemKey), fp, corr, func(lock idempotency.Lock) (events.APIGatewayV2HTTPResponse, bool) {
+	resp, p := h.runOnce(ctx, log, r.Caller, killpoint.RelayKey(idemKey), fp, corr, func(lock idempotency.Lock) (reply, bool) {
 		return h.enqueue(ctx, log, lockKeeper{h: h, lock: lock, floor: relayFloor(h.now(), r.RelayableUntil)}, jt, in, r.Caller, idemKey, fp, corr, obs.TraceHeader(ctx))
 	})
 	if p != nil {

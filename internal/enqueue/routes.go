@@ -1,10 +1,11 @@
 package enqueue
 
 import (
-	"net/url"
+	"net/http"
+	"slices"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
+	"github.com/runstwice/runstwice/internal/apigw"
 )
 
 // jobsPrefix is the path every route shares.
@@ -14,93 +15,121 @@ const jobsPrefix = "/v1/jobs/"
 const routesList = "POST /v1/jobs/{type}, GET /v1/jobs, GET /v1/jobs/{jobId}, DELETE /v1/jobs/{jobId}, " +
 	"POST /v1/batches and GET /v1/batches/{batchId}"
 
-// The route.method of the routes that are not one method of /v1/jobs/….
+// The API's routes, as Go's ServeMux patterns and as template.yaml's
+// RouteKeys.
 const (
-	// methodList is GET /v1/jobs, the caller's list.
-	methodList = "LIST"
-	// methodBatchPost is POST /v1/batches, methodBatchGet GET
-	// /v1/batches/{batchId}.
-	methodBatchPost = "BATCH"
-	methodBatchGet  = "BATCHGET"
+	routePostJob   = "POST /v1/jobs/{type}"
+	routeList      = "GET /v1/jobs"
+	routeGetJob    = "GET /v1/jobs/{jobId}"
+	routeCancelJob = "DELETE /v1/jobs/{jobId}"
+	routePostBatch = "POST /v1/batches"
+	routeGetBatch  = "GET /v1/batches/{batchId}"
 )
 
-// route is a matched request route.
-type route struct {
-	// method is POST, GET or DELETE; "" for the right path with another
-	// method, whose allowed methods are in allow.
-	method string
-	allow  string
-	param  string // {type} or {jobId}
+// Routes are the routes the API serves (template.yaml declares the same
+// RouteKeys, and the local gateway routes them).
+func Routes() []string {
+	return []string{routePostJob, routeList, routeGetJob, routeCancelJob, routePostBatch, routeGetBatch}
 }
 
-// matchRoute matches the request against POST /v1/jobs/{type}, GET
-// /v1/jobs (route.method methodList), GET /v1/jobs/{jobId} and DELETE
-// /v1/jobs/{jobId}. ok is false for any other
-// path; route.method is "" for the right path with another method.
-func matchRoute(req events.APIGatewayV2HTTPRequest) (route, bool) {
-	method := strings.ToUpper(req.RequestContext.HTTP.Method)
-	path := req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
-	}
-	if method == "" { // a hand-written event may carry only the route key
-		method, _, _ = strings.Cut(req.RouteKey, " ")
-	}
-	if rt, ok := matchBatchRoute(req, method, path); ok {
-		return rt, true
-	}
-	if list := strings.TrimSuffix(jobsPrefix, "/"); path == list || path == "/"+req.RequestContext.Stage+list {
-		if method != "GET" {
-			return route{allow: "GET"}, true
+// apiMux routes every request of every Handler (the request's call names
+// its Handler).
+var apiMux = newMux()
+
+// newMux is the API's ServeMux: its routes, and for every other method on
+// their paths a 405 naming the methods the path takes (a GET route's path
+// refuses HEAD too), and a 404 for any other path.
+func newMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(routePostJob, endpoint((*Handler).post))
+	mux.Handle(routePostBatch, endpoint((*Handler).postBatch))
+	mux.Handle(routeList, endpoint(func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) *Problem {
+		h.list(r.Context(), c.log, c.caller, queryParams(r), c.corr).write(w)
+		return nil
+	}))
+	mux.Handle(routeGetJob, endpoint(func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) *Problem {
+		h.get(r.Context(), c.log, c.caller, apigw.PathValue(r, "jobId"), c.corr).write(w)
+		return nil
+	}))
+	mux.Handle(routeCancelJob, endpoint(func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) *Problem {
+		h.cancel(r.Context(), c.log, c.caller, apigw.PathValue(r, "jobId"), c.corr).write(w)
+		return nil
+	}))
+	mux.Handle(routeGetBatch, endpoint(func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) *Problem {
+		h.getBatch(r.Context(), c.log, c.caller, apigw.PathValue(r, "batchId"), c.corr).write(w)
+		return nil
+	}))
+	for path, allow := range map[string]string{
+		"/v1/jobs/{jobId}": "DELETE, GET, POST", "/v1/jobs": "GET", "/v1/batches": "POST", "/v1/batches/{batchId}": "GET",
+	} {
+		mux.Handle(path, methodNotAllowed(allow))
+		if strings.Contains(allow, http.MethodGet) {
+			mux.Handle(http.MethodHead+" "+path, methodNotAllowed(allow))
 		}
-		return route{method: methodList}, true
 	}
-	i := strings.Index(path, jobsPrefix)
-	if i < 0 || (i > 0 && path[:i] != "/"+req.RequestContext.Stage) {
-		return route{}, false
-	}
-	seg, err := url.PathUnescape(path[i+len(jobsPrefix):])
-	if err != nil || seg == "" || strings.Contains(seg, "/") {
-		return route{}, false
-	}
-	param := "jobId"
-	switch method {
-	case "POST":
-		param = "type"
-	case "GET", "DELETE":
-	default:
-		return route{allow: "DELETE, GET, POST"}, true
-	}
-	if p := req.PathParameters[param]; p != "" {
-		seg = p
-	}
-	return route{method: method, param: seg}, true
+	mux.Handle("/", http.HandlerFunc(notFound))
+	return mux
 }
 
-// matchBatchRoute matches POST /v1/batches and GET /v1/batches/{batchId}.
-func matchBatchRoute(req events.APIGatewayV2HTTPRequest, method, path string) (route, bool) {
-	if stage := "/" + req.RequestContext.Stage; strings.HasPrefix(path, stage+batchesPath) {
-		path = strings.TrimPrefix(path, stage)
+// queryParams are r's query parameters as API Gateway passes them on: a
+// parameter given more than once is one value, joined with commas.
+func queryParams(r *http.Request) map[string]string {
+	q := r.URL.Query()
+	params := make(map[string]string, len(q))
+	for k, vs := range q {
+		params[k] = strings.Join(vs, ",")
 	}
-	if path == batchesPath {
-		if method != "POST" {
-			return route{allow: "POST"}, true
+	return params
+}
+
+// notFound answers a path the API does not have.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	newProblem(http.StatusNotFound, ProblemNotFound, "no such route; the API has "+routesList).response(callOf(r.Context()).corr).write(w)
+}
+
+// methodNotAllowed answers a path the API has with a method it does not
+// take there.
+func methodNotAllowed(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := newProblem(http.StatusMethodNotAllowed, ProblemMethod, "this path takes "+allow+"; the API has "+routesList)
+		p.headers = map[string]string{"Allow": allow}
+		p.response(callOf(r.Context()).corr).write(w)
+	})
+}
+
+// route returns the request to route (r, or r with its dot segments
+// escaped), its handler and its route (a pattern of Routes, "" for none).
+// A path is routed as it is: one with an empty segment ("//"), an escaped
+// "/" in a segment, or (from API Gateway) an escape that does not decode
+// names no route, and a "." or ".." segment is a segment like any other,
+// never a redirect to the cleaned path (ServeMux's own answer to them).
+func route(r *http.Request) (*http.Request, http.Handler, string) {
+	esc := r.URL.EscapedPath()
+	if apigw.BadPath(r) || strings.Contains(esc, "//") || strings.Count(esc, "/") != strings.Count(r.URL.Path, "/") {
+		return r, http.HandlerFunc(notFound), ""
+	}
+	segs := strings.Split(esc, "/")
+	dots := false
+	for i, s := range segs {
+		if s == "." || s == ".." {
+			segs[i], dots = strings.ReplaceAll(s, ".", "%2E"), true
 		}
-		return route{method: methodBatchPost}, true
 	}
-	rest, ok := strings.CutPrefix(path, batchesPath+"/")
-	if !ok {
-		return route{}, false
+	if dots {
+		u := *r.URL
+		u.RawPath = strings.Join(segs, "/")
+		r = r.Clone(r.Context())
+		r.URL = &u
 	}
-	seg, err := url.PathUnescape(rest)
-	if err != nil || seg == "" || strings.Contains(seg, "/") {
-		return route{}, false
+	if _, pattern := apiMux.Handler(r); slices.Contains(Routes(), pattern) {
+		return r, apiMux, pattern
 	}
-	if method != "GET" {
-		return route{allow: "GET"}, true
-	}
-	if p := req.PathParameters["batchId"]; p != "" {
-		seg = p
-	}
-	return route{method: methodBatchGet, param: seg}, true
+	return r, apiMux, ""
+}
+
+// httpRoute is the route template of a route, as http.route names it ("" for
+// none).
+func httpRoute(route string) string {
+	_, path, _ := strings.Cut(route, " ")
+	return path
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/aws/aws-lambda-go/events"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -20,37 +19,19 @@ import (
 // tracerName is the instrumentation scope of the API's spans.
 const tracerName = "github.com/runstwice/runstwice/internal/enqueue"
 
-// httpRoute is the route template of a matched request, as http.route
-// names it ("" when none matched).
-func httpRoute(req events.APIGatewayV2HTTPRequest) string {
-	r, ok := matchRoute(req)
-	switch {
-	case !ok || r.method == "":
-		return ""
-	case r.method == methodList:
-		return "/v1/jobs"
-	case r.method == methodBatchPost:
-		return batchesPath
-	case r.method == methodBatchGet:
-		return batchesPath + "/{batchId}"
-	case r.method == http.MethodPost:
-		return "/v1/jobs/{type}"
-	}
-	return "/v1/jobs/{jobId}"
-}
-
 // serverSpan starts the request's SERVER span, "<method> <route>"
 // (OpenTelemetry's HTTP conventions), continuing the request's X-Ray trace
 // when it has one (the Lambda invocation's segment, or the header API
 // Gateway passed on; a header with a Root and no Parent makes the span the
 // root of that trace, with a provider whose ids are tracing.IDs) and
-// starting a trace otherwise. end records the
-// status (an Error status for a 5xx). Without a tracer it does nothing.
-func (h *Handler) serverSpan(ctx context.Context, req events.APIGatewayV2HTTPRequest) (context.Context, func(status int)) {
+// starting a trace otherwise. route is the request's route (Routes; ""
+// for none). end records the status (an Error status for a 5xx). Without
+// a tracer it does nothing.
+func (h *Handler) serverSpan(ctx context.Context, r *http.Request, route string) (context.Context, func(status int)) {
 	if h.TracerProvider == nil {
 		return ctx, func(int) {}
 	}
-	header := traceHeader(ctx, req.Headers)
+	header := traceHeader(ctx, r.Header)
 	if sc, ok := engine.ParseXRay(header); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	} else if id, ok := engine.XRayRoot(header); ok {
@@ -58,7 +39,7 @@ func (h *Handler) serverSpan(ctx context.Context, req events.APIGatewayV2HTTPReq
 		// span, so the request's span is the trace's root.
 		ctx = tracing.WithTraceID(ctx, id)
 	}
-	method, route := req.RequestContext.HTTP.Method, httpRoute(req)
+	method, route := r.Method, httpRoute(route)
 	name := method
 	if route != "" {
 		name += " " + route

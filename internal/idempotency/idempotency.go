@@ -17,6 +17,13 @@
 //   - Validation failures never reach the store, and 5xx responses are not
 //     stored: the caller releases the lock, and the key stays usable.
 //   - Records live 24 h (expiresAt); reads check it themselves.
+//
+// The table has two views on the same items. Store's Begin, TakeOver,
+// Complete and Release are the request layer as calls; Keys is the table as
+// an engine.Store (a lease is the IN_PROGRESS record, a claim the COMPLETED
+// one), which engine.Do and so engine/idempotencykey's middleware run on:
+// the API's HTTP requests take their lock through the middleware and keep
+// their answer with Complete, the outbox relay uses TakeOver.
 package idempotency
 
 import (
@@ -45,17 +52,28 @@ const (
 // Fingerprint identifies a request: a SHA-256 over the method, the route (the
 // request path, e.g. /v1/jobs/email.welcome.v1) and the canonical form of
 // the JSON body (object keys sorted, insignificant whitespace removed,
-// numbers kept as written). Two requests with the same fingerprint are the
-// same request. body must be one JSON value.
+// numbers kept as written), in hex. Two requests with the same fingerprint
+// are the same request. body must be one JSON value.
 func Fingerprint(method, route string, body []byte) (string, error) {
-	canon, err := CanonicalJSON(body)
+	in, err := FingerprintInput(method, route, body)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", strings.ToUpper(method), route)
-	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(in)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// FingerprintInput is what Fingerprint hashes: the method, the route and
+// the canonical JSON body. The Idempotency-Key middleware's fingerprint is
+// it (engine.WithFingerprint keeps its SHA-256 in hex, which is
+// Fingerprint), so the records it reads and those Begin wrote agree.
+func FingerprintInput(method, route string, body []byte) ([]byte, error) {
+	canon, err := CanonicalJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	in := fmt.Appendf(nil, "%s\n%s\n", strings.ToUpper(method), route)
+	return append(in, canon...), nil
 }
 
 // CanonicalJSON returns body as canonical JSON: object keys sorted,

@@ -2,7 +2,11 @@
 // Gateway (HTTP API, payload v2) in front of the enqueue function, an event
 // source mapping per worker queue, and a view of the mail going out. The
 // functions themselves run as their real bootstrap binaries under the Lambda
-// Runtime Interface Emulator, behind the Invoker port.
+// Runtime Interface Emulator, behind the Invoker port. The gateway adds only
+// what API Gateway adds: it routes the API's routes, verifies the caller
+// (SigV4, or X-Caller) into the event's requestContext, and passes a trace
+// header; the enqueue function serves the event through its net/http
+// handler, as it does on AWS.
 package devstack
 
 import (
@@ -22,6 +26,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/runstwice/runstwice/internal/enqueue"
 	"github.com/runstwice/runstwice/internal/obs"
 )
 
@@ -68,16 +73,21 @@ type Gateway struct {
 	routes []route
 }
 
-// NewGateway returns the gateway of the runstwice API in front of fn.
+// NewGateway returns the gateway of the runstwice API in front of fn: the
+// routes of the API's handler (enqueue.Routes, which template.yaml
+// declares too), each a method and a path with at most one path parameter,
+// its last segment.
 func NewGateway(fn Invoker) *Gateway {
-	return &Gateway{fn: fn, routes: []route{
-		{http.MethodPost, "/v1/jobs/", "type"},
-		{http.MethodGet, "/v1/jobs", ""},
-		{http.MethodGet, "/v1/jobs/", "jobId"},
-		{http.MethodDelete, "/v1/jobs/", "jobId"},
-		{http.MethodPost, "/v1/batches", ""},
-		{http.MethodGet, "/v1/batches/", "batchId"},
-	}}
+	g := &Gateway{fn: fn}
+	for _, key := range enqueue.Routes() {
+		method, path, _ := strings.Cut(key, " ")
+		rt := route{method: method, prefix: path}
+		if i := strings.IndexByte(path, '{'); i >= 0 {
+			rt.prefix, rt.param = path[:i], strings.Trim(path[i:], "{}")
+		}
+		g.routes = append(g.routes, rt)
+	}
+	return g
 }
 
 func (g *Gateway) match(r *http.Request) (route, string, bool) {

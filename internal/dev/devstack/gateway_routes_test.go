@@ -9,8 +9,9 @@ import (
 )
 
 // The local gateway has the HTTP API's routes, as template.yaml declares
-// them: a route added to the template and not here would answer 404
-// locally.
+// them, and so does the enqueue function's ServeMux (the gateway routes
+// enqueue.Routes): a route added to the template and not to the handler
+// would answer 404 locally.
 func TestGatewayHasTheTemplatesRoutes(t *testing.T) {
 	tmpl := stack.RepoTemplate(t)
 	var want []string
