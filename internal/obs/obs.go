@@ -13,9 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/runstwice/runstwice/engine"
 )
 
 // Log attribute keys shared by every component.
@@ -41,14 +41,9 @@ const (
 )
 
 // NewLogger returns a JSON logger writing to w at the level named by level
-// ("debug", "info", "warn", "error"; info when empty or unknown).
-func NewLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
-}
+// ("debug", "info", "warn", "error"; info when empty or unknown): the
+// engine's (engine.NewLogger).
+func NewLogger(w io.Writer, level string) *slog.Logger { return engine.NewLogger(w, level) }
 
 // DefaultLogger is what functions use: NewLogger(os.Stdout, $LOG_LEVEL) with
 // the function name ($AWS_LAMBDA_FUNCTION_NAME) and the stage ($STAGE) on
