@@ -38,7 +38,11 @@ type DB struct {
 	mu     sync.Mutex
 	items  map[string]item
 	shards map[string]map[string]bool // index sweep: shard → pks
-	writes map[string]*perSecond      // item key or "index:"+shard
+	// writes counts the writes of second sec, by item key or
+	// "index:"+shard: a new second starts it afresh, so it holds the keys
+	// of one second, not of every item ever written.
+	writes map[string]int
+	sec    int64
 	stats  Stats
 }
 
@@ -58,14 +62,9 @@ type Stats struct {
 	Throttled, TooLarge int
 }
 
-type perSecond struct {
-	sec int64
-	n   int
-}
-
 // NewDB returns an empty table.
 func NewDB() *DB {
-	return &DB{items: map[string]item{}, shards: map[string]map[string]bool{}, writes: map[string]*perSecond{}}
+	return &DB{items: map[string]item{}, shards: map[string]map[string]bool{}, writes: map[string]int{}}
 }
 
 // Stats returns what the DB saw so far.
@@ -293,18 +292,20 @@ func (d *DB) preparePut(p *types.Put) (write, bool, error) {
 // apply checks ws against the limits (all refused if one is) and writes
 // them.
 func (d *DB) apply(ws ...write) error {
-	sec := time.Now().Unix()
+	if sec := time.Now().Unix(); sec != d.sec {
+		d.sec, d.writes = sec, map[string]int{}
+	}
 	for _, w := range ws {
 		if size := ItemSize(w.new); size > MaxItemSize {
 			d.stats.TooLarge++
 			return &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size"}
 		}
-		if d.count(w.pk, sec) >= MaxWritesPerSecond {
+		if d.writes[w.pk] >= MaxWritesPerSecond {
 			d.stats.Throttled++
 			return throttled(w.pk)
 		}
 		for _, shard := range indexChange(w.old, w.new) {
-			if d.count("index:"+shard, sec) >= MaxWritesPerSecond {
+			if d.writes["index:"+shard] >= MaxWritesPerSecond {
 				d.stats.Throttled++
 				return throttled("index sweep " + shard)
 			}
@@ -312,10 +313,10 @@ func (d *DB) apply(ws ...write) error {
 	}
 	for _, w := range ws {
 		d.stats.Writes++
-		d.bump(w.pk, sec, &d.stats.MostItemWrites, &d.stats.MostItemKey)
+		d.bump(w.pk, &d.stats.MostItemWrites, &d.stats.MostItemKey)
 		for _, shard := range indexChange(w.old, w.new) {
 			var k string
-			d.bump("index:"+shard, sec, &d.stats.MostIndexWrites, &k)
+			d.bump("index:"+shard, &d.stats.MostIndexWrites, &k)
 		}
 		if size := ItemSize(w.new); size > d.stats.LargestItem {
 			d.stats.LargestItem, d.stats.LargestKey = size, w.pk
@@ -333,25 +334,10 @@ func throttled(what string) error {
 	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Throughput exceeds the current capacity for one partition key: " + what}
 }
 
-func (d *DB) count(key string, sec int64) int {
-	if c, ok := d.writes[key]; ok && c.sec == sec {
-		return c.n
-	}
-	return 0
-}
-
-func (d *DB) bump(key string, sec int64, most *int, mostKey *string) {
-	c, ok := d.writes[key]
-	if !ok {
-		c = &perSecond{}
-		d.writes[key] = c
-	}
-	if c.sec != sec {
-		c.sec, c.n = sec, 0
-	}
-	c.n++
-	if c.n > *most {
-		*most, *mostKey = c.n, key
+func (d *DB) bump(key string, most *int, mostKey *string) {
+	d.writes[key]++
+	if n := d.writes[key]; n > *most {
+		*most, *mostKey = n, key
 	}
 }
 
