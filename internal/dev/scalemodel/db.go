@@ -74,6 +74,23 @@ func (d *DB) Stats() Stats {
 	return d.stats
 }
 
+// Count is how many items the table holds under keys with one of
+// prefixes.
+func (d *DB) Count(prefixes ...string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for pk := range d.items {
+		for _, p := range prefixes {
+			if strings.HasPrefix(pk, p) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // Item returns a copy of the item under pk (nil: none).
 func (d *DB) Item(pk string) map[string]types.AttributeValue {
 	d.mu.Lock()
