@@ -74,6 +74,13 @@ func (d *DB) Stats() Stats {
 	return d.stats
 }
 
+// Len is how many items the table holds.
+func (d *DB) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items)
+}
+
 // Count is how many items the table holds under keys with one of
 // prefixes.
 func (d *DB) Count(prefixes ...string) int {

@@ -50,6 +50,8 @@ type Config struct {
 	// Latency is what each DynamoDB call takes.
 	Latency time.Duration
 	Seed    uint64
+	// Logf, when set, is told every virtual minute how far the run is.
+	Logf func(format string, args ...any)
 }
 
 // Result is what a run did.
@@ -76,7 +78,10 @@ type Result struct {
 	// drops every pair's once checked (as their TTLs would, days later), so
 	// its memory holds what still waits, and none at the end.
 	Held int
-	DB   Stats
+	// PeakMemory is the most memory the process held from the OS, sampled
+	// every virtual minute.
+	PeakMemory uint64
+	DB         Stats
 }
 
 // end is how a parent ends.
@@ -141,6 +146,7 @@ func Run(cfg Config) (Result, error) {
 	wg.Go(func() { w.enqueue(start.Add(cfg.Load)) })
 	wg.Go(func() { w.ends(stop) })
 	wg.Go(func() { w.sweeps(stop) })
+	wg.Go(func() { w.progress(stop) })
 	wg.Wait()
 	return w.result(), nil
 }
