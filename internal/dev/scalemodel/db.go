@@ -3,7 +3,6 @@ package scalemodel
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +37,11 @@ type DB struct {
 	mu     sync.Mutex
 	items  map[string]item
 	shards map[string]map[string]bool // index sweep: shard → pks
-	writes map[string]*perSecond      // item key or "index:"+shard
+	// writes counts the writes of second sec, by item key or
+	// "index:"+shard: a new second starts it afresh, so it holds the keys
+	// of one second, not of every item ever written.
+	writes map[string]int
+	sec    int64
 	stats  Stats
 }
 
@@ -58,14 +61,9 @@ type Stats struct {
 	Throttled, TooLarge int
 }
 
-type perSecond struct {
-	sec int64
-	n   int
-}
-
 // NewDB returns an empty table.
 func NewDB() *DB {
-	return &DB{items: map[string]item{}, shards: map[string]map[string]bool{}, writes: map[string]*perSecond{}}
+	return &DB{items: map[string]item{}, shards: map[string]map[string]bool{}, writes: map[string]int{}}
 }
 
 // Stats returns what the DB saw so far.
@@ -73,6 +71,30 @@ func (d *DB) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats
+}
+
+// Len is how many items the table holds.
+func (d *DB) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items)
+}
+
+// Count is how many items the table holds under keys with one of
+// prefixes.
+func (d *DB) Count(prefixes ...string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for pk := range d.items {
+		for _, p := range prefixes {
+			if strings.HasPrefix(pk, p) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // Item returns a copy of the item under pk (nil: none).
@@ -293,18 +315,20 @@ func (d *DB) preparePut(p *types.Put) (write, bool, error) {
 // apply checks ws against the limits (all refused if one is) and writes
 // them.
 func (d *DB) apply(ws ...write) error {
-	sec := time.Now().Unix()
+	if sec := time.Now().Unix(); sec != d.sec {
+		d.sec, d.writes = sec, map[string]int{}
+	}
 	for _, w := range ws {
 		if size := ItemSize(w.new); size > MaxItemSize {
 			d.stats.TooLarge++
 			return &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size"}
 		}
-		if d.count(w.pk, sec) >= MaxWritesPerSecond {
+		if d.writes[w.pk] >= MaxWritesPerSecond {
 			d.stats.Throttled++
 			return throttled(w.pk)
 		}
 		for _, shard := range indexChange(w.old, w.new) {
-			if d.count("index:"+shard, sec) >= MaxWritesPerSecond {
+			if d.writes["index:"+shard] >= MaxWritesPerSecond {
 				d.stats.Throttled++
 				return throttled("index sweep " + shard)
 			}
@@ -312,10 +336,10 @@ func (d *DB) apply(ws ...write) error {
 	}
 	for _, w := range ws {
 		d.stats.Writes++
-		d.bump(w.pk, sec, &d.stats.MostItemWrites, &d.stats.MostItemKey)
+		d.bump(w.pk, &d.stats.MostItemWrites, &d.stats.MostItemKey)
 		for _, shard := range indexChange(w.old, w.new) {
 			var k string
-			d.bump("index:"+shard, sec, &d.stats.MostIndexWrites, &k)
+			d.bump("index:"+shard, &d.stats.MostIndexWrites, &k)
 		}
 		if size := ItemSize(w.new); size > d.stats.LargestItem {
 			d.stats.LargestItem, d.stats.LargestKey = size, w.pk
@@ -333,112 +357,9 @@ func throttled(what string) error {
 	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Throughput exceeds the current capacity for one partition key: " + what}
 }
 
-func (d *DB) count(key string, sec int64) int {
-	if c, ok := d.writes[key]; ok && c.sec == sec {
-		return c.n
+func (d *DB) bump(key string, most *int, mostKey *string) {
+	d.writes[key]++
+	if n := d.writes[key]; n > *most {
+		*most, *mostKey = n, key
 	}
-	return 0
-}
-
-func (d *DB) bump(key string, sec int64, most *int, mostKey *string) {
-	c, ok := d.writes[key]
-	if !ok {
-		c = &perSecond{}
-		d.writes[key] = c
-	}
-	if c.sec != sec {
-		c.sec, c.n = sec, 0
-	}
-	c.n++
-	if c.n > *most {
-		*most, *mostKey = c.n, key
-	}
-}
-
-// sweepOf is an item's partition key of the index sweep ("" for none).
-func sweepOf(it item) string {
-	if s, ok := it[jobs.AttrSweep].(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
-}
-
-// indexChange is the partition keys of the index a write changes.
-func indexChange(old, new item) []string {
-	a, b := sweepOf(old), sweepOf(new)
-	switch {
-	case a == b:
-		return nil
-	case a == "":
-		return []string{b}
-	case b == "":
-		return []string{a}
-	}
-	return []string{a, b}
-}
-
-// index keeps the index sweep of pk as the write old → new leaves it.
-func (d *DB) index(pk string, old, new item) {
-	if a := sweepOf(old); a != "" {
-		delete(d.shards[a], pk)
-	}
-	if b := sweepOf(new); b != "" {
-		if d.shards[b] == nil {
-			d.shards[b] = map[string]bool{}
-		}
-		d.shards[b][pk] = true
-	}
-}
-
-// Query pages the index sweep: the key condition names one shard (and may
-// bound pk from above), the start key is exclusive.
-func (d *DB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	d.call()
-	if aws.ToString(in.IndexName) != "sweep" {
-		return nil, validation(fmt.Errorf("the model simulates the index sweep alone, not %q", aws.ToString(in.IndexName)))
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var shard string
-	for _, v := range in.ExpressionAttributeValues {
-		if s, ok := v.(*types.AttributeValueMemberS); ok && d.shards[s.Value] != nil {
-			shard = s.Value
-		}
-	}
-	pks := slices.Sorted(func(yield func(string) bool) {
-		for pk := range d.shards[shard] {
-			if !yield(pk) {
-				return
-			}
-		}
-	})
-	if start, ok := in.ExclusiveStartKey[jobs.AttrPK].(*types.AttributeValueMemberS); ok {
-		i, found := slices.BinarySearch(pks, start.Value)
-		if found {
-			i++
-		}
-		pks = pks[i:]
-	}
-	out := &dynamodb.QueryOutput{}
-	limit := int(aws.ToInt32(in.Limit))
-	e := env{in.ExpressionAttributeNames, in.ExpressionAttributeValues}
-	for i, pk := range pks {
-		keys := item{jobs.AttrPK: &types.AttributeValueMemberS{Value: pk}, jobs.AttrSweep: &types.AttributeValueMemberS{Value: shard}}
-		ok, err := condition(aws.ToString(in.KeyConditionExpression), e, keys)
-		if err != nil {
-			return nil, validation(err)
-		}
-		if !ok {
-			if strings.Contains(aws.ToString(in.KeyConditionExpression), "<=") {
-				break // past the upper bound: the rest is too
-			}
-			continue
-		}
-		out.Items = append(out.Items, keys)
-		if limit > 0 && len(out.Items) == limit && i+1 < len(pks) {
-			out.LastEvaluatedKey = keys
-			break
-		}
-	}
-	return out, nil
 }

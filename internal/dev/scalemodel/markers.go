@@ -78,6 +78,13 @@ func (s *Markers) Settle(k engine.Key, state engine.State) {
 	s.m[k] = engine.Record{Key: k, State: state, Owner: "worker", ProcessedAt: time.Now(), ExpiresAt: time.Now().Add(30 * 24 * time.Hour)}
 }
 
+// Len is how many markers the table holds.
+func (s *Markers) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
 // Drop deletes the markers of keys (the model's checked chains).
 func (s *Markers) Drop(keys ...engine.Key) {
 	s.mu.Lock()

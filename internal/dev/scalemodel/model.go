@@ -50,6 +50,8 @@ type Config struct {
 	// Latency is what each DynamoDB call takes.
 	Latency time.Duration
 	Seed    uint64
+	// Logf, when set, is told every virtual minute how far the run is.
+	Logf func(format string, args ...any)
 }
 
 // Result is what a run did.
@@ -72,7 +74,14 @@ type Result struct {
 	// one of them).
 	Refused int
 	Error   string
-	DB      Stats
+	// Held counts the jobs' items and markers left at the end: the model
+	// drops every pair's once checked (as their TTLs would, days later), so
+	// its memory holds what still waits, and none at the end.
+	Held int
+	// PeakMemory is the most memory the process held from the OS, sampled
+	// every virtual minute.
+	PeakMemory uint64
+	DB         Stats
 }
 
 // end is how a parent ends.
@@ -84,13 +93,21 @@ const (
 	expired            // its record expires without a marker
 )
 
-// link is a parent and its continuation.
+// jobType is the type of every job of the model.
+const jobType = "email.welcome.v1"
+
+// link is a parent and its continuation: their ids and the natural key
+// both carry (after "p-" and "c-"), all the model needs to end the parent
+// and drop the pair's items once checked, not the jobs themselves.
 type link struct {
-	parent, child jobs.Job
-	how           end
-	endedAt       time.Time
-	counted       bool
+	parent, child, key string
+	how                end
+	endedAt            time.Time
+	counted            bool
 }
+
+// parentMarker is the marker key of l's parent.
+func (l *link) parentMarker() engine.Key { return engine.Key{Type: jobType, JobID: l.parent} }
 
 // world is one run.
 type world struct {
@@ -129,6 +146,7 @@ func Run(cfg Config) (Result, error) {
 	wg.Go(func() { w.enqueue(start.Add(cfg.Load)) })
 	wg.Go(func() { w.ends(stop) })
 	wg.Go(func() { w.sweeps(stop) })
+	wg.Go(func() { w.progress(stop) })
 	wg.Wait()
 	return w.result(), nil
 }
@@ -160,7 +178,7 @@ func (w *world) link() {
 	ctx := context.Background()
 	now := time.Now()
 	job := func(key string) jobs.Job {
-		return jobs.Job{ID: message.NewMessageID(), Caller: "c", Type: "email.welcome.v1", Key: key, Queue: string(contract.QueueDefault),
+		return jobs.Job{ID: message.NewMessageID(), Caller: "c", Type: jobType, Key: key, Queue: string(contract.QueueDefault),
 			CorrelationID: "c-" + key, Message: `{"v":1}`, CreatedAt: now, RunAt: now}
 	}
 	key := message.NewMessageID()
@@ -179,7 +197,7 @@ func (w *world) link() {
 		w.refused(err)
 		return
 	}
-	l := &link{parent: d.Job, child: cd.Job, how: claimed}
+	l := &link{parent: d.Job.ID, child: cd.Job.ID, key: key, how: claimed}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch u := w.rng.Float64(); {
@@ -190,7 +208,7 @@ func (w *world) link() {
 	}
 	// From the next slot on: the ends loop may be past this one already.
 	at := time.Now().Add(100*time.Millisecond + time.Duration(w.rng.Float64()*2*float64(w.cfg.Wait)))
-	w.byChild[c.ID] = l
+	w.byChild[l.child] = l
 	w.due[slot(at)] = append(w.due[slot(at)], l)
 	w.res.Continuations++
 	w.waiting++
@@ -223,14 +241,14 @@ func (w *world) ends(stop time.Time) {
 			l.endedAt = now
 			switch l.how {
 			case expired:
-				w.db.Drop(jobs.JobPK(l.parent.ID))
+				w.db.Drop(jobs.JobPK(l.parent))
 			default:
-				w.markers.Settle(l.parent.MarkerKey(), engine.StateDone)
+				w.markers.Settle(l.parentMarker(), engine.StateDone)
 			}
 			if l.how == claimed {
 				ev.Records = append(ev.Records, events.DynamoDBEventRecord{EventName: "MODIFY", EventSource: "aws:dynamodb",
-					Change: events.DynamoDBStreamRecord{SequenceNumber: l.parent.ID, NewImage: map[string]events.DynamoDBAttributeValue{
-						"state": events.NewStringAttribute(string(engine.StateDone)), dynamostore.AttrMessageKey: events.NewStringAttribute(l.parent.ID)}}})
+					Change: events.DynamoDBStreamRecord{SequenceNumber: l.parent, NewImage: map[string]events.DynamoDBAttributeValue{
+						"state": events.NewStringAttribute(string(engine.StateDone)), dynamostore.AttrMessageKey: events.NewStringAttribute(l.parent)}}})
 			}
 			if len(ev.Records) == 100 {
 				wg.Go(w.handle(ev))
@@ -337,16 +355,16 @@ func (w *world) drop() {
 	}
 	w.mu.Unlock()
 	for _, l := range done {
-		pk := jobs.ContinuationsOfPK(l.parent.ID)
+		pk := jobs.ContinuationsOfPK(l.parent)
 		if sweepOf(w.db.Item(pk)) != "" {
 			continue
 		}
-		w.db.Drop(pk, jobs.JobPK(l.parent.ID), jobs.JobPK(l.child.ID), jobs.DedupPK("c", l.parent.Type, l.parent.Key),
-			jobs.DedupPK("c", l.child.Type, l.child.Key))
-		w.markers.Drop(l.parent.MarkerKey())
+		w.db.Drop(pk, jobs.JobPK(l.parent), jobs.JobPK(l.child), jobs.DedupPK("c", jobType, "p-"+l.key),
+			jobs.DedupPK("c", jobType, "c-"+l.key))
+		w.markers.Drop(l.parentMarker())
 		w.mu.Lock()
-		delete(w.byChild, l.child.ID)
-		delete(w.decidedAt, l.child.ID)
+		delete(w.byChild, l.child)
+		delete(w.decidedAt, l.child)
 		w.mu.Unlock()
 	}
 }
@@ -362,14 +380,14 @@ func (w *world) check(l *link, at time.Time) {
 	if l.how != claimed {
 		w.res.LongestSweepWait = max(w.res.LongestSweepWait, wait)
 	}
-	switch n := w.sends[l.child.ID]; {
+	switch n := w.sends[l.child]; {
 	case n > 0:
 		w.res.Sent++
 		w.res.Duplicates += n - 1
 	default:
 		w.res.Cancelled++
 	}
-	delete(w.sends, l.child.ID)
+	delete(w.sends, l.child)
 }
 
 func (w *world) result() Result {
@@ -382,5 +400,6 @@ func (w *world) result() Result {
 		}
 	}
 	w.res.DB = w.db.Stats()
+	w.res.Held = w.db.Count(jobs.JobPK(""), jobs.ContinuationsOfPK(""), jobs.DedupPK("c", jobType, "")) + w.markers.Len()
 	return w.res
 }
