@@ -2,117 +2,33 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 )
 
 // notifier is a fake notification service: it keeps every confirmation
 // POSTed to it, with its Idempotency-Key, and answers 202, or the status
-// failing names for an order id.
-type notifier struct {
-	*httptest.Server
-	mu      sync.Mutex
-	failing map[string]int
-	posts   []sent
-	ok      []bool // whether the service accepted each POST
-}
+// Fail names for an order id. Its Effects are an order's confirmations.
+type notifier = exampletest.Receiver[confirmation]
 
 // sent is one POST the notification service got: its Idempotency-Key
 // and its body as written.
-type sent struct {
-	Key  string
-	Body string
-}
+type sent = exampletest.Sent
 
 func newNotifier(t *testing.T) *notifier {
-	n := &notifier{failing: map[string]int{}}
-	n.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var c confirmation
-		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = json.Unmarshal(body, &c)
-		}
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		n.mu.Lock()
-		status, fails := n.failing[c.OrderID]
-		if !fails {
-			status = http.StatusAccepted
-		}
-		n.posts = append(n.posts, sent{r.Header.Get("Idempotency-Key"), string(body)})
-		n.ok = append(n.ok, !fails)
-		n.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(n.Close)
-	return n
+	return exampletest.NewReceiver(t, http.StatusAccepted, func(c confirmation) string { return c.OrderID })
 }
 
-// fail makes the service answer status to every confirmation of order id
-// (0: answer 202 again).
-func (n *notifier) fail(id string, status int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if status == 0 {
-		delete(n.failing, id)
-		return
-	}
-	n.failing[id] = status
-}
-
-func (n *notifier) sent() []sent {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]sent(nil), n.posts...)
-}
-
-// confirmed counts the confirmations of order id the service accepted,
-// less those that repeat an Idempotency-Key (which it absorbs).
-func (n *notifier) confirmed(id string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	count, keys := 0, map[string]bool{}
-	for i, p := range n.posts {
-		if orderOf(p.Body) == id && n.ok[i] && (p.Key == "" || !keys[p.Key]) {
-			keys[p.Key] = true
-			count++
-		}
-	}
-	return count
-}
-
-// posted lists the order ids of the POSTs, in order.
-func (n *notifier) posted() string {
-	var ids []string
-	for _, p := range n.sent() {
-		ids = append(ids, orderOf(p.Body))
-	}
-	return strings.Join(ids, " ")
-}
-
-func orderOf(body string) string {
-	var c confirmation
-	_ = json.Unmarshal([]byte(body), &c)
-	return c.OrderID
-}
-
-func (n *notifier) confirmer() Confirmer { return Confirmer{URL: n.URL, Client: n.Client()} }
+// confirmerAt is the example's confirmer, confirming at svc.
+func confirmerAt(svc *notifier) Confirmer { return Confirmer{URL: svc.URL, Client: svc.Client()} }
 
 // TestConfirmAnswersByTheServicesStatus: a 2xx is sent; a 4xx other than
 // 408 and 429 is permanent; 408, 429, a 5xx and a service that cannot be
@@ -146,7 +62,7 @@ func TestConfirmAnswersByTheServicesStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			svc := newNotifier(t)
 			if c.status != http.StatusAccepted {
-				svc.fail("o-1", c.status)
+				svc.Fail("o-1", c.status)
 			}
 			if c.unreachable {
 				svc.Close()
@@ -156,12 +72,12 @@ func TestConfirmAnswersByTheServicesStatus(t *testing.T) {
 				o = c.order(o)
 			}
 			job := engine.Job[Order]{Key: o.ID, Payload: o, Attempt: 1, Logger: slog.New(slog.DiscardHandler)}
-			err := svc.confirmer().Confirm(context.Background(), job)
+			err := confirmerAt(svc).Confirm(context.Background(), job)
 			if (err == nil) != c.ok || engine.IsPermanent(err) != c.permanent {
 				t.Fatalf("Confirm = %v; want ok %v, permanent %v", err, c.ok, c.permanent)
 			}
-			got := svc.sent()
-			if len(got) != c.posts || (c.posts == 1 && got[0] != (sent{"o-1", body})) {
+			got := svc.Sent()
+			if len(got) != c.posts || (c.posts == 1 && got[0] != (sent{Key: "o-1", Body: body})) {
 				t.Fatalf("the service got %+v; want %d POST(s) of %s keyed by the order id", got, c.posts, body)
 			}
 		})
@@ -177,11 +93,11 @@ func TestConfirmConverges(t *testing.T) {
 	svc := newNotifier(t)
 	enginetest.RunTwice(t, enginetest.Case[Order]{
 		Kind: Confirm,
-		Work: svc.confirmer().Confirm,
+		Work: confirmerAt(svc).Confirm,
 		New: func(key string) Order {
 			return Order{ID: key, Email: "ana@example.com", Total: "42.50", Currency: "EUR", Items: []Item{{"sku-tea", 2}}}
 		},
-		Effects:     svc.confirmed,
+		Effects:     svc.Effects,
 		ExactlyOnce: true,
 		Source:      enginetest.DynamoDB,
 	})
@@ -195,19 +111,19 @@ func TestConfirmConverges(t *testing.T) {
 // names o-2) are dropped as done, and nothing fails.
 func TestTheBatchConfirmsEachOrderOnce(t *testing.T) {
 	svc := newNotifier(t)
-	h, dead := newHandler(t, svc)
-	batch := readEvent(t, "dynamodb-batch.json")
+	h, dead := exampletest.NewHandler(t, Confirm, confirmerAt(svc).Confirm)
+	batch := exampletest.DecodeEvent[events.DynamoDBEvent](t, "dynamodb-batch.json")
 	for i := range 2 {
-		if failed := handle(t, h, batch); len(failed) != 0 {
+		if failed := exampletest.Failures(t, h.HandleDynamoDB, batch); len(failed) != 0 {
 			t.Fatalf("batch %d: failures %v", i+1, failed)
 		}
 	}
 	want := []sent{
-		{"o-1", `{"orderId":"o-1","email":"ana@example.com","total":42.50,"currency":"EUR","lines":2}`},
-		{"o-2", `{"orderId":"o-2","email":"ben@example.com","total":7.99,"currency":"EUR","lines":1}`},
-		{"o-3", `{"orderId":"o-3","email":"chloe@example.com","total":120,"currency":"EUR","lines":2}`},
+		{Key: "o-1", Body: `{"orderId":"o-1","email":"ana@example.com","total":42.50,"currency":"EUR","lines":2}`},
+		{Key: "o-2", Body: `{"orderId":"o-2","email":"ben@example.com","total":7.99,"currency":"EUR","lines":1}`},
+		{Key: "o-3", Body: `{"orderId":"o-3","email":"chloe@example.com","total":120,"currency":"EUR","lines":2}`},
 	}
-	if got := svc.sent(); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	if got := svc.Sent(); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("the service got %+v; want %+v, in order", got, want)
 	}
 	if n := dead.DeadCount(); n != 0 {
@@ -222,29 +138,29 @@ func TestTheBatchConfirmsEachOrderOnce(t *testing.T) {
 // are confirmed, and a replay of the whole batch confirms nothing again.
 func TestAFailedConfirmationStopsItsShard(t *testing.T) {
 	svc := newNotifier(t)
-	h, _ := newHandler(t, svc)
-	batch := readEvent(t, "dynamodb-batch.json")
-	svc.fail("o-2", http.StatusServiceUnavailable)
-	failed := handle(t, h, batch)
+	h, _ := exampletest.NewHandler(t, Confirm, confirmerAt(svc).Confirm)
+	batch := exampletest.DecodeEvent[events.DynamoDBEvent](t, "dynamodb-batch.json")
+	svc.Fail("o-2", http.StatusServiceUnavailable)
+	failed := exampletest.Failures(t, h.HandleDynamoDB, batch)
 	if want := batch.Records[1].Change.SequenceNumber; len(failed) != 1 || failed[0] != want {
 		t.Fatalf("failures %v; want o-2's sequence number %s alone", failed, want)
 	}
-	if got := svc.posted(); got != "o-1 o-2" {
+	if got := svc.Posted(); got != "o-1 o-2" {
 		t.Fatalf("the service got %s; want o-1, then o-2 failing, and nothing after it", got)
 	}
 
-	svc.fail("o-2", 0)
-	if failed := handle(t, h, events.DynamoDBEvent{Records: batch.Records[1:]}); len(failed) != 0 {
+	svc.Fail("o-2", 0)
+	if failed := exampletest.Failures(t, h.HandleDynamoDB, events.DynamoDBEvent{Records: batch.Records[1:]}); len(failed) != 0 {
 		t.Fatalf("the retry from o-2: failures %v", failed)
 	}
-	if failed := handle(t, h, batch); len(failed) != 0 {
+	if failed := exampletest.Failures(t, h.HandleDynamoDB, batch); len(failed) != 0 {
 		t.Fatalf("the replay: failures %v", failed)
 	}
-	if got := svc.posted(); got != "o-1 o-2 o-2 o-3" {
+	if got := svc.Posted(); got != "o-1 o-2 o-2 o-3" {
 		t.Fatalf("the service got %s; want o-2 again on the retry, then o-3", got)
 	}
 	for _, id := range []string{"o-1", "o-2", "o-3"} {
-		if n := svc.confirmed(id); n != 1 {
+		if n := svc.Effects(id); n != 1 {
 			t.Errorf("%s confirmed %d times; want once", id, n)
 		}
 	}
@@ -257,7 +173,7 @@ func TestAFailedConfirmationStopsItsShard(t *testing.T) {
 // order after them is confirmed and nothing is retried.
 func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 	svc := newNotifier(t)
-	h, dead := newHandler(t, svc)
+	h, dead := exampletest.NewHandler(t, Confirm, confirmerAt(svc).Confirm)
 	image := func(object string) map[string]events.DynamoDBAttributeValue {
 		img, err := enginetest.Image([]byte(object))
 		if err != nil {
@@ -278,7 +194,7 @@ func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 		record("REMOVE", "901", nil),
 		record("INSERT", "902", image(`{"orderId":"o-8","email":"dan@example.com","total":5,"currency":"EUR"}`)),
 	}}
-	if failed := handle(t, h, batch); len(failed) != 0 {
+	if failed := exampletest.Failures(t, h.HandleDynamoDB, batch); len(failed) != 0 {
 		t.Fatalf("failures %v; want the bad records dead-lettered and the shard gone on", failed)
 	}
 	for seq, want := range map[string]string{"900": errOrder.Error(), "901": "has no key"} {
@@ -286,50 +202,7 @@ func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 			t.Errorf("dead letter of %s: %q (%v); want a reason with %q", seq, reason, ok, want)
 		}
 	}
-	if got := svc.posted(); got != "o-8" {
+	if got := svc.Posted(); got != "o-8" {
 		t.Fatalf("the service got %s; want o-8 alone", got)
 	}
-}
-
-// newHandler is the example's handler on the in-memory store, confirming
-// at svc, with a fake dead-letter queue.
-func newHandler(t *testing.T, svc *notifier) (*engine.Handler[Order], *enginetest.Queues) {
-	t.Helper()
-	dead := &enginetest.Queues{}
-	h, err := engine.NewHandler(Confirm, svc.confirmer().Confirm, engine.Options{
-		Store: memstore.New(), DeadLetterer: dead, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, dead
-}
-
-// handle runs ev through h and returns the sequence numbers it reports
-// failed.
-func handle(t *testing.T, h *engine.Handler[Order], ev events.DynamoDBEvent) []string {
-	t.Helper()
-	resp, err := h.HandleDynamoDB(context.Background(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seqs []string
-	for _, f := range resp.BatchItemFailures {
-		seqs = append(seqs, f.ItemIdentifier)
-	}
-	return seqs
-}
-
-// readEvent reads events/file.
-func readEvent(t *testing.T, file string) events.DynamoDBEvent {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("events", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.DynamoDBEvent
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return ev
 }

@@ -2,106 +2,33 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
-	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 )
 
-// pointsService is a fake loyalty points service: it keeps every purchase
-// POSTed to it, with its Idempotency-Key, and answers 201, or the status
-// failing names for a purchase id.
-type pointsService struct {
-	*httptest.Server
-	mu      sync.Mutex
-	failing map[string]int
-	posts   []credit
-	ok      []bool // whether the service accepted each POST
-}
+// pointsService is a fake loyalty points service: it keeps every
+// purchase POSTed to it, with its Idempotency-Key, and answers 201, or the
+// status Fail names for a purchase id. Its Effects are a purchase's
+// credits.
+type pointsService = exampletest.Receiver[Purchase]
 
 // credit is one POST the points service got.
-type credit struct {
-	Key      string
-	Purchase Purchase
-}
+type credit = exampletest.Post[Purchase]
 
 func newPointsService(t *testing.T) *pointsService {
-	s := &pointsService{failing: map[string]int{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p Purchase
-		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		status, fails := s.failing[p.ID]
-		if !fails {
-			status = http.StatusCreated
-		}
-		s.posts = append(s.posts, credit{r.Header.Get("Idempotency-Key"), p})
-		s.ok = append(s.ok, !fails)
-		s.mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(s.Close)
-	return s
+	return exampletest.NewReceiver(t, http.StatusCreated, func(p Purchase) string { return p.ID })
 }
 
-// fail makes the service answer status to every POST of purchase id (0:
-// answer 201 again).
-func (s *pointsService) fail(id string, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if status == 0 {
-		delete(s.failing, id)
-		return
-	}
-	s.failing[id] = status
-}
-
-func (s *pointsService) credits() []credit {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]credit(nil), s.posts...)
-}
-
-// credited counts the credits of purchase id: its POSTs the service
-// accepted, less those that repeat an Idempotency-Key (which the service
-// absorbs). A POST without a key is a credit every time.
-func (s *pointsService) credited(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, keys := 0, map[string]bool{}
-	for i, p := range s.posts {
-		if p.Purchase.ID == id && s.ok[i] && (p.Key == "" || !keys[p.Key]) {
-			keys[p.Key] = true
-			n++
-		}
-	}
-	return n
-}
-
-// posted lists the purchase ids POSTed, in order.
-func (s *pointsService) posted() string {
-	var ids []string
-	for _, c := range s.credits() {
-		ids = append(ids, c.Purchase.ID)
-	}
-	return strings.Join(ids, " ")
-}
-
-func (s *pointsService) points() Points { return Points{URL: s.URL, Client: s.Client()} }
+// pointsAt is the example's points client, crediting at svc.
+func pointsAt(svc *pointsService) Points { return Points{URL: svc.URL, Client: svc.Client()} }
 
 // TestCreditAnswersByTheServicesStatus: a 2xx credits; a 4xx other than
 // 408 and 429 is permanent; 408, 429, a 5xx and a service that cannot be
@@ -133,18 +60,18 @@ func TestCreditAnswersByTheServicesStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			svc := newPointsService(t)
 			if c.status != http.StatusCreated {
-				svc.fail(c.purchase.ID, c.status)
+				svc.Fail(c.purchase.ID, c.status)
 			}
 			if c.unreachable {
 				svc.Close()
 			}
 			job := engine.Job[Purchase]{Key: c.purchase.ID, Payload: c.purchase, Attempt: 1, Logger: slog.New(slog.DiscardHandler)}
-			err := svc.points().Credit(context.Background(), job)
+			err := pointsAt(svc).Credit(context.Background(), job)
 			if (err == nil) != c.ok || engine.IsPermanent(err) != c.permanent {
 				t.Fatalf("Credit = %v; want ok %v, permanent %v", err, c.ok, c.permanent)
 			}
-			got := svc.credits()
-			if len(got) != c.posts || (c.posts == 1 && got[0] != (credit{"p-1", c.purchase})) {
+			got := svc.Posts()
+			if len(got) != c.posts || (c.posts == 1 && got[0] != (credit{Key: "p-1", Payload: c.purchase})) {
 				t.Fatalf("the service got %+v; want %d POST(s) of the purchase keyed by its id", got, c.posts)
 			}
 		})
@@ -160,9 +87,9 @@ func TestCreditConverges(t *testing.T) {
 	svc := newPointsService(t)
 	enginetest.RunTwice(t, enginetest.Case[Purchase]{
 		Kind:        Credit,
-		Work:        svc.points().Credit,
+		Work:        pointsAt(svc).Credit,
 		New:         func(key string) Purchase { return Purchase{ID: key, Customer: "c-7", Amount: 12} },
-		Effects:     svc.credited,
+		Effects:     svc.Effects,
 		ExactlyOnce: true,
 		Source:      enginetest.Kinesis,
 	})
@@ -174,14 +101,14 @@ func TestCreditConverges(t *testing.T) {
 // once, in the shard's order, and neither invocation reports a failure.
 func TestTheBatchCreditsEachPurchaseOnce(t *testing.T) {
 	svc := newPointsService(t)
-	h, _ := newHandler(t, svc)
-	batch := readEvent(t, "kinesis-batch.json")
+	h, _ := exampletest.NewHandler(t, Credit, pointsAt(svc).Credit)
+	batch := exampletest.DecodeEvent[events.KinesisEvent](t, "kinesis-batch.json")
 	for i := range 2 {
-		if failed := handle(t, h, batch); len(failed) != 0 {
+		if failed := exampletest.Failures(t, h.HandleKinesis, batch); len(failed) != 0 {
 			t.Fatalf("batch %d: failures %v", i+1, failed)
 		}
 	}
-	if got := svc.posted(); got != "p-1 p-2 p-3" {
+	if got := svc.Posted(); got != "p-1 p-2 p-3" {
 		t.Fatalf("the service got %s; want p-1, p-2 and p-3 once each, in order", got)
 	}
 }
@@ -193,31 +120,31 @@ func TestTheBatchCreditsEachPurchaseOnce(t *testing.T) {
 // whole batch (from an older checkpoint) credits nothing again.
 func TestAFailedCreditStopsItsShard(t *testing.T) {
 	svc := newPointsService(t)
-	h, _ := newHandler(t, svc)
-	batch := readEvent(t, "kinesis-batch.json")
-	svc.fail("p-2", http.StatusServiceUnavailable)
-	failed := handle(t, h, batch)
+	h, _ := exampletest.NewHandler(t, Credit, pointsAt(svc).Credit)
+	batch := exampletest.DecodeEvent[events.KinesisEvent](t, "kinesis-batch.json")
+	svc.Fail("p-2", http.StatusServiceUnavailable)
+	failed := exampletest.Failures(t, h.HandleKinesis, batch)
 	if want := batch.Records[1].Kinesis.SequenceNumber; len(failed) != 1 || failed[0] != want {
 		t.Fatalf("failures %v; want p-2's sequence number %s alone", failed, want)
 	}
-	if got := svc.posted(); got != "p-1 p-2" {
+	if got := svc.Posted(); got != "p-1 p-2" {
 		t.Fatalf("the service got %s; want p-1, then p-2 failing, and nothing after it", got)
 	}
 
-	svc.fail("p-2", 0)
+	svc.Fail("p-2", 0)
 	retry := events.KinesisEvent{Records: batch.Records[1:]}
-	if failed := handle(t, h, retry); len(failed) != 0 {
+	if failed := exampletest.Failures(t, h.HandleKinesis, retry); len(failed) != 0 {
 		t.Fatalf("the retry from p-2: failures %v", failed)
 	}
-	if failed := handle(t, h, batch); len(failed) != 0 {
+	if failed := exampletest.Failures(t, h.HandleKinesis, batch); len(failed) != 0 {
 		t.Fatalf("the replay: failures %v", failed)
 	}
 	for _, id := range []string{"p-1", "p-2", "p-3"} {
-		if n := svc.credited(id); n != 1 {
+		if n := svc.Effects(id); n != 1 {
 			t.Errorf("%s credited %d times; want once", id, n)
 		}
 	}
-	if got := svc.posted(); got != "p-1 p-2 p-2 p-3" {
+	if got := svc.Posted(); got != "p-1 p-2 p-2 p-3" {
 		t.Fatalf("the service got %s; want p-2 again on the retry, then p-3", got)
 	}
 }
@@ -228,9 +155,9 @@ func TestAFailedCreditStopsItsShard(t *testing.T) {
 // them: the purchase after them is credited and nothing is retried.
 func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 	svc := newPointsService(t)
-	h, dead := newHandler(t, svc)
-	batch := readEvent(t, "kinesis-batch.json")
-	if failed := handle(t, h, batch); len(failed) != 0 {
+	h, dead := exampletest.NewHandler(t, Credit, pointsAt(svc).Credit)
+	batch := exampletest.DecodeEvent[events.KinesisEvent](t, "kinesis-batch.json")
+	if failed := exampletest.Failures(t, h.HandleKinesis, batch); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
 	}
 	shard := batch.Records[0]
@@ -244,7 +171,7 @@ func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 		record("901", `{"purchaseId":"p-1","customerId":"c-7","amount":99}`),
 		record("902", `{"purchaseId":"p-4","customerId":"c-7","amount":8}`),
 	}}
-	if failed := handle(t, h, later); len(failed) != 0 {
+	if failed := exampletest.Failures(t, h.HandleKinesis, later); len(failed) != 0 {
 		t.Fatalf("failures %v; want the bad records dead-lettered and the shard gone on", failed)
 	}
 	for seq, want := range map[string]string{"900": "invalid character", "901": engine.ErrFingerprint.Error()} {
@@ -252,50 +179,7 @@ func TestARecordThatCanNeverSucceedIsDeadLettered(t *testing.T) {
 			t.Errorf("dead letter of %s: %q (%v); want a reason with %q", seq, reason, ok, want)
 		}
 	}
-	if got := svc.posted(); got != "p-1 p-2 p-3 p-4" {
+	if got := svc.Posted(); got != "p-1 p-2 p-3 p-4" {
 		t.Fatalf("the service got %s; want p-4 credited after the bad records, and p-1 never again", got)
 	}
-}
-
-// newHandler is the example's handler on the in-memory store, crediting
-// at svc, with a fake dead-letter queue.
-func newHandler(t *testing.T, svc *pointsService) (*engine.Handler[Purchase], *enginetest.Queues) {
-	t.Helper()
-	dead := &enginetest.Queues{}
-	h, err := engine.NewHandler(Credit, svc.points().Credit, engine.Options{
-		Store: memstore.New(), DeadLetterer: dead, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, dead
-}
-
-// handle runs ev through h and returns the sequence numbers it reports
-// failed.
-func handle(t *testing.T, h *engine.Handler[Purchase], ev events.KinesisEvent) []string {
-	t.Helper()
-	resp, err := h.HandleKinesis(context.Background(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seqs []string
-	for _, f := range resp.BatchItemFailures {
-		seqs = append(seqs, f.ItemIdentifier)
-	}
-	return seqs
-}
-
-// readEvent reads events/file.
-func readEvent(t *testing.T, file string) events.KinesisEvent {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("events", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.KinesisEvent
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return ev
 }
