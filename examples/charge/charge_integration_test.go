@@ -6,15 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
-	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
 // TestChargesOnceUnderTheEmulator builds the example's bootstrap and runs
@@ -57,54 +55,18 @@ func TestChargesOnceUnderTheEmulator(t *testing.T) {
 // table of its own.
 func startCharge(ctx context.Context, t *testing.T, paymentsURL string) *lambdarie.Emulator {
 	t.Helper()
-	moto := testenv.Moto(t)
-	table := testenv.NewTable(t, testenv.DynamoDB(t), "charge-markers", "HandlerName", "MessageKey")
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rie, err := lambdarie.Binary(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := lambdarie.Build(ctx, root, "examples/charge", filepath.Join(t.TempDir(), "bootstrap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	em, err := lambdarie.Start(ctx, lambdarie.Config{
-		RIE: rie, Bootstrap: bin, FunctionName: "charge", Timeout: 10 * time.Second, Output: testWriter{t},
-		Env: map[string]string{
-			"PAYMENTS_URL": paymentsURL, "MARKERS_TABLE": table,
-			"AWS_ENDPOINT_URL": moto.Endpoint, "AWS_REGION": testenv.Region,
-			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(em.Stop)
-	return em
+	return exampletest.Start(ctx, t, exampletest.Function{Example: "charge", Timeout: 10 * time.Second, Env: map[string]string{
+		"PAYMENTS_URL": paymentsURL, "MARKERS_TABLE": exampletest.Markers(t, "charge"),
+	}})
 }
 
 // invoke invokes the function with events/file and returns its answer.
 func invoke(ctx context.Context, t *testing.T, em *lambdarie.Emulator, file string) events.APIGatewayV2HTTPResponse {
 	t.Helper()
-	event, err := os.ReadFile(filepath.Join("events", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := em.Invoke(ctx, event)
-	if err != nil {
-		t.Fatalf("invoke %s: %v", file, err)
-	}
+	out := exampletest.Invoke(ctx, t, em, exampletest.ReadEvent(t, file))
 	var resp events.APIGatewayV2HTTPResponse
 	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode == 0 {
 		t.Fatalf("invoke %s answered %s (%v); want an HTTP answer", file, out, err)
 	}
 	return resp
 }
-
-// testWriter logs the emulator's output through t.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

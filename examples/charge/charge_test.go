@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"github.com/runstwice/runstwice/engine"
 	"github.com/runstwice/runstwice/engine/enginetest"
 	"github.com/runstwice/runstwice/engine/memstore"
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 )
 
 // provider is a fake payment provider. It charges once per Idempotency-Key
@@ -377,16 +376,8 @@ func handle(t *testing.T, api *API, req events.APIGatewayV2HTTPRequest) events.A
 	return resp
 }
 
-// readEvent reads events/file.
+// readEvent reads the request in events/file.
 func readEvent(t *testing.T, file string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("events", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return ev
+	return exampletest.DecodeEvent[events.APIGatewayV2HTTPRequest](t, file)
 }

@@ -4,10 +4,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +13,7 @@ import (
 
 	"github.com/runstwice/runstwice/aws/sqsqueue"
 	"github.com/runstwice/runstwice/engine"
-	"github.com/runstwice/runstwice/internal/dev/lambdarie"
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
 )
 
@@ -32,31 +29,27 @@ func TestShipsEachOrderOnceUnderTheEmulator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	svc := newShippingService(t, http.StatusCreated)
-	moto := testenv.Moto(t)
 	sqsClient := testenv.SQS(t)
-	table := testenv.NewTable(t, testenv.DynamoDB(t), "orders-markers", "HandlerName", "MessageKey")
 	dlq := testenv.NewQueue(t, sqsClient, "orders-dlq", nil)
 	work := testenv.CreateQueue(t, sqsClient, "orders", map[string]string{"RedrivePolicy": testenv.RedrivePolicy(dlq.ARN, 5)})
-	em := startOrders(ctx, t, map[string]string{
-		"SHIP_URL": svc.URL, "MARKERS_TABLE": table, "QUEUE_URL": work.URL, "DLQ_URL": dlq.URL,
-		"AWS_ENDPOINT_URL": moto.Endpoint, "AWS_REGION": testenv.Region,
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-	})
+	em := exampletest.Start(ctx, t, exampletest.Function{Example: "orders", Env: map[string]string{
+		"SHIP_URL": svc.URL, "MARKERS_TABLE": exampletest.Markers(t, "orders"), "QUEUE_URL": work.URL, "DLQ_URL": dlq.URL,
+	}})
 
 	for i := range 2 { // at-least-once: the same batch, twice
-		if failed := invoke(ctx, t, em, "orders-sqs-batch.json"); len(failed) != 0 {
+		if failed := exampletest.InvokeBatch(ctx, t, em, exampletest.ReadEvent(t, "orders-sqs-batch.json")); len(failed) != 0 {
 			t.Fatalf("batch %d: batch item failures %q; want none", i+1, failed)
 		}
 	}
-	want := []shipment{{"o-1", Order{"o-1", 5}}, {"o-2", Order{"o-2", 7}}}
-	if got := svc.shipments(); len(got) != 2 || !sameShipments(got, want) {
+	want := []shipment{{Key: "o-1", Payload: Order{"o-1", 5}}, {Key: "o-2", Payload: Order{"o-2", 7}}}
+	if got := svc.Posts(); len(got) != 2 || !sameShipments(got, want) {
 		t.Fatalf("the shipping service got %+v; want %+v, once each", got, want)
 	}
 
-	if failed := invoke(ctx, t, em, "orders-sqs-other-amount.json"); len(failed) != 0 {
+	if failed := exampletest.InvokeBatch(ctx, t, em, exampletest.ReadEvent(t, "orders-sqs-other-amount.json")); len(failed) != 0 {
 		t.Fatalf("the other amount: batch item failures %q; want it dead-lettered instead", failed)
 	}
-	if got := svc.shipments(); len(got) != 2 {
+	if got := svc.Posts(); len(got) != 2 {
 		t.Fatalf("the shipping service got %+v; the other amount must never ship", got)
 	}
 	letters := testenv.Receive(t, sqsClient, dlq.URL, time.Second)
@@ -95,59 +88,3 @@ func indexOf(s []shipment, v shipment) int {
 	}
 	return -1
 }
-
-// startOrders builds the example's bootstrap and starts it under
-// aws-lambda-rie with env as its environment.
-func startOrders(ctx context.Context, t *testing.T, env map[string]string) *lambdarie.Emulator {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rie, err := lambdarie.Binary(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := lambdarie.Build(ctx, root, "examples/orders", filepath.Join(t.TempDir(), "bootstrap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	em, err := lambdarie.Start(ctx, lambdarie.Config{
-		RIE: rie, Bootstrap: bin, FunctionName: "orders", Timeout: 30 * time.Second, Output: testWriter{t}, Env: env,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(em.Stop)
-	return em
-}
-
-// invoke invokes the function with events/file and returns the ids of
-// the records it reports failed.
-func invoke(ctx context.Context, t *testing.T, em *lambdarie.Emulator, file string) []string {
-	t.Helper()
-	event, err := os.ReadFile(filepath.Join("events", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := em.Invoke(ctx, event)
-	if err != nil {
-		t.Fatalf("invoke %s: %v", file, err)
-	}
-	var resp struct {
-		BatchItemFailures []struct{ ItemIdentifier string } `json:"batchItemFailures"`
-	}
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatalf("invoke %s answered %s: %v", file, out, err)
-	}
-	ids := make([]string, 0, len(resp.BatchItemFailures))
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
-}
-
-// testWriter logs the emulator's output through t.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
