@@ -4,15 +4,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/runstwice/runstwice/examples/internal/exampletest"
 	"github.com/runstwice/runstwice/internal/dev/lambdarie"
 	"github.com/runstwice/runstwice/internal/dev/otlp"
 	"github.com/runstwice/runstwice/internal/dev/testenv"
@@ -34,33 +29,12 @@ const (
 	eventID   = "e-1"
 )
 
-// post is one POST the receiver got.
-type post struct{ key, body string }
+// post is one POST the receiver got: its Idempotency-Key and its body.
+type post = exampletest.Sent
 
-// receiver is a webhook receiver that keeps every POST and answers 202.
-type receiver struct {
-	*httptest.Server
-	mu    sync.Mutex
-	posts []post
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.posts = append(r.posts, post{req.Header.Get("Idempotency-Key"), string(b)})
-		r.mu.Unlock()
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) got() []post {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]post(nil), r.posts...)
+// newReceiver is a webhook receiver that keeps every POST and answers 202.
+func newReceiver(t *testing.T) *exampletest.Receiver[Event] {
+	return exampletest.NewReceiver(t, http.StatusAccepted, func(e Event) string { return e.ID })
 }
 
 // TestDeliversOnceUnderTheEmulator builds the example's bootstrap, runs it
@@ -77,7 +51,7 @@ func TestDeliversOnceUnderTheEmulator(t *testing.T) {
 	for i := range 2 { // at-least-once: the same record, twice
 		invokeClean(ctx, t, em, event, i+1)
 	}
-	if got := rcv.got(); len(got) != 1 || got[0] != (post{eventID, `{"eventId":"e-1"}`}) {
+	if got := rcv.Sent(); len(got) != 1 || got[0] != (post{Key: eventID, Body: `{"eventId":"e-1"}`}) {
 		t.Fatalf("the receiver got %q; want one POST of the event keyed by its id", got)
 	}
 }
@@ -100,7 +74,7 @@ func TestSwitchedOffDeliveryIsParked(t *testing.T) {
 	em, work := startExample(ctx, t, rcv.URL, map[string]string{"TOGGLES_PATH": offPath})
 	before := delayed(ctx, t, work.URL)
 	invokeClean(ctx, t, em, readEvent(t), 1)
-	if got := rcv.got(); len(got) != 0 {
+	if got := rcv.Sent(); len(got) != 0 {
 		t.Fatalf("the receiver got %q while the switch was off", got)
 	}
 	if n := delayed(ctx, t, work.URL); n != before+1 {
@@ -156,66 +130,27 @@ const togglesPath = "/webhook/test/toggles"
 // queue too.
 func startExample(ctx context.Context, t *testing.T, webhookURL string, env map[string]string) (*lambdarie.Emulator, testenv.Queue) {
 	t.Helper()
-	moto := testenv.Moto(t)
-	table := testenv.NewTable(t, testenv.DynamoDB(t), "webhook-markers", "HandlerName", "MessageKey")
 	dlq := testenv.NewQueue(t, testenv.SQS(t), "webhook-dlq", nil)
 	work := testenv.CreateQueue(t, testenv.SQS(t), queueName, nil)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rie, err := lambdarie.Binary(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := lambdarie.Build(ctx, root, "examples/webhook", filepath.Join(t.TempDir(), "bootstrap"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	vars := map[string]string{
-		"WEBHOOK_URL": webhookURL, "MARKERS_TABLE": table, "TOGGLES_PATH": togglesPath,
+		"WEBHOOK_URL": webhookURL, "MARKERS_TABLE": exampletest.Markers(t, "webhook"), "TOGGLES_PATH": togglesPath,
 		"QUEUE_URL": work.URL, "DLQ_URL": dlq.URL,
-		"AWS_ENDPOINT_URL": moto.Endpoint, "AWS_REGION": testenv.Region,
-		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 	}
 	maps.Copy(vars, env)
-	em, err := lambdarie.Start(ctx, lambdarie.Config{
-		RIE: rie, Bootstrap: bin, FunctionName: "webhook", Timeout: 30 * time.Second, Output: testWriter{t}, Env: vars,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(em.Stop)
-	return em, work
+	return exampletest.Start(ctx, t, exampletest.Function{Example: "webhook", Env: vars}), work
 }
 
 // readEvent reads the example's event.
 func readEvent(t *testing.T) []byte {
 	t.Helper()
-	event, err := os.ReadFile(filepath.Join("events", "deliver.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return event
+	return exampletest.ReadEvent(t, "deliver.json")
 }
 
 // invokeClean invokes the function with event and fails the test unless it
 // answers with no batch item failures.
 func invokeClean(ctx context.Context, t *testing.T, em *lambdarie.Emulator, event []byte, n int) {
 	t.Helper()
-	out, err := em.Invoke(ctx, event)
-	if err != nil {
-		t.Fatalf("invoke %d: %v", n, err)
-	}
-	var resp struct {
-		BatchItemFailures []struct{ ItemIdentifier string } `json:"batchItemFailures"`
-	}
-	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("invoke %d answered %s (%v); want no batch item failures", n, out, err)
+	if failed := exampletest.InvokeBatch(ctx, t, em, event); len(failed) != 0 {
+		t.Fatalf("invoke %d: batch item failures %q; want none", n, failed)
 	}
 }
-
-// testWriter logs the emulator's output through t.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

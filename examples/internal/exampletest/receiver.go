@@ -19,7 +19,8 @@ import (
 // Receiver is a fake HTTP service an example POSTs JSON payloads of type T
 // to: it keeps every POST, with its Idempotency-Key, and answers the
 // status it was made with, or the status Fail names for a payload's id. A
-// body that is not a T is answered 400 and not kept.
+// body that is not a T is kept too, with as much of its payload as
+// decodes, and answered 400.
 type Receiver[T any] struct {
 	*httptest.Server
 	status int
@@ -60,13 +61,12 @@ func NewReceiver[T any](t testing.TB, status int, id func(T) string) *Receiver[T
 		if err == nil {
 			err = json.Unmarshal(body, &p)
 		}
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
 		r.mu.Lock()
 		status, fails := r.failing[id(p)]
-		if !fails {
+		switch {
+		case err != nil:
+			status = http.StatusBadRequest
+		case !fails:
 			status = r.status
 		}
 		r.posts = append(r.posts, received[T]{
