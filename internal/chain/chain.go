@@ -180,7 +180,12 @@ func Handlers(f Finisher, s Sweeper, send jobs.SendFunc) (map[string]runner.Hand
 		contract.ContinuationSweep.Name: runner.HandlerFunc(func(ctx context.Context, job runner.Job) error {
 			rep, err := s.SweepContinuations(ctx, send)
 			if job.Logger != nil {
-				job.Logger.Info("chain: continuation sweep", "parents", rep.Parents, "sent", rep.Sent, "cancelled", rep.Cancelled, "kept", len(rep.Kept))
+				job.Logger.Info("chain: continuation sweep", "parents", rep.Parents, "sent", rep.Sent, "cancelled", rep.Cancelled, "kept", len(rep.Kept),
+					"unfinished", rep.Unfinished, "covered", rep.Covered)
+			}
+			if rep.Unfinished {
+				// Retried: the retry goes on from where the run stopped.
+				err = errors.Join(err, jobs.ErrSweepUnfinished)
 			}
 			if err != nil {
 				return fmt.Errorf("chain: continuation sweep: %w", err)

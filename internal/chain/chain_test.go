@@ -187,11 +187,14 @@ func (f *finisher) FinishBatch(_ context.Context, id string) error {
 	return nil
 }
 
-type sweeper struct{ n int }
+type sweeper struct {
+	n          int
+	unfinished bool
+}
 
 func (s *sweeper) SweepContinuations(context.Context, jobs.SendFunc) (jobs.ContinuationSweepReport, error) {
 	s.n++
-	return jobs.ContinuationSweepReport{Parents: 1}, nil
+	return jobs.ContinuationSweepReport{Parents: 1, Unfinished: s.unfinished}, nil
 }
 
 // The chain queue's types are handled: a finisher finishes its batch (its
@@ -218,6 +221,11 @@ func TestHandlersOfTheChainQueue(t *testing.T) {
 	}
 	if err := hs[contract.ContinuationSweep.Name].Handle(context.Background(), job(contract.ContinuationSweep.Name, nil)); err != nil || s.n != 1 {
 		t.Fatalf("sweep: %v, %d sweeps", err, s.n)
+	}
+	// A run that stopped for time fails its tick: the retry goes on.
+	s.unfinished = true
+	if err := hs[contract.ContinuationSweep.Name].Handle(context.Background(), job(contract.ContinuationSweep.Name, nil)); !errors.Is(err, jobs.ErrSweepUnfinished) {
+		t.Fatalf("an unfinished sweep's tick: %v; want it failed with ErrSweepUnfinished", err)
 	}
 	if !slices.Equal(f.got, []string{"b-1", "broken"}) {
 		t.Fatalf("finished %v", f.got)

@@ -25,6 +25,12 @@ type ContinuationSweepReport struct {
 	// Kept names the parents left listed: something still waits for them,
 	// or their release failed.
 	Kept []string
+	// Unfinished: the run stopped (out of time, or a failure) before it
+	// took on every listed parent; the next run goes on from there.
+	Unfinished bool
+	// Covered: another run of the sweep in this process, asked for after
+	// this one, swept the whole list while this one waited for it.
+	Covered bool
 }
 
 // SweepContinuations releases the continuations of every parent listed for
@@ -46,7 +52,7 @@ func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (Continua
 		mu  sync.Mutex
 	)
 	legacyErr := s.adoptLegacy(ctx, ContinuationsPK, s.adoptParent)
-	n, err := s.walk(ctx, listContinuations, func(ctx context.Context, keys []string) (int, error) {
+	w, err := s.walk(ctx, listContinuations, func(ctx context.Context, keys []string) (int, error) {
 		page, done, err := s.sweepParents(ctx, keys, send)
 		mu.Lock()
 		defer mu.Unlock()
@@ -55,7 +61,7 @@ func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (Continua
 		rep.Kept = append(rep.Kept, page.Kept...)
 		return done, err
 	})
-	rep.Parents = n
+	rep.Parents, rep.Unfinished, rep.Covered = w.Listed, w.Unfinished, w.Covered
 	return rep, errors.Join(legacyErr, err)
 }
 

@@ -96,7 +96,19 @@ type SweepReport struct {
 	// enqueue may still make the schedule (cancelled within the pending
 	// timeout).
 	Kept []string
+	// Unfinished: the run stopped (out of time, or a failure) before it
+	// took on every listed job; the next run goes on from there.
+	Unfinished bool
+	// Covered: another run of the sweep in this process, asked for after
+	// this one, swept the whole list while this one waited for it.
+	Covered bool
 }
+
+// ErrSweepUnfinished is what a sweep's tick fails with when its run
+// stopped before it took on every listed id: the tick is retried, and the
+// retry goes on from where the run stopped, rather than the rest waiting
+// for the next tick (an hour, for the schedule sweep).
+var ErrSweepUnfinished = errors.New("jobs: the sweep stopped before it took on every listed id; its next run goes on from there")
 
 // SweepSchedules deletes the one-time schedule of every job listed for the
 // schedule sweep (a schedule already gone is fine) and takes off the list
@@ -116,7 +128,7 @@ func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
 		mu  sync.Mutex
 	)
 	legacyErr := s.adoptLegacy(ctx, SweepPK, func(ctx context.Context, id string) error { return s.sweepList(ctx, id, true) })
-	n, err := s.walk(ctx, listSchedules, func(ctx context.Context, keys []string) (int, error) {
+	w, err := s.walk(ctx, listSchedules, func(ctx context.Context, keys []string) (int, error) {
 		var errs []error
 		for i, k := range keys {
 			if s.outOfTime(ctx) {
@@ -136,7 +148,7 @@ func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
 		}
 		return len(keys), errors.Join(errs...)
 	})
-	rep.Listed = n
+	rep.Listed, rep.Unfinished, rep.Covered = w.Listed, w.Unfinished, w.Covered
 	return rep, errors.Join(legacyErr, err)
 }
 

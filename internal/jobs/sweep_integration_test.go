@@ -236,3 +236,93 @@ func TestSweepTakesOverTheListItemOfRelease4(t *testing.T) {
 		t.Fatalf("a second sweep = %+v, %v; want nothing listed", rep, err)
 	}
 }
+
+// A run of the sweep with too little time left to take on a page takes on
+// nothing, and says so (Unfinished) instead of passing for a sweep of the
+// list: its tick fails and is retried, and the job stays listed until a
+// run with time deletes its schedule. (A run that began under five
+// seconds before its deadline once reported an empty list while two
+// schedules of ended jobs waited, and its tick succeeded.)
+func TestASweepOutOfTimeSaysItIsUnfinished(t *testing.T) {
+	f := jobstest.New(t)
+	d := &deleter{err: errors.New("scheduler down")}
+	f.Store.Schedules = d
+	j := jobstest.Enqueue(t, f.Store, scheduled(t, f, "late", 40*day))
+	if _, err := f.Store.Cancel(context.Background(), j.ID, "c"); err == nil {
+		t.Fatal("cancel succeeded although its schedule could not be deleted")
+	}
+	f.Clock.Advance(time.Hour)
+	d.err, d.asked = nil, nil
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	rep, err := f.Store.SweepSchedules(short)
+	if err != nil || !rep.Unfinished || rep.Covered || rep.Listed != 0 || len(d.asked) != 0 {
+		t.Fatalf("a run a second from its deadline = %+v, %v, asked %v; want nothing taken on, Unfinished", rep, err, d.asked)
+	}
+	rep, err = f.Store.SweepSchedules(context.Background())
+	if err != nil || rep.Unfinished || !slices.Equal(rep.Deleted, []string{j.ID}) {
+		t.Fatalf("a run with time = %+v, %v; want the schedule deleted, finished", rep, err)
+	}
+}
+
+// gatedIndex holds every Page until open is closed, and counts them.
+type gatedIndex struct {
+	jobs.SweepIndex
+	open  chan struct{}
+	mu    sync.Mutex
+	pages int
+}
+
+func (g *gatedIndex) Page(ctx context.Context, shard, after, through string, limit int) ([]string, bool, error) {
+	g.mu.Lock()
+	g.pages++
+	g.mu.Unlock()
+	<-g.open
+	return g.SweepIndex.Page(ctx, shard, after, through, limit)
+}
+
+func (g *gatedIndex) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pages
+}
+
+// Runs of one sweep in a process go one at a time, and of the runs that
+// waited, one walks the list again and the others, asked for before it
+// began, are covered by it: three ticks of the schedule sweep in one batch
+// query each shard twice, not three times at once.
+func TestSweepRunsOfOneListGoOneAtATime(t *testing.T) {
+	f := jobstest.New(t)
+	f.Store.Schedules = schedules{}
+	g := &gatedIndex{SweepIndex: f.Store.Index, open: make(chan struct{})}
+	f.Store.Index = g
+	ctx := context.Background()
+	reps := make([]jobs.SweepReport, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { reps[0], _ = f.Store.SweepSchedules(ctx) })
+	for g.count() < jobs.SweepShards {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i < 3; i++ {
+		wg.Go(func() { reps[i], _ = f.Store.SweepSchedules(ctx) })
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := g.count(); n != jobs.SweepShards {
+		t.Fatalf("while the first run walked, %d pages were asked for; want only its %d", n, jobs.SweepShards)
+	}
+	close(g.open)
+	wg.Wait()
+	covered := 0
+	for _, r := range reps {
+		if r.Unfinished {
+			t.Fatalf("reports %+v; want every run finished", reps)
+		}
+		if r.Covered {
+			covered++
+		}
+	}
+	if n := g.count(); n != 2*jobs.SweepShards || covered != 1 || reps[0].Covered {
+		t.Fatalf("three runs asked for %d pages, %d covered (%+v); want two walks of %d shards and one run covered",
+			n, covered, reps, jobs.SweepShards)
+	}
+}

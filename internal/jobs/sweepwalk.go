@@ -69,23 +69,62 @@ const DefaultSweepParallel = SweepShards
 // taking on pages: the time a page of work takes, with room to spare.
 const sweepMargin = 5 * time.Second
 
+// walkReport is what one run of a sweep's walk did.
+type walkReport struct {
+	// Listed counts the keys visit took on.
+	Listed int
+	// Unfinished: the run stopped for time (or a failure) before it walked
+	// every shard to its end; the next run goes on from where it stopped.
+	Unfinished bool
+	// Covered: the run did not walk, because another run of the same list
+	// in this process started after this one was asked for and walked
+	// every shard to its end while this one waited for it.
+	Covered bool
+}
+
 // walk hands visit every key listed on list, a page (SweepWindow keys) at a
 // time; visit returns how many of the page's keys it took on (all of them
-// unless it ran out of time, see outOfTime). The shards are walked in rounds, one page of each unfinished shard
-// a round (SweepParallel at once), so every shard moves on in every run.
-// Each shard starts after where the last run stopped in it (its cursor)
-// and wraps round to the first key; before it works on a page of a shard
-// that does not fit in one, the cursor moves past that page (one
-// UpdateItem of a small item of its own), so the next run starts after it
-// even if this one dies midway: every listed key is reached within a
-// bounded number of runs, however many are listed. A run stops taking on
-// pages sweepMargin before its context's deadline; a page visit stopped
-// short moves the cursor back to the last key it took on. listed counts
-// the keys visit took on.
-func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (listed int, err error) {
+// unless it ran out of time, see outOfTime). The shards are walked in
+// rounds, one page of each unfinished shard a round (SweepParallel at
+// once), so every shard moves on in every run. Each shard starts after
+// where the last run stopped in it (its cursor) and wraps round to the
+// first key; before it works on a page of a shard that does not fit in
+// one, the cursor moves past that page (one UpdateItem of a small item of
+// its own), so the next run starts after it even if this one dies midway:
+// every listed key is reached within a bounded number of runs, however
+// many are listed. A run stops taking on pages sweepMargin before its
+// context's deadline; a page visit stopped short moves the cursor back to
+// the last key it took on. A run that stops before every shard's end says
+// so (Unfinished), so its caller does not count it as a sweep of the list.
+//
+// The runs of one list in one process go one at a time (a batch of a
+// sweep's ticks, after an outage, would otherwise walk the same keys at
+// once, each slower for the others); a run that waited while another,
+// asked for after it, walked the whole list does not walk it again
+// (Covered).
+func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (rep walkReport, err error) {
 	if s.Index == nil {
-		return 0, errors.New("jobs: a sweep needs the index (Store.Index)")
+		return rep, errors.New("jobs: a sweep needs the index (Store.Index)")
 	}
+	g := gateOf(s.table, list)
+	g.mu.Lock()
+	asked := g.started
+	g.mu.Unlock()
+	select {
+	case g.turn <- struct{}{}:
+	case <-ctx.Done():
+		return walkReport{Unfinished: true}, fmt.Errorf("jobs: sweep %s: waiting for the run before it: %w", list, ctx.Err())
+	}
+	defer func() { <-g.turn }()
+	g.mu.Lock()
+	if g.covered > asked {
+		g.mu.Unlock()
+		return walkReport{Covered: true}, nil
+	}
+	g.started++
+	mine := g.started
+	g.mu.Unlock()
+
 	shards := make([]*shardWalk, SweepShards)
 	for i := range shards {
 		shards[i] = &shardWalk{name: shardName(list, i)}
@@ -114,7 +153,7 @@ func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (listed 
 				n, err := s.step(ctx, w, visit)
 				mu.Lock()
 				defer mu.Unlock()
-				listed += n
+				rep.Listed += n
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -122,7 +161,31 @@ func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (listed 
 		}
 		wg.Wait()
 	}
-	return listed, errors.Join(errs...)
+	for _, w := range shards {
+		rep.Unfinished = rep.Unfinished || !w.done || w.short
+	}
+	if !rep.Unfinished {
+		g.mu.Lock()
+		g.covered = max(g.covered, mine)
+		g.mu.Unlock()
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sweepGate makes the runs of one sweep in a process go one at a time.
+type sweepGate struct {
+	turn    chan struct{} // held by the run walking
+	mu      sync.Mutex    // guards started and covered
+	started uint64        // runs begun
+	covered uint64        // the number of the last run that walked every shard to its end
+}
+
+// gates holds the gate of each table's list.
+var gates sync.Map
+
+func gateOf(table, list string) *sweepGate {
+	g, _ := gates.LoadOrStore(table+"/"+list, &sweepGate{turn: make(chan struct{}, 1)})
+	return g.(*sweepGate)
 }
 
 // outOfTime reports whether a sweep must stop taking on pages: ctx is done
@@ -146,6 +209,7 @@ type shardWalk struct {
 	after   string
 	pages   int
 	done    bool
+	short   bool // stopped before its end: out of time, or a failure
 }
 
 // visitFunc takes on keys, a page of a sweep's index, and returns how many
@@ -164,7 +228,7 @@ func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, e
 			Cursor string `dynamodbav:"cursor"`
 		}
 		if _, err := s.getItem(ctx, cursorPK(w.name), &c); err != nil {
-			w.done = true
+			w.done, w.short = true, true
 			return 0, err
 		}
 		w.cursor, w.after = c.Cursor, c.Cursor
@@ -176,7 +240,7 @@ func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, e
 	before := w.after
 	keys, more, err := s.Index.Page(ctx, w.name, before, through, cmp.Or(s.SweepWindow, DefaultSweepWindow))
 	if err != nil {
-		w.done = true
+		w.done, w.short = true, true
 		return 0, fmt.Errorf("jobs: sweep %s: %w", w.name, err)
 	}
 	w.pages++
@@ -194,13 +258,13 @@ func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, e
 	}
 	if !whole {
 		if err := s.setCursor(ctx, w.name, keys[len(keys)-1]); err != nil {
-			w.done = true
+			w.done, w.short = true, true
 			return 0, err
 		}
 	}
 	done, err := visit(ctx, keys)
 	if done < len(keys) {
-		w.done = true
+		w.done, w.short = true, true
 		back := before
 		if done > 0 {
 			back = keys[done-1]

@@ -42,8 +42,10 @@ func Handlers(s Sweeper) (map[string]runner.Handler, error) {
 type handler struct{ s Sweeper }
 
 // Handle runs one sweep. A schedule that could not be deleted fails the
-// job, so SQS retries it (and, after its receives, it is dead-lettered and
-// alarmed like any job); what was deleted stays deleted.
+// job, and so does a run that stopped (out of time) before it took on
+// every listed job, so SQS retries it (and, after its receives, it is
+// dead-lettered and alarmed like any job); what was deleted stays deleted,
+// and the retry goes on from where the run stopped.
 func (h handler) Handle(ctx context.Context, job runner.Job) error {
 	log := job.Logger
 	if log == nil {
@@ -51,7 +53,10 @@ func (h handler) Handle(ctx context.Context, job runner.Job) error {
 	}
 	rep, err := h.s.SweepSchedules(ctx)
 	log.Info("sweep: one-time schedules of ended jobs", "listed", rep.Listed, "deleted", len(rep.Deleted),
-		"deletedJobIds", rep.Deleted, "kept", len(rep.Kept))
+		"deletedJobIds", rep.Deleted, "kept", len(rep.Kept), "unfinished", rep.Unfinished, "covered", rep.Covered)
+	if rep.Unfinished {
+		err = errors.Join(err, jobs.ErrSweepUnfinished)
+	}
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}

@@ -36,24 +36,30 @@ func TestHandlersNeedASweeper(t *testing.T) {
 }
 
 // A tick sweeps once and logs what it deleted and kept; a sweep that
-// could not delete a schedule fails the job (SQS retries it), what it did
-// delete is logged all the same.
+// could not delete a schedule, or stopped for time before every listed
+// job, fails the job (SQS retries it), what it did delete is logged all
+// the same.
 func TestATickSweepsAndFailsOnlyWhenADeleteFailed(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		err     error
-		wantErr bool
+		name       string
+		err        error
+		unfinished bool
+		wantErr    error
 	}{
-		{"all deleted", nil, false},
-		{"a delete failed", errors.New("scheduler: throttled"), true},
+		{"all deleted", nil, false, nil},
+		{"a delete failed", errors.New("scheduler: throttled"), false, errors.New("scheduler: throttled")},
+		{"out of time", nil, true, jobs.ErrSweepUnfinished},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &fakeSweeper{rep: jobs.SweepReport{Listed: 3, Deleted: []string{"job-a", "job-b"}, Kept: []string{"job-c"}}, err: tc.err}
+			if tc.err != nil {
+				tc.wantErr = tc.err
+			}
+			s := &fakeSweeper{rep: jobs.SweepReport{Listed: 3, Deleted: []string{"job-a", "job-b"}, Kept: []string{"job-c"}, Unfinished: tc.unfinished}, err: tc.err}
 			h, _ := Handlers(s)
 			var logs bytes.Buffer
 			err := h[contract.ScheduleSweep.Name].Handle(context.Background(), runner.Job{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, tc.err)) {
-				t.Fatalf("Handle = %v; want an error %t wrapping %v", err, tc.wantErr, tc.err)
+			if (err != nil) != (tc.wantErr != nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("Handle = %v; want an error wrapping %v", err, tc.wantErr)
 			}
 			if s.calls != 1 {
 				t.Fatalf("%d sweeps; want one per tick", s.calls)

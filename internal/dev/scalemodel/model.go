@@ -66,10 +66,13 @@ type Result struct {
 	// decision; LongestSweepWait the same for those the sweep alone saw.
 	LongestWait, LongestSweepWait time.Duration
 	// Sweeps counts the sweep's runs; LongestSweep is the longest run,
-	// MostSwept the most parents one run took on.
-	Sweeps       int
-	LongestSweep time.Duration
-	MostSwept    int
+	// MostSwept the most parents one run took on; UnfinishedSweeps the
+	// runs that stopped for time before every listed parent (a tick of
+	// the stack would be retried).
+	Sweeps           int
+	UnfinishedSweeps int
+	LongestSweep     time.Duration
+	MostSwept        int
 	// Refused counts the reservations and releases that failed (Error is
 	// one of them).
 	Refused int
@@ -306,6 +309,9 @@ func (w *world) sweeps(stop time.Time) {
 		}
 		w.mu.Lock()
 		w.res.Sweeps++
+		if rep.Unfinished {
+			w.res.UnfinishedSweeps++
+		}
 		w.res.LongestSweep = max(w.res.LongestSweep, time.Since(began))
 		w.res.MostSwept = max(w.res.MostSwept, rep.Parents)
 		w.mu.Unlock()

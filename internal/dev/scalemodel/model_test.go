@@ -71,7 +71,7 @@ func report(t *testing.T, cfg scalemodel.Config, res scalemodel.Result, wall tim
 		fmt.Sprintf("continuations made: %d; sent %d, cancelled %d, sent twice %d, undecided %d", res.Continuations, res.Sent, res.Cancelled, res.Duplicates, res.Undecided),
 		fmt.Sprintf("most parents waiting at once: %d", res.MostWaiting),
 		fmt.Sprintf("longest from a parent's end to its continuation's decision: %v (of the ends only the sweep saw: %v)", res.LongestWait, res.LongestSweepWait),
-		fmt.Sprintf("sweep runs: %d, the longest %v, the most parents in one run %d", res.Sweeps, res.LongestSweep, res.MostSwept),
+		fmt.Sprintf("sweep runs: %d (%d stopped for time), the longest %v, the most parents in one run %d", res.Sweeps, res.UnfinishedSweeps, res.LongestSweep, res.MostSwept),
 		fmt.Sprintf("most writes of one item in a second: %d (%s); of one key of the index: %d", res.DB.MostItemWrites, res.DB.MostItemKey, res.DB.MostIndexWrites),
 		fmt.Sprintf("largest item: %d bytes (%s)", res.DB.LargestItem, res.DB.LargestKey),
 		fmt.Sprintf("refused: %d; throttled %d, too large %d; held at the end %d", res.Refused, res.DB.Throttled, res.DB.TooLarge, res.Held),
