@@ -52,8 +52,8 @@ func (s *Store) SweepContinuations(ctx context.Context, send SendFunc) (Continua
 		mu  sync.Mutex
 	)
 	legacyErr := s.adoptLegacy(ctx, ContinuationsPK, s.adoptParent)
-	w, err := s.walk(ctx, listContinuations, func(ctx context.Context, keys []string) (int, error) {
-		page, done, err := s.sweepParents(ctx, keys, send)
+	w, err := s.walk(ctx, listContinuations, func(ctx context.Context, keys []string, out func() bool) (int, error) {
+		page, done, err := s.sweepParents(ctx, keys, send, out)
 		mu.Lock()
 		defer mu.Unlock()
 		rep.Sent = append(rep.Sent, page.Sent...)
@@ -79,9 +79,9 @@ func parentIDs(keys []string) []string {
 // continuations' callers are all checked has nothing to decide
 // (ReleaseContinuations would leave them all waiting): it is kept without
 // a release. The reads that tell are made for the whole page at once.
-// done is how many of keys it took on: it stops before a release when the
-// run is out of time.
-func (s *Store) sweepParents(ctx context.Context, keys []string, send SendFunc) (rep ContinuationSweepReport, done int, _ error) {
+// done is how many of keys it took on: it stops before a release when out
+// reports the run out of time.
+func (s *Store) sweepParents(ctx context.Context, keys []string, send SendFunc, out func() bool) (rep ContinuationSweepReport, done int, _ error) {
 	parents := parentIDs(keys)
 	lists, err := s.continuationsItems(ctx, parents)
 	if err != nil {
@@ -107,7 +107,7 @@ func (s *Store) sweepParents(ctx context.Context, keys []string, send SendFunc) 
 	}
 	done = len(keys)
 	for i, id := range parents {
-		if s.outOfTime(ctx) {
+		if out() {
 			done = i // the rest are the next run's
 			break
 		}

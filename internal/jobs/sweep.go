@@ -128,10 +128,10 @@ func (s *Store) SweepSchedules(ctx context.Context) (SweepReport, error) {
 		mu  sync.Mutex
 	)
 	legacyErr := s.adoptLegacy(ctx, SweepPK, func(ctx context.Context, id string) error { return s.sweepList(ctx, id, true) })
-	w, err := s.walk(ctx, listSchedules, func(ctx context.Context, keys []string) (int, error) {
+	w, err := s.walk(ctx, listSchedules, func(ctx context.Context, keys []string, out func() bool) (int, error) {
 		var errs []error
 		for i, k := range keys {
-			if s.outOfTime(ctx) {
+			if out() {
 				return i, errors.Join(errs...)
 			}
 			deleted, kept, err := s.sweepSchedule(ctx, strings.TrimPrefix(k, ScheduleSweepPK("")))

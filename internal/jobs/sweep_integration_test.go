@@ -237,31 +237,76 @@ func TestSweepTakesOverTheListItemOfRelease4(t *testing.T) {
 	}
 }
 
-// A run of the sweep with too little time left to take on a page takes on
-// nothing, and says so (Unfinished) instead of passing for a sweep of the
-// list: its tick fails and is retried, and the job stays listed until a
-// run with time deletes its schedule. (A run that began under five
-// seconds before its deadline once reported an empty list while two
-// schedules of ended jobs waited, and its tick succeeded.)
-func TestASweepOutOfTimeSaysItIsUnfinished(t *testing.T) {
-	f := jobstest.New(t)
-	d := &deleter{err: errors.New("scheduler down")}
-	f.Store.Schedules = d
+// cancelledWithSchedule is a job cancelled while its schedule could not be
+// deleted, an hour ago: listed for the schedule sweep, whose deleter d
+// has asked for nothing yet.
+func cancelledWithSchedule(t *testing.T, f *jobstest.World, d *deleter) jobs.Job {
+	t.Helper()
+	d.err = errors.New("scheduler down")
 	j := jobstest.Enqueue(t, f.Store, scheduled(t, f, "late", 40*day))
 	if _, err := f.Store.Cancel(context.Background(), j.ID, "c"); err == nil {
 		t.Fatal("cancel succeeded although its schedule could not be deleted")
 	}
 	f.Clock.Advance(time.Hour)
 	d.err, d.asked = nil, nil
-	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	return j
+}
+
+// slowIndex answers every Page after delay.
+type slowIndex struct {
+	jobs.SweepIndex
+	delay time.Duration
+}
+
+func (s slowIndex) Page(ctx context.Context, shard, after, through string, limit int) ([]string, bool, error) {
+	time.Sleep(s.delay)
+	return s.SweepIndex.Page(ctx, shard, after, through, limit)
+}
+
+// A run of the sweep that runs out of time before it takes on a page takes
+// on nothing, and says so (Unfinished) instead of passing for a sweep of
+// the list: its tick fails and is retried, and the job stays listed until
+// a run with time deletes its schedule. (A run that began under five
+// seconds before its deadline once reported an empty list while two
+// schedules of ended jobs waited, and its tick succeeded.)
+func TestASweepOutOfTimeSaysItIsUnfinished(t *testing.T) {
+	f := jobstest.New(t)
+	d := &deleter{}
+	f.Store.Schedules = d
+	j := cancelledWithSchedule(t, f, d)
+	index := f.Store.Index
+	// The run stops at two thirds of its 900 ms; its pages come at 700.
+	f.Store.Index = slowIndex{SweepIndex: index, delay: 700 * time.Millisecond}
+	short, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
 	defer cancel()
 	rep, err := f.Store.SweepSchedules(short)
 	if err != nil || !rep.Unfinished || rep.Covered || rep.Listed != 0 || len(d.asked) != 0 {
-		t.Fatalf("a run a second from its deadline = %+v, %v, asked %v; want nothing taken on, Unfinished", rep, err, d.asked)
+		t.Fatalf("a run out of time before its first page = %+v, %v, asked %v; want nothing taken on, Unfinished", rep, err, d.asked)
 	}
+	f.Store.Index = index
 	rep, err = f.Store.SweepSchedules(context.Background())
 	if err != nil || rep.Unfinished || !slices.Equal(rep.Deleted, []string{j.ID}) {
 		t.Fatalf("a run with time = %+v, %v; want the schedule deleted, finished", rep, err)
+	}
+}
+
+// A run that begins to walk with less than its margin (five seconds) left
+// still gets on with the list: it keeps a third of its time, not five
+// seconds. (In the 10,000-job chaos run, the sweeps' ticks began their
+// walk with under five seconds of their function's ten left, after a slow
+// tick on a loaded emulator; every run stopped at once, took on nothing,
+// and failed its tick, which was retried the same way for twenty minutes
+// while continuations and schedules of ended jobs waited.)
+func TestASweepThatBeginsLateStillTakesOnTheList(t *testing.T) {
+	f := jobstest.New(t)
+	d := &deleter{}
+	f.Store.Schedules = d
+	j := cancelledWithSchedule(t, f, d)
+	late, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rep, err := f.Store.SweepSchedules(late)
+	if err != nil || rep.Unfinished || !slices.Equal(rep.Deleted, []string{j.ID}) {
+		t.Fatalf("a run three seconds from its deadline = %+v, %v, asked %v; want the schedule deleted, finished", rep, err, d.asked)
 	}
 }
 

@@ -66,7 +66,9 @@ func cursorPK(shard string) string { return "sweep#cursor#" + shard }
 const DefaultSweepParallel = SweepShards
 
 // sweepMargin is how long before its context's deadline a sweep stops
-// taking on pages: the time a page of work takes, with room to spare.
+// taking on pages: the time a page of work takes, with room to spare. A
+// run that starts walking with less than three margins left keeps a third
+// of what it has instead (stopAt).
 const sweepMargin = 5 * time.Second
 
 // walkReport is what one run of a sweep's walk did.
@@ -93,8 +95,11 @@ type walkReport struct {
 // its own), so the next run starts after it even if this one dies midway:
 // every listed key is reached within a bounded number of runs, however
 // many are listed. A run stops taking on pages sweepMargin before its
-// context's deadline; a page visit stopped short moves the cursor back to
-// the last key it took on. A run that stops before every shard's end says
+// context's deadline, or after two thirds of the time it had when it began
+// to walk if that is less (stopAt): a run that starts late, after a slow
+// tick or a wait for the run before it, still gets on with the list rather
+// than stopping at once, run after run. A page visit stopped short moves
+// the cursor back to the last key it took on. A run that stops before every shard's end says
 // so (Unfinished), so its caller does not count it as a sweep of the list.
 //
 // The runs of one list in one process go one at a time (a batch of a
@@ -124,6 +129,8 @@ func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (rep wal
 	g.started++
 	mine := g.started
 	g.mu.Unlock()
+	at := stopAt(ctx, time.Now())
+	out := func() bool { return outOfTime(ctx, at) }
 
 	shards := make([]*shardWalk, SweepShards)
 	for i := range shards {
@@ -141,7 +148,7 @@ func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (rep wal
 				round = append(round, w)
 			}
 		}
-		if len(round) == 0 || s.outOfTime(ctx) {
+		if len(round) == 0 || out() {
 			break
 		}
 		var wg sync.WaitGroup
@@ -150,7 +157,7 @@ func (s *Store) walk(ctx context.Context, list string, visit visitFunc) (rep wal
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				n, err := s.step(ctx, w, visit)
+				n, err := s.step(ctx, w, visit, out)
 				mu.Lock()
 				defer mu.Unlock()
 				rep.Listed += n
@@ -188,14 +195,22 @@ func gateOf(table, list string) *sweepGate {
 	return g.(*sweepGate)
 }
 
-// outOfTime reports whether a sweep must stop taking on pages: ctx is done
-// or within sweepMargin of its deadline.
-func (s *Store) outOfTime(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
+// stopAt is when a run of a sweep that begins to walk at now stops taking
+// on work: sweepMargin before ctx's deadline, or, with less than three
+// margins left, once two thirds of what is left have passed. Zero: ctx has
+// no deadline.
+func stopAt(ctx context.Context, now time.Time) time.Time {
 	d, ok := ctx.Deadline()
-	return ok && time.Until(d) < sweepMargin
+	if !ok {
+		return time.Time{}
+	}
+	return d.Add(-min(sweepMargin, d.Sub(now)/3))
+}
+
+// outOfTime reports whether a sweep must stop taking on work: ctx is done
+// or its stop time (stopAt) has come.
+func outOfTime(ctx context.Context, at time.Time) bool {
+	return ctx.Err() != nil || (!at.IsZero() && !time.Now().Before(at))
 }
 
 // shardWalk is where a run is in one shard: the cursor it started from,
@@ -213,15 +228,16 @@ type shardWalk struct {
 }
 
 // visitFunc takes on keys, a page of a sweep's index, and returns how many
-// of them (from the first) it took on: fewer when it ran out of time.
-type visitFunc func(ctx context.Context, keys []string) (done int, err error)
+// of them (from the first) it took on: fewer when out reported the run out
+// of time before it took on the next.
+type visitFunc func(ctx context.Context, keys []string, out func() bool) (done int, err error)
 
 // step takes on the next page of shard w: it reads the shard's cursor
 // first, moves it past the page unless the page is the whole shard, and
 // hands the page to visit; a visit stopped short moves the cursor back to
 // the last key taken on and ends the shard's walk for this run, and so
 // does a failure to read the index or move the cursor.
-func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, error) {
+func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc, out func() bool) (int, error) {
 	if !w.started {
 		w.started = true
 		var c struct {
@@ -262,7 +278,7 @@ func (s *Store) step(ctx context.Context, w *shardWalk, visit visitFunc) (int, e
 			return 0, err
 		}
 	}
-	done, err := visit(ctx, keys)
+	done, err := visit(ctx, keys, out)
 	if done < len(keys) {
 		w.done, w.short = true, true
 		back := before
