@@ -252,15 +252,16 @@ func cancelledWithSchedule(t *testing.T, f *jobstest.World, d *deleter) jobs.Job
 	return j
 }
 
-// slowIndex answers every Page after delay.
-type slowIndex struct {
-	jobs.SweepIndex
-	delay time.Duration
-}
+// lateIndex reads every Page at once and answers it a second before its
+// context's deadline.
+type lateIndex struct{ jobs.SweepIndex }
 
-func (s slowIndex) Page(ctx context.Context, shard, after, through string, limit int) ([]string, bool, error) {
-	time.Sleep(s.delay)
-	return s.SweepIndex.Page(ctx, shard, after, through, limit)
+func (l lateIndex) Page(ctx context.Context, shard, after, through string, limit int) ([]string, bool, error) {
+	keys, more, err := l.SweepIndex.Page(ctx, shard, after, through, limit)
+	if d, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(d) - time.Second)
+	}
+	return keys, more, err
 }
 
 // A run of the sweep that runs out of time before it takes on a page takes
@@ -275,9 +276,10 @@ func TestASweepOutOfTimeSaysItIsUnfinished(t *testing.T) {
 	f.Store.Schedules = d
 	j := cancelledWithSchedule(t, f, d)
 	index := f.Store.Index
-	// The run stops at two thirds of its 900 ms; its pages come at 700.
-	f.Store.Index = slowIndex{SweepIndex: index, delay: 700 * time.Millisecond}
-	short, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+	// The run stops two seconds (a third of its six) before its deadline;
+	// its pages come one second before it.
+	f.Store.Index = lateIndex{index}
+	short, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 	defer cancel()
 	rep, err := f.Store.SweepSchedules(short)
 	if err != nil || !rep.Unfinished || rep.Covered || rep.Listed != 0 || len(d.asked) != 0 {
