@@ -95,12 +95,13 @@ type walkReport struct {
 // its own), so the next run starts after it even if this one dies midway:
 // every listed key is reached within a bounded number of runs, however
 // many are listed. A run stops taking on pages sweepMargin before its
-// context's deadline, or after two thirds of the time it had when it began
-// to walk if that is less (stopAt): a run that starts late, after a slow
-// tick or a wait for the run before it, still gets on with the list rather
-// than stopping at once, run after run. A page visit stopped short moves
-// the cursor back to the last key it took on. A run that stops before every shard's end says
-// so (Unfinished), so its caller does not count it as a sweep of the list.
+// context's deadline, or once two thirds of the time it had when it began
+// to walk have passed, whichever comes later (stopAt): a run that starts
+// late, after a slow tick or a wait for the run before it, still gets on
+// with the list rather than stopping at once, run after run. A page visit
+// stopped short moves the cursor back to the last key it took on. A run
+// that stops before every shard's end says so (Unfinished), so its caller
+// does not count it as a sweep of the list.
 //
 // The runs of one list in one process go one at a time (a batch of a
 // sweep's ticks, after an outage, would otherwise walk the same keys at
