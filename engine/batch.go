@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -75,8 +76,10 @@ type item struct {
 	fp  string
 	due time.Time
 	log *slog.Logger
-	// attrs are the attributes of the record's log lines its kind names.
-	attrs []slog.Attr
+	// attrs are the attributes of the record's log lines its kind names;
+	// keyAttrs: its kind names none, so they are its name and the key.
+	attrs    []slog.Attr
+	keyAttrs bool
 	// bound: its payload decoded and its kind's job bound; admits: its kind
 	// has an Admit.
 	bound, admits bool
@@ -130,6 +133,7 @@ func (m *runner) handle(ctx context.Context, recs []events.SQSMessage, src sourc
 	// (token:index): unique across workers, cheap per record.
 	batch := uuid.NewString()
 	var toPeek []*item
+	var arena attrArena
 	for i := range recs {
 		it := &items[i]
 		it.msg, it.i, it.jobs = recs[i], i, js
@@ -138,7 +142,7 @@ func (m *runner) handle(ctx context.Context, recs []events.SQSMessage, src sourc
 		} else {
 			it.group = it.msg.Attributes["MessageGroupId"]
 		}
-		if !m.decode(ctx, base, it) {
+		if !m.decode(ctx, base, it, &arena, len(recs)-i) {
 			continue
 		}
 		// The switch decides first whether the job may run. A disabled
@@ -191,14 +195,20 @@ type source struct {
 
 // decode finds the record's route and decodes its payload, and reports
 // whether the record goes on: one that has no route, or whose payload its
-// kind refuses, fails as permanent here.
-func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
+// kind refuses, fails as permanent here. Its logger's attributes are cut
+// from the batch's arena, left records (this one included) still to come.
+func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item, arena *attrArena, left int) bool {
 	it.trace = RecordTraceHeader(it.msg)
 	err := resolveSafely(it)
-	// One logger per record, its attributes in one go: the kind's, the SQS
-	// message id, the trace.
-	attrs := it.attrs
-	if !it.bound && it.set.name != "" {
+	// One logger per record, its attributes in one go: the kind's (or its
+	// name and the key), the SQS message id or sequence number, the trace.
+	attrs := arena.room(max(len(it.attrs), 2)+2, left)
+	switch {
+	case it.bound && it.keyAttrs:
+		attrs = append(attrs, slog.String(keyType, it.set.name), slog.String(keyKey, it.key.JobID))
+	case it.bound:
+		attrs = append(attrs, it.attrs...)
+	case it.set.name != "":
 		attrs = append(attrs, slog.String(keyType, it.set.name)) // refused before its kind's attributes were known
 	}
 	if it.stream {
@@ -215,6 +225,23 @@ func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item) bool {
 		return false
 	}
 	return true
+}
+
+// attrArena hands out the attributes of a batch's loggers from one
+// allocation. Each record's slice is its own, capped at its length, so no
+// record's attributes are ever appended over another's (a handler may keep
+// the slice it is given), and a kind's LogAttrs slice is only read.
+type attrArena struct{ buf []slog.Attr }
+
+// room returns an empty slice with room for n attributes, refilling the
+// arena for left records of about n each when it runs short.
+func (a *attrArena) room(n, left int) []slog.Attr {
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]slog.Attr, 0, n*max(left, 1))
+	}
+	at := len(a.buf)
+	a.buf = a.buf[:at+n]
+	return a.buf[at : at : at+n]
 }
 
 // resolveSafely resolves the record, turning a panic in a function of its
@@ -239,9 +266,16 @@ func (m *runner) peek(ctx context.Context, base *slog.Logger, its []*item) {
 		return
 	}
 	keys := make([]Key, 0, len(its))
-	asked := make(map[Key]bool, len(its))
+	var asked map[Key]bool // a long batch's keys asked so far (a short one's are searched)
+	if len(its) > shortBatch {
+		asked = make(map[Key]bool, len(its))
+	}
 	for _, it := range its {
-		if !asked[it.key] {
+		switch {
+		case asked == nil && slices.Contains(keys, it.key):
+		case asked == nil:
+			keys = append(keys, it.key)
+		case !asked[it.key]:
 			asked[it.key] = true
 			keys = append(keys, it.key)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -219,6 +220,26 @@ func TestOneKeyRunsOnce(t *testing.T) {
 		}
 		if w.runs("o-1") != 1 || w.runs("o-2") != 1 {
 			t.Fatalf("runs %v; want each key once", w.calls)
+		}
+		if n := w.trace.Count("peek"); n != 1 {
+			t.Errorf("%d peeks; want the batch peeked with one read", n)
+		}
+	})
+	t.Run("one long batch", func(t *testing.T) {
+		// A batch longer than an SQS batch (a stream's) finds its keys'
+		// lanes another way: each key still runs once, its twins settled.
+		w := newWorld(t, shipKind, func(o *engine.Options) { o.Concurrency = 4 })
+		var recs []events.SQSMessage
+		for i := range 40 {
+			recs = append(recs, record(orderBody(fmt.Sprintf("o-%d", i%13), 12), 1))
+		}
+		if failed := w.handle(recs...); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		for i := range 13 {
+			if n := w.runs(fmt.Sprintf("o-%d", i)); n != 1 {
+				t.Fatalf("o-%d ran %d times; want once (runs %v)", i, n, w.calls)
+			}
 		}
 		if n := w.trace.Count("peek"); n != 1 {
 			t.Errorf("%d peeks; want the batch peeked with one read", n)
@@ -506,5 +527,54 @@ func TestNewHandlerRefusesWhatCannotWork(t *testing.T) {
 				t.Fatal("NewHandler accepted it")
 			}
 		})
+	}
+}
+
+// keeper is a slog.Handler that keeps every attribute slice WithAttrs is
+// given, as a handler may: the slice is its own.
+type keeper struct {
+	mu   *sync.Mutex
+	kept *[][]slog.Attr
+}
+
+func (k keeper) Enabled(context.Context, slog.Level) bool  { return true }
+func (k keeper) Handle(context.Context, slog.Record) error { return nil }
+func (k keeper) WithGroup(string) slog.Handler             { return k }
+func (k keeper) WithAttrs(as []slog.Attr) slog.Handler {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	*k.kept = append(*k.kept, as)
+	return k
+}
+
+// Each record's logger keeps attributes of its own, even when its kind's
+// LogAttrs hands out one slice with room to spare and the log handler keeps
+// what it is given: no record's attributes are appended over another's.
+func TestEachRecordLogsItsOwnAttributes(t *testing.T) {
+	shared := make([]slog.Attr, 1, 8)
+	shared[0] = slog.String("team", "shipping")
+	k := shipKind
+	k.LogAttrs = func(order) []slog.Attr { return shared[:1] }
+	var kept [][]slog.Attr
+	w := newWorld(t, k, func(o *engine.Options) { o.Logger = slog.New(keeper{mu: &sync.Mutex{}, kept: &kept}) })
+	recs := []events.SQSMessage{record(orderBody("o-1", 1), 1), record(orderBody("o-2", 2), 1), record(orderBody("o-3", 3), 1)}
+	if failed := w.handle(recs...); len(failed) != 0 {
+		t.Fatalf("failed %v", failed)
+	}
+	ids := map[string]bool{}
+	for _, as := range kept {
+		for _, a := range as {
+			if a.Key == "sqsMessageId" {
+				ids[a.Value.String()] = true
+			}
+		}
+	}
+	for _, r := range recs {
+		if !ids[r.MessageId] {
+			t.Fatalf("the loggers kept sqsMessageId %v; want each record's own (%s missing)", ids, r.MessageId)
+		}
+	}
+	if len(shared[:cap(shared)][1].Key) != 0 {
+		t.Fatalf("the kind's slice was written past its length: %v", shared[:2])
 	}
 }

@@ -48,7 +48,7 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 	// fingerprint of what settled it (guarded by mu); a key met in two
 	// lanes (two FIFO groups, two shards) runs under its lock, one record
 	// at a time.
-	settled := map[Key]string{}
+	var settled map[Key]string // made by the first record that settles a key
 	locks := sharedKeys(items, first, next)
 	// runKey runs a pending record of its lane: a duplicate of what settled
 	// its key earlier in the batch, or judged against it, or run.
@@ -74,6 +74,9 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 		mu.Lock()
 		defer mu.Unlock()
 		if _, done := settled[it.key]; !done && settles(it.out.kind) {
+			if settled == nil {
+				settled = map[Key]string{}
+			}
 			settled[it.key] = it.fp
 		}
 	}
@@ -139,7 +142,12 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 func lanes(items []item) (first, next []int) {
 	next = make([]int, len(items))
 	last := make([]int, 0, len(items)) // the last record of each lane so far
-	byKey := make(map[Key]int, len(items))
+	// byKey finds a long batch's lane of a key (a short one's lanes are
+	// searched: SQS batches are short).
+	var byKey map[Key]int
+	if len(items) > shortBatch {
+		byKey = make(map[Key]int, len(items))
+	}
 	var byGroup map[string]int
 	for i := range items {
 		next[i] = -1
@@ -157,6 +165,11 @@ func lanes(items []item) (first, next []int) {
 			}
 		case it.out.kind != kindPending:
 			continue
+		case byKey == nil:
+			n = slices.IndexFunc(first, func(h int) bool { return items[h].group == "" && items[h].key == it.key })
+			if ok = n >= 0; !ok {
+				n = len(first)
+			}
 		default:
 			if n, ok = byKey[it.key]; !ok {
 				n = len(first)
@@ -172,11 +185,15 @@ func lanes(items []item) (first, next []int) {
 	return first, next
 }
 
+// shortBatch is the most records a batch may have for its keys to be
+// searched rather than indexed by a map (an SQS batch has at most 10).
+const shortBatch = 16
+
 // sharedKeys returns a lock for each key whose records are in more than one
 // lane (one key in two FIFO groups, or two shards), none for the others.
 func sharedKeys(items []item, first, next []int) map[Key]*sync.Mutex {
 	var locks map[Key]*sync.Mutex
-	if !slices.ContainsFunc(items, func(it item) bool { return it.group != "" }) {
+	if !slices.ContainsFunc(first, func(h int) bool { return items[h].group != "" }) {
 		return nil // a standard queue's lanes are one per key
 	}
 	laneOf := map[Key]int{}

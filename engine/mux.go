@@ -181,7 +181,7 @@ func (r *kindRoute[T]) bind(it *item, p T) (string, error) {
 	if r.k.LogAttrs != nil {
 		it.attrs = r.k.LogAttrs(p)
 	} else {
-		it.attrs = []slog.Attr{slog.String(keyType, r.k.Name), slog.String(keyKey, key)}
+		it.keyAttrs = true
 	}
 	it.bound, it.admits = true, r.k.Admit != nil
 	return key, nil
