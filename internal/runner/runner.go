@@ -118,7 +118,7 @@ type Config struct {
 // Runner runs SQS batches of the bundle's jobs. It is safe for concurrent
 // use.
 type Runner struct {
-	mux *engine.Mux[Payload]
+	mux *engine.Mux[*Payload]
 }
 
 // Payload is one record of the bundle as the engine runs it: a job's
@@ -163,7 +163,7 @@ func New(cfg Config) (*Runner, error) {
 			return string(t.Queue)
 		},
 	}
-	mux, err := engine.NewMux(o, func(b []byte) (Payload, error) { return decode(reg, b) }, func(p Payload) string {
+	mux, err := engine.NewMux(o, func(b []byte) (*Payload, error) { return decode(reg, b) }, func(p *Payload) string {
 		if p.tick != nil {
 			return tickRoute(p.Envelope.Type)
 		}
@@ -221,39 +221,39 @@ func (r *Runner) Handles(jobType string) bool { return r.mux.Handles(jobType) }
 // tick, whose envelope is derived from it (its job id from the schedule's
 // name and the scheduled time). An envelope that breaks its type's
 // declaration decodes, with why, so its failure is counted under its type.
-func decode(reg *message.Registry, body []byte) (Payload, error) {
+func decode(reg *message.Registry, body []byte) (*Payload, error) {
 	// An envelope is the common case: parse it once, and probe for a tick
 	// only when it is not one.
 	env, err := message.Decode(body)
 	if err != nil && !message.IsTick(body) {
-		return Payload{}, err
+		return nil, err
 	}
-	var p Payload
+	p := new(Payload)
 	if err != nil {
 		tick, err := message.DecodeTick(body)
 		if err != nil {
-			return Payload{}, err
+			return nil, err
 		}
 		if env, err = reg.TickEnvelope(tick); err != nil {
-			return Payload{}, err
+			return nil, err
 		}
 		enc, err := env.Encode()
 		if err != nil {
-			return Payload{}, err
+			return nil, err
 		}
 		p.tick, p.encoded = &tick, string(enc)
 	}
 	p.Envelope = env
-	p.Type, p.invalid = reg.Validate(env)
-	if t, err := reg.Lookup(env.Type); err == nil {
-		p.Type = t // the type dimension, even when its args are invalid
+	// The type dimension is kept even when the args are invalid.
+	if p.Type, p.invalid = reg.Lookup(env.Type); p.invalid == nil {
+		p.invalid = p.Type.ValidateArgs(env.Args)
 	}
 	return p, nil
 }
 
 // Work is the engine's work of handler h.
-func Work(h Handler) func(context.Context, engine.Job[Payload]) error {
-	return func(ctx context.Context, job engine.Job[Payload]) error {
+func Work(h Handler) func(context.Context, engine.Job[*Payload]) error {
+	return func(ctx context.Context, job engine.Job[*Payload]) error {
 		return h.Handle(ctx, Job{Envelope: job.Payload.Envelope, Type: job.Payload.Type, Attempt: job.Attempt, Logger: job.Logger})
 	}
 }
@@ -262,20 +262,20 @@ func Work(h Handler) func(context.Context, engine.Job[Payload]) error {
 // the job id, its switch the type's, its run time the envelope's runAt.
 // Its Decode reads an envelope or a tick (a Mux of the runner decodes with
 // its own, the same).
-func KindOf(reg *message.Registry, t message.JobType) engine.Kind[Payload] {
-	return engine.Kind[Payload]{
+func KindOf(reg *message.Registry, t message.JobType) engine.Kind[*Payload] {
+	return engine.Kind[*Payload]{
 		Name:   t.Name,
-		Decode: func(b []byte) (Payload, error) { return decode(reg, b) },
-		Key: func(p Payload) (string, error) {
+		Decode: func(b []byte) (*Payload, error) { return decode(reg, b) },
+		Key: func(p *Payload) (string, error) {
 			if p.invalid != nil {
 				return "", p.invalid
 			}
 			return p.Envelope.MessageID, nil
 		},
 		Bias: t.Bias, Lease: t.Lease, FailClosed: !t.EnabledByDefault, WhileOff: t.WhileOff,
-		Due:         func(p Payload) time.Time { return lifetime.Guard(p.Envelope.RunAt) },
-		Traceparent: func(p Payload) string { return p.Envelope.Traceparent },
-		LogAttrs: func(p Payload) []slog.Attr {
+		Due:         func(p *Payload) time.Time { return lifetime.Guard(p.Envelope.RunAt) },
+		Traceparent: func(p *Payload) string { return p.Envelope.Traceparent },
+		LogAttrs: func(p *Payload) []slog.Attr {
 			// The messageId of the envelope is the job id; the SQS message
 			// id is the batch item identifier.
 			return []slog.Attr{slog.String(obs.KeyJobID, p.Envelope.MessageID), slog.String(obs.KeyMessageID, p.Envelope.MessageID),
@@ -289,8 +289,8 @@ func KindOf(reg *message.Registry, t message.JobType) engine.Kind[Payload] {
 // worker holds it) and decides whether the record goes on. It stops, done,
 // when another job holds the tick's key; it is retried when the key is
 // busy, or when the record cannot be written.
-func recordTick(ticks TickJobs) func(context.Context, engine.Job[Payload]) error {
-	return func(ctx context.Context, job engine.Job[Payload]) error {
+func recordTick(ticks TickJobs) func(context.Context, engine.Job[*Payload]) error {
+	return func(ctx context.Context, job engine.Job[*Payload]) error {
 		p := job.Payload
 		d, err := ticks.RecordTick(ctx, TickJob{
 			ID: p.Envelope.MessageID, Caller: message.TickCaller(p.tick.Schedule), Type: p.Envelope.Type, Key: p.Envelope.Key,

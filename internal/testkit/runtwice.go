@@ -46,23 +46,23 @@ func Check(c Case) error {
 
 // engine is c as the engine's test kit takes it: the type's kind as the
 // runner makes it, each scenario's envelope with the job id the kit picks.
-func (c Case) engine() (enginetest.Case[runner.Payload], error) {
+func (c Case) engine() (enginetest.Case[*runner.Payload], error) {
 	reg, err := message.NewRegistry(c.Type)
 	if err != nil {
-		return enginetest.Case[runner.Payload]{}, err
+		return enginetest.Case[*runner.Payload]{}, err
 	}
 	args := c.Args
 	if args == nil {
 		args = ValidArgs(c.Type)
 	}
-	return enginetest.Case[runner.Payload]{
+	return enginetest.Case[*runner.Payload]{
 		Kind: runner.KindOf(reg, c.Type), Work: runner.Work(c.Handler),
-		New: func(key string) runner.Payload {
+		New: func(key string) *runner.Payload {
 			env := Envelope(c.Type.Name, args)
 			env.MessageID = key
-			return runner.Payload{Envelope: env, Type: c.Type}
+			return &runner.Payload{Envelope: env, Type: c.Type}
 		},
-		Encode:      func(p runner.Payload) ([]byte, error) { return p.Envelope.Encode() },
+		Encode:      func(p *runner.Payload) ([]byte, error) { return p.Envelope.Encode() },
 		Effects:     c.Effects,
 		ExactlyOnce: c.ExactlyOnce,
 	}, nil
