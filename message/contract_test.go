@@ -3,6 +3,7 @@ package message
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"args missing", strings.Replace(g, `"args":{"countryCode":"BD","roleCode":"city-partner","userId":"u-123"},`, ``, 1), "args"},
 		{"no enqueuedAt", strings.Replace(g, `,"enqueuedAt":"2026-11-30T08:00:00Z"`, ``, 1), "enqueuedAt"},
 		{"trailing data", g + `{}`, "body"},
+		{"member named twice", strings.Replace(g, `"v":1`, `"v":1,"v":1`, 1), "v"},
+		{"arg named twice", strings.Replace(g, `"userId":"u-123"`, `"userId":"u-123","userId":"u-9"`, 1), "args.userId"},
+		{"a known name in another case", strings.Replace(g, `"messageId"`, `"MessageId"`, 1), "body"},
+		{"invalid UTF-8", strings.Replace(g, `"key":"verify:u-123"`, "\"key\":\"verify:u-\xff\"", 1), "body"},
+		{"enqueuedAt not a time", strings.Replace(g, `"enqueuedAt":"2026-11-30T08:00:00Z"`, `"enqueuedAt":"Monday"`, 1), "enqueuedAt"},
 		{"oversize", `{"v":1,"key":"` + strings.Repeat("a", MaxEnvelopeBytes) + `"}`, "body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +81,39 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			if !found {
 				t.Fatalf("errors %v do not name field %q", verr.Fields, tc.field)
+			}
+		})
+	}
+}
+
+// TestDecodeSaysWhy: every way a body breaks the JSON contract has a reason
+// in words, and the reason quotes no value the sender chose (a member's
+// name, made safe, at most).
+func TestDecodeSaysWhy(t *testing.T) {
+	good, _ := validEnvelope().Encode()
+	g := string(good)
+	for _, tc := range []struct{ name, body, field, reason string }{
+		{"empty", "", "body", "empty or truncated JSON"},
+		{"truncated", g[:20], "body", "empty or truncated JSON"},
+		{"not JSON", "hello", "body", "invalid JSON at offset 0"},
+		{"trailing data", g + ` x`, "body", fmt.Sprintf("invalid JSON at offset %d", len(g)+1)},
+		{"array", `[1,2]`, "body", "wrong type: got array, want message.Envelope"},
+		{"version as string", strings.Replace(g, `"v":1`, `"v":"1"`, 1), "v", "wrong type: got string, want int"},
+		{"unknown field", strings.Replace(g, `"v":1`, `"v":1,"email":"a@b.c"`, 1), "body", `unknown field "email"`},
+		{"unknown field's name made safe", strings.Replace(g, `"v":1`, `"v":1,"a\u0000b":1`, 1), "body", `unknown field "a?b"`},
+		{"member named twice", strings.Replace(g, `"key":"verify:u-123"`, `"key":"verify:u-123","key":"verify:u-9"`, 1), "key", "named twice"},
+		{"nested arg", strings.Replace(g, `"userId":"u-123"`, `"userId":{"id":1}`, 1), "args.userId", "must be a flat object of string IDs, not object"},
+		{"args an array", strings.Replace(g, `"args":{`, `"args":[{`, 1), "args", "must be a flat object of string IDs, not array"},
+		{"time", strings.Replace(g, `"enqueuedAt":"2026-11-30T08:00:00Z"`, `"enqueuedAt":"yesterday bob@example.com"`, 1), "enqueuedAt", "must be an RFC 3339 time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.body))
+			var verr *ValidationError
+			if !errors.As(err, &verr) || len(verr.Fields) != 1 {
+				t.Fatalf("Decode = %v; want a ValidationError of one field", err)
+			}
+			if f := verr.Fields[0]; f.Field != tc.field || !strings.HasPrefix(f.Reason, tc.reason) || strings.Contains(f.Reason, "@") {
+				t.Fatalf("field %q, reason %q; want %q, %q…", f.Field, f.Reason, tc.field, tc.reason)
 			}
 		})
 	}
