@@ -98,6 +98,11 @@ type item struct {
 	retryIn time.Duration
 	// trace is the X-Ray trace header the record continues.
 	trace string
+	// sends is the trace header of what the record's job sends (the
+	// record's, else its span's), and job the job its span is about: the
+	// record's context points at them.
+	sends string
+	job   tracedJob
 }
 
 // metricType is the type dimension of the record's metrics: its kind's

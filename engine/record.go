@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,16 @@ import (
 func (m *runner) process(ctx context.Context, it *item, leaseUntil time.Time, owner string) outcome {
 	// What the job sends (a park, a fan-out's pages) carries its trace: the
 	// record's, else the trace its own span started.
-	ctx = WithTraceHeader(ctx, cmp.Or(it.trace, FormatXRay(trace.SpanContextFromContext(ctx))))
+	switch {
+	case it.sends != "": // a traced record's span set it
+	case it.trace != "":
+		it.sends = it.trace
+	default:
+		it.sends = FormatXRay(trace.SpanContextFromContext(ctx))
+	}
+	if it.sends != "" {
+		ctx = context.WithValue(ctx, traceKey{}, &it.sends)
+	}
 	switch {
 	case it.hasSeen && m.otherContent(it, it.seen):
 		return m.deadLetter(ctx, it, fingerprintMismatch(it))

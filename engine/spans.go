@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -53,16 +54,25 @@ func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	ctx, span := m.tracer.Start(ctx, queue+" process", opts...)
 	defer span.End()
-	ctx = ContextWithTracedJob(ctx, it.key.JobID, it.set.name)
+	// The record's item outlives its span: the context points at the job
+	// it names rather than holding a copy of its own.
+	it.job = tracedJob{it.key.JobID, it.set.name}
+	ctx = context.WithValue(ctx, tracedJobKey{}, &it.job)
 	// The record's log lines say their span (and its trace, when the
 	// record came without one).
 	sc := span.SpanContext()
-	logAttrs := make([]slog.Attr, 1, 2)
-	logAttrs[0] = slog.String(keySpanID, sc.SpanID().String())
-	if it.trace == "" {
-		logAttrs = append(logAttrs, slog.String(keyTraceID, XRayTraceID(sc.TraceID())))
+	lines := &spanLines{Handler: it.log.Handler(), n: 1}
+	if it.trace != "" || !sc.IsValid() {
+		lines.attrs[0] = slog.String(keySpanID, sc.SpanID().String())
+	} else {
+		// A record that came without a trace sends under its span's (see
+		// process), and its log lines name the trace the span started:
+		// both from one header.
+		var root, parent string
+		it.sends, root, parent = formatXRay(sc)
+		lines.attrs[0], lines.attrs[1], lines.n = slog.String(keySpanID, parent), slog.String(keyTraceID, root), 2
 	}
-	it.log = slog.New(spanLines{it.log.Handler(), logAttrs})
+	it.log = slog.New(lines)
 	o := do(ctx)
 	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
 	switch o.kind {
@@ -81,20 +91,21 @@ func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) 
 // has again, for the line or two a record writes.
 type spanLines struct {
 	slog.Handler
-	attrs []slog.Attr
+	attrs [2]slog.Attr // the first n are set
+	n     int
 }
 
-func (h spanLines) Handle(ctx context.Context, r slog.Record) error {
-	r.AddAttrs(h.attrs...)
+func (h *spanLines) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.attrs[:h.n]...)
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h spanLines) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return spanLines{h.Handler.WithAttrs(attrs), h.attrs}
+func (h *spanLines) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &spanLines{h.Handler.WithAttrs(attrs), h.attrs, h.n}
 }
 
-func (h spanLines) WithGroup(name string) slog.Handler {
-	return h.Handler.WithAttrs(h.attrs).WithGroup(name) // the span's attributes stay outside the group
+func (h *spanLines) WithGroup(name string) slog.Handler {
+	return h.Handler.WithAttrs(slices.Clone(h.attrs[:h.n])).WithGroup(name) // the span's attributes stay outside the group
 }
 
 // consumerKind is the kind of every record span.
@@ -116,8 +127,13 @@ func ContextWithTracedJob(ctx context.Context, jobID, jobType string) context.Co
 // TracedJobAttributes are the job attributes of ctx's job
 // (ContextWithTracedJob), none without one.
 func TracedJobAttributes(ctx context.Context) []attribute.KeyValue {
-	j, ok := ctx.Value(tracedJobKey{}).(tracedJob)
-	if !ok {
+	var j tracedJob
+	switch v := ctx.Value(tracedJobKey{}).(type) {
+	case tracedJob:
+		j = v
+	case *tracedJob: // the runner's, in the record's item
+		j = *v
+	default:
 		return nil
 	}
 	return []attribute.KeyValue{attribute.String(AttrJobID, j.id), attribute.String(AttrJobType, j.typ)}

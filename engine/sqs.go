@@ -137,6 +137,11 @@ func WithTraceHeader(ctx context.Context, header string) context.Context {
 
 // TraceHeader returns the trace header WithTraceHeader put in ctx, or "".
 func TraceHeader(ctx context.Context) string {
-	v, _ := ctx.Value(traceKey{}).(string)
-	return v
+	switch v := ctx.Value(traceKey{}).(type) {
+	case string:
+		return v
+	case *string: // the runner's, in the record's item
+		return *v
+	}
+	return ""
 }

@@ -132,28 +132,38 @@ func XRayRoot(header string) (trace.TraceID, bool) {
 // FormatXRay writes sc as an X-Ray trace header, Root, Parent, Sampled and
 // (when sc carries one) Lineage; "" for an invalid span context.
 func FormatXRay(sc trace.SpanContext) string {
+	h, _, _ := formatXRay(sc)
+	return h
+}
+
+// formatXRay is FormatXRay, and the header's Root (the trace id in X-Ray
+// form, as XRayTraceID writes it) and Parent (the span id), cut from it:
+// one allocation for the three.
+func formatXRay(sc trace.SpanContext) (header, root, parent string) {
 	if !sc.IsValid() {
-		return ""
+		return "", "", ""
 	}
-	tid, sid := sc.TraceID().String(), sc.SpanID().String()
-	var b strings.Builder
-	b.Grow(96)
-	b.WriteString("Root=1-")
-	b.WriteString(tid[:8])
-	b.WriteByte('-')
-	b.WriteString(tid[8:])
-	b.WriteString(";Parent=")
-	b.WriteString(sid)
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var buf [96]byte
+	b := append(buf[:0], "Root=1-"...)
+	b = hex.AppendEncode(b, tid[:4])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, tid[4:])
+	b = append(b, ";Parent="...)
+	b = hex.AppendEncode(b, sid[:])
 	if sc.IsSampled() {
-		b.WriteString(";Sampled=1")
+		b = append(b, ";Sampled=1"...)
 	} else {
-		b.WriteString(";Sampled=0")
+		b = append(b, ";Sampled=0"...)
 	}
 	if l := sc.TraceState().Get(xrayLineageKey); l != "" {
-		b.WriteString(";Lineage=")
-		b.WriteString(l)
+		b = append(b, ";Lineage="...)
+		b = append(b, l...)
 	}
-	return b.String()
+	header = string(b)
+	// Root=1-<8>-<24>;Parent=<16>: the root is bytes 5 to 40, the parent
+	// 48 to 64.
+	return header, header[5:40], header[48:64]
 }
 
 // XRayTraceID writes a W3C trace id in X-Ray form (1-<8 hex>-<24 hex>), as
