@@ -25,6 +25,8 @@ type runner struct {
 	tracer trace.Tracer
 	// cache holds the keys seen done (nil: Options.DoneCache is 0).
 	cache *doneCache
+	// spans keeps how each queue's record spans start.
+	spans spanStarts
 }
 
 func newRunner(o Options) (*runner, error) {

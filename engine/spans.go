@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,9 +27,10 @@ const (
 // span continues the trace of the send that queued the record (the
 // record's AWSTraceHeader, XRay's rules; for a job that waited in a
 // one-time schedule, the traceparent of its envelope) and links to that
-// send's span; it
-// carries messaging.system aws_sqs, the queue, the SQS message id, the
-// job's id and type, and the record's outcome; a record that is retried,
+// send's span. It starts with messaging.system aws_sqs, the operation and
+// the queue (the attributes a sampler may read), and ends with the SQS
+// message id, the job's id and type, and the record's outcome (all but the
+// outcome when the work panicked); a record that is retried,
 // dead-lettered or whose claim failed ends it with an Error status. A
 // record with no trace header starts a trace of its own. Without a tracer
 // it is do.
@@ -36,24 +38,20 @@ func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	if m.tracer == nil {
 		return do(ctx)
 	}
-	queue := m.o.QueueName(it.msg, it.set.name)
-	opts := make([]trace.SpanStartOption, 0, 3)
-	opts = append(opts,
-		consumerKind,
-		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", queue),
-			attribute.String("messaging.message.id", it.msg.MessageId),
-			attribute.String(AttrJobID, it.key.JobID),
-			attribute.String(AttrJobType, it.set.name),
-		))
+	start := m.spans.of(m.o.QueueName(it.msg, it.set.name))
+	opts := start.opts
 	if sc, ok := ParseXRay(it.trace); ok {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		opts = append(opts[:len(opts):len(opts)], trace.WithLinks(trace.Link{SpanContext: sc}))
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := m.tracer.Start(ctx, queue+" process", opts...)
-	defer span.End()
+	ctx, span := m.tracer.Start(ctx, start.name, opts...)
+	ended := false
+	defer func() {
+		if !ended { // do panicked: the span still names its record and job
+			span.SetAttributes(m.recordAttrs(it)...)
+		}
+		span.End()
+	}()
 	// The record's item outlives its span: the context points at the job
 	// it names rather than holding a copy of its own.
 	it.job = tracedJob{it.key.JobID, it.set.name}
@@ -74,7 +72,11 @@ func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) 
 	}
 	it.log = slog.New(lines)
 	o := do(ctx)
-	span.SetAttributes(attribute.String(AttrJobOutcome, outcomes[o.kind].name))
+	ended = true
+	// The attributes a sampler may want are the span's from its start (the
+	// messaging conventions' "sampling relevant" ones); the record's own
+	// are set with its outcome, in one write.
+	span.SetAttributes(append(m.recordAttrs(it), attribute.String(AttrJobOutcome, outcomes[o.kind].name))...)
 	switch o.kind {
 	case kindFailed, kindPending, kindDeadLettered, kindClaimFailed, kindInterrupted:
 		span.SetStatus(codes.Error, o.reason)
@@ -83,6 +85,59 @@ func (m *runner) traced(ctx context.Context, it *item, do func(context.Context) 
 		}
 	}
 	return o
+}
+
+// recordAttrs are the attributes of a record's span that name the record
+// and its job, with room for its outcome.
+func (m *runner) recordAttrs(it *item) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 3, 4)
+	attrs[0] = attribute.String("messaging.message.id", it.msg.MessageId)
+	attrs[1] = attribute.String(AttrJobID, it.key.JobID)
+	attrs[2] = attribute.String(AttrJobType, it.set.name)
+	return attrs
+}
+
+// spanStart is how a record span of one queue starts: its name and its
+// options (its kind, and the attributes of its queue).
+type spanStart struct {
+	name string
+	opts []trace.SpanStartOption
+}
+
+// maxSpanStarts is how many queues' span starts a runner keeps (a
+// function reads from a few; more are made afresh each time).
+const maxSpanStarts = 64
+
+// spanStarts keeps each queue's spanStart, made once.
+type spanStarts struct {
+	mu sync.RWMutex
+	m  map[string]spanStart
+}
+
+// of returns the span start of queue.
+func (c *spanStarts) of(queue string) spanStart {
+	c.mu.RLock()
+	s, ok := c.m[queue]
+	c.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = spanStart{name: queue + " process", opts: []trace.SpanStartOption{
+		consumerKind,
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", queue)),
+	}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]spanStart{}
+	}
+	if len(c.m) < maxSpanStarts {
+		c.m[queue] = s
+	}
+	return s
 }
 
 // spanLines adds a record span's attributes (its span id, and the trace

@@ -138,3 +138,50 @@ func TestRunnerSpanSaysAFailure(t *testing.T) {
 		t.Error("the failure's error is not recorded on its span")
 	}
 }
+
+// seenSampler samples every span and keeps the attributes each started
+// with.
+type seenSampler struct{ started []map[attribute.Key]string }
+
+func (s *seenSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	a := map[attribute.Key]string{}
+	for _, kv := range p.Attributes {
+		a[kv.Key] = kv.Value.Emit()
+	}
+	s.started = append(s.started, a)
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (s *seenSampler) Description() string { return "seen" }
+
+// A sampler sees a record span's messaging attributes (the ones the
+// messaging conventions call sampling relevant) when the span starts; the
+// record's own end it, with its outcome.
+func TestRunnerSpanStartsWithWhatASamplerReads(t *testing.T) {
+	reg, err := message.NewRegistry(invoice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampler, rec := &seenSampler{}, tracetest.NewSpanRecorder()
+	r, err := runner.New(runner.Config{
+		Registry: reg, Handlers: map[string]runner.Handler{invoice.Name: runner.HandlerFunc(func(context.Context, runner.Job) error { return nil })},
+		Switch: switches(nil), Markers: memstore.New(), Parker: queues{}, DeadLetterer: queues{},
+		Logger:         engine.NewLogger(&bytes.Buffer{}, "error"),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(rec)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("inv-9")}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sampler.started) != 1 || len(rec.Ended()) != 1 {
+		t.Fatalf("%d spans sampled, %d ended; want one record span", len(sampler.started), len(rec.Ended()))
+	}
+	if a := sampler.started[0]; a["messaging.system"] != "aws_sqs" || a["messaging.operation.type"] != "process" || a["messaging.destination.name"] != "default" {
+		t.Errorf("the sampler saw %v; want the messaging system, operation and queue", a)
+	}
+	if a := attrs(rec.Ended()[0]); a["messaging.message.id"] != "sqs-inv-9" || a[engine.AttrJobType] != invoice.Name || a[engine.AttrJobOutcome] != "succeeded" || a["messaging.destination.name"] != "default" {
+		t.Errorf("the span ended with %v", a)
+	}
+}
