@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/runstwice/runstwice/engine"
 )
@@ -335,6 +336,39 @@ func TestAttackAbandonedRecordRacesTheBackOff(t *testing.T) {
 	_, _ = h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{record(orderBody("o-1", 1), 1)}})
 	<-done
 	time.Sleep(50 * time.Millisecond) // the snooze after the work
+}
+
+// A traced record gives its goroutine a logger of its span; when the batch
+// stops waiting at the deadline it logs about the records still running,
+// and then their outcome lines, while such a goroutine may still be setting
+// that logger: the batch must log them with the logger it made, never read
+// the one the goroutine writes (go test -race reports it).
+func TestAttackAbandonedTracedRecordRacesItsLogger(t *testing.T) {
+	started, release, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	w := newWorld(t, shipKind, nil)
+	h, err := engine.NewHandler(shipKind, func(ctx context.Context, job engine.Job[order]) error {
+		defer close(finished)
+		close(started)
+		<-release // work that ignores its context
+		job.Logger.Info("late line")
+		return nil
+	}, engine.Options{Store: w.store, DeadlineMargin: 160 * time.Millisecond, TracerProvider: tracenoop.NewTracerProvider(),
+		Logger: engine.NewLogger(&lockedWriter{w: w.logs}, "info"), Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	resp, _ := h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{record(orderBody("o-1", 1), 1)}})
+	<-started
+	close(release)
+	<-finished
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; the abandoned record is retried", resp.BatchItemFailures)
+	}
+	if !strings.Contains(w.logs.String(), "record still running at the deadline") {
+		t.Fatalf("no line says the record was still running:\n%s", w.logs)
+	}
 }
 
 type noBackoff struct{}

@@ -112,7 +112,7 @@ func (m *runner) backOff(ctx context.Context, base *slog.Logger, items []item, s
 		}
 		if left := visibilityLeft(it.msg, start, now).Truncate(time.Second); left < d {
 			if left < time.Second {
-				it.log.Warn("not backed off: SQS's 12 h from the record's receipt are spent; it comes back after the queue's visibility timeout")
+				it.logger().Warn("not backed off: SQS's 12 h from the record's receipt are spent; it comes back after the queue's visibility timeout")
 				continue
 			}
 			d = left

@@ -77,7 +77,11 @@ type item struct {
 	// fp is the payload's fingerprint ("" for none); due its run time.
 	fp  string
 	due time.Time
-	log *slog.Logger
+	// log is the record's logger; its goroutine gives it the attributes of
+	// the record's span. rec is the logger decode made, never changed: what
+	// the batch logs a record with once it no longer waits for its
+	// goroutine (see logger).
+	log, rec *slog.Logger
 	// attrs are the attributes of the record's log lines its kind names;
 	// keyAttrs: its kind names none, so they are its name and the key.
 	attrs    []slog.Attr
@@ -105,6 +109,17 @@ type item struct {
 	// record's context points at them.
 	sends string
 	job   tracedJob
+}
+
+// logger is the logger the batch logs the record with after runAll: its
+// own (with its span's attributes) once its goroutine is done, the one
+// decode made while its goroutine may still run (a record still pending:
+// abandoned at the deadline, or never started).
+func (it *item) logger() *slog.Logger {
+	if it.out.kind == kindPending {
+		return it.rec
+	}
+	return it.log
 }
 
 // metricType is the type dimension of the record's metrics: its kind's
@@ -227,6 +242,7 @@ func (m *runner) decode(ctx context.Context, base *slog.Logger, it *item, arena 
 		attrs = append(attrs, slog.String(keyTraceID, root))
 	}
 	it.log = slog.New(base.Handler().WithAttrs(attrs))
+	it.rec = it.log
 	if err != nil {
 		it.out = m.deadLetter(ctx, it, malformed(err))
 		return false

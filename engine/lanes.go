@@ -127,8 +127,8 @@ func (m *runner) runAll(items []item, limit int, stop time.Time, do func(int, *i
 		abandoned = true
 		mu.Unlock()
 		for i := range items {
-			if it := &items[i]; it.out.kind == kindPending && it.log != nil {
-				it.log.Error("record still running at the deadline; it is retried")
+			if it := &items[i]; it.out.kind == kindPending && it.rec != nil {
+				it.rec.Error("record still running at the deadline; it is retried")
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func (m *runner) finish(ctx context.Context, it *item) (retry bool) {
 		}
 		attrs = append(attrs, slog.String(keyError, Redact(it.out.err)), slog.String("errorClass", class))
 	}
-	it.log.LogAttrs(ctx, level, "job outcome", attrs...)
+	it.logger().LogAttrs(ctx, level, "job outcome", attrs...)
 	for _, name := range o.metrics {
 		m.o.Metrics.Count(name, it.metricType(), 1)
 	}
